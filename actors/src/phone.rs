@@ -1,0 +1,135 @@
+//! Phone numbers in E.164. Input may be international (`+972 50-123-4567`) or national
+//! (`050-123-4567`, read in the workspace's default country); both parse to the same number.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A valid phone number, held in E.164 form (`+972501234567`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PhoneNumber(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PhoneError {
+    #[error("`{input}` is not a phone number")]
+    Unparseable { input: String },
+    #[error("`{input}` is not a valid phone number")]
+    Invalid { input: String },
+    #[error("`{code}` is not an ISO 3166 country code")]
+    UnknownCountry { code: String },
+}
+
+/// Parse an ISO 3166-1 alpha-2 country code (`IL`, `us`).
+pub fn parse_country(code: &str) -> Result<phonenumber::country::Id, PhoneError> {
+    code.trim()
+        .to_ascii_uppercase()
+        .parse()
+        .map_err(|_| PhoneError::UnknownCountry { code: code.to_owned() })
+}
+
+impl PhoneNumber {
+    /// Parses `input` in any common format; national forms are read in `default_country`.
+    /// The number must be valid for its country (libphonenumber's rules).
+    pub fn parse(input: &str, default_country: phonenumber::country::Id) -> Result<Self, PhoneError> {
+        let trimmed = input.trim();
+        if trimmed.is_empty() || trimmed.len() > 64 {
+            return Err(PhoneError::Unparseable { input: input.to_owned() });
+        }
+        // "00" is the international call prefix in most of the world.
+        let normalized = match trimmed.strip_prefix("00") {
+            Some(rest) => format!("+{rest}"),
+            None => trimmed.to_owned(),
+        };
+        let number = phonenumber::parse(Some(default_country), &normalized)
+            .map_err(|_| PhoneError::Unparseable { input: input.to_owned() })?;
+        if !is_plausible(&number) {
+            return Err(PhoneError::Invalid { input: input.to_owned() });
+        }
+        Ok(Self(number.format().mode(phonenumber::Mode::E164).to_string()))
+    }
+
+    /// Wraps a string already known to be E.164 (read back from the store).
+    pub fn from_e164_unchecked(e164: String) -> Self {
+        Self(e164)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// ISO 3166-1 alpha-2 code of the number's country (`IL`), when it has a single one.
+    pub fn country(&self) -> Option<String> {
+        let parsed = phonenumber::parse(None, &self.0).ok()?;
+        parsed.country().id().map(|id| format!("{id:?}"))
+    }
+
+    /// The number's country calling code (`972`).
+    pub fn calling_code(&self) -> Option<u16> {
+        phonenumber::parse(None, &self.0).ok().map(|n| n.code().value())
+    }
+}
+
+/// A number is plausible when it is valid for its country or, for ranges libphonenumber's
+/// metadata does not list yet, when it fits the country's general number pattern and length.
+fn is_plausible(number: &phonenumber::PhoneNumber) -> bool {
+    if phonenumber::is_valid(number) {
+        return true;
+    }
+    let Some(meta) = number.metadata(&phonenumber::metadata::DATABASE) else {
+        return false;
+    };
+    let national = number.national().value().to_string();
+    let descriptors = meta.descriptors();
+    let length = national.len() as u16;
+    let fits_length = [descriptors.fixed_line(), descriptors.mobile(), descriptors.toll_free(), descriptors.voip()]
+        .into_iter()
+        .flatten()
+        .chain(std::iter::once(descriptors.general()))
+        .any(|d| d.possible_length().contains(&length));
+    fits_length && descriptors.general().is_match(&national)
+}
+
+impl fmt::Display for PhoneNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn il() -> phonenumber::country::Id {
+        parse_country("IL").unwrap()
+    }
+
+    #[test]
+    fn national_and_international_forms_are_the_same_number() {
+        let forms = ["050-123-4567", "+972 50 123 4567", "+972501234567", "00972501234567", "(050) 1234567"];
+        for form in forms {
+            assert_eq!(PhoneNumber::parse(form, il()).unwrap().as_str(), "+972501234567", "{form}");
+        }
+    }
+
+    #[test]
+    fn international_numbers_ignore_the_default_country() {
+        let us = PhoneNumber::parse("+1 (201) 555-0123", il()).unwrap();
+        assert_eq!(us.as_str(), "+12015550123");
+        assert_eq!(us.country().as_deref(), Some("US"));
+        assert_eq!(PhoneNumber::parse("+972502345678", il()).unwrap().country().as_deref(), Some("IL"));
+    }
+
+    #[test]
+    fn garbage_and_invalid_numbers_are_refused() {
+        for bad in ["", "hello", "+12", "123", "+972 1", &"9".repeat(100)] {
+            assert!(PhoneNumber::parse(bad, il()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn country_codes_parse_case_insensitively() {
+        assert!(parse_country("us").is_ok());
+        assert!(parse_country("XX").is_err());
+    }
+}

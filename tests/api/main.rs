@@ -1,1 +1,6 @@
-fn main(){}
+//! Switchboard as its users see it: real HTTP against the real service on a real SQLite file.
+
+mod helpers;
+
+mod discovery;
+mod dispositions;

@@ -1,0 +1,52 @@
+//! Service settings. Every flag of `switchboard serve` has a `SWITCHBOARD_*` environment
+//! equivalent; see the README's table.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Settings of a running service.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the HTTP control plane listens.
+    pub http: SocketAddr,
+    /// The store, e.g. `sqlite://switchboard.db`.
+    pub database_url: String,
+    /// Recordings and other files.
+    pub data_dir: PathBuf,
+    /// Requests per minute per API key (and per source address without a valid key).
+    pub rate_limit_per_minute: u32,
+    /// How long a purchased number waits in `pending_requirements` before the activation job
+    /// makes it active (the regulatory review).
+    pub number_activation_delay: Duration,
+    /// How often background jobs look for work.
+    pub job_interval: Duration,
+    /// Largest JSON body accepted.
+    pub max_json_body_bytes: usize,
+    /// Largest CSV body accepted for contact enrollment.
+    pub max_csv_body_bytes: usize,
+    /// Price of one outbound minute, in cents (per-second billing).
+    pub outbound_cents_per_minute: i64,
+    /// Price of one inbound minute, in cents.
+    pub inbound_cents_per_minute: i64,
+    /// Monthly price of a purchased number, in cents.
+    pub number_monthly_cents: i64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            http: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            database_url: "sqlite://switchboard.db".into(),
+            data_dir: PathBuf::from("data"),
+            rate_limit_per_minute: 60,
+            number_activation_delay: Duration::from_secs(24 * 3600),
+            job_interval: Duration::from_secs(5),
+            max_json_body_bytes: 1 << 20,
+            max_csv_body_bytes: 256 << 20,
+            outbound_cents_per_minute: 10,
+            inbound_cents_per_minute: 5,
+            number_monthly_cents: 500,
+        }
+    }
+}

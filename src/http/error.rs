@@ -1,0 +1,166 @@
+//! The one error type of the HTTP layer. Every failure answers `{error, code, ...}`; this is the
+//! only place that maps errors to status codes.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+use crate::auth::Scope;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400 INVALID_REQUEST: a missing or bad field, invalid JSON, a bad query parameter.
+    #[error("{message}")]
+    BadRequest { message: String },
+    /// 400 INVALID_REQUEST: unknown or read-only fields; the body lists the writable ones.
+    #[error("Unknown or read-only field(s): {}. Writable fields: {}", .fields.join(", "), .writable.join(", "))]
+    UnknownFields { fields: Vec<String>, writable: &'static [&'static str] },
+    /// 401 MISSING_KEY
+    #[error("Missing API key: send Authorization: Bearer <key>")]
+    MissingKey,
+    /// 401 INVALID_KEY: unknown or revoked.
+    #[error("Invalid API key")]
+    InvalidKey,
+    /// 401 EXPIRED_KEY
+    #[error("API key expired")]
+    ExpiredKey,
+    /// 401 INSUFFICIENT_SCOPE
+    #[error("This API key lacks the scope {required}")]
+    InsufficientScope { required: Scope },
+    /// 402 BILLING_ERROR: no payment method or insufficient balance.
+    #[error("{message}")]
+    Billing { message: String },
+    /// 404 NOT_FOUND: missing, in another workspace, or archived; all read the same.
+    #[error("{resource} not found")]
+    NotFound { resource: &'static str },
+    /// 404 NOT_FOUND for a path no route serves.
+    #[error("No route for {path}")]
+    NoRoute { path: String },
+    /// 405 METHOD_NOT_ALLOWED
+    #[error("Method not allowed on this path")]
+    MethodNotAllowed,
+    /// 409 CONFLICT: the change collides with an existing resource.
+    #[error("{message}")]
+    Conflict { message: String },
+    /// 413 PAYLOAD_TOO_LARGE
+    #[error("Request body larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    /// 415 UNSUPPORTED_MEDIA_TYPE
+    #[error("{message}")]
+    UnsupportedMediaType { message: String },
+    /// 422 CAMPAIGN_NOT_READY: launch or resume preflight failed; `message` names the problem.
+    #[error("Campaign is not ready: {message}")]
+    CampaignNotReady { message: String },
+    /// 429 RATE_LIMIT
+    #[error("Rate limit exceeded: {limit} requests per minute")]
+    RateLimited { limit: u32 },
+    /// 500 INTERNAL_ERROR: logged here; the detail never reaches the client.
+    #[error("Internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::BadRequest { message: message.into() }
+    }
+
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } | Self::UnknownFields { .. } => StatusCode::BAD_REQUEST,
+            Self::MissingKey | Self::InvalidKey | Self::ExpiredKey | Self::InsufficientScope { .. } => StatusCode::UNAUTHORIZED,
+            Self::Billing { .. } => StatusCode::PAYMENT_REQUIRED,
+            Self::NotFound { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::CampaignNotReady { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest { .. } | Self::UnknownFields { .. } => "INVALID_REQUEST",
+            Self::MissingKey => "MISSING_KEY",
+            Self::InvalidKey => "INVALID_KEY",
+            Self::ExpiredKey => "EXPIRED_KEY",
+            Self::InsufficientScope { .. } => "INSUFFICIENT_SCOPE",
+            Self::Billing { .. } => "BILLING_ERROR",
+            Self::NotFound { .. } | Self::NoRoute { .. } => "NOT_FOUND",
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Self::Conflict { .. } => "CONFLICT",
+            Self::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
+            Self::UnsupportedMediaType { .. } => "UNSUPPORTED_MEDIA_TYPE",
+            Self::CampaignNotReady { .. } => "CAMPAIGN_NOT_READY",
+            Self::RateLimited { .. } => "RATE_LIMIT",
+            Self::Internal(_) => "INTERNAL_ERROR",
+        }
+    }
+
+    /// The JSON body: `{error, code}` plus the variant's extra keys.
+    pub fn body(&self) -> Value {
+        let mut body = Map::new();
+        body.insert("error".into(), Value::String(self.to_string()));
+        body.insert("code".into(), Value::String(self.code().into()));
+        match self {
+            Self::UnknownFields { fields, writable } => {
+                body.insert("details".into(), json!({"unknown_fields": fields, "writable_fields": writable}));
+            }
+            Self::InsufficientScope { required } => {
+                body.insert("required_scope".into(), Value::String(required.as_str().into()));
+            }
+            Self::CampaignNotReady { message } => {
+                body.insert("message".into(), Value::String(message.clone()));
+            }
+            _ => {}
+        }
+        Value::Object(body)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Internal(err) = &self {
+            tracing::error!(error = ?err, "internal error");
+        }
+        (self.status_code(), Json(self.body())).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Conflict { constraint } => Self::Conflict { message: conflict_message(&constraint) },
+            other => Self::Internal(other.into()),
+        }
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(err: sqlx::Error) -> Self {
+        crate::store::classify(err).into()
+    }
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(err: anyhow::Error) -> Self {
+        Self::Internal(err)
+    }
+}
+
+/// Unique-constraint violations as client errors, by index name (the migration names them).
+fn conflict_message(constraint: &str) -> String {
+    match constraint {
+        c if c.contains("campaigns.workspace_id") || c.contains("campaigns_live_name") => {
+            "A campaign with this name already exists (names are unique among non-archived campaigns)".into()
+        }
+        c if c.contains("dispositions") => "A disposition with this label already exists".into(),
+        c if c.contains("dnc_entries") => "This phone number is already on the do-not-call list".into(),
+        c if c.contains("phone_numbers") => "This phone number is already registered".into(),
+        _ => "The change conflicts with an existing resource".into(),
+    }
+}

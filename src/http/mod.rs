@@ -1,0 +1,114 @@
+//! The REST control plane. Each resource module exposes `router()`, an `OpenApiRouter` whose
+//! handlers declare method, path, scope and summary in `#[utoipa::path]`; this module merges
+//! them, derives the route table and discovery documents from the result, and puts the gate
+//! (auth, scopes, rate limit) in front of everything.
+//!
+//! **Invariant:** handlers are thin: parse into valid types, call the store, serialize. Only
+//! this layer knows status codes and JSON error bodies.
+
+pub mod error;
+pub mod extract;
+pub mod gate;
+pub mod routes;
+
+mod billing;
+mod call_windows;
+mod campaigns;
+mod dispositions;
+mod dnc;
+mod agents;
+mod phone_numbers;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApiBuilder};
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::billing::{LocalPaymentProvider, PaymentProvider};
+use crate::config::Config;
+use crate::store::Store;
+
+pub use error::ApiError;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub config: Arc<Config>,
+    pub limiter: Arc<gate::RateLimiter>,
+    /// Scopes and discovery, filled once the router is assembled.
+    pub routes: Arc<routes::RouteTable>,
+    pub metrics: PrometheusHandle,
+    /// Where payment methods and top-ups go.
+    pub payments: Arc<dyn PaymentProvider>,
+}
+
+impl AppState {
+    pub fn new(store: Store, config: Arc<Config>) -> anyhow::Result<Self> {
+        let (_, openapi) = api().split_for_parts();
+        let routes = routes::RouteTable::from_openapi(serde_json::to_value(&openapi)?)?;
+        Ok(Self {
+            store,
+            limiter: Arc::new(gate::RateLimiter::new(config.rate_limit_per_minute)),
+            config,
+            routes: Arc::new(routes),
+            metrics: routes::metrics_handle()?,
+            payments: Arc::new(LocalPaymentProvider),
+        })
+    }
+}
+
+/// Every documented route, merged.
+pub fn api() -> OpenApiRouter<AppState> {
+    let doc = OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("Switchboard")
+                .version("1.0.0")
+                .description(Some("Voice-Agent Calling Service API: agents, numbers, calls, campaigns and more. Send `Authorization: Bearer <key>`.")),
+        )
+        .components(Some(
+            ComponentsBuilder::new()
+                .security_scheme("bearer", SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()))
+                .build(),
+        ))
+        .build();
+    OpenApiRouter::with_openapi(doc)
+        .merge(routes::router())
+        .merge(agents::router())
+        .merge(phone_numbers::router())
+        .merge(dispositions::router())
+        .merge(dnc::router())
+        .merge(billing::router())
+        .merge(call_windows::router())
+        .merge(campaigns::router())
+}
+
+/// The complete service router.
+pub fn router(state: AppState) -> Router {
+    let (router, _) = api().split_for_parts();
+    router
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), gate::gate))
+        .layer(middleware::from_fn(record_metrics))
+        .with_state(state)
+}
+
+async fn record_metrics(req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".into());
+    let response = next.run(req).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("switchboard_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status).increment(1);
+    metrics::histogram!("switchboard_http_request_seconds", "method" => method, "route" => route).record(started.elapsed().as_secs_f64());
+    response
+}

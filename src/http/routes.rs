@@ -1,0 +1,180 @@
+//! The route table and the discovery documents, all derived from the one source: the
+//! `#[utoipa::path]` declaration beside each handler (method, path, scope, summary).
+//!
+//! - `GET /`: every endpoint with its method, path, scope and summary.
+//! - `GET /openapi.json`: the OpenAPI 3.1 document. `GET /docs`: a rendered reference.
+//! - `GET /healthz`, `GET /metrics` (Prometheus text format).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use axum::extract::State;
+use axum::http::{header, Method, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::Json;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::ApiError;
+use super::AppState;
+use crate::auth::Scope;
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Public,
+    Scoped(Scope),
+}
+
+/// One endpoint, as listed by `GET /`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Endpoint {
+    pub method: String,
+    pub path: String,
+    /// The scope a key needs; null for public endpoints.
+    pub scope: Option<String>,
+    pub summary: String,
+}
+
+/// Method and path template to access, built from the OpenAPI document.
+pub struct RouteTable {
+    access: HashMap<(Method, String), Access>,
+    endpoints: Vec<Endpoint>,
+    openapi: Value,
+}
+
+const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
+
+impl RouteTable {
+    /// Reads every operation's security requirement. An operation must declare either one
+    /// `bearer` scope or an explicitly empty requirement (public); anything else is refused, so
+    /// no route can be added without saying who may call it.
+    pub fn from_openapi(openapi: Value) -> anyhow::Result<Self> {
+        let mut access = HashMap::new();
+        let mut endpoints = Vec::new();
+        let paths = openapi.get("paths").and_then(Value::as_object).ok_or_else(|| anyhow::anyhow!("OpenAPI document has no paths"))?;
+        for (path, item) in paths {
+            for method in METHODS {
+                let Some(op) = item.get(method) else { continue };
+                let security = op.get("security").and_then(Value::as_array).ok_or_else(|| anyhow::anyhow!("{method} {path} declares no security"))?;
+                let route_access = match security.as_slice() {
+                    [req] if req.as_object().is_some_and(|o| o.is_empty()) => Access::Public,
+                    [req] => {
+                        let scopes = req.get("bearer").and_then(Value::as_array).ok_or_else(|| anyhow::anyhow!("{method} {path}: security must be bearer"))?;
+                        match scopes.as_slice() {
+                            [Value::String(name)] => Access::Scoped(Scope::parse(name).ok_or_else(|| anyhow::anyhow!("{method} {path}: unknown scope {name}"))?),
+                            _ => anyhow::bail!("{method} {path}: declare exactly one scope"),
+                        }
+                    }
+                    _ => anyhow::bail!("{method} {path}: declare exactly one security requirement"),
+                };
+                let upper = method.to_ascii_uppercase();
+                let parsed = Method::from_bytes(upper.as_bytes())?;
+                access.insert((parsed, path.clone()), route_access);
+                endpoints.push(Endpoint {
+                    method: upper,
+                    path: path.clone(),
+                    scope: match route_access {
+                        Access::Scoped(s) => Some(s.as_str().to_owned()),
+                        Access::Public => None,
+                    },
+                    summary: op.get("summary").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                });
+            }
+        }
+        endpoints.sort_by(|a, b| (&a.path, &a.method).cmp(&(&b.path, &b.method)));
+        Ok(Self { access, endpoints, openapi })
+    }
+
+    /// Unknown routes are public here; they answer 404 on their own.
+    pub fn access(&self, method: &Method, path: &str) -> Access {
+        self.access.get(&(method.clone(), path.to_owned())).copied().unwrap_or(Access::Public)
+    }
+
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+}
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(index))
+        .routes(routes!(openapi_json))
+        .routes(routes!(docs))
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Index {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// List every endpoint
+#[utoipa::path(get, path = "/", tag = "discovery", security(()), responses((status = 200, body = Index)))]
+async fn index(State(state): State<AppState>) -> Json<Index> {
+    Json(Index { name: "switchboard", version: env!("CARGO_PKG_VERSION"), endpoints: state.routes.endpoints().to_vec() })
+}
+
+/// The OpenAPI 3.1 document
+#[utoipa::path(get, path = "/openapi.json", tag = "discovery", security(()), responses((status = 200, description = "OpenAPI document")))]
+async fn openapi_json(State(state): State<AppState>) -> Json<Value> {
+    Json(state.routes.openapi.clone())
+}
+
+/// The rendered API reference
+#[utoipa::path(get, path = "/docs", tag = "discovery", security(()), responses((status = 200, description = "HTML reference")))]
+async fn docs(State(state): State<AppState>) -> Html<String> {
+    Html(utoipa_scalar::Scalar::new(state.routes.openapi.clone()).to_html())
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    pub status: &'static str,
+}
+
+/// Liveness and store health
+#[utoipa::path(get, path = "/healthz", tag = "discovery", security(()), responses((status = 200, body = Health), (status = 503, body = Health)))]
+async fn healthz(State(state): State<AppState>) -> Response {
+    match state.store.ping().await {
+        Ok(()) => Json(Health { status: "ok" }).into_response(),
+        Err(err) => {
+            tracing::warn!(error = %err, "health check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, Json(Health { status: "unavailable" })).into_response()
+        }
+    }
+}
+
+/// Prometheus metrics
+#[utoipa::path(get, path = "/metrics", tag = "discovery", security(()), responses((status = 200, description = "Prometheus text format")))]
+async fn metrics(State(state): State<AppState>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
+}
+
+/// The process-wide Prometheus recorder (installed once; later services share it).
+pub fn metrics_handle() -> anyhow::Result<PrometheusHandle> {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    if let Some(handle) = HANDLE.get() {
+        return Ok(handle.clone());
+    }
+    let handle = match PrometheusBuilder::new().install_recorder() {
+        Ok(handle) => handle,
+        // Another thread won the race; use its recorder.
+        Err(_) => return HANDLE.get().cloned().ok_or_else(|| anyhow::anyhow!("metrics recorder unavailable")),
+    };
+    Ok(HANDLE.get_or_init(|| handle).clone())
+}
+
+pub async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NoRoute { path: uri.path().to_owned() }
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}

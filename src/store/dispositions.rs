@@ -1,0 +1,145 @@
+//! Dispositions: a workspace's call labels, ordered by position. Protected ones (the seeded
+//! defaults) cannot be deleted.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+use switchboard_actors::ids::{DispositionId, WorkspaceId};
+use utoipa::ToSchema;
+
+use super::{sql, classify, now, ts, Store, StoreResult};
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Disposition {
+    #[schema(value_type = uuid::Uuid)]
+    pub id: DispositionId,
+    pub label: String,
+    /// Hex color, `#rrggbb`.
+    pub color: String,
+    pub position: i64,
+    pub is_protected: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+fn disposition(r: SqliteRow) -> Result<Disposition, sqlx::Error> {
+    Ok(Disposition {
+        id: DispositionId::from_uuid(r.try_get("id")?),
+        label: r.try_get("label")?,
+        color: r.try_get("color")?,
+        position: r.try_get("position")?,
+        is_protected: r.try_get("is_protected")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+const COLUMNS: &str = "id, label, color, position, is_protected, created_at";
+
+/// What deleting a disposition did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    NotFound,
+    Protected,
+}
+
+impl Store {
+    pub async fn list_dispositions(&self, ws: WorkspaceId) -> StoreResult<Vec<Disposition>> {
+        let rows = sqlx::query(sql(format!("SELECT {COLUMNS} FROM dispositions WHERE workspace_id = ? ORDER BY position, created_at")))
+            .bind(ws.as_uuid())
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(disposition).collect::<Result<_, _>>()?)
+    }
+
+    pub async fn disposition(&self, ws: WorkspaceId, id: DispositionId) -> StoreResult<Option<Disposition>> {
+        let row = sqlx::query(sql(format!("SELECT {COLUMNS} FROM dispositions WHERE workspace_id = ? AND id = ?")))
+            .bind(ws.as_uuid())
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(disposition).transpose()?)
+    }
+
+    /// Which of `ids` are dispositions of the workspace.
+    pub async fn existing_dispositions(&self, ws: WorkspaceId, ids: &[DispositionId]) -> StoreResult<Vec<Disposition>> {
+        let all = self.list_dispositions(ws).await?;
+        Ok(ids.iter().filter_map(|id| all.iter().find(|d| d.id == *id).cloned()).collect())
+    }
+
+    /// Creates a disposition; without a position it goes last.
+    pub async fn create_disposition(&self, ws: WorkspaceId, label: &str, color: &str, position: Option<i64>) -> StoreResult<Disposition> {
+        let id = DispositionId::new();
+        let at = ts(now());
+        let mut tx = self.pool.begin().await?;
+        let position = match position {
+            Some(p) => {
+                // Make room: the new disposition takes the position, later ones move down.
+                sqlx::query("UPDATE dispositions SET position = position + 1 WHERE workspace_id = ? AND position >= ?")
+                    .bind(ws.as_uuid())
+                    .bind(p)
+                    .execute(&mut *tx)
+                    .await?;
+                p
+            }
+            None => {
+                sqlx::query_scalar::<_, i64>("SELECT COALESCE(MAX(position) + 1, 0) FROM dispositions WHERE workspace_id = ?")
+                    .bind(ws.as_uuid())
+                    .fetch_one(&mut *tx)
+                    .await?
+            }
+        };
+        sqlx::query("INSERT INTO dispositions (id, workspace_id, label, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?)")
+            .bind(id.as_uuid())
+            .bind(ws.as_uuid())
+            .bind(label)
+            .bind(color)
+            .bind(position)
+            .bind(&at)
+            .bind(&at)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        tx.commit().await?;
+        Ok(self.disposition(ws, id).await?.expect("row just inserted"))
+    }
+
+    pub async fn update_disposition(
+        &self,
+        ws: WorkspaceId,
+        id: DispositionId,
+        label: Option<&str>,
+        color: Option<&str>,
+        position: Option<i64>,
+    ) -> StoreResult<Option<Disposition>> {
+        let done = sqlx::query(
+            "UPDATE dispositions SET label = COALESCE(?, label), color = COALESCE(?, color), position = COALESCE(?, position), updated_at = ? WHERE workspace_id = ? AND id = ?",
+        )
+        .bind(label)
+        .bind(color)
+        .bind(position)
+        .bind(ts(now()))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await
+        .map_err(classify)?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.disposition(ws, id).await
+    }
+
+    pub async fn delete_disposition(&self, ws: WorkspaceId, id: DispositionId) -> StoreResult<DeleteOutcome> {
+        let Some(existing) = self.disposition(ws, id).await? else { return Ok(DeleteOutcome::NotFound) };
+        if existing.is_protected {
+            return Ok(DeleteOutcome::Protected);
+        }
+        sqlx::query("DELETE FROM dispositions WHERE workspace_id = ? AND id = ? AND is_protected = 0")
+            .bind(ws.as_uuid())
+            .bind(id.as_uuid())
+            .execute(&self.pool)
+            .await?;
+        Ok(DeleteOutcome::Deleted)
+    }
+}

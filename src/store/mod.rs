@@ -1,0 +1,127 @@
+//! The store: one SQLite file, migrated on open.
+//!
+//! Every resource query takes the caller's [`WorkspaceId`] and filters on it, so an id from
+//! another workspace reads exactly like a missing one. Timestamps are written through [`ts`] in
+//! one fixed form so that text order is time order.
+//!
+//! **Invariant:** a multi-row change (a campaign transition and its audit event, a balance change
+//! and its ledger entry) happens in one transaction.
+
+mod agents;
+mod billing;
+mod campaigns;
+mod dispositions;
+mod dnc;
+mod keys;
+mod numbers;
+mod workspaces;
+
+pub use agents::*;
+pub use billing::*;
+pub use campaigns::*;
+pub use dispositions::*;
+pub use dnc::*;
+pub use keys::*;
+pub use numbers::*;
+pub use workspaces::*;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::SqlitePool;
+
+pub use switchboard_actors::ids::WorkspaceId;
+
+/// Errors of the store layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule was broken; `constraint` names the index.
+    #[error("unique constraint {constraint} violated")]
+    Conflict { constraint: String },
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Maps a unique-constraint violation to [`StoreError::Conflict`], everything else through.
+/// This is the one place that reads database error kinds.
+pub(crate) fn classify(err: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &err {
+        if db.is_unique_violation() {
+            let message = db.message();
+            let constraint = message.rsplit(':').next().unwrap_or(message).trim().to_owned();
+            return StoreError::Conflict { constraint };
+        }
+    }
+    StoreError::Database(err)
+}
+
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+/// The stored form of a timestamp.
+pub fn ts(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+/// The current time, at the store's precision.
+pub fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
+
+impl Store {
+    /// Opens (creating if missing) and migrates the database at `url`.
+    pub async fn open(url: &str) -> StoreResult<Self> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await?;
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    pub async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub limit: i64,
+    pub offset: i64,
+}
+
+/// Items of one page and the total count.
+#[derive(Debug)]
+pub struct Paged<T> {
+    pub items: Vec<T>,
+    pub total: i64,
+}
+
+/// Marks a query built with `format!` as safe. Only constant column lists, table names and `?`
+/// placeholders are ever formatted into SQL; values are always bound.
+pub(crate) fn sql(text: String) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(text)
+}

@@ -1,0 +1,113 @@
+//! Workspaces (the spec's companies): creation seeds the protected default dispositions.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::Row;
+use switchboard_actors::ids::WorkspaceId;
+use switchboard_actors::window::CallingWindow;
+
+use super::{now, ts, Store, StoreError, StoreResult};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Workspace {
+    pub id: WorkspaceId,
+    pub name: String,
+    pub default_country: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The dispositions every workspace starts with: label, color. They are protected.
+pub const DEFAULT_DISPOSITIONS: [(&str, &str); 7] = [
+    ("Interested", "#16a34a"),
+    ("Not interested", "#dc2626"),
+    ("Callback requested", "#2563eb"),
+    ("Do not call", "#7c3aed"),
+    ("Wrong number", "#ea580c"),
+    ("Voicemail left", "#0891b2"),
+    ("Unclassified", "#6b7280"),
+];
+
+impl Store {
+    pub async fn create_workspace(&self, name: &str, default_country: &str) -> StoreResult<Workspace> {
+        let id = WorkspaceId::new();
+        let created_at = now();
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("INSERT INTO workspaces (id, name, default_country, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
+            .bind(id.as_uuid())
+            .bind(name)
+            .bind(default_country)
+            .bind(ts(created_at))
+            .bind(ts(created_at))
+            .execute(&mut *tx)
+            .await?;
+        for (position, (label, color)) in DEFAULT_DISPOSITIONS.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO dispositions (id, workspace_id, label, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+            )
+            .bind(uuid::Uuid::now_v7())
+            .bind(id.as_uuid())
+            .bind(label)
+            .bind(color)
+            .bind(position as i64)
+            .bind(ts(created_at))
+            .bind(ts(created_at))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Workspace { id, name: name.to_owned(), default_country: default_country.to_owned(), created_at })
+    }
+
+    pub async fn workspace(&self, id: WorkspaceId) -> StoreResult<Option<Workspace>> {
+        let row = sqlx::query("SELECT id, name, default_country, created_at FROM workspaces WHERE id = ?")
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(Workspace {
+                id: WorkspaceId::from_uuid(r.try_get("id")?),
+                name: r.try_get("name")?,
+                default_country: r.try_get("default_country")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .transpose()
+        .map_err(StoreError::Database)
+    }
+
+    pub async fn workspace_count(&self) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM workspaces").fetch_one(&self.pool).await?)
+    }
+
+    /// The workspace's country for reading national number forms.
+    pub async fn default_country(&self, id: WorkspaceId) -> StoreResult<phonenumber::country::Id> {
+        let code: Option<String> = sqlx::query_scalar("SELECT default_country FROM workspaces WHERE id = ?")
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
+        let code = code.unwrap_or_else(|| "IL".into());
+        switchboard_actors::phone::parse_country(&code).map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    /// The workspace's default calling hours (`PUT /call-windows`), if set.
+    pub async fn call_window(&self, id: WorkspaceId) -> StoreResult<Option<CallingWindow>> {
+        let raw: Option<Option<String>> = sqlx::query_scalar("SELECT call_window FROM workspaces WHERE id = ?")
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
+        match raw.flatten() {
+            None => Ok(None),
+            Some(text) => serde_json::from_str(&text).map(Some).map_err(|e| StoreError::Corrupt(format!("call_window: {e}"))),
+        }
+    }
+
+    pub async fn set_call_window(&self, id: WorkspaceId, window: &CallingWindow) -> StoreResult<()> {
+        sqlx::query("UPDATE workspaces SET call_window = ?, updated_at = ? WHERE id = ?")
+            .bind(window.to_json().to_string())
+            .bind(ts(now()))
+            .bind(id.as_uuid())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}

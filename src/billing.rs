@@ -53,3 +53,55 @@ impl PaymentProvider for LocalPaymentProvider {
         Ok(format!("local_ch_{}", uuid::Uuid::now_v7().simple()))
     }
 }
+
+/// Why a charge to a workspace failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChargeError {
+    #[error("Insufficient balance: {balance_cents} cents available, {amount_cents} needed; top up first")]
+    InsufficientBalance { balance_cents: i64, amount_cents: i64 },
+    #[error("No such workspace")]
+    NoWorkspace,
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// Debits `amount_cents` (positive) from the balance as one ledger entry, refusing to go below
+/// zero, then runs auto top-up if it is enabled and the balance fell below the threshold.
+pub async fn charge(
+    store: &crate::store::Store,
+    payments: &dyn PaymentProvider,
+    workspace: WorkspaceId,
+    amount_cents: i64,
+    kind: &str,
+    description: &str,
+) -> Result<crate::store::LedgerEntry, ChargeError> {
+    let entry = store.debit_if_covered(workspace, amount_cents, kind, description).await?;
+    let entry = match entry {
+        crate::store::Debit::Done(entry) => entry,
+        crate::store::Debit::Insufficient { balance_cents } => return Err(ChargeError::InsufficientBalance { balance_cents, amount_cents }),
+        crate::store::Debit::NoWorkspace => return Err(ChargeError::NoWorkspace),
+    };
+    if let Err(err) = auto_topup(store, payments, workspace).await {
+        tracing::warn!(%workspace, error = %err, "auto top-up failed");
+    }
+    Ok(entry)
+}
+
+/// Tops the balance up by the configured amount when auto top-up is on, a payment method is
+/// saved and the balance is below the threshold. Returns the credit entry if one was made.
+pub async fn auto_topup(
+    store: &crate::store::Store,
+    payments: &dyn PaymentProvider,
+    workspace: WorkspaceId,
+) -> anyhow::Result<Option<crate::store::LedgerEntry>> {
+    let Some(account) = store.billing_account(workspace).await? else { return Ok(None) };
+    let Some(method) = account.payment_method.clone() else { return Ok(None) };
+    if !account.auto_topup_enabled || account.auto_topup_amount_cents <= 0 || account.balance_cents >= account.low_balance_threshold_cents {
+        return Ok(None);
+    }
+    let reference = payments.charge(workspace, &method, account.auto_topup_amount_cents).await?;
+    let entry = store
+        .apply_ledger_entry(workspace, account.auto_topup_amount_cents, "auto_topup", "automatic top-up", Some(&reference))
+        .await?;
+    Ok(entry)
+}

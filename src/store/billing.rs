@@ -23,7 +23,64 @@ pub struct LedgerEntry {
     pub created_at: DateTime<Utc>,
 }
 
+/// A workspace's billing settings and balance.
+#[derive(Debug, Clone)]
+pub struct BillingAccount {
+    pub balance_cents: i64,
+    pub currency: String,
+    pub billing_email: String,
+    pub payment_method: Option<crate::billing::PaymentMethod>,
+    pub is_suspended: bool,
+    pub auto_topup_enabled: bool,
+    pub auto_topup_amount_cents: i64,
+    pub low_balance_threshold_cents: i64,
+}
+
+/// The result of [`Store::debit_if_covered`].
+#[derive(Debug)]
+pub enum Debit {
+    Done(LedgerEntry),
+    Insufficient { balance_cents: i64 },
+    NoWorkspace,
+}
+
 impl Store {
+    pub async fn billing_account(&self, ws: WorkspaceId) -> StoreResult<Option<BillingAccount>> {
+        let row = sqlx::query(
+            "SELECT balance_cents, currency, billing_email, payment_method_id, payment_method_label, is_suspended, auto_topup_enabled, \
+             auto_topup_amount_cents, low_balance_threshold_cents FROM workspaces WHERE id = ?",
+        )
+        .bind(ws.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(r) = row else { return Ok(None) };
+        let method_id: Option<String> = r.try_get("payment_method_id")?;
+        let method_label: Option<String> = r.try_get("payment_method_label")?;
+        Ok(Some(BillingAccount {
+            balance_cents: r.try_get("balance_cents")?,
+            currency: r.try_get("currency")?,
+            billing_email: r.try_get("billing_email")?,
+            payment_method: method_id.map(|id| crate::billing::PaymentMethod { id, label: method_label.unwrap_or_default() }),
+            is_suspended: r.try_get("is_suspended")?,
+            auto_topup_enabled: r.try_get("auto_topup_enabled")?,
+            auto_topup_amount_cents: r.try_get("auto_topup_amount_cents")?,
+            low_balance_threshold_cents: r.try_get("low_balance_threshold_cents")?,
+        }))
+    }
+
+    /// Debits `amount_cents` only if the balance covers it, atomically.
+    pub async fn debit_if_covered(&self, ws: WorkspaceId, amount_cents: i64, kind: &str, description: &str) -> StoreResult<Debit> {
+        let mut tx = self.pool.begin().await?;
+        let balance: Option<i64> = sqlx::query_scalar("SELECT balance_cents FROM workspaces WHERE id = ?").bind(ws.as_uuid()).fetch_optional(&mut *tx).await?;
+        let Some(balance_cents) = balance else { return Ok(Debit::NoWorkspace) };
+        if balance_cents < amount_cents {
+            return Ok(Debit::Insufficient { balance_cents });
+        }
+        let entry = ledger_entry_in(&mut tx, ws, -amount_cents, kind, description, None).await?;
+        tx.commit().await?;
+        Ok(Debit::Done(entry))
+    }
+
     /// Adds `amount_cents` (negative to charge) to the balance and records it; `None` when the
     /// workspace does not exist.
     pub async fn apply_ledger_entry(
@@ -35,33 +92,11 @@ impl Store {
         reference: Option<&str>,
     ) -> StoreResult<Option<LedgerEntry>> {
         let mut tx = self.pool.begin().await?;
-        let balance: Option<i64> = sqlx::query_scalar("UPDATE workspaces SET balance_cents = balance_cents + ?, updated_at = ? WHERE id = ? RETURNING balance_cents")
-            .bind(amount_cents)
-            .bind(ts(now()))
-            .bind(ws.as_uuid())
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(balance_after_cents) = balance else { return Ok(None) };
-        let entry = LedgerEntry {
-            id: uuid::Uuid::now_v7(),
-            amount_cents,
-            balance_after_cents,
-            kind: kind.to_owned(),
-            description: description.to_owned(),
-            reference: reference.map(str::to_owned),
-            created_at: now(),
-        };
-        sqlx::query("INSERT INTO ledger_entries (id, workspace_id, amount_cents, balance_after_cents, kind, description, reference, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-            .bind(entry.id)
-            .bind(ws.as_uuid())
-            .bind(entry.amount_cents)
-            .bind(entry.balance_after_cents)
-            .bind(&entry.kind)
-            .bind(&entry.description)
-            .bind(&entry.reference)
-            .bind(ts(entry.created_at))
-            .execute(&mut *tx)
-            .await?;
+        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM workspaces WHERE id = ?").bind(ws.as_uuid()).fetch_optional(&mut *tx).await?;
+        if exists.is_none() {
+            return Ok(None);
+        }
+        let entry = ledger_entry_in(&mut tx, ws, amount_cents, kind, description, reference).await?;
         tx.commit().await?;
         Ok(Some(entry))
     }
@@ -90,4 +125,43 @@ impl Store {
             .collect::<Result<_, sqlx::Error>>()?;
         Ok(super::Paged { items, total })
     }
+}
+
+/// Changes the balance and writes its ledger row inside `tx`.
+pub(crate) async fn ledger_entry_in(
+    tx: &mut sqlx::SqliteConnection,
+    ws: WorkspaceId,
+    amount_cents: i64,
+    kind: &str,
+    description: &str,
+    reference: Option<&str>,
+) -> StoreResult<LedgerEntry> {
+    let created_at = now();
+    let balance_after_cents: i64 = sqlx::query_scalar("UPDATE workspaces SET balance_cents = balance_cents + ?, updated_at = ? WHERE id = ? RETURNING balance_cents")
+        .bind(amount_cents)
+        .bind(ts(created_at))
+        .bind(ws.as_uuid())
+        .fetch_one(&mut *tx)
+        .await?;
+    let entry = LedgerEntry {
+        id: uuid::Uuid::now_v7(),
+        amount_cents,
+        balance_after_cents,
+        kind: kind.to_owned(),
+        description: description.to_owned(),
+        reference: reference.map(str::to_owned),
+        created_at,
+    };
+    sqlx::query("INSERT INTO ledger_entries (id, workspace_id, amount_cents, balance_after_cents, kind, description, reference, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind(entry.id)
+        .bind(ws.as_uuid())
+        .bind(entry.amount_cents)
+        .bind(entry.balance_after_cents)
+        .bind(&entry.kind)
+        .bind(&entry.description)
+        .bind(&entry.reference)
+        .bind(ts(entry.created_at))
+        .execute(&mut *tx)
+        .await?;
+    Ok(entry)
 }

@@ -1,1 +1,742 @@
-//! (in progress)
+//! Campaigns, their audit events and their contacts.
+//!
+//! **Invariant:** a status change and its audit event are written in one transaction, and only
+//! if the campaign is still in the status the change was decided from (optimistic check), so
+//! two concurrent commands cannot both apply.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{QueryBuilder, Row, Sqlite};
+use switchboard_actors::campaign::{self, CampaignStatus, RegulatoryBasis};
+use switchboard_actors::contact::{ContactState, ExclusionReason};
+use switchboard_actors::ids::{
+    AgentId, ApiKeyId, CampaignId, ContactId, DispositionId, LeadId, PhoneNumberId, WorkspaceId,
+};
+use switchboard_actors::window::CallingWindow;
+use utoipa::ToSchema;
+
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, now, sql, ts};
+
+/// The settings a client writes (create and PATCH), with the campaign's current values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CampaignSettings {
+    pub name: String,
+    pub description: String,
+    pub agent_id: Option<AgentId>,
+    pub from_phone_number_id: Option<PhoneNumberId>,
+    pub regulatory_basis: Option<RegulatoryBasis>,
+    pub calling_window: Option<CallingWindow>,
+    pub stop_disposition_ids: Vec<DispositionId>,
+    pub stop_on_no_answer: bool,
+    pub stop_on_voicemail: bool,
+    pub stop_on_unclassified: bool,
+    pub randomize_retry_time: bool,
+    pub double_dial_enabled: bool,
+    pub max_attempts: i64,
+    pub max_infra_retries: i64,
+    pub retry_no_answer_seconds: i64,
+    pub retry_completed_seconds: i64,
+    pub double_dial_gap_seconds: i64,
+    pub max_calls_per_day: i64,
+    pub min_seconds_between_calls: i64,
+    pub max_in_flight: i64,
+    pub budget_cents: Option<i64>,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+}
+
+impl CampaignSettings {
+    /// A new campaign's settings: DESIGN.md's defaults.
+    pub fn defaults(name: String) -> Self {
+        Self {
+            name,
+            description: String::new(),
+            agent_id: None,
+            from_phone_number_id: None,
+            regulatory_basis: None,
+            calling_window: None,
+            stop_disposition_ids: Vec::new(),
+            stop_on_no_answer: false,
+            stop_on_voicemail: false,
+            stop_on_unclassified: false,
+            randomize_retry_time: false,
+            double_dial_enabled: false,
+            max_attempts: campaign::MAX_ATTEMPTS.default,
+            max_infra_retries: campaign::MAX_INFRA_RETRIES.default,
+            retry_no_answer_seconds: campaign::RETRY_NO_ANSWER_SECONDS.default,
+            retry_completed_seconds: campaign::RETRY_COMPLETED_SECONDS.default,
+            double_dial_gap_seconds: campaign::DOUBLE_DIAL_GAP_SECONDS.default,
+            max_calls_per_day: campaign::MAX_CALLS_PER_DAY.default,
+            min_seconds_between_calls: campaign::MIN_SECONDS_BETWEEN_CALLS.default,
+            max_in_flight: campaign::MAX_IN_FLIGHT.default,
+            budget_cents: None,
+            starts_at: None,
+            ends_at: None,
+        }
+    }
+}
+
+/// A stored campaign: settings plus engine-owned fields.
+#[derive(Debug, Clone)]
+pub struct CampaignRecord {
+    pub id: CampaignId,
+    pub workspace_id: WorkspaceId,
+    pub status: CampaignStatus,
+    pub settings: CampaignSettings,
+    pub from_number: Option<String>,
+    pub daily_admitted_count: i64,
+    pub daily_window_date: Option<NaiveDate>,
+    pub last_admitted_at: Option<DateTime<Utc>>,
+    pub estimate_cents: i64,
+    pub spent_cents: i64,
+    pub reserved_cents: i64,
+    pub last_tick_at: Option<DateTime<Utc>>,
+    pub last_tick_result: Option<String>,
+    pub last_error: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub created_by: Option<ApiKeyId>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Contacts per state and attempts, for `stats`.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct CampaignStats {
+    /// Enrolled contacts (every state).
+    pub total_contacts: i64,
+    /// Contacts per state; every state is present.
+    pub contacts: BTreeMap<String, i64>,
+    /// Attempts made over all contacts.
+    pub attempts: i64,
+    /// Contacts per outcome of their latest attempt.
+    pub last_outcomes: BTreeMap<String, i64>,
+}
+
+/// An audit event.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CampaignEvent {
+    pub id: uuid::Uuid,
+    #[schema(value_type = uuid::Uuid)]
+    pub campaign_id: CampaignId,
+    /// `created`, `updated`, `launched`, `resumed`, `paused`, `stopped`, `archived`, `contacts_enrolled`, ...
+    pub kind: String,
+    pub from_status: Option<String>,
+    pub to_status: Option<String>,
+    pub message: Option<String>,
+    /// The API key that caused it; null for the engine.
+    pub actor_key_id: Option<uuid::Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A contact enrolled in a campaign.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Contact {
+    #[schema(value_type = uuid::Uuid)]
+    pub id: ContactId,
+    #[schema(value_type = uuid::Uuid)]
+    pub campaign_id: CampaignId,
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub lead_id: Option<LeadId>,
+    pub phone_number: String,
+    pub timezone: Option<String>,
+    #[schema(value_type = Object)]
+    pub variables: serde_json::Value,
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Value,
+    pub state: String,
+    pub attempts: i64,
+    pub infra_retries: i64,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub last_outcome: Option<String>,
+    pub last_disposition_id: Option<uuid::Uuid>,
+    pub last_call_id: Option<uuid::Uuid>,
+    pub excluded_reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A contact ready to insert.
+#[derive(Debug, Clone)]
+pub struct NewContact {
+    pub phone_number: String,
+    pub timezone: Option<String>,
+    pub lead_id: Option<LeadId>,
+    pub variables: serde_json::Value,
+    pub metadata: serde_json::Value,
+    /// Set for numbers on the do-not-call list: enrolled as `excluded`.
+    pub excluded: Option<ExclusionReason>,
+}
+
+/// What an insert of contacts did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EnrollCounts {
+    pub enrolled: i64,
+    pub excluded: i64,
+    pub duplicates: i64,
+}
+
+const CAMPAIGN_COLUMNS: &str = "id, workspace_id, name, description, status, agent_id, from_phone_number_id, from_number, regulatory_basis, \
+    calling_window, stop_disposition_ids, stop_on_no_answer, stop_on_voicemail, stop_on_unclassified, randomize_retry_time, double_dial_enabled, \
+    max_attempts, max_infra_retries, retry_no_answer_seconds, retry_completed_seconds, double_dial_gap_seconds, max_calls_per_day, \
+    min_seconds_between_calls, max_in_flight, budget_cents, starts_at, ends_at, daily_admitted_count, daily_window_date, last_admitted_at, \
+    estimate_cents, spent_cents, reserved_cents, last_tick_at, last_tick_result, last_error, started_at, completed_at, created_by, created_at, updated_at";
+
+fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {err}"))
+}
+
+fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
+    let status: String = r.try_get("status")?;
+    let window: Option<String> = r.try_get("calling_window")?;
+    let stop_ids: String = r.try_get("stop_disposition_ids")?;
+    let basis: Option<String> = r.try_get("regulatory_basis")?;
+    let date: Option<String> = r.try_get("daily_window_date")?;
+    let settings = CampaignSettings {
+        name: r.try_get("name")?,
+        description: r.try_get("description")?,
+        agent_id: r
+            .try_get::<Option<uuid::Uuid>, _>("agent_id")?
+            .map(AgentId::from_uuid),
+        from_phone_number_id: r
+            .try_get::<Option<uuid::Uuid>, _>("from_phone_number_id")?
+            .map(PhoneNumberId::from_uuid),
+        regulatory_basis: basis
+            .as_deref()
+            .map(|b| RegulatoryBasis::parse(b).ok_or_else(|| corrupt("regulatory_basis", b)))
+            .transpose()?,
+        calling_window: window
+            .map(|w| serde_json::from_str(&w).map_err(|e| corrupt("calling_window", e)))
+            .transpose()?,
+        stop_disposition_ids: serde_json::from_str(&stop_ids)
+            .map_err(|e| corrupt("stop_disposition_ids", e))?,
+        stop_on_no_answer: r.try_get("stop_on_no_answer")?,
+        stop_on_voicemail: r.try_get("stop_on_voicemail")?,
+        stop_on_unclassified: r.try_get("stop_on_unclassified")?,
+        randomize_retry_time: r.try_get("randomize_retry_time")?,
+        double_dial_enabled: r.try_get("double_dial_enabled")?,
+        max_attempts: r.try_get("max_attempts")?,
+        max_infra_retries: r.try_get("max_infra_retries")?,
+        retry_no_answer_seconds: r.try_get("retry_no_answer_seconds")?,
+        retry_completed_seconds: r.try_get("retry_completed_seconds")?,
+        double_dial_gap_seconds: r.try_get("double_dial_gap_seconds")?,
+        max_calls_per_day: r.try_get("max_calls_per_day")?,
+        min_seconds_between_calls: r.try_get("min_seconds_between_calls")?,
+        max_in_flight: r.try_get("max_in_flight")?,
+        budget_cents: r.try_get("budget_cents")?,
+        starts_at: r.try_get("starts_at")?,
+        ends_at: r.try_get("ends_at")?,
+    };
+    Ok(CampaignRecord {
+        id: CampaignId::from_uuid(r.try_get("id")?),
+        workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
+        status: CampaignStatus::parse(&status).ok_or_else(|| corrupt("status", &status))?,
+        settings,
+        from_number: r.try_get("from_number")?,
+        daily_admitted_count: r.try_get("daily_admitted_count")?,
+        daily_window_date: date
+            .map(|d| d.parse().map_err(|e| corrupt("daily_window_date", e)))
+            .transpose()?,
+        last_admitted_at: r.try_get("last_admitted_at")?,
+        estimate_cents: r.try_get("estimate_cents")?,
+        spent_cents: r.try_get("spent_cents")?,
+        reserved_cents: r.try_get("reserved_cents")?,
+        last_tick_at: r.try_get("last_tick_at")?,
+        last_tick_result: r.try_get("last_tick_result")?,
+        last_error: r.try_get("last_error")?,
+        started_at: r.try_get("started_at")?,
+        completed_at: r.try_get("completed_at")?,
+        created_by: r
+            .try_get::<Option<uuid::Uuid>, _>("created_by")?
+            .map(ApiKeyId::from_uuid),
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+fn contact_row(r: SqliteRow) -> StoreResult<Contact> {
+    let variables: String = r.try_get("variables")?;
+    let metadata: String = r.try_get("metadata")?;
+    Ok(Contact {
+        id: ContactId::from_uuid(r.try_get("id")?),
+        campaign_id: CampaignId::from_uuid(r.try_get("campaign_id")?),
+        lead_id: r
+            .try_get::<Option<uuid::Uuid>, _>("lead_id")?
+            .map(LeadId::from_uuid),
+        phone_number: r.try_get("phone_number")?,
+        timezone: r.try_get("timezone")?,
+        variables: serde_json::from_str(&variables).map_err(|e| corrupt("variables", e))?,
+        metadata: serde_json::from_str(&metadata).map_err(|e| corrupt("metadata", e))?,
+        state: r.try_get("state")?,
+        attempts: r.try_get("attempts")?,
+        infra_retries: r.try_get("infra_retries")?,
+        next_attempt_at: r.try_get("next_attempt_at")?,
+        last_outcome: r.try_get("last_outcome")?,
+        last_disposition_id: r.try_get("last_disposition_id")?,
+        last_call_id: r.try_get("last_call_id")?,
+        excluded_reason: r.try_get("excluded_reason")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+fn bind_settings(q: &mut QueryBuilder<Sqlite>, s: &CampaignSettings) -> StoreResult<()> {
+    let window = s.calling_window.as_ref().map(|w| w.to_json().to_string());
+    let stop_ids = serde_json::to_string(&s.stop_disposition_ids)
+        .map_err(|e| corrupt("stop_disposition_ids", e))?;
+    let mut sep = q.separated(", ");
+    sep.push("name = ").push_bind_unseparated(s.name.clone());
+    sep.push("description = ")
+        .push_bind_unseparated(s.description.clone());
+    sep.push("agent_id = ")
+        .push_bind_unseparated(s.agent_id.map(|a| a.as_uuid()));
+    sep.push("from_phone_number_id = ")
+        .push_bind_unseparated(s.from_phone_number_id.map(|p| p.as_uuid()));
+    sep.push("regulatory_basis = ")
+        .push_bind_unseparated(s.regulatory_basis.map(|b| b.as_str()));
+    sep.push("calling_window = ").push_bind_unseparated(window);
+    sep.push("stop_disposition_ids = ")
+        .push_bind_unseparated(stop_ids);
+    sep.push("stop_on_no_answer = ")
+        .push_bind_unseparated(s.stop_on_no_answer);
+    sep.push("stop_on_voicemail = ")
+        .push_bind_unseparated(s.stop_on_voicemail);
+    sep.push("stop_on_unclassified = ")
+        .push_bind_unseparated(s.stop_on_unclassified);
+    sep.push("randomize_retry_time = ")
+        .push_bind_unseparated(s.randomize_retry_time);
+    sep.push("double_dial_enabled = ")
+        .push_bind_unseparated(s.double_dial_enabled);
+    sep.push("max_attempts = ")
+        .push_bind_unseparated(s.max_attempts);
+    sep.push("max_infra_retries = ")
+        .push_bind_unseparated(s.max_infra_retries);
+    sep.push("retry_no_answer_seconds = ")
+        .push_bind_unseparated(s.retry_no_answer_seconds);
+    sep.push("retry_completed_seconds = ")
+        .push_bind_unseparated(s.retry_completed_seconds);
+    sep.push("double_dial_gap_seconds = ")
+        .push_bind_unseparated(s.double_dial_gap_seconds);
+    sep.push("max_calls_per_day = ")
+        .push_bind_unseparated(s.max_calls_per_day);
+    sep.push("min_seconds_between_calls = ")
+        .push_bind_unseparated(s.min_seconds_between_calls);
+    sep.push("max_in_flight = ")
+        .push_bind_unseparated(s.max_in_flight);
+    sep.push("budget_cents = ")
+        .push_bind_unseparated(s.budget_cents);
+    sep.push("starts_at = ")
+        .push_bind_unseparated(s.starts_at.map(ts));
+    sep.push("ends_at = ")
+        .push_bind_unseparated(s.ends_at.map(ts));
+    sep.push("updated_at = ").push_bind_unseparated(ts(now()));
+    Ok(())
+}
+
+async fn insert_event(
+    tx: &mut sqlx::SqliteConnection,
+    campaign: CampaignId,
+    kind: &str,
+    from: Option<CampaignStatus>,
+    to: Option<CampaignStatus>,
+    message: Option<&str>,
+    actor: Option<ApiKeyId>,
+) -> StoreResult<()> {
+    sqlx::query("INSERT INTO campaign_events (id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind(uuid::Uuid::now_v7())
+        .bind(campaign.as_uuid())
+        .bind(kind)
+        .bind(from.map(|s| s.as_str()))
+        .bind(to.map(|s| s.as_str()))
+        .bind(message)
+        .bind(actor.map(|a| a.as_uuid()))
+        .bind(ts(now()))
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// A status change decided by a command.
+#[derive(Debug, Clone)]
+pub struct StatusChange<'a> {
+    pub from: CampaignStatus,
+    pub to: CampaignStatus,
+    /// Audit event kind (`launched`, `paused`, ...).
+    pub event: &'a str,
+    pub actor: Option<ApiKeyId>,
+    /// Snapshot of the from-number taken at start.
+    pub from_number: Option<String>,
+    /// Contacts in these states become `excluded` with this reason.
+    pub exclude: Option<(&'a [ContactState], ExclusionReason)>,
+}
+
+impl Store {
+    pub async fn create_campaign(
+        &self,
+        ws: WorkspaceId,
+        settings: &CampaignSettings,
+        actor: ApiKeyId,
+    ) -> StoreResult<CampaignRecord> {
+        let id = CampaignId::new();
+        let at = ts(now());
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO campaigns (id, workspace_id, name, status, max_attempts, max_infra_retries, retry_no_answer_seconds, retry_completed_seconds, \
+             double_dial_gap_seconds, max_calls_per_day, min_seconds_between_calls, max_in_flight, created_by, created_at, updated_at) \
+             VALUES (?, ?, ?, 'draft', 0, 0, 0, 0, 0, 0, 0, 0, ?, ?, ?)",
+        )
+        .bind(id.as_uuid())
+        .bind(ws.as_uuid())
+        .bind(&settings.name)
+        .bind(actor.as_uuid())
+        .bind(&at)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let mut q = QueryBuilder::new("UPDATE campaigns SET ");
+        bind_settings(&mut q, settings)?;
+        q.push(" WHERE id = ").push_bind(id.as_uuid());
+        q.build().execute(&mut *tx).await.map_err(classify)?;
+        insert_event(
+            &mut tx,
+            id,
+            "created",
+            None,
+            Some(CampaignStatus::Draft),
+            None,
+            Some(actor),
+        )
+        .await?;
+        tx.commit().await?;
+        self.campaign_any(ws, id)
+            .await?
+            .ok_or_else(|| corrupt("campaign", "vanished after insert"))
+    }
+
+    /// A campaign in any status, archived included.
+    pub async fn campaign_any(
+        &self,
+        ws: WorkspaceId,
+        id: CampaignId,
+    ) -> StoreResult<Option<CampaignRecord>> {
+        let row = sqlx::query(sql(format!(
+            "SELECT {CAMPAIGN_COLUMNS} FROM campaigns WHERE workspace_id = ? AND id = ?"
+        )))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(campaign_row).transpose()
+    }
+
+    /// A campaign that is not archived.
+    pub async fn campaign(
+        &self,
+        ws: WorkspaceId,
+        id: CampaignId,
+    ) -> StoreResult<Option<CampaignRecord>> {
+        Ok(self
+            .campaign_any(ws, id)
+            .await?
+            .filter(|c| c.status != CampaignStatus::Archived))
+    }
+
+    /// Non-archived campaigns, newest first, optionally of one status.
+    pub async fn list_campaigns(
+        &self,
+        ws: WorkspaceId,
+        status: Option<CampaignStatus>,
+        page: Page,
+    ) -> StoreResult<Paged<CampaignRecord>> {
+        let status = status.map(|s| s.as_str());
+        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM campaigns WHERE workspace_id = ? AND status <> 'archived' AND (? IS NULL OR status = ?)")
+            .bind(ws.as_uuid())
+            .bind(status)
+            .bind(status)
+            .fetch_one(&self.pool)
+            .await?;
+        let rows = sqlx::query(sql(format!(
+            "SELECT {CAMPAIGN_COLUMNS} FROM campaigns WHERE workspace_id = ? AND status <> 'archived' AND (? IS NULL OR status = ?) \
+             ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+        )))
+        .bind(ws.as_uuid())
+        .bind(status)
+        .bind(status)
+        .bind(page.limit)
+        .bind(page.offset)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows.iter().map(campaign_row).collect::<StoreResult<_>>()?;
+        Ok(Paged { items, total })
+    }
+
+    /// Writes the settings if the campaign is still in `expected` status; `false` otherwise.
+    pub async fn update_campaign_settings(
+        &self,
+        ws: WorkspaceId,
+        id: CampaignId,
+        expected: CampaignStatus,
+        settings: &CampaignSettings,
+        changed: &[&str],
+        actor: ApiKeyId,
+    ) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let mut q = QueryBuilder::new("UPDATE campaigns SET ");
+        bind_settings(&mut q, settings)?;
+        q.push(" WHERE workspace_id = ").push_bind(ws.as_uuid());
+        q.push(" AND id = ").push_bind(id.as_uuid());
+        q.push(" AND status = ").push_bind(expected.as_str());
+        let done = q.build().execute(&mut *tx).await.map_err(classify)?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        let message = format!("changed: {}", changed.join(", "));
+        insert_event(
+            &mut tx,
+            id,
+            "updated",
+            None,
+            None,
+            Some(&message),
+            Some(actor),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Applies a status change if the campaign is still in `change.from`; `false` otherwise.
+    pub async fn change_campaign_status(
+        &self,
+        ws: WorkspaceId,
+        id: CampaignId,
+        change: &StatusChange<'_>,
+    ) -> StoreResult<bool> {
+        let at = now();
+        let mut tx = self.pool.begin().await?;
+        let started = matches!(
+            change.to,
+            CampaignStatus::Running | CampaignStatus::Scheduled
+        );
+        let done = sqlx::query(
+            "UPDATE campaigns SET status = ?, updated_at = ?, \
+             started_at = CASE WHEN ? AND started_at IS NULL THEN ? ELSE started_at END, \
+             from_number = COALESCE(?, from_number), \
+             archived_at = CASE WHEN ? = 'archived' THEN ? ELSE archived_at END, \
+             last_error = CASE WHEN ? THEN NULL ELSE last_error END \
+             WHERE workspace_id = ? AND id = ? AND status = ?",
+        )
+        .bind(change.to.as_str())
+        .bind(ts(at))
+        .bind(started)
+        .bind(ts(at))
+        .bind(change.from_number.as_deref())
+        .bind(change.to.as_str())
+        .bind(ts(at))
+        .bind(started)
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .bind(change.from.as_str())
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        if let Some((states, reason)) = change.exclude {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "UPDATE contacts SET state = 'excluded', excluded_reason = ",
+            );
+            q.push_bind(reason.as_str());
+            q.push(", next_attempt_at = NULL, updated_at = ")
+                .push_bind(ts(at));
+            q.push(" WHERE campaign_id = ").push_bind(id.as_uuid());
+            q.push(" AND state IN (");
+            let mut sep = q.separated(", ");
+            for state in states {
+                sep.push_bind(state.as_str());
+            }
+            q.push(")");
+            q.build().execute(&mut *tx).await?;
+        }
+        insert_event(
+            &mut tx,
+            id,
+            change.event,
+            Some(change.from),
+            Some(change.to),
+            None,
+            change.actor,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    pub async fn campaign_events(
+        &self,
+        id: CampaignId,
+        page: Page,
+    ) -> StoreResult<Paged<CampaignEvent>> {
+        let total: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM campaign_events WHERE campaign_id = ?")
+                .bind(id.as_uuid())
+                .fetch_one(&self.pool)
+                .await?;
+        let rows = sqlx::query(
+            "SELECT id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at FROM campaign_events \
+             WHERE campaign_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
+        )
+        .bind(id.as_uuid())
+        .bind(page.limit)
+        .bind(page.offset)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows
+            .into_iter()
+            .map(|r| {
+                Ok(CampaignEvent {
+                    id: r.try_get("id")?,
+                    campaign_id: CampaignId::from_uuid(r.try_get("campaign_id")?),
+                    kind: r.try_get("kind")?,
+                    from_status: r.try_get("from_status")?,
+                    to_status: r.try_get("to_status")?,
+                    message: r.try_get("message")?,
+                    actor_key_id: r.try_get("actor_key_id")?,
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?;
+        Ok(Paged { items, total })
+    }
+
+    pub async fn campaign_stats(&self, id: CampaignId) -> StoreResult<CampaignStats> {
+        let mut stats = CampaignStats::default();
+        for state in ContactState::ALL {
+            stats.contacts.insert(state.as_str().to_owned(), 0);
+        }
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as("SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = ? GROUP BY state")
+            .bind(id.as_uuid())
+            .fetch_all(&self.pool)
+            .await?;
+        for (state, count, attempts) in rows {
+            stats.total_contacts += count;
+            stats.attempts += attempts;
+            stats.contacts.insert(state, count);
+        }
+        let outcomes: Vec<(String, i64)> =
+            sqlx::query_as("SELECT last_outcome, COUNT(*) FROM contacts WHERE campaign_id = ? AND last_outcome IS NOT NULL GROUP BY last_outcome")
+                .bind(id.as_uuid())
+                .fetch_all(&self.pool)
+                .await?;
+        stats.last_outcomes = outcomes.into_iter().collect();
+        Ok(stats)
+    }
+
+    /// Inserts contacts in large batches inside one transaction; numbers already enrolled in
+    /// the campaign are counted as duplicates and left untouched.
+    pub async fn enroll_contacts(
+        &self,
+        campaign: CampaignId,
+        contacts: &[NewContact],
+        actor: ApiKeyId,
+    ) -> StoreResult<EnrollCounts> {
+        const BATCH: usize = 500;
+        let at = ts(now());
+        let mut counts = EnrollCounts::default();
+        let mut tx = self.pool.begin().await?;
+        for chunk in contacts.chunks(BATCH) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, created_at, updated_at) ",
+            );
+            q.push_values(chunk, |mut b, c| {
+                b.push_bind(uuid::Uuid::now_v7())
+                    .push_bind(campaign.as_uuid())
+                    .push_bind(c.lead_id.map(|l| l.as_uuid()))
+                    .push_bind(c.phone_number.clone())
+                    .push_bind(c.timezone.clone())
+                    .push_bind(c.variables.to_string())
+                    .push_bind(c.metadata.to_string())
+                    .push_bind(if c.excluded.is_some() {
+                        ContactState::Excluded.as_str()
+                    } else {
+                        ContactState::Pending.as_str()
+                    })
+                    .push_bind(c.excluded.map(|r| r.as_str()))
+                    .push_bind(at.clone())
+                    .push_bind(at.clone());
+            });
+            q.push(" RETURNING state");
+            let inserted: Vec<String> = q.build_query_scalar().fetch_all(&mut *tx).await?;
+            let excluded = inserted
+                .iter()
+                .filter(|s| s.as_str() == ContactState::Excluded.as_str())
+                .count() as i64;
+            counts.excluded += excluded;
+            counts.enrolled += inserted.len() as i64 - excluded;
+            counts.duplicates += (chunk.len() - inserted.len()) as i64;
+        }
+        let message = format!(
+            "enrolled {}, excluded {}, duplicates {}",
+            counts.enrolled, counts.excluded, counts.duplicates
+        );
+        insert_event(
+            &mut tx,
+            campaign,
+            "contacts_enrolled",
+            None,
+            None,
+            Some(&message),
+            Some(actor),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(counts)
+    }
+
+    pub async fn list_contacts(
+        &self,
+        campaign: CampaignId,
+        state: Option<ContactState>,
+        page: Page,
+    ) -> StoreResult<Paged<Contact>> {
+        let state = state.map(|s| s.as_str());
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM contacts WHERE campaign_id = ? AND (? IS NULL OR state = ?)",
+        )
+        .bind(campaign.as_uuid())
+        .bind(state)
+        .bind(state)
+        .fetch_one(&self.pool)
+        .await?;
+        let rows = sqlx::query("SELECT * FROM contacts WHERE campaign_id = ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ? OFFSET ?")
+            .bind(campaign.as_uuid())
+            .bind(state)
+            .bind(state)
+            .bind(page.limit)
+            .bind(page.offset)
+            .fetch_all(&self.pool)
+            .await?;
+        let items = rows
+            .into_iter()
+            .map(contact_row)
+            .collect::<StoreResult<_>>()?;
+        Ok(Paged { items, total })
+    }
+
+    pub async fn contact(
+        &self,
+        campaign: CampaignId,
+        id: ContactId,
+    ) -> StoreResult<Option<Contact>> {
+        let row = sqlx::query("SELECT * FROM contacts WHERE campaign_id = ? AND id = ?")
+            .bind(campaign.as_uuid())
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(contact_row).transpose()
+    }
+}

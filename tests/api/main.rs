@@ -2,5 +2,6 @@
 
 mod helpers;
 
+mod campaigns;
 mod discovery;
 mod dispositions;

@@ -1,0 +1,45 @@
+//! Placeholders replaced by the agents and do-not-call modules.
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use switchboard_actors::ids::{AgentId, WorkspaceId};
+
+use super::{Store, StoreResult};
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Agent {
+    #[schema(value_type = uuid::Uuid)]
+    pub id: AgentId,
+    pub is_active: bool,
+    pub max_call_duration_secs: Option<i64>,
+}
+
+impl Store {
+    pub async fn agent(&self, ws: WorkspaceId, id: AgentId) -> StoreResult<Option<Agent>> {
+        let row: Option<(bool, Option<i64>)> = sqlx::query_as("SELECT is_active, max_call_duration_secs FROM agents WHERE workspace_id = ? AND id = ?")
+            .bind(ws.as_uuid())
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|(is_active, max_call_duration_secs)| Agent {
+            id,
+            is_active,
+            max_call_duration_secs,
+        }))
+    }
+
+    pub async fn blocked_numbers(
+        &self,
+        ws: WorkspaceId,
+        _agent_id: Option<AgentId>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<HashSet<String>> {
+        let rows: Vec<String> = sqlx::query_scalar("SELECT phone_number FROM dnc_entries WHERE workspace_id = ? AND (expires_at IS NULL OR expires_at > ?)")
+            .bind(ws.as_uuid())
+            .bind(super::ts(at))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().collect())
+    }
+}

@@ -823,10 +823,9 @@ fn parse_csv_contacts(bytes: &[u8]) -> Result<Vec<Result<RawContact, String>>, A
                     && Some(i) != tz_col
                     && Some(i) != lead_col
                     && !name.is_empty()
+                    && let Some(v) = record.get(i)
                 {
-                    if let Some(v) = record.get(i) {
-                        variables.insert(name.clone(), Value::String(v.to_owned()));
-                    }
+                    variables.insert(name.clone(), Value::String(v.to_owned()));
                 }
             }
             Ok(RawContact {

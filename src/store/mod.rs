@@ -55,17 +55,17 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// Maps a unique-constraint violation to [`StoreError::Conflict`], everything else through.
 /// This is the one place that reads database error kinds.
 pub(crate) fn classify(err: sqlx::Error) -> StoreError {
-    if let sqlx::Error::Database(db) = &err {
-        if db.is_unique_violation() {
-            let message = db.message();
-            let constraint = message
-                .rsplit(':')
-                .next()
-                .unwrap_or(message)
-                .trim()
-                .to_owned();
-            return StoreError::Conflict { constraint };
-        }
+    if let sqlx::Error::Database(db) = &err
+        && db.is_unique_violation()
+    {
+        let message = db.message();
+        let constraint = message
+            .rsplit(':')
+            .next()
+            .unwrap_or(message)
+            .trim()
+            .to_owned();
+        return StoreError::Conflict { constraint };
     }
     StoreError::Database(err)
 }

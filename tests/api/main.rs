@@ -2,5 +2,8 @@
 
 mod helpers;
 
+mod billing;
+mod call_windows;
 mod discovery;
 mod dispositions;
+mod dnc;

@@ -4,18 +4,18 @@
 //! the workspace's default country (UTC when the country spans several zones we do not map),
 //! read in each contact's own zone when it is known. `is_default` tells the two apart.
 
-use axum::extract::State;
 use axum::Json;
+use axum::extract::State;
 use chrono_tz::Tz;
 use serde_json::Value;
 use switchboard_actors::window::CallingWindow;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::AppState;
 use super::error::ApiError;
 use super::extract::JsonObject;
 use super::gate::Auth;
-use super::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_window, put_window))
@@ -80,16 +80,33 @@ async fn get_window(State(state): State<AppState>, auth: Auth) -> Result<Json<Va
     if let Some(window) = state.store.call_window(auth.workspace_id).await? {
         return Ok(answer(&window, false));
     }
-    let workspace = state.store.workspace(auth.workspace_id).await?.ok_or(ApiError::NotFound { resource: "Workspace" })?;
-    Ok(answer(&CallingWindow::default_in(country_zone(&workspace.default_country)), true))
+    let workspace = state
+        .store
+        .workspace(auth.workspace_id)
+        .await?
+        .ok_or(ApiError::NotFound {
+            resource: "Workspace",
+        })?;
+    Ok(answer(
+        &CallingWindow::default_in(country_zone(&workspace.default_country)),
+        true,
+    ))
 }
 
 /// Set the workspace's default calling hours
 #[utoipa::path(put, path = "/call-windows", tag = "calling hours", security(("bearer" = ["campaigns:manage"])),
     request_body(content = Object, description = "{timezone (IANA), days ([\"mon\", ...]), start \"HH:MM\", end \"HH:MM\", use_contact_timezone (default true)}"),
     responses((status = 200, description = "The saved calling window"), (status = 400)))]
-async fn put_window(State(state): State<AppState>, auth: Auth, JsonObject(body): JsonObject) -> Result<Json<Value>, ApiError> {
-    let window = CallingWindow::from_json(&Value::Object(body)).map_err(|err| ApiError::bad_request(err.to_string()))?;
-    state.store.set_call_window(auth.workspace_id, &window).await?;
+async fn put_window(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonObject(body): JsonObject,
+) -> Result<Json<Value>, ApiError> {
+    let window = CallingWindow::from_json(&Value::Object(body))
+        .map_err(|err| ApiError::bad_request(err.to_string()))?;
+    state
+        .store
+        .set_call_window(auth.workspace_id, &window)
+        .await?;
     Ok(answer(&window, false))
 }

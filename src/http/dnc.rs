@@ -5,10 +5,10 @@
 //! passed counts as absent: the number lookup and the list leave it out, and adding the number
 //! again replaces it. It can still be read, changed or removed by its id.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use chrono::{DateTime, SubsecRound, Utc};
 use serde::Deserialize;
 use switchboard_actors::ids::{AgentId, DncEntryId};
@@ -17,14 +17,16 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
-use super::extract::{parse_fields, JsonObject, ListResponse, Pagination, Patch, PathId, Q};
-use super::gate::Auth;
 use super::AppState;
-use crate::store::{now, DncEntry, DncUpdate, NewDncEntry};
+use super::error::ApiError;
+use super::extract::{JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
+use super::gate::Auth;
+use crate::store::{DncEntry, DncUpdate, NewDncEntry, now};
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list, create)).routes(routes!(get_one, update, delete))
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(get_one, update, delete))
 }
 
 const CREATE_FIELDS: &[&str] = &["phone_number", "reason", "expires_at", "agent_ids"];
@@ -61,7 +63,9 @@ pub struct DncQuery {
 fn check_reason(reason: &str) -> Result<String, ApiError> {
     let reason = reason.trim();
     if reason.chars().count() > MAX_REASON_CHARS {
-        return Err(ApiError::bad_request(format!("Invalid field `reason`: must be at most {MAX_REASON_CHARS} characters")));
+        return Err(ApiError::bad_request(format!(
+            "Invalid field `reason`: must be at most {MAX_REASON_CHARS} characters"
+        )));
     }
     Ok(reason.to_owned())
 }
@@ -69,12 +73,19 @@ fn check_reason(reason: &str) -> Result<String, ApiError> {
 fn check_expiry(expires_at: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
     let expires_at = expires_at.trunc_subsecs(6);
     if expires_at <= now() {
-        return Err(ApiError::bad_request("Invalid field `expires_at`: must be in the future"));
+        return Err(ApiError::bad_request(
+            "Invalid field `expires_at`: must be in the future",
+        ));
     }
     Ok(expires_at)
 }
 
-async fn parse_number(state: &AppState, auth: &Auth, input: &str, field: &str) -> Result<String, ApiError> {
+async fn parse_number(
+    state: &AppState,
+    auth: &Auth,
+    input: &str,
+    field: &str,
+) -> Result<String, ApiError> {
     let country = state.store.default_country(auth.workspace_id).await?;
     PhoneNumber::parse(input, country)
         .map(|n| n.as_str().to_owned())
@@ -82,16 +93,25 @@ async fn parse_number(state: &AppState, auth: &Auth, input: &str, field: &str) -
 }
 
 /// Agent ids, deduplicated, all of which must be agents of the workspace.
-async fn check_agents(state: &AppState, auth: &Auth, ids: Vec<uuid::Uuid>) -> Result<Vec<AgentId>, ApiError> {
+async fn check_agents(
+    state: &AppState,
+    auth: &Auth,
+    ids: Vec<uuid::Uuid>,
+) -> Result<Vec<AgentId>, ApiError> {
     let mut agents: Vec<AgentId> = Vec::with_capacity(ids.len());
     for id in ids.into_iter().map(AgentId::from_uuid) {
         if !agents.contains(&id) {
             agents.push(id);
         }
     }
-    let unknown = state.store.dnc_unknown_agents(auth.workspace_id, &agents).await?;
+    let unknown = state
+        .store
+        .dnc_unknown_agents(auth.workspace_id, &agents)
+        .await?;
     if let Some(first) = unknown.first() {
-        return Err(ApiError::bad_request(format!("Invalid field `agent_ids`: {first} is not an agent of this workspace")));
+        return Err(ApiError::bad_request(format!(
+            "Invalid field `agent_ids`: {first} is not an agent of this workspace"
+        )));
     }
     Ok(agents)
 }
@@ -103,34 +123,73 @@ async fn check_agents(state: &AppState, auth: &Auth, ids: Vec<uuid::Uuid>) -> Re
         (status = 200, description = "Without `phone`: `{data, pagination}`, most recently added first. With `phone`: the entry itself.", body = ListResponse<DncEntry>),
         (status = 400, description = "Bad query or unreadable phone number"),
         (status = 404, description = "With `phone`: the number is not on the list")))]
-async fn list(State(state): State<AppState>, auth: Auth, Q(query): Q<DncQuery>) -> Result<Response, ApiError> {
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    Q(query): Q<DncQuery>,
+) -> Result<Response, ApiError> {
     if let Some(phone) = query.phone.as_deref() {
         let number = parse_number(&state, &auth, phone, "query parameter `phone`").await?;
-        let found = state.store.dnc_entry_for_number(auth.workspace_id, &number, now()).await?;
-        return found.map(|e| Json(e).into_response()).ok_or(ApiError::NotFound { resource: "Do-not-call entry" });
+        let found = state
+            .store
+            .dnc_entry_for_number(auth.workspace_id, &number, now())
+            .await?;
+        return found
+            .map(|e| Json(e).into_response())
+            .ok_or(ApiError::NotFound {
+                resource: "Do-not-call entry",
+            });
     }
-    let page = Pagination { limit: query.limit, offset: query.offset }.page()?;
-    let paged = state.store.list_dnc_entries(auth.workspace_id, now(), page).await?;
+    let page = Pagination {
+        limit: query.limit,
+        offset: query.offset,
+    }
+    .page()?;
+    let paged = state
+        .store
+        .list_dnc_entries(auth.workspace_id, now(), page)
+        .await?;
     Ok(Json(ListResponse::new(paged, page)).into_response())
 }
 
 /// Get a do-not-call entry
 #[utoipa::path(get, path = "/do-not-call/{id}", tag = "do-not-call", security(("bearer" = ["do_not_call:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = DncEntry), (status = 404)))]
-async fn get_one(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> Result<Json<DncEntry>, ApiError> {
-    let found = state.store.dnc_entry(auth.workspace_id, DncEntryId::from_uuid(id)).await?;
-    found.map(Json).ok_or(ApiError::NotFound { resource: "Do-not-call entry" })
+async fn get_one(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<DncEntry>, ApiError> {
+    let found = state
+        .store
+        .dnc_entry(auth.workspace_id, DncEntryId::from_uuid(id))
+        .await?;
+    found.map(Json).ok_or(ApiError::NotFound {
+        resource: "Do-not-call entry",
+    })
 }
 
 /// Add a number to the do-not-call list
 #[utoipa::path(post, path = "/do-not-call", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
     request_body = DncInput,
     responses((status = 201, body = DncEntry), (status = 400), (status = 409, description = "The number is already on the list")))]
-async fn create(State(state): State<AppState>, auth: Auth, JsonObject(body): JsonObject) -> Result<(StatusCode, Json<DncEntry>), ApiError> {
+async fn create(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonObject(body): JsonObject,
+) -> Result<(StatusCode, Json<DncEntry>), ApiError> {
     let input: DncInput = parse_fields(body, CREATE_FIELDS)?;
-    let raw = input.phone_number.as_deref().ok_or_else(|| ApiError::bad_request("Missing field `phone_number`"))?;
+    let raw = input
+        .phone_number
+        .as_deref()
+        .ok_or_else(|| ApiError::bad_request("Missing field `phone_number`"))?;
     let number = parse_number(&state, &auth, raw, "field `phone_number`").await?;
-    let reason = input.reason.as_deref().map(check_reason).transpose()?.unwrap_or_default();
+    let reason = input
+        .reason
+        .as_deref()
+        .map(check_reason)
+        .transpose()?
+        .unwrap_or_default();
     let expires_at = match input.expires_at {
         Patch::Value(at) => Some(check_expiry(at)?),
         Patch::Absent | Patch::Null => None,
@@ -144,7 +203,10 @@ async fn create(State(state): State<AppState>, auth: Auth, JsonObject(body): Jso
         agent_ids: &agent_ids,
         created_by: Some(auth.key_id),
     };
-    let created = state.store.create_dnc_entry(auth.workspace_id, &new).await?;
+    let created = state
+        .store
+        .create_dnc_entry(auth.workspace_id, &new)
+        .await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -152,15 +214,30 @@ async fn create(State(state): State<AppState>, auth: Auth, JsonObject(body): Jso
 #[utoipa::path(patch, path = "/do-not-call/{id}", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
     params(("id" = uuid::Uuid, Path)), request_body = DncInput,
     responses((status = 200, body = DncEntry), (status = 400), (status = 404)))]
-async fn update(State(state): State<AppState>, auth: Auth, PathId(id): PathId, JsonObject(body): JsonObject) -> Result<Json<DncEntry>, ApiError> {
+async fn update(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+    JsonObject(body): JsonObject,
+) -> Result<Json<DncEntry>, ApiError> {
     let id = DncEntryId::from_uuid(id);
     if body.is_empty() {
-        return Err(ApiError::bad_request(format!("No writable field given. Writable fields: {}", UPDATE_FIELDS.join(", "))));
+        return Err(ApiError::bad_request(format!(
+            "No writable field given. Writable fields: {}",
+            UPDATE_FIELDS.join(", ")
+        )));
     }
     let input: DncInput = parse_fields(body, UPDATE_FIELDS)?;
     // Another workspace's id reads as missing before anything about the body is checked.
-    if state.store.dnc_entry(auth.workspace_id, id).await?.is_none() {
-        return Err(ApiError::NotFound { resource: "Do-not-call entry" });
+    if state
+        .store
+        .dnc_entry(auth.workspace_id, id)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::NotFound {
+            resource: "Do-not-call entry",
+        });
     }
     let reason = input.reason.as_deref().map(check_reason).transpose()?;
     let expires_at = match input.expires_at {
@@ -172,18 +249,37 @@ async fn update(State(state): State<AppState>, auth: Auth, PathId(id): PathId, J
         Some(ids) => Some(check_agents(&state, &auth, ids).await?),
         None => None,
     };
-    let change = DncUpdate { reason: reason.as_deref(), expires_at, agent_ids: agent_ids.as_deref() };
-    let updated = state.store.update_dnc_entry(auth.workspace_id, id, &change).await?;
-    updated.map(Json).ok_or(ApiError::NotFound { resource: "Do-not-call entry" })
+    let change = DncUpdate {
+        reason: reason.as_deref(),
+        expires_at,
+        agent_ids: agent_ids.as_deref(),
+    };
+    let updated = state
+        .store
+        .update_dnc_entry(auth.workspace_id, id, &change)
+        .await?;
+    updated.map(Json).ok_or(ApiError::NotFound {
+        resource: "Do-not-call entry",
+    })
 }
 
 /// Remove a number from the do-not-call list
 #[utoipa::path(delete, path = "/do-not-call/{id}", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id}"), (status = 404)))]
-async fn delete(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> Result<Json<serde_json::Value>, ApiError> {
-    if state.store.delete_dnc_entry(auth.workspace_id, DncEntryId::from_uuid(id)).await? {
+async fn delete(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if state
+        .store
+        .delete_dnc_entry(auth.workspace_id, DncEntryId::from_uuid(id))
+        .await?
+    {
         Ok(Json(serde_json::json!({"success": true, "id": id})))
     } else {
-        Err(ApiError::NotFound { resource: "Do-not-call entry" })
+        Err(ApiError::NotFound {
+            resource: "Do-not-call entry",
+        })
     }
 }

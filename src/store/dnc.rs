@@ -9,12 +9,12 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, ApiKeyId, DncEntryId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{classify, now, sql, ts, Page, Paged, Store, StoreResult};
+use super::{Page, Paged, Store, StoreResult, classify, now, sql, ts};
 
 /// An agent a do-not-call entry applies to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
@@ -69,7 +69,8 @@ pub struct DncUpdate<'a> {
     pub agent_ids: Option<&'a [AgentId]>,
 }
 
-const COLUMNS: &str = "id, workspace_id, phone_number, reason, source, expires_at, created_by, created_at";
+const COLUMNS: &str =
+    "id, workspace_id, phone_number, reason, source, expires_at, created_by, created_at";
 
 fn entry(r: &SqliteRow) -> Result<DncEntry, sqlx::Error> {
     let created_by: Option<uuid::Uuid> = r.try_get("created_by")?;
@@ -86,7 +87,11 @@ fn entry(r: &SqliteRow) -> Result<DncEntry, sqlx::Error> {
     })
 }
 
-async fn insert_agents(tx: &mut sqlx::SqliteConnection, id: DncEntryId, agent_ids: &[AgentId]) -> StoreResult<()> {
+async fn insert_agents(
+    tx: &mut sqlx::SqliteConnection,
+    id: DncEntryId,
+    agent_ids: &[AgentId],
+) -> StoreResult<()> {
     let unique: HashSet<AgentId> = agent_ids.iter().copied().collect();
     for agent in unique {
         sqlx::query("INSERT INTO dnc_entry_agents (entry_id, agent_id) VALUES (?, ?)")
@@ -115,10 +120,10 @@ impl Store {
         let mut by_entry: HashMap<uuid::Uuid, Vec<DncAgent>> = HashMap::new();
         for r in query.fetch_all(&self.pool).await? {
             let entry_id: uuid::Uuid = r.try_get("entry_id")?;
-            by_entry
-                .entry(entry_id)
-                .or_default()
-                .push(DncAgent { id: AgentId::from_uuid(r.try_get("id")?), name: r.try_get("name")? });
+            by_entry.entry(entry_id).or_default().push(DncAgent {
+                id: AgentId::from_uuid(r.try_get("id")?),
+                name: r.try_get("name")?,
+            });
         }
         for e in &mut entries {
             e.agents = by_entry.remove(&e.id.as_uuid()).unwrap_or_default();
@@ -127,7 +132,12 @@ impl Store {
     }
 
     /// Entries in force at `at`, most recently added first.
-    pub async fn list_dnc_entries(&self, ws: WorkspaceId, at: DateTime<Utc>, page: Page) -> StoreResult<Paged<DncEntry>> {
+    pub async fn list_dnc_entries(
+        &self,
+        ws: WorkspaceId,
+        at: DateTime<Utc>,
+        page: Page,
+    ) -> StoreResult<Paged<DncEntry>> {
         let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM dnc_entries WHERE workspace_id = ? AND (expires_at IS NULL OR expires_at > ?)")
             .bind(ws.as_uuid())
             .bind(ts(at))
@@ -144,22 +154,36 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         let items = rows.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
-        Ok(Paged { items: self.with_dnc_agents(items).await?, total })
+        Ok(Paged {
+            items: self.with_dnc_agents(items).await?,
+            total,
+        })
     }
 
     /// An entry by id, expired or not.
-    pub async fn dnc_entry(&self, ws: WorkspaceId, id: DncEntryId) -> StoreResult<Option<DncEntry>> {
-        let row = sqlx::query(sql(format!("SELECT {COLUMNS} FROM dnc_entries WHERE workspace_id = ? AND id = ?")))
-            .bind(ws.as_uuid())
-            .bind(id.as_uuid())
-            .fetch_optional(&self.pool)
-            .await?;
+    pub async fn dnc_entry(
+        &self,
+        ws: WorkspaceId,
+        id: DncEntryId,
+    ) -> StoreResult<Option<DncEntry>> {
+        let row = sqlx::query(sql(format!(
+            "SELECT {COLUMNS} FROM dnc_entries WHERE workspace_id = ? AND id = ?"
+        )))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
         let Some(row) = row else { return Ok(None) };
         Ok(self.with_dnc_agents(vec![entry(&row)?]).await?.pop())
     }
 
     /// The entry for an E.164 number, if one is in force at `at`.
-    pub async fn dnc_entry_for_number(&self, ws: WorkspaceId, number: &str, at: DateTime<Utc>) -> StoreResult<Option<DncEntry>> {
+    pub async fn dnc_entry_for_number(
+        &self,
+        ws: WorkspaceId,
+        number: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<Option<DncEntry>> {
         let row = sqlx::query(sql(format!(
             "SELECT {COLUMNS} FROM dnc_entries WHERE workspace_id = ? AND phone_number = ? AND (expires_at IS NULL OR expires_at > ?)"
         )))
@@ -173,14 +197,19 @@ impl Store {
     }
 
     /// Which of `ids` are not agents of the workspace (in the order given).
-    pub async fn dnc_unknown_agents(&self, ws: WorkspaceId, ids: &[AgentId]) -> StoreResult<Vec<AgentId>> {
+    pub async fn dnc_unknown_agents(
+        &self,
+        ws: WorkspaceId,
+        ids: &[AgentId],
+    ) -> StoreResult<Vec<AgentId>> {
         let mut unknown = Vec::new();
         for id in ids {
-            let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM agents WHERE workspace_id = ? AND id = ?")
-                .bind(ws.as_uuid())
-                .bind(id.as_uuid())
-                .fetch_optional(&self.pool)
-                .await?;
+            let found: Option<i64> =
+                sqlx::query_scalar("SELECT 1 FROM agents WHERE workspace_id = ? AND id = ?")
+                    .bind(ws.as_uuid())
+                    .bind(id.as_uuid())
+                    .fetch_optional(&self.pool)
+                    .await?;
             if found.is_none() {
                 unknown.push(*id);
             }
@@ -190,7 +219,11 @@ impl Store {
 
     /// Adds a number. An expired entry for the same number is replaced; one still in force is a
     /// [`super::StoreError::Conflict`].
-    pub async fn create_dnc_entry(&self, ws: WorkspaceId, new: &NewDncEntry<'_>) -> StoreResult<DncEntry> {
+    pub async fn create_dnc_entry(
+        &self,
+        ws: WorkspaceId,
+        new: &NewDncEntry<'_>,
+    ) -> StoreResult<DncEntry> {
         let id = DncEntryId::new();
         let at = ts(now());
         let mut tx = self.pool.begin().await?;
@@ -218,11 +251,18 @@ impl Store {
         .map_err(classify)?;
         insert_agents(&mut tx, id, new.agent_ids).await?;
         tx.commit().await?;
-        self.dnc_entry(ws, id).await?.ok_or_else(|| super::StoreError::Corrupt("do-not-call entry vanished after insert".into()))
+        self.dnc_entry(ws, id).await?.ok_or_else(|| {
+            super::StoreError::Corrupt("do-not-call entry vanished after insert".into())
+        })
     }
 
     /// Changes an entry; `None` when it is not in the workspace.
-    pub async fn update_dnc_entry(&self, ws: WorkspaceId, id: DncEntryId, update: &DncUpdate<'_>) -> StoreResult<Option<DncEntry>> {
+    pub async fn update_dnc_entry(
+        &self,
+        ws: WorkspaceId,
+        id: DncEntryId,
+        update: &DncUpdate<'_>,
+    ) -> StoreResult<Option<DncEntry>> {
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
             "UPDATE dnc_entries SET reason = COALESCE(?, reason), expires_at = CASE WHEN ? THEN ? ELSE expires_at END, updated_at = ? \
@@ -240,7 +280,10 @@ impl Store {
             return Ok(None);
         }
         if let Some(agent_ids) = update.agent_ids {
-            sqlx::query("DELETE FROM dnc_entry_agents WHERE entry_id = ?").bind(id.as_uuid()).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM dnc_entry_agents WHERE entry_id = ?")
+                .bind(id.as_uuid())
+                .execute(&mut *tx)
+                .await?;
             insert_agents(&mut tx, id, agent_ids).await?;
         }
         tx.commit().await?;
@@ -250,23 +293,36 @@ impl Store {
     /// Removes an entry; `false` when it is not in the workspace.
     pub async fn delete_dnc_entry(&self, ws: WorkspaceId, id: DncEntryId) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
-        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM dnc_entries WHERE workspace_id = ? AND id = ?")
-            .bind(ws.as_uuid())
-            .bind(id.as_uuid())
-            .fetch_optional(&mut *tx)
-            .await?;
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM dnc_entries WHERE workspace_id = ? AND id = ?")
+                .bind(ws.as_uuid())
+                .bind(id.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await?;
         if found.is_none() {
             return Ok(false);
         }
-        sqlx::query("DELETE FROM dnc_entry_agents WHERE entry_id = ?").bind(id.as_uuid()).execute(&mut *tx).await?;
-        sqlx::query("DELETE FROM dnc_entries WHERE workspace_id = ? AND id = ?").bind(ws.as_uuid()).bind(id.as_uuid()).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM dnc_entry_agents WHERE entry_id = ?")
+            .bind(id.as_uuid())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM dnc_entries WHERE workspace_id = ? AND id = ?")
+            .bind(ws.as_uuid())
+            .bind(id.as_uuid())
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(true)
     }
 
     /// The E.164 numbers that must not be called at `at` by `agent_id` (or, with `None`, by any
     /// agent): entries in force that apply to every agent or name this one.
-    pub async fn blocked_numbers(&self, ws: WorkspaceId, agent_id: Option<AgentId>, at: DateTime<Utc>) -> StoreResult<HashSet<String>> {
+    pub async fn blocked_numbers(
+        &self,
+        ws: WorkspaceId,
+        agent_id: Option<AgentId>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<HashSet<String>> {
         let numbers: Vec<String> = sqlx::query_scalar(
             "SELECT e.phone_number FROM dnc_entries e WHERE e.workspace_id = ? AND (e.expires_at IS NULL OR e.expires_at > ?) \
              AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
@@ -282,7 +338,13 @@ impl Store {
 
     /// Whether the E.164 `number` must not be called at `at` by `agent_id` (see
     /// [`Store::blocked_numbers`]).
-    pub async fn is_blocked(&self, ws: WorkspaceId, number: &str, agent_id: Option<AgentId>, at: DateTime<Utc>) -> StoreResult<bool> {
+    pub async fn is_blocked(
+        &self,
+        ws: WorkspaceId,
+        number: &str,
+        agent_id: Option<AgentId>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
         let found: Option<i64> = sqlx::query_scalar(
             "SELECT 1 FROM dnc_entries e WHERE e.workspace_id = ? AND e.phone_number = ? AND (e.expires_at IS NULL OR e.expires_at > ?) \
              AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \

@@ -1,10 +1,15 @@
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::helpers::{spawn_app, TestApp};
+use crate::helpers::{TestApp, spawn_app};
 
 async fn add_payment_method(app: &TestApp) {
-    let resp = app.post("/billing/payment-method", json!({"payment_token": "tok_visa_4242"})).await;
+    let resp = app
+        .post(
+            "/billing/payment-method",
+            json!({"payment_token": "tok_visa_4242"}),
+        )
+        .await;
     assert_eq!(resp.status, StatusCode::OK, "{}", resp.text);
 }
 
@@ -16,8 +21,16 @@ async fn ledger(app: &TestApp) -> Vec<serde_json::Value> {
 }
 
 async fn assert_ledger_adds_up(app: &TestApp) {
-    let sum: i64 = ledger(app).await.iter().map(|e| e["amount_cents"].as_i64().unwrap()).sum();
-    assert_eq!(app.get("/billing").await.body["balance_cents"], sum, "the ledger adds up to the balance");
+    let sum: i64 = ledger(app)
+        .await
+        .iter()
+        .map(|e| e["amount_cents"].as_i64().unwrap())
+        .sum();
+    assert_eq!(
+        app.get("/billing").await.body["balance_cents"],
+        sum,
+        "the ledger adds up to the balance"
+    );
 }
 
 #[tokio::test]
@@ -44,7 +57,9 @@ async fn a_new_workspace_reports_an_empty_balance_in_the_spec_shape() {
 #[tokio::test]
 async fn topping_up_without_a_payment_method_is_a_billing_error() {
     let app = spawn_app().await;
-    let resp = app.post("/billing/top-up", json!({"amount_cents": 1000})).await;
+    let resp = app
+        .post("/billing/top-up", json!({"amount_cents": 1000}))
+        .await;
     assert_eq!(resp.status, StatusCode::PAYMENT_REQUIRED, "{}", resp.text);
     assert_eq!(resp.error_code(), "BILLING_ERROR");
     assert_eq!(app.get("/billing").await.body["balance_cents"], 0);
@@ -54,7 +69,12 @@ async fn topping_up_without_a_payment_method_is_a_billing_error() {
 #[tokio::test]
 async fn a_payment_method_is_saved_with_the_billing_email() {
     let app = spawn_app().await;
-    let resp = app.post("/billing/payment-method", json!({"payment_token": "tok_visa_4242", "billing_email": "ops@example.com"})).await;
+    let resp = app
+        .post(
+            "/billing/payment-method",
+            json!({"payment_token": "tok_visa_4242", "billing_email": "ops@example.com"}),
+        )
+        .await;
     assert_eq!(resp.status, StatusCode::OK, "{}", resp.text);
     assert_eq!(resp.body["has_payment_method"], true);
     assert_eq!(resp.body["billing_email"], "ops@example.com");
@@ -64,15 +84,40 @@ async fn a_payment_method_is_saved_with_the_billing_email() {
         (json!({}), "payment_token"),
         (json!({"payment_token": "  "}), "payment_token"),
         (json!({"payment_token": 42}), "payment_token"),
-        (json!({"payment_token": "tok", "billing_email": "not-an-email"}), "billing_email"),
-        (json!({"payment_token": "tok", "card_number": "4242"}), "Writable fields"),
+        (
+            json!({"payment_token": "tok", "billing_email": "not-an-email"}),
+            "billing_email",
+        ),
+        (
+            json!({"payment_token": "tok", "card_number": "4242"}),
+            "Writable fields",
+        ),
     ] {
         let resp = app.post("/billing/payment-method", body.clone()).await;
-        assert_eq!(resp.status, StatusCode::BAD_REQUEST, "{body}: {}", resp.text);
-        assert!(resp.body["error"].as_str().unwrap().contains(needle), "{body}: {}", resp.text);
+        assert_eq!(
+            resp.status,
+            StatusCode::BAD_REQUEST,
+            "{body}: {}",
+            resp.text
+        );
+        assert!(
+            resp.body["error"].as_str().unwrap().contains(needle),
+            "{body}: {}",
+            resp.text
+        );
     }
-    let declined = app.post("/billing/payment-method", json!({"payment_token": "tok with spaces"})).await;
-    assert_eq!(declined.status, StatusCode::PAYMENT_REQUIRED, "{}", declined.text);
+    let declined = app
+        .post(
+            "/billing/payment-method",
+            json!({"payment_token": "tok with spaces"}),
+        )
+        .await;
+    assert_eq!(
+        declined.status,
+        StatusCode::PAYMENT_REQUIRED,
+        "{}",
+        declined.text
+    );
     assert_eq!(declined.error_code(), "BILLING_ERROR");
 }
 
@@ -80,7 +125,9 @@ async fn a_payment_method_is_saved_with_the_billing_email() {
 async fn a_top_up_credits_the_balance_through_a_ledger_entry() {
     let app = spawn_app().await;
     add_payment_method(&app).await;
-    let resp = app.post("/billing/top-up", json!({"amount_cents": 2550})).await;
+    let resp = app
+        .post("/billing/top-up", json!({"amount_cents": 2550}))
+        .await;
     assert_eq!(resp.status, StatusCode::OK, "{}", resp.text);
     assert_eq!(resp.body["success"], true);
     assert_eq!(resp.body["amount_cents"], 2550);
@@ -95,7 +142,12 @@ async fn a_top_up_credits_the_balance_through_a_ledger_entry() {
     assert_eq!(entries[0]["kind"], "topup");
     assert_eq!(entries[0]["amount_cents"], 2550);
     assert_eq!(entries[0]["balance_after_cents"], 2550);
-    assert!(entries[0]["reference"].as_str().is_some_and(|r| !r.is_empty()), "the provider's charge reference is kept");
+    assert!(
+        entries[0]["reference"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "the provider's charge reference is kept"
+    );
     assert_ledger_adds_up(&app).await;
 }
 
@@ -112,11 +164,22 @@ async fn top_up_amounts_outside_100_to_1000000_cents_are_refused() {
         json!({"amount_cents": 500, "currency": "eur"}),
     ] {
         let resp = app.post("/billing/top-up", body.clone()).await;
-        assert_eq!(resp.status, StatusCode::BAD_REQUEST, "{body}: {}", resp.text);
+        assert_eq!(
+            resp.status,
+            StatusCode::BAD_REQUEST,
+            "{body}: {}",
+            resp.text
+        );
         assert_eq!(resp.error_code(), "INVALID_REQUEST");
     }
     for amount in [100, 1_000_000] {
-        assert_eq!(app.post("/billing/top-up", json!({"amount_cents": amount})).await.status, StatusCode::OK, "{amount}");
+        assert_eq!(
+            app.post("/billing/top-up", json!({"amount_cents": amount}))
+                .await
+                .status,
+            StatusCode::OK,
+            "{amount}"
+        );
     }
     assert_eq!(app.get("/billing").await.body["balance_cents"], 1_000_100);
     assert_ledger_adds_up(&app).await;
@@ -127,14 +190,29 @@ async fn the_ledger_lists_newest_first_and_adds_up_to_the_balance_after_charges(
     let app = spawn_app().await;
     add_payment_method(&app).await;
     for amount in [1000, 2000, 3000] {
-        assert_eq!(app.post("/billing/top-up", json!({"amount_cents": amount})).await.status, StatusCode::OK);
+        assert_eq!(
+            app.post("/billing/top-up", json!({"amount_cents": amount}))
+                .await
+                .status,
+            StatusCode::OK
+        );
     }
-    let charged = switchboard::billing::charge(&app.store, &switchboard::billing::LocalPaymentProvider, app.workspace_id, 1234, "call", "a call")
-        .await
-        .expect("charge");
+    let charged = switchboard::billing::charge(
+        &app.store,
+        &switchboard::billing::LocalPaymentProvider,
+        app.workspace_id,
+        1234,
+        "call",
+        "a call",
+    )
+    .await
+    .expect("charge");
     assert_eq!(charged.balance_after_cents, 6000 - 1234);
     let entries = ledger(&app).await;
-    let amounts: Vec<i64> = entries.iter().map(|e| e["amount_cents"].as_i64().unwrap()).collect();
+    let amounts: Vec<i64> = entries
+        .iter()
+        .map(|e| e["amount_cents"].as_i64().unwrap())
+        .collect();
     assert_eq!(amounts, [-1234, 3000, 2000, 1000]);
     assert_ledger_adds_up(&app).await;
 
@@ -143,22 +221,37 @@ async fn the_ledger_lists_newest_first_and_adds_up_to_the_balance_after_charges(
     assert_eq!(page.body["data"][0]["amount_cents"], 3000);
     assert_eq!(page.body["pagination"]["total"], 4);
     assert_eq!(page.body["pagination"]["has_more"], true);
-    assert_eq!(app.get("/billing/ledger?offset=-1").await.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        app.get("/billing/ledger?offset=-1").await.status,
+        StatusCode::BAD_REQUEST
+    );
 }
 
 #[tokio::test]
 async fn enabling_auto_top_up_without_a_payment_method_is_a_billing_error() {
     let app = spawn_app().await;
-    let resp = app.patch("/billing/settings", json!({"auto_topup_enabled": true, "auto_topup_amount_cents": 1000})).await;
+    let resp = app
+        .patch(
+            "/billing/settings",
+            json!({"auto_topup_enabled": true, "auto_topup_amount_cents": 1000}),
+        )
+        .await;
     assert_eq!(resp.status, StatusCode::PAYMENT_REQUIRED, "{}", resp.text);
     assert_eq!(resp.error_code(), "BILLING_ERROR");
     assert_eq!(app.get("/billing").await.body["auto_topup_enabled"], false);
     // Settings that do not enable auto top-up need no payment method.
-    let resp = app.patch("/billing/settings", json!({"low_balance_threshold_cents": 500, "billing_email": "a@b.co"})).await;
+    let resp = app
+        .patch(
+            "/billing/settings",
+            json!({"low_balance_threshold_cents": 500, "billing_email": "a@b.co"}),
+        )
+        .await;
     assert_eq!(resp.status, StatusCode::OK, "{}", resp.text);
     assert_eq!(resp.body["low_balance_threshold_cents"], 500);
     assert_eq!(resp.body["billing_email"], "a@b.co");
-    let cleared = app.patch("/billing/settings", json!({"billing_email": ""})).await;
+    let cleared = app
+        .patch("/billing/settings", json!({"billing_email": ""}))
+        .await;
     assert_eq!(cleared.body["billing_email"], "");
 }
 
@@ -173,12 +266,20 @@ async fn enabling_auto_top_up_below_the_threshold_tops_up_at_once() {
     assert_eq!(resp.body["auto_topup_enabled"], true);
     assert_eq!(resp.body["auto_topup_amount_cents"], 5000);
     assert_eq!(resp.body["low_balance_threshold_cents"], 1000);
-    assert_eq!(resp.body["balance_cents"], 5000, "the balance was below the threshold");
+    assert_eq!(
+        resp.body["balance_cents"], 5000,
+        "the balance was below the threshold"
+    );
     let entries = ledger(&app).await;
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0]["kind"], "auto_topup");
     // Above the threshold now: saving again does not top up.
-    let again = app.patch("/billing/settings", json!({"low_balance_threshold_cents": 2000})).await;
+    let again = app
+        .patch(
+            "/billing/settings",
+            json!({"low_balance_threshold_cents": 2000}),
+        )
+        .await;
     assert_eq!(again.body["balance_cents"], 5000);
     assert_ledger_adds_up(&app).await;
 }
@@ -189,23 +290,58 @@ async fn bad_billing_settings_are_refused_with_the_field_named() {
     add_payment_method(&app).await;
     for (body, needle) in [
         (json!({}), "No writable field"),
-        (json!({"auto_topup_amount_cents": 499}), "auto_topup_amount_cents"),
-        (json!({"auto_topup_amount_cents": 1_000_001}), "auto_topup_amount_cents"),
-        (json!({"auto_topup_amount_cents": -1}), "auto_topup_amount_cents"),
-        (json!({"low_balance_threshold_cents": -1}), "low_balance_threshold_cents"),
-        (json!({"low_balance_threshold_cents": 1_000_001}), "low_balance_threshold_cents"),
+        (
+            json!({"auto_topup_amount_cents": 499}),
+            "auto_topup_amount_cents",
+        ),
+        (
+            json!({"auto_topup_amount_cents": 1_000_001}),
+            "auto_topup_amount_cents",
+        ),
+        (
+            json!({"auto_topup_amount_cents": -1}),
+            "auto_topup_amount_cents",
+        ),
+        (
+            json!({"low_balance_threshold_cents": -1}),
+            "low_balance_threshold_cents",
+        ),
+        (
+            json!({"low_balance_threshold_cents": 1_000_001}),
+            "low_balance_threshold_cents",
+        ),
         (json!({"billing_email": "nobody"}), "billing_email"),
         (json!({"billing_email": "a b@example.com"}), "billing_email"),
         (json!({"auto_topup_enabled": "yes"}), "auto_topup_enabled"),
-        (json!({"auto_topup_enabled": true}), "auto_topup_amount_cents"),
+        (
+            json!({"auto_topup_enabled": true}),
+            "auto_topup_amount_cents",
+        ),
         (json!({"balance_cents": 100}), "Writable fields"),
     ] {
         let resp = app.patch("/billing/settings", body.clone()).await;
-        assert_eq!(resp.status, StatusCode::BAD_REQUEST, "{body}: {}", resp.text);
-        assert!(resp.body["error"].as_str().unwrap().contains(needle), "{body}: {}", resp.text);
+        assert_eq!(
+            resp.status,
+            StatusCode::BAD_REQUEST,
+            "{body}: {}",
+            resp.text
+        );
+        assert!(
+            resp.body["error"].as_str().unwrap().contains(needle),
+            "{body}: {}",
+            resp.text
+        );
     }
-    for body in [json!({"auto_topup_amount_cents": 0}), json!({"auto_topup_amount_cents": 500}), json!({"low_balance_threshold_cents": 0})] {
-        assert_eq!(app.patch("/billing/settings", body.clone()).await.status, StatusCode::OK, "{body}");
+    for body in [
+        json!({"auto_topup_amount_cents": 0}),
+        json!({"auto_topup_amount_cents": 500}),
+        json!({"low_balance_threshold_cents": 0}),
+    ] {
+        assert_eq!(
+            app.patch("/billing/settings", body.clone()).await.status,
+            StatusCode::OK,
+            "{body}"
+        );
     }
     assert_eq!(app.get("/billing").await.body["auto_topup_enabled"], false);
 }
@@ -214,15 +350,33 @@ async fn bad_billing_settings_are_refused_with_the_field_named() {
 async fn billing_is_per_workspace() {
     let app = spawn_app().await;
     add_payment_method(&app).await;
-    assert_eq!(app.post("/billing/top-up", json!({"amount_cents": 1000})).await.status, StatusCode::OK);
+    assert_eq!(
+        app.post("/billing/top-up", json!({"amount_cents": 1000}))
+            .await
+            .status,
+        StatusCode::OK
+    );
     let (_, other) = app.other_workspace().await;
     let theirs = app.send(Method::GET, "/billing", Some(&other), None).await;
     assert_eq!(theirs.body["balance_cents"], 0);
     assert_eq!(theirs.body["has_payment_method"], false);
-    let their_ledger = app.send(Method::GET, "/billing/ledger", Some(&other), None).await;
+    let their_ledger = app
+        .send(Method::GET, "/billing/ledger", Some(&other), None)
+        .await;
     assert_eq!(their_ledger.body["data"], json!([]));
-    let top_up = app.send(Method::POST, "/billing/top-up", Some(&other), Some(json!({"amount_cents": 1000}))).await;
-    assert_eq!(top_up.status, StatusCode::PAYMENT_REQUIRED, "another workspace's payment method is not theirs");
+    let top_up = app
+        .send(
+            Method::POST,
+            "/billing/top-up",
+            Some(&other),
+            Some(json!({"amount_cents": 1000})),
+        )
+        .await;
+    assert_eq!(
+        top_up.status,
+        StatusCode::PAYMENT_REQUIRED,
+        "another workspace's payment method is not theirs"
+    );
 }
 
 #[tokio::test]
@@ -231,9 +385,21 @@ async fn billing_routes_refuse_keys_without_their_scope() {
     let reader = app.key_with_scopes("billing:read").await;
     let unrelated = app.key_with_scopes("do_not_call:read").await;
     for (method, path, body) in [
-        (Method::POST, "/billing/payment-method", Some(json!({"payment_token": "tok"}))),
-        (Method::POST, "/billing/top-up", Some(json!({"amount_cents": 1000}))),
-        (Method::PATCH, "/billing/settings", Some(json!({"low_balance_threshold_cents": 0}))),
+        (
+            Method::POST,
+            "/billing/payment-method",
+            Some(json!({"payment_token": "tok"})),
+        ),
+        (
+            Method::POST,
+            "/billing/top-up",
+            Some(json!({"amount_cents": 1000})),
+        ),
+        (
+            Method::PATCH,
+            "/billing/settings",
+            Some(json!({"low_balance_threshold_cents": 0})),
+        ),
     ] {
         let resp = app.send(method.clone(), path, Some(&reader), body).await;
         assert_eq!(resp.status, StatusCode::UNAUTHORIZED, "{method} {path}");
@@ -244,7 +410,17 @@ async fn billing_routes_refuse_keys_without_their_scope() {
         let resp = app.send(Method::GET, path, Some(&unrelated), None).await;
         assert_eq!(resp.status, StatusCode::UNAUTHORIZED, "{path}");
         assert_eq!(resp.body["required_scope"], "billing:read");
-        assert_eq!(app.send(Method::GET, path, Some(&reader), None).await.status, StatusCode::OK, "{path}");
+        assert_eq!(
+            app.send(Method::GET, path, Some(&reader), None)
+                .await
+                .status,
+            StatusCode::OK,
+            "{path}"
+        );
     }
-    assert_eq!(app.get("/billing").await.body["has_payment_method"], false, "the refused set-up saved nothing");
+    assert_eq!(
+        app.get("/billing").await.body["has_payment_method"],
+        false,
+        "the refused set-up saved nothing"
+    );
 }

@@ -1,9 +1,112 @@
-//! (in progress)
+//! The workspace's default calling hours: the window campaigns without their own use.
+//!
+//! Until one is saved, the built-in default applies: every day 09:00-20:00 in the time zone of
+//! the workspace's default country (UTC when the country spans several zones we do not map),
+//! read in each contact's own zone when it is known. `is_default` tells the two apart.
 
+use axum::Json;
+use axum::extract::State;
+use chrono_tz::Tz;
+use serde_json::Value;
+use switchboard_actors::window::CallingWindow;
 use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
+use super::error::ApiError;
+use super::extract::JsonObject;
+use super::gate::Auth;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
+    OpenApiRouter::new().routes(routes!(get_window, put_window))
+}
+
+/// The zone used for a country's built-in calling hours: the zone most of its people live in.
+pub fn country_zone(country: &str) -> Tz {
+    match country.trim().to_ascii_uppercase().as_str() {
+        "IL" | "PS" => Tz::Asia__Jerusalem,
+        "US" => Tz::America__New_York,
+        "CA" => Tz::America__Toronto,
+        "MX" => Tz::America__Mexico_City,
+        "BR" => Tz::America__Sao_Paulo,
+        "AR" => Tz::America__Argentina__Buenos_Aires,
+        "GB" => Tz::Europe__London,
+        "IE" => Tz::Europe__Dublin,
+        "FR" => Tz::Europe__Paris,
+        "DE" => Tz::Europe__Berlin,
+        "ES" => Tz::Europe__Madrid,
+        "IT" => Tz::Europe__Rome,
+        "NL" => Tz::Europe__Amsterdam,
+        "BE" => Tz::Europe__Brussels,
+        "CH" => Tz::Europe__Zurich,
+        "AT" => Tz::Europe__Vienna,
+        "PT" => Tz::Europe__Lisbon,
+        "PL" => Tz::Europe__Warsaw,
+        "SE" => Tz::Europe__Stockholm,
+        "NO" => Tz::Europe__Oslo,
+        "DK" => Tz::Europe__Copenhagen,
+        "FI" => Tz::Europe__Helsinki,
+        "GR" => Tz::Europe__Athens,
+        "CY" => Tz::Asia__Nicosia,
+        "TR" => Tz::Europe__Istanbul,
+        "UA" => Tz::Europe__Kyiv,
+        "RU" => Tz::Europe__Moscow,
+        "AE" => Tz::Asia__Dubai,
+        "IN" => Tz::Asia__Kolkata,
+        "SG" => Tz::Asia__Singapore,
+        "JP" => Tz::Asia__Tokyo,
+        "KR" => Tz::Asia__Seoul,
+        "CN" => Tz::Asia__Shanghai,
+        "HK" => Tz::Asia__Hong_Kong,
+        "AU" => Tz::Australia__Sydney,
+        "NZ" => Tz::Pacific__Auckland,
+        "ZA" => Tz::Africa__Johannesburg,
+        _ => Tz::UTC,
+    }
+}
+
+fn answer(window: &CallingWindow, is_default: bool) -> Json<Value> {
+    let mut body = window.to_json();
+    if let Value::Object(map) = &mut body {
+        map.insert("is_default".into(), Value::Bool(is_default));
+    }
+    Json(body)
+}
+
+/// The workspace's default calling hours
+#[utoipa::path(get, path = "/call-windows", tag = "calling hours", security(("bearer" = ["campaigns:manage"])),
+    responses((status = 200, description = "The calling window {timezone, days, start, end, use_contact_timezone, is_default}")))]
+async fn get_window(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
+    if let Some(window) = state.store.call_window(auth.workspace_id).await? {
+        return Ok(answer(&window, false));
+    }
+    let workspace = state
+        .store
+        .workspace(auth.workspace_id)
+        .await?
+        .ok_or(ApiError::NotFound {
+            resource: "Workspace",
+        })?;
+    Ok(answer(
+        &CallingWindow::default_in(country_zone(&workspace.default_country)),
+        true,
+    ))
+}
+
+/// Set the workspace's default calling hours
+#[utoipa::path(put, path = "/call-windows", tag = "calling hours", security(("bearer" = ["campaigns:manage"])),
+    request_body(content = Object, description = "{timezone (IANA), days ([\"mon\", ...]), start \"HH:MM\", end \"HH:MM\", use_contact_timezone (default true)}"),
+    responses((status = 200, description = "The saved calling window"), (status = 400)))]
+async fn put_window(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonObject(body): JsonObject,
+) -> Result<Json<Value>, ApiError> {
+    let window = CallingWindow::from_json(&Value::Object(body))
+        .map_err(|err| ApiError::bad_request(err.to_string()))?;
+    state
+        .store
+        .set_call_window(auth.workspace_id, &window)
+        .await?;
+    Ok(answer(&window, false))
 }

@@ -505,10 +505,7 @@ pub async fn effective_window(
         return Ok(w);
     }
     let country = state.store.default_country(ws).await?;
-    let zone = match format!("{country:?}").as_str() {
-        "IL" => chrono_tz::Asia::Jerusalem,
-        _ => chrono_tz::UTC,
-    };
+    let zone = super::call_windows::country_zone(&format!("{country:?}"));
     Ok(CallingWindow::default_in(zone))
 }
 

@@ -192,3 +192,45 @@ pub(crate) async fn ledger_entry_in(
         .await?;
     Ok(entry)
 }
+
+/// A change to a workspace's billing settings; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct BillingSettingsUpdate<'a> {
+    pub auto_topup_enabled: Option<bool>,
+    pub auto_topup_amount_cents: Option<i64>,
+    pub low_balance_threshold_cents: Option<i64>,
+    pub billing_email: Option<&'a str>,
+}
+
+impl Store {
+    /// Saves (or, with `None`, forgets) the workspace's payment method.
+    pub async fn set_payment_method(&self, ws: WorkspaceId, method: Option<&crate::billing::PaymentMethod>) -> StoreResult<()> {
+        sqlx::query("UPDATE workspaces SET payment_method_id = ?, payment_method_label = ?, updated_at = ? WHERE id = ?")
+            .bind(method.map(|m| m.id.as_str()))
+            .bind(method.map(|m| m.label.as_str()))
+            .bind(ts(now()))
+            .bind(ws.as_uuid())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Changes billing settings; `false` when the workspace does not exist.
+    pub async fn update_billing_settings(&self, ws: WorkspaceId, update: &BillingSettingsUpdate<'_>) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE workspaces SET auto_topup_enabled = COALESCE(?, auto_topup_enabled), \
+             auto_topup_amount_cents = COALESCE(?, auto_topup_amount_cents), \
+             low_balance_threshold_cents = COALESCE(?, low_balance_threshold_cents), \
+             billing_email = COALESCE(?, billing_email), updated_at = ? WHERE id = ?",
+        )
+        .bind(update.auto_topup_enabled)
+        .bind(update.auto_topup_amount_cents)
+        .bind(update.low_balance_threshold_cents)
+        .bind(update.billing_email)
+        .bind(ts(now()))
+        .bind(ws.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}

@@ -1,7 +1,4 @@
 //! Placeholders replaced by the agents and do-not-call modules.
-use std::collections::HashSet;
-
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 
@@ -27,19 +24,5 @@ impl Store {
             is_active,
             max_call_duration_secs,
         }))
-    }
-
-    pub async fn blocked_numbers(
-        &self,
-        ws: WorkspaceId,
-        _agent_id: Option<AgentId>,
-        at: DateTime<Utc>,
-    ) -> StoreResult<HashSet<String>> {
-        let rows: Vec<String> = sqlx::query_scalar("SELECT phone_number FROM dnc_entries WHERE workspace_id = ? AND (expires_at IS NULL OR expires_at > ?)")
-            .bind(ws.as_uuid())
-            .bind(super::ts(at))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.into_iter().collect())
     }
 }

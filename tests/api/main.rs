@@ -2,6 +2,9 @@
 
 mod helpers;
 
+mod billing;
+mod call_windows;
 mod campaigns;
 mod discovery;
 mod dispositions;
+mod dnc;

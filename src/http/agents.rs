@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use switchboard_actors::ids::AgentId;
@@ -14,10 +14,12 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
-use super::extract::{check_fields, from_value, JsonObject, ListResponse, Pagination, Patch, PathId, Q};
-use super::gate::Auth;
 use super::AppState;
+use super::error::ApiError;
+use super::extract::{
+    JsonObject, ListResponse, Pagination, Patch, PathId, Q, check_fields, from_value,
+};
+use super::gate::Auth;
 use crate::store::{Agent, AgentType, ExtractionParameter, FlowConfig};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -129,8 +131,14 @@ pub struct AgentFilter {
 /// Checks keys and null values, then reads the input.
 fn parse_input(body: Map<String, Value>) -> Result<AgentInput, ApiError> {
     check_fields(&body, WRITABLE)?;
-    if let Some(key) = body.iter().find(|(k, v)| v.is_null() && !NULLABLE.contains(&k.as_str())).map(|(k, _)| k) {
-        return Err(ApiError::bad_request(format!("Invalid field `{key}`: must not be null")));
+    if let Some(key) = body
+        .iter()
+        .find(|(k, v)| v.is_null() && !NULLABLE.contains(&k.as_str()))
+        .map(|(k, _)| k)
+    {
+        return Err(ApiError::bad_request(format!(
+            "Invalid field `{key}`: must not be null"
+        )));
     }
     from_value(Value::Object(body))
 }
@@ -184,8 +192,14 @@ fn apply(agent: &mut Agent, input: AgentInput) {
     set(&mut agent.vad_start_secs, vad_start_secs);
     set(&mut agent.vad_confidence, vad_confidence);
     set(&mut agent.silence_timeout_secs, silence_timeout_secs);
-    set(&mut agent.max_continuous_speech_secs, max_continuous_speech_secs);
-    set(&mut agent.max_call_duration_secs, max_call_duration_secs.into_option());
+    set(
+        &mut agent.max_continuous_speech_secs,
+        max_continuous_speech_secs,
+    );
+    set(
+        &mut agent.max_call_duration_secs,
+        max_call_duration_secs.into_option(),
+    );
     set(&mut agent.lead_memory_enabled, lead_memory_enabled);
     set(&mut agent.is_active, is_active);
     set(&mut agent.webhook_url, webhook_url.into_option());
@@ -201,7 +215,11 @@ fn invalid(field: &str, rule: &str) -> ApiError {
 fn chars(field: &str, value: &str, min: usize, max: usize) -> Result<(), ApiError> {
     let n = value.chars().count();
     if n < min || n > max {
-        let rule = if min == 0 { format!("must be at most {max} characters") } else { format!("must be {min}-{max} characters") };
+        let rule = if min == 0 {
+            format!("must be at most {max} characters")
+        } else {
+            format!("must be {min}-{max} characters")
+        };
         return Err(invalid(field, &rule));
     }
     Ok(())
@@ -209,26 +227,37 @@ fn chars(field: &str, value: &str, min: usize, max: usize) -> Result<(), ApiErro
 
 fn number(field: &str, value: f64, min: f64, max: f64) -> Result<(), ApiError> {
     if !(min..=max).contains(&value) {
-        return Err(invalid(field, &format!("must be a number from {min} to {max}")));
+        return Err(invalid(
+            field,
+            &format!("must be a number from {min} to {max}"),
+        ));
     }
     Ok(())
 }
 
 fn integer(field: &str, value: i64, min: i64, max: i64) -> Result<(), ApiError> {
     if !(min..=max).contains(&value) {
-        return Err(invalid(field, &format!("must be an integer from {min} to {max}")));
+        return Err(invalid(
+            field,
+            &format!("must be an integer from {min} to {max}"),
+        ));
     }
     Ok(())
 }
 
 fn check_url(field: &str, url: &str) -> Result<(), ApiError> {
-    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
     let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or_default());
     let ok = url.len() <= 2048
         && host.is_some_and(|h| !h.is_empty() && !h.starts_with(':') && !h.contains('@'))
         && !url.chars().any(|c| c.is_whitespace() || c.is_control());
     if !ok {
-        return Err(invalid(field, "must be an http or https URL of at most 2048 characters"));
+        return Err(invalid(
+            field,
+            "must be an http or https URL of at most 2048 characters",
+        ));
     }
     Ok(())
 }
@@ -243,25 +272,44 @@ fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
     let mut ids = HashSet::new();
     for (i, node) in flow.nodes.iter().enumerate() {
         chars(&format!("flow_config.nodes[{i}].id"), &node.id, 1, 100)?;
-        chars(&format!("flow_config.nodes[{i}].type"), &node.node_type, 1, 50)?;
+        chars(
+            &format!("flow_config.nodes[{i}].type"),
+            &node.node_type,
+            1,
+            50,
+        )?;
         chars(&format!("flow_config.nodes[{i}].name"), &node.name, 0, 200)?;
         if !ids.insert(node.id.as_str()) {
-            return Err(invalid(&format!("flow_config.nodes[{i}].id"), &format!("node id `{}` is used more than once", node.id)));
+            return Err(invalid(
+                &format!("flow_config.nodes[{i}].id"),
+                &format!("node id `{}` is used more than once", node.id),
+            ));
         }
     }
     for (i, node) in flow.nodes.iter().enumerate() {
         if let Some(next) = &node.next_step_id {
             if !ids.contains(next.as_str()) {
-                return Err(invalid(&format!("flow_config.nodes[{i}].next_step_id"), &format!("`{next}` is not a node of this flow")));
+                return Err(invalid(
+                    &format!("flow_config.nodes[{i}].next_step_id"),
+                    &format!("`{next}` is not a node of this flow"),
+                ));
             }
         }
     }
     let keys = &flow.metadata.custom_metadata_keys;
     if keys.len() > 100 {
-        return Err(invalid("flow_config.metadata.custom_metadata_keys", "must have at most 100 keys"));
+        return Err(invalid(
+            "flow_config.metadata.custom_metadata_keys",
+            "must have at most 100 keys",
+        ));
     }
     for (i, key) in keys.iter().enumerate() {
-        chars(&format!("flow_config.metadata.custom_metadata_keys[{i}]"), key, 1, 100)?;
+        chars(
+            &format!("flow_config.metadata.custom_metadata_keys[{i}]"),
+            key,
+            1,
+            100,
+        )?;
     }
     Ok(())
 }
@@ -273,10 +321,22 @@ fn validate(agent: &Agent) -> Result<(), ApiError> {
     chars("description", &agent.description, 0, 2000)?;
     chars("voice", &agent.voice, 1, 100)?;
     chars("background_sound", &agent.background_sound, 1, 100)?;
-    number("background_sound_volume", agent.background_sound_volume, 0.0, 1.0)?;
+    number(
+        "background_sound_volume",
+        agent.background_sound_volume,
+        0.0,
+        1.0,
+    )?;
     chars("language", &agent.language, 2, 35)?;
-    if !agent.language.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-        return Err(invalid("language", "must be a BCP 47 language tag such as en-US"));
+    if !agent
+        .language
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(invalid(
+            "language",
+            "must be a BCP 47 language tag such as en-US",
+        ));
     }
     number("temperature", agent.temperature, 0.0, 2.0)?;
     chars("greeting_message", &agent.greeting_message, 0, 2000)?;
@@ -284,17 +344,28 @@ fn validate(agent: &Agent) -> Result<(), ApiError> {
     number("vad_start_secs", agent.vad_start_secs, 0.0, 10.0)?;
     number("vad_confidence", agent.vad_confidence, 0.0, 1.0)?;
     integer("silence_timeout_secs", agent.silence_timeout_secs, 1, 3600)?;
-    integer("max_continuous_speech_secs", agent.max_continuous_speech_secs, 1, 3600)?;
+    integer(
+        "max_continuous_speech_secs",
+        agent.max_continuous_speech_secs,
+        1,
+        3600,
+    )?;
     if let Some(secs) = agent.max_call_duration_secs {
         if !(1..=14_400).contains(&secs) {
-            return Err(invalid("max_call_duration_secs", "must be an integer from 1 to 14400, or null"));
+            return Err(invalid(
+                "max_call_duration_secs",
+                "must be an integer from 1 to 14400, or null",
+            ));
         }
     }
     if let Some(url) = &agent.webhook_url {
         check_url("webhook_url", url)?;
     }
     if agent.webhook_events.len() > 50 {
-        return Err(invalid("webhook_events", "must have at most 50 event kinds"));
+        return Err(invalid(
+            "webhook_events",
+            "must have at most 50 event kinds",
+        ));
     }
     for (i, event) in agent.webhook_events.iter().enumerate() {
         chars(&format!("webhook_events[{i}]"), event, 1, 100)?;
@@ -303,30 +374,64 @@ fn validate(agent: &Agent) -> Result<(), ApiError> {
         return Err(invalid("webhook_headers", "must have at most 50 headers"));
     }
     for (name, value) in &agent.webhook_headers {
-        let token = !name.is_empty() && name.len() <= 256 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        let token = !name.is_empty()
+            && name.len() <= 256
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
         if !token {
-            return Err(invalid("webhook_headers", &format!("`{name}` is not a valid header name")));
+            return Err(invalid(
+                "webhook_headers",
+                &format!("`{name}` is not a valid header name"),
+            ));
         }
         if value.len() > 4096 || value.chars().any(|c| c == '\r' || c == '\n') {
-            return Err(invalid("webhook_headers", &format!("value of `{name}` must be one line of at most 4096 characters")));
+            return Err(invalid(
+                "webhook_headers",
+                &format!("value of `{name}` must be one line of at most 4096 characters"),
+            ));
         }
     }
     if agent.extraction_parameters.len() > 100 {
-        return Err(invalid("extraction_parameters", "must have at most 100 parameters"));
+        return Err(invalid(
+            "extraction_parameters",
+            "must have at most 100 parameters",
+        ));
     }
     let mut names = HashSet::new();
     for (i, param) in agent.extraction_parameters.iter().enumerate() {
-        chars(&format!("extraction_parameters[{i}].name"), &param.name, 1, 100)?;
-        chars(&format!("extraction_parameters[{i}].description"), &param.description, 0, 1000)?;
+        chars(
+            &format!("extraction_parameters[{i}].name"),
+            &param.name,
+            1,
+            100,
+        )?;
+        chars(
+            &format!("extraction_parameters[{i}].description"),
+            &param.description,
+            0,
+            1000,
+        )?;
         if !names.insert(param.name.as_str()) {
-            return Err(invalid(&format!("extraction_parameters[{i}].name"), &format!("`{}` is used more than once", param.name)));
+            return Err(invalid(
+                &format!("extraction_parameters[{i}].name"),
+                &format!("`{}` is used more than once", param.name),
+            ));
         }
     }
     if let Some(flow) = &agent.flow_config {
         check_flow(flow)?;
     }
-    if agent.agent_type == AgentType::Flow && agent.flow_config.as_ref().is_none_or(|f| f.nodes.is_empty()) {
-        return Err(invalid("flow_config", "a flow agent needs a flow_config with at least one node"));
+    if agent.agent_type == AgentType::Flow
+        && agent
+            .flow_config
+            .as_ref()
+            .is_none_or(|f| f.nodes.is_empty())
+    {
+        return Err(invalid(
+            "flow_config",
+            "a flow agent needs a flow_config with at least one node",
+        ));
     }
     Ok(())
 }
@@ -334,26 +439,52 @@ fn validate(agent: &Agent) -> Result<(), ApiError> {
 /// List agents
 #[utoipa::path(get, path = "/agents", tag = "agents", security(("bearer" = ["agents:read"])),
     params(AgentFilter), responses((status = 200, body = ListResponse<Agent>), (status = 400)))]
-async fn list(State(state): State<AppState>, auth: Auth, Q(filter): Q<AgentFilter>) -> Result<Json<ListResponse<Agent>>, ApiError> {
-    let page = Pagination { limit: filter.limit, offset: filter.offset }.page()?;
-    let agents = state.store.list_agents(auth.workspace_id, filter.is_active, page).await?;
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    Q(filter): Q<AgentFilter>,
+) -> Result<Json<ListResponse<Agent>>, ApiError> {
+    let page = Pagination {
+        limit: filter.limit,
+        offset: filter.offset,
+    }
+    .page()?;
+    let agents = state
+        .store
+        .list_agents(auth.workspace_id, filter.is_active, page)
+        .await?;
     Ok(Json(ListResponse::new(agents, page)))
 }
 
 /// Get an agent
 #[utoipa::path(get, path = "/agents/{id}", tag = "agents", security(("bearer" = ["agents:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Agent), (status = 404)))]
-async fn get_one(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> Result<Json<Agent>, ApiError> {
-    let found = state.store.agent(auth.workspace_id, AgentId::from_uuid(id)).await?;
-    found.map(Json).ok_or(ApiError::NotFound { resource: "Agent" })
+async fn get_one(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<Agent>, ApiError> {
+    let found = state
+        .store
+        .agent(auth.workspace_id, AgentId::from_uuid(id))
+        .await?;
+    found
+        .map(Json)
+        .ok_or(ApiError::NotFound { resource: "Agent" })
 }
 
 /// Create an agent
 #[utoipa::path(post, path = "/agents", tag = "agents", security(("bearer" = ["agents:create"])),
     request_body = AgentInput, responses((status = 201, body = Agent), (status = 400)))]
-async fn create(State(state): State<AppState>, auth: Auth, JsonObject(body): JsonObject) -> Result<(StatusCode, Json<Agent>), ApiError> {
+async fn create(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonObject(body): JsonObject,
+) -> Result<(StatusCode, Json<Agent>), ApiError> {
     let input = parse_input(body)?;
-    let Some(name) = input.name.as_deref() else { return Err(ApiError::bad_request("Missing field `name`")) };
+    let Some(name) = input.name.as_deref() else {
+        return Err(ApiError::bad_request("Missing field `name`"));
+    };
     let mut agent = Agent::new(name.trim().to_owned());
     apply(&mut agent, input);
     validate(&agent)?;
@@ -364,24 +495,46 @@ async fn create(State(state): State<AppState>, auth: Auth, JsonObject(body): Jso
 /// Update an agent (only the sent fields change)
 #[utoipa::path(patch, path = "/agents/{id}", tag = "agents", security(("bearer" = ["agents:update"])),
     params(("id" = uuid::Uuid, Path)), request_body = AgentInput, responses((status = 200, body = Agent), (status = 400), (status = 404)))]
-async fn update(State(state): State<AppState>, auth: Auth, PathId(id): PathId, JsonObject(body): JsonObject) -> Result<Json<Agent>, ApiError> {
+async fn update(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+    JsonObject(body): JsonObject,
+) -> Result<Json<Agent>, ApiError> {
     if body.is_empty() {
-        return Err(ApiError::bad_request(format!("No writable field given. Writable fields: {}", WRITABLE.join(", "))));
+        return Err(ApiError::bad_request(format!(
+            "No writable field given. Writable fields: {}",
+            WRITABLE.join(", ")
+        )));
     }
     let input = parse_input(body)?;
-    let Some(mut agent) = state.store.agent(auth.workspace_id, AgentId::from_uuid(id)).await? else {
+    let Some(mut agent) = state
+        .store
+        .agent(auth.workspace_id, AgentId::from_uuid(id))
+        .await?
+    else {
         return Err(ApiError::NotFound { resource: "Agent" });
     };
     apply(&mut agent, input);
     validate(&agent)?;
     let updated = state.store.update_agent(auth.workspace_id, &agent).await?;
-    updated.map(Json).ok_or(ApiError::NotFound { resource: "Agent" })
+    updated
+        .map(Json)
+        .ok_or(ApiError::NotFound { resource: "Agent" })
 }
 
 /// Deactivate an agent (it is kept, with `is_active` false)
 #[utoipa::path(post, path = "/agents/{id}/deactivate", tag = "agents", security(("bearer" = ["agents:update"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Agent), (status = 404)))]
-async fn deactivate(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> Result<Json<Agent>, ApiError> {
-    let done = state.store.deactivate_agent(auth.workspace_id, AgentId::from_uuid(id)).await?;
-    done.map(Json).ok_or(ApiError::NotFound { resource: "Agent" })
+async fn deactivate(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<Agent>, ApiError> {
+    let done = state
+        .store
+        .deactivate_agent(auth.workspace_id, AgentId::from_uuid(id))
+        .await?;
+    done.map(Json)
+        .ok_or(ApiError::NotFound { resource: "Agent" })
 }

@@ -4,19 +4,19 @@
 
 use std::collections::HashSet;
 
-use axum::extract::State;
 use axum::Json;
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
-use switchboard_actors::phone::{parse_country, PhoneNumber};
+use switchboard_actors::phone::{PhoneNumber, parse_country};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
-use super::extract::{parse_fields, Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q};
-use super::gate::Auth;
 use super::AppState;
+use super::error::ApiError;
+use super::extract::{Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
+use super::gate::Auth;
 use crate::billing::ChargeError;
 use crate::store::{PhoneNumberRecord, StoreError};
 
@@ -120,7 +120,8 @@ fn candidate(i: u64) -> String {
 }
 
 fn check_country(code: &str) -> Result<(), ApiError> {
-    let country = parse_country(code).map_err(|e| ApiError::bad_request(format!("Invalid query parameter `country`: {e}")))?;
+    let country = parse_country(code)
+        .map_err(|e| ApiError::bad_request(format!("Invalid query parameter `country`: {e}")))?;
     if format!("{country:?}") != "IL" {
         return Err(ApiError::bad_request(ISRAEL_ONLY));
     }
@@ -134,15 +135,23 @@ fn israel() -> Result<phonenumber::country::Id, ApiError> {
 /// Search numbers available to buy
 #[utoipa::path(get, path = "/phone-numbers/search", tag = "phone-numbers", security(("bearer" = ["phone_numbers:search"])),
     params(SearchQuery), responses((status = 200, body = Data<Vec<AvailableNumber>>), (status = 400)))]
-async fn search(State(state): State<AppState>, _auth: Auth, Q(query): Q<SearchQuery>) -> Result<Json<Data<Vec<AvailableNumber>>>, ApiError> {
+async fn search(
+    State(state): State<AppState>,
+    _auth: Auth,
+    Q(query): Q<SearchQuery>,
+) -> Result<Json<Data<Vec<AvailableNumber>>>, ApiError> {
     check_country(query.country.as_deref().unwrap_or("IL"))?;
     let limit = query.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
     if !(1..=100).contains(&limit) {
-        return Err(ApiError::bad_request("Invalid query parameter `limit`: must be from 1 to 100"));
+        return Err(ApiError::bad_request(
+            "Invalid query parameter `limit`: must be from 1 to 100",
+        ));
     }
     let contains = query.contains.unwrap_or_default();
     if contains.len() > 12 || !contains.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ApiError::bad_request("Invalid query parameter `contains`: must be 1-12 digits"));
+        return Err(ApiError::bad_request(
+            "Invalid query parameter `contains`: must be 1-12 digits",
+        ));
     }
     let held = state.store.held_numbers_with_prefix("+972").await?;
     let il = israel()?;
@@ -161,7 +170,9 @@ async fn search(State(state): State<AppState>, _auth: Auth, Q(query): Q<SearchQu
         if held.contains(&e164) || !seen.insert(e164.clone()) {
             continue;
         }
-        let Ok(number) = PhoneNumber::parse(&e164, il) else { continue };
+        let Ok(number) = PhoneNumber::parse(&e164, il) else {
+            continue;
+        };
         found.push(AvailableNumber {
             friendly_name: national_form(&number),
             phone_number: number.as_str().to_owned(),
@@ -176,51 +187,100 @@ async fn search(State(state): State<AppState>, _auth: Auth, Q(query): Q<SearchQu
 /// List the workspace's phone numbers
 #[utoipa::path(get, path = "/phone-numbers", tag = "phone-numbers", security(("bearer" = ["phone_numbers:search"])),
     params(Pagination), responses((status = 200, body = ListResponse<PhoneNumberRecord>), (status = 400)))]
-async fn list(State(state): State<AppState>, auth: Auth, Q(pagination): Q<Pagination>) -> Result<Json<ListResponse<PhoneNumberRecord>>, ApiError> {
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    Q(pagination): Q<Pagination>,
+) -> Result<Json<ListResponse<PhoneNumberRecord>>, ApiError> {
     let page = pagination.page()?;
-    let numbers = state.store.list_phone_numbers(auth.workspace_id, page).await?;
+    let numbers = state
+        .store
+        .list_phone_numbers(auth.workspace_id, page)
+        .await?;
     Ok(Json(ListResponse::new(numbers, page)))
 }
 
 /// Get a phone number
 #[utoipa::path(get, path = "/phone-numbers/{id}", tag = "phone-numbers", security(("bearer" = ["phone_numbers:search"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = PhoneNumberRecord), (status = 404)))]
-async fn get_one(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> Result<Json<PhoneNumberRecord>, ApiError> {
-    let found = state.store.phone_number(auth.workspace_id, PhoneNumberId::from_uuid(id)).await?;
-    found.map(Json).ok_or(ApiError::NotFound { resource: "Phone number" })
+async fn get_one(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<PhoneNumberRecord>, ApiError> {
+    let found = state
+        .store
+        .phone_number(auth.workspace_id, PhoneNumberId::from_uuid(id))
+        .await?;
+    found.map(Json).ok_or(ApiError::NotFound {
+        resource: "Phone number",
+    })
 }
 
 /// Buy a phone number (Israeli numbers only; needs a payment method; charges the first month)
 #[utoipa::path(post, path = "/phone-numbers/purchase", tag = "phone-numbers", security(("bearer" = ["phone_numbers:purchase"])),
     request_body = PurchaseInput,
     responses((status = 200, body = PurchaseResult), (status = 400), (status = 402, description = "BILLING_ERROR: no payment method or insufficient balance"), (status = 409)))]
-async fn purchase(State(state): State<AppState>, auth: Auth, JsonObject(body): JsonObject) -> Result<Json<PurchaseResult>, ApiError> {
+async fn purchase(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonObject(body): JsonObject,
+) -> Result<Json<PurchaseResult>, ApiError> {
     let input: PurchaseInput = parse_fields(body, PURCHASE_WRITABLE)?;
-    let raw = input.phone_number.ok_or_else(|| ApiError::bad_request("Missing field `phone_number`"))?;
-    let number = PhoneNumber::parse(&raw, israel()?).map_err(|e| ApiError::bad_request(format!("Invalid field `phone_number`: {e}")))?;
+    let raw = input
+        .phone_number
+        .ok_or_else(|| ApiError::bad_request("Missing field `phone_number`"))?;
+    let number = PhoneNumber::parse(&raw, israel()?)
+        .map_err(|e| ApiError::bad_request(format!("Invalid field `phone_number`: {e}")))?;
     if number.country().as_deref() != Some("IL") {
         return Err(ApiError::bad_request(ISRAEL_ONLY));
     }
     let ws = auth.workspace_id;
-    let account = state.store.billing_account(ws).await?.ok_or(ApiError::NotFound { resource: "Workspace" })?;
+    let account = state
+        .store
+        .billing_account(ws)
+        .await?
+        .ok_or(ApiError::NotFound {
+            resource: "Workspace",
+        })?;
     if account.payment_method.is_none() {
-        return Err(ApiError::Billing { message: "A payment method is required to buy phone numbers; set one up first".into() });
+        return Err(ApiError::Billing {
+            message: "A payment method is required to buy phone numbers; set one up first".into(),
+        });
     }
     if state.store.number_is_held(number.as_str()).await? {
         return Err(held(&number));
     }
     let cents = state.config.number_monthly_cents;
     let description = format!("Phone number {number}: first month");
-    crate::billing::charge(&state.store, state.payments.as_ref(), ws, cents, "number_purchase", &description)
+    crate::billing::charge(
+        &state.store,
+        state.payments.as_ref(),
+        ws,
+        cents,
+        "number_purchase",
+        &description,
+    )
+    .await
+    .map_err(|err| match err {
+        ChargeError::InsufficientBalance { .. } => ApiError::Billing {
+            message: err.to_string(),
+        },
+        ChargeError::NoWorkspace => ApiError::NotFound {
+            resource: "Workspace",
+        },
+        ChargeError::Store(e) => e.into(),
+    })?;
+    let delay = chrono::Duration::from_std(state.config.number_activation_delay)
+        .unwrap_or(chrono::Duration::MAX);
+    let activate_after = crate::store::now()
+        .checked_add_signed(delay)
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    let bought = match state
+        .store
+        .purchase_number(ws, &number, &national_form(&number), cents, activate_after)
         .await
-        .map_err(|err| match err {
-            ChargeError::InsufficientBalance { .. } => ApiError::Billing { message: err.to_string() },
-            ChargeError::NoWorkspace => ApiError::NotFound { resource: "Workspace" },
-            ChargeError::Store(e) => e.into(),
-        })?;
-    let delay = chrono::Duration::from_std(state.config.number_activation_delay).unwrap_or(chrono::Duration::MAX);
-    let activate_after = crate::store::now().checked_add_signed(delay).unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
-    let bought = match state.store.purchase_number(ws, &number, &national_form(&number), cents, activate_after).await {
+    {
         Ok(bought) => bought,
         Err(StoreError::Conflict { .. }) => {
             refund(&state, ws, cents, &number).await?;
@@ -243,24 +303,41 @@ async fn purchase(State(state): State<AppState>, auth: Auth, JsonObject(body): J
 }
 
 fn held(number: &PhoneNumber) -> ApiError {
-    ApiError::Conflict { message: format!("{number} is not available: it is already held") }
+    ApiError::Conflict {
+        message: format!("{number} is not available: it is already held"),
+    }
 }
 
 /// Gives back a first-month charge whose purchase did not go through.
-async fn refund(state: &AppState, ws: WorkspaceId, cents: i64, number: &PhoneNumber) -> Result<(), ApiError> {
+async fn refund(
+    state: &AppState,
+    ws: WorkspaceId,
+    cents: i64,
+    number: &PhoneNumber,
+) -> Result<(), ApiError> {
     let description = format!("Phone number {number}: purchase not completed, refunded");
-    state.store.apply_ledger_entry(ws, cents, "number_purchase_refund", &description, None).await?;
+    state
+        .store
+        .apply_ledger_entry(ws, cents, "number_purchase_refund", &description, None)
+        .await?;
     Ok(())
 }
 
-async fn workspace_agent(state: &AppState, ws: WorkspaceId, field: &str, id: Patch<uuid::Uuid>) -> Result<Option<Option<AgentId>>, ApiError> {
+async fn workspace_agent(
+    state: &AppState,
+    ws: WorkspaceId,
+    field: &str,
+    id: Patch<uuid::Uuid>,
+) -> Result<Option<Option<AgentId>>, ApiError> {
     match id {
         Patch::Absent => Ok(None),
         Patch::Null => Ok(Some(None)),
         Patch::Value(id) => {
             let agent = AgentId::from_uuid(id);
             if state.store.agent(ws, agent).await?.is_none() {
-                return Err(ApiError::bad_request(format!("Invalid field `{field}`: no agent {id} in this workspace")));
+                return Err(ApiError::bad_request(format!(
+                    "Invalid field `{field}`: no agent {id} in this workspace"
+                )));
             }
             Ok(Some(Some(agent)))
         }
@@ -271,37 +348,67 @@ async fn workspace_agent(state: &AppState, ws: WorkspaceId, field: &str, id: Pat
 #[utoipa::path(patch, path = "/phone-numbers/{id}", tag = "phone-numbers", security(("bearer" = ["phone_numbers:configure"])),
     params(("id" = uuid::Uuid, Path)), request_body = ConfigureInput,
     responses((status = 200, body = PhoneNumberRecord), (status = 400), (status = 404)))]
-async fn configure(State(state): State<AppState>, auth: Auth, PathId(id): PathId, JsonObject(body): JsonObject) -> Result<Json<PhoneNumberRecord>, ApiError> {
+async fn configure(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+    JsonObject(body): JsonObject,
+) -> Result<Json<PhoneNumberRecord>, ApiError> {
     if body.is_empty() {
-        return Err(ApiError::bad_request(format!("No writable field given. Writable fields: {}", CONFIGURE_WRITABLE.join(", "))));
+        return Err(ApiError::bad_request(format!(
+            "No writable field given. Writable fields: {}",
+            CONFIGURE_WRITABLE.join(", ")
+        )));
     }
     if body.get("friendly_name").is_some_and(|v| v.is_null()) {
-        return Err(ApiError::bad_request("Invalid field `friendly_name`: must not be null"));
+        return Err(ApiError::bad_request(
+            "Invalid field `friendly_name`: must not be null",
+        ));
     }
     let input: ConfigureInput = parse_fields(body, CONFIGURE_WRITABLE)?;
     let ws = auth.workspace_id;
     let id = PhoneNumberId::from_uuid(id);
     if state.store.phone_number(ws, id).await?.is_none() {
-        return Err(ApiError::NotFound { resource: "Phone number" });
+        return Err(ApiError::NotFound {
+            resource: "Phone number",
+        });
     }
     if let Some(name) = &input.friendly_name {
         if name.chars().count() > 100 {
-            return Err(ApiError::bad_request("Invalid field `friendly_name`: must be at most 100 characters"));
+            return Err(ApiError::bad_request(
+                "Invalid field `friendly_name`: must be at most 100 characters",
+            ));
         }
     }
     let inbound = workspace_agent(&state, ws, "inbound_agent_id", input.inbound_agent_id).await?;
-    let outbound = workspace_agent(&state, ws, "outbound_agent_id", input.outbound_agent_id).await?;
+    let outbound =
+        workspace_agent(&state, ws, "outbound_agent_id", input.outbound_agent_id).await?;
     let friendly_name = input.friendly_name.as_deref().map(str::trim);
-    let updated = state.store.configure_phone_number(ws, id, inbound, outbound, friendly_name).await?;
-    updated.map(Json).ok_or(ApiError::NotFound { resource: "Phone number" })
+    let updated = state
+        .store
+        .configure_phone_number(ws, id, inbound, outbound, friendly_name)
+        .await?;
+    updated.map(Json).ok_or(ApiError::NotFound {
+        resource: "Phone number",
+    })
 }
 
 /// Release a phone number (it leaves the workspace and can be bought again)
 #[utoipa::path(delete, path = "/phone-numbers/{id}", tag = "phone-numbers", security(("bearer" = ["phone_numbers:configure"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id}"), (status = 404)))]
-async fn release(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> Result<Json<serde_json::Value>, ApiError> {
-    if !state.store.release_phone_number(auth.workspace_id, PhoneNumberId::from_uuid(id)).await? {
-        return Err(ApiError::NotFound { resource: "Phone number" });
+async fn release(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if !state
+        .store
+        .release_phone_number(auth.workspace_id, PhoneNumberId::from_uuid(id))
+        .await?
+    {
+        return Err(ApiError::NotFound {
+            resource: "Phone number",
+        });
     }
     Ok(Json(serde_json::json!({"success": true, "id": id})))
 }

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{now, sql, ts, Page, Paged, Store, StoreError, StoreResult};
+use super::{Page, Paged, Store, StoreError, StoreResult, now, sql, ts};
 
 /// How an agent converses: one system prompt, or a graph of flow nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -199,7 +199,8 @@ const COLUMNS: &str = "id, name, is_active, max_call_duration_secs, doc, created
 
 fn agent_row(r: SqliteRow) -> StoreResult<Agent> {
     let doc: String = r.try_get("doc")?;
-    let mut agent: Agent = serde_json::from_str(&doc).map_err(|e| StoreError::Corrupt(format!("agent doc: {e}")))?;
+    let mut agent: Agent =
+        serde_json::from_str(&doc).map_err(|e| StoreError::Corrupt(format!("agent doc: {e}")))?;
     agent.id = AgentId::from_uuid(r.try_get("id")?);
     agent.name = r.try_get("name")?;
     agent.is_active = r.try_get("is_active")?;
@@ -216,22 +217,31 @@ fn doc(agent: &Agent) -> StoreResult<String> {
 impl Store {
     /// An agent of the workspace, active or not.
     pub async fn agent(&self, ws: WorkspaceId, id: AgentId) -> StoreResult<Option<Agent>> {
-        let row = sqlx::query(sql(format!("SELECT {COLUMNS} FROM agents WHERE workspace_id = ? AND id = ?")))
-            .bind(ws.as_uuid())
-            .bind(id.as_uuid())
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(sql(format!(
+            "SELECT {COLUMNS} FROM agents WHERE workspace_id = ? AND id = ?"
+        )))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
         row.map(agent_row).transpose()
     }
 
     /// Agents of the workspace, oldest first, optionally only active or inactive ones.
-    pub async fn list_agents(&self, ws: WorkspaceId, is_active: Option<bool>, page: Page) -> StoreResult<Paged<Agent>> {
-        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM agents WHERE workspace_id = ? AND (? IS NULL OR is_active = ?)")
-            .bind(ws.as_uuid())
-            .bind(is_active)
-            .bind(is_active)
-            .fetch_one(&self.pool)
-            .await?;
+    pub async fn list_agents(
+        &self,
+        ws: WorkspaceId,
+        is_active: Option<bool>,
+        page: Page,
+    ) -> StoreResult<Paged<Agent>> {
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM agents WHERE workspace_id = ? AND (? IS NULL OR is_active = ?)",
+        )
+        .bind(ws.as_uuid())
+        .bind(is_active)
+        .bind(is_active)
+        .fetch_one(&self.pool)
+        .await?;
         let rows = sqlx::query(sql(format!(
             "SELECT {COLUMNS} FROM agents WHERE workspace_id = ? AND (? IS NULL OR is_active = ?) ORDER BY created_at, id LIMIT ? OFFSET ?"
         )))
@@ -242,7 +252,10 @@ impl Store {
         .bind(page.offset)
         .fetch_all(&self.pool)
         .await?;
-        let items = rows.into_iter().map(agent_row).collect::<StoreResult<_>>()?;
+        let items = rows
+            .into_iter()
+            .map(agent_row)
+            .collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
     }
 
@@ -260,7 +273,9 @@ impl Store {
             .execute(&self.pool)
             .await
             .map_err(super::classify)?;
-        self.agent(ws, agent.id).await?.ok_or_else(|| StoreError::Corrupt("agent vanished after insert".into()))
+        self.agent(ws, agent.id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("agent vanished after insert".into()))
     }
 
     /// Replaces an agent's fields (already validated); `None` when it is not in the workspace.
@@ -282,13 +297,19 @@ impl Store {
     }
 
     /// Marks an agent inactive; `None` when it is not in the workspace.
-    pub async fn deactivate_agent(&self, ws: WorkspaceId, id: AgentId) -> StoreResult<Option<Agent>> {
-        let done = sqlx::query("UPDATE agents SET is_active = 0, updated_at = ? WHERE workspace_id = ? AND id = ?")
-            .bind(ts(now()))
-            .bind(ws.as_uuid())
-            .bind(id.as_uuid())
-            .execute(&self.pool)
-            .await?;
+    pub async fn deactivate_agent(
+        &self,
+        ws: WorkspaceId,
+        id: AgentId,
+    ) -> StoreResult<Option<Agent>> {
+        let done = sqlx::query(
+            "UPDATE agents SET is_active = 0, updated_at = ? WHERE workspace_id = ? AND id = ?",
+        )
+        .bind(ts(now()))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
         }

@@ -3,13 +3,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
 
-use super::{classify, now, sql, ts, Page, Paged, Store, StoreError, StoreResult};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, now, sql, ts};
 
 /// The carrier account a number is on (embedded).
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -51,12 +51,18 @@ pub(crate) const NUMBER_COLUMNS: &str = "n.id, n.number, n.friendly_name, n.prov
      n.sip_inbound_configured, n.sip_outbound_configured, n.country_code, n.monthly_cost_cents, n.created_at, n.ownership_verified_at, \
      ca.id AS ca_id, ca.name AS ca_name, ca.provider AS ca_provider, ca.status AS ca_status";
 
-pub(crate) const NUMBER_FROM: &str = "phone_numbers n LEFT JOIN carrier_accounts ca ON ca.id = n.carrier_account_id";
+pub(crate) const NUMBER_FROM: &str =
+    "phone_numbers n LEFT JOIN carrier_accounts ca ON ca.id = n.carrier_account_id";
 
 pub(crate) fn number_row(r: SqliteRow) -> Result<PhoneNumberRecord, sqlx::Error> {
     let ca_id: Option<uuid::Uuid> = r.try_get("ca_id")?;
     let carrier_account = match ca_id {
-        Some(id) => Some(CarrierAccountRef { id, name: r.try_get("ca_name")?, provider: r.try_get("ca_provider")?, status: r.try_get("ca_status")? }),
+        Some(id) => Some(CarrierAccountRef {
+            id,
+            name: r.try_get("ca_name")?,
+            provider: r.try_get("ca_provider")?,
+            status: r.try_get("ca_status")?,
+        }),
         None => None,
     };
     let cents: i64 = r.try_get("monthly_cost_cents")?;
@@ -67,8 +73,12 @@ pub(crate) fn number_row(r: SqliteRow) -> Result<PhoneNumberRecord, sqlx::Error>
         provider: r.try_get("provider")?,
         status: r.try_get("status")?,
         is_active: r.try_get("is_active")?,
-        inbound_agent_id: r.try_get::<Option<uuid::Uuid>, _>("inbound_agent_id")?.map(AgentId::from_uuid),
-        outbound_agent_id: r.try_get::<Option<uuid::Uuid>, _>("outbound_agent_id")?.map(AgentId::from_uuid),
+        inbound_agent_id: r
+            .try_get::<Option<uuid::Uuid>, _>("inbound_agent_id")?
+            .map(AgentId::from_uuid),
+        outbound_agent_id: r
+            .try_get::<Option<uuid::Uuid>, _>("outbound_agent_id")?
+            .map(AgentId::from_uuid),
         sip_inbound_configured: r.try_get("sip_inbound_configured")?,
         sip_outbound_configured: r.try_get("sip_outbound_configured")?,
         country_code: r.try_get("country_code")?,
@@ -81,7 +91,11 @@ pub(crate) fn number_row(r: SqliteRow) -> Result<PhoneNumberRecord, sqlx::Error>
 
 impl Store {
     /// A held (not released) number of the workspace.
-    pub async fn phone_number(&self, ws: WorkspaceId, id: PhoneNumberId) -> StoreResult<Option<PhoneNumberRecord>> {
+    pub async fn phone_number(
+        &self,
+        ws: WorkspaceId,
+        id: PhoneNumberId,
+    ) -> StoreResult<Option<PhoneNumberRecord>> {
         let row = sqlx::query(sql(format!("SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.id = ? AND n.released_at IS NULL")))
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
@@ -91,7 +105,12 @@ impl Store {
     }
 
     /// Registers a number the workspace already owns (operator command).
-    pub async fn add_owned_number(&self, ws: WorkspaceId, number: &PhoneNumber, status: &str) -> StoreResult<PhoneNumberRecord> {
+    pub async fn add_owned_number(
+        &self,
+        ws: WorkspaceId,
+        number: &PhoneNumber,
+        status: &str,
+    ) -> StoreResult<PhoneNumberRecord> {
         let id = PhoneNumberId::new();
         let at = now();
         let active = status == "active";
@@ -129,11 +148,17 @@ impl Store {
     }
 
     /// Held (not released) numbers of the workspace, oldest first.
-    pub async fn list_phone_numbers(&self, ws: WorkspaceId, page: Page) -> StoreResult<Paged<PhoneNumberRecord>> {
-        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM phone_numbers WHERE workspace_id = ? AND released_at IS NULL")
-            .bind(ws.as_uuid())
-            .fetch_one(&self.pool)
-            .await?;
+    pub async fn list_phone_numbers(
+        &self,
+        ws: WorkspaceId,
+        page: Page,
+    ) -> StoreResult<Paged<PhoneNumberRecord>> {
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM phone_numbers WHERE workspace_id = ? AND released_at IS NULL",
+        )
+        .bind(ws.as_uuid())
+        .fetch_one(&self.pool)
+        .await?;
         let rows = sqlx::query(sql(format!(
             "SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.released_at IS NULL ORDER BY n.created_at, n.id LIMIT ? OFFSET ?"
         )))
@@ -148,15 +173,20 @@ impl Store {
 
     /// Whether any workspace holds `number` (E.164) now.
     pub async fn number_is_held(&self, number: &str) -> StoreResult<bool> {
-        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM phone_numbers WHERE number = ? AND released_at IS NULL")
-            .bind(number)
-            .fetch_optional(&self.pool)
-            .await?;
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM phone_numbers WHERE number = ? AND released_at IS NULL",
+        )
+        .bind(number)
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(found.is_some())
     }
 
     /// Every held number (E.164) starting with `prefix`, by anyone.
-    pub async fn held_numbers_with_prefix(&self, prefix: &str) -> StoreResult<std::collections::HashSet<String>> {
+    pub async fn held_numbers_with_prefix(
+        &self,
+        prefix: &str,
+    ) -> StoreResult<std::collections::HashSet<String>> {
         let rows: Vec<String> = sqlx::query_scalar("SELECT number FROM phone_numbers WHERE released_at IS NULL AND substr(number, 1, length(?)) = ?")
             .bind(prefix)
             .bind(prefix)
@@ -193,7 +223,9 @@ impl Store {
         .execute(&self.pool)
         .await
         .map_err(classify)?;
-        self.phone_number(ws, id).await?.ok_or_else(|| StoreError::Corrupt("phone number vanished after insert".into()))
+        self.phone_number(ws, id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("phone number vanished after insert".into()))
     }
 
     /// Changes the agents and friendly name of a held number; `None` leaves a field as is,
@@ -231,7 +263,11 @@ impl Store {
 
     /// Releases a held number: it leaves the workspace's list and can be bought again. Returns
     /// whether the workspace held it.
-    pub async fn release_phone_number(&self, ws: WorkspaceId, id: PhoneNumberId) -> StoreResult<bool> {
+    pub async fn release_phone_number(
+        &self,
+        ws: WorkspaceId,
+        id: PhoneNumberId,
+    ) -> StoreResult<bool> {
         let at = ts(now());
         let done = sqlx::query("UPDATE phone_numbers SET released_at = ?, is_active = 0, updated_at = ? WHERE workspace_id = ? AND id = ? AND released_at IS NULL")
             .bind(&at)

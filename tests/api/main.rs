@@ -2,5 +2,7 @@
 
 mod helpers;
 
+mod agents;
 mod discovery;
 mod dispositions;
+mod phone_numbers;

@@ -150,11 +150,7 @@ pub fn generate_key() -> NewKey {
     // ThreadRng is a CSPRNG (ChaCha12) seeded and reseeded from the OS source.
     rand::rng().fill_bytes(&mut bytes);
     let secret = format!("{KEY_PREFIX}{}", hex::encode(bytes));
-    NewKey {
-        hash: hash_key(&secret),
-        prefix: secret[..KEY_PREFIX.len() + 6].to_owned(),
-        secret,
-    }
+    NewKey { hash: hash_key(&secret), prefix: secret[..KEY_PREFIX.len() + 6].to_owned(), secret }
 }
 
 pub fn hash_key(secret: &str) -> [u8; 32] {
@@ -163,11 +159,7 @@ pub fn hash_key(secret: &str) -> [u8; 32] {
 
 /// Whether a presented key could be one of ours (cheap shape check before any lookup).
 pub fn looks_like_key(secret: &str) -> bool {
-    secret.len() == KEY_PREFIX.len() + 48
-        && secret.starts_with(KEY_PREFIX)
-        && secret[KEY_PREFIX.len()..]
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit())
+    secret.len() == KEY_PREFIX.len() + 48 && secret.starts_with(KEY_PREFIX) && secret[KEY_PREFIX.len()..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Constant-time equality of two secrets or hashes.
@@ -199,10 +191,7 @@ mod tests {
         assert!(!some.allows(Scope::BillingManage));
         assert_eq!(some.to_text(), "billing:read,campaigns:manage");
         assert_eq!(Scopes::parse(&some.to_text()).unwrap(), some);
-        assert_eq!(
-            Scopes::parse("calls:fly"),
-            Err(ScopeError::Unknown("calls:fly".into()))
-        );
+        assert_eq!(Scopes::parse("calls:fly"), Err(ScopeError::Unknown("calls:fly".into())));
         assert_eq!(Scopes::parse(" , "), Err(ScopeError::Empty));
     }
 

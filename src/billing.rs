@@ -26,18 +26,9 @@ pub enum PaymentError {
 #[async_trait::async_trait]
 pub trait PaymentProvider: Send + Sync {
     /// Saves a payment method from a provider token (e.g. a card token made in the browser).
-    async fn setup(
-        &self,
-        workspace: WorkspaceId,
-        token: &str,
-    ) -> Result<PaymentMethod, PaymentError>;
+    async fn setup(&self, workspace: WorkspaceId, token: &str) -> Result<PaymentMethod, PaymentError>;
     /// Charges a saved method; returns the provider's charge reference.
-    async fn charge(
-        &self,
-        workspace: WorkspaceId,
-        method: &PaymentMethod,
-        amount_cents: i64,
-    ) -> Result<String, PaymentError>;
+    async fn charge(&self, workspace: WorkspaceId, method: &PaymentMethod, amount_cents: i64) -> Result<String, PaymentError>;
 }
 
 /// Records payment methods and charges locally, for self-hosted installs that settle invoices
@@ -46,37 +37,16 @@ pub struct LocalPaymentProvider;
 
 #[async_trait::async_trait]
 impl PaymentProvider for LocalPaymentProvider {
-    async fn setup(
-        &self,
-        _workspace: WorkspaceId,
-        token: &str,
-    ) -> Result<PaymentMethod, PaymentError> {
+    async fn setup(&self, _workspace: WorkspaceId, token: &str) -> Result<PaymentMethod, PaymentError> {
         let token = token.trim();
         if token.is_empty() || token.len() > 200 || !token.chars().all(|c| c.is_ascii_graphic()) {
-            return Err(PaymentError::Declined(
-                "payment token must be 1-200 printable characters".into(),
-            ));
+            return Err(PaymentError::Declined("payment token must be 1-200 printable characters".into()));
         }
-        let tail: String = token
-            .chars()
-            .rev()
-            .take(4)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        Ok(PaymentMethod {
-            id: format!("local_pm_{}", uuid::Uuid::now_v7().simple()),
-            label: format!("local method ending {tail}"),
-        })
+        let tail: String = token.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+        Ok(PaymentMethod { id: format!("local_pm_{}", uuid::Uuid::now_v7().simple()), label: format!("local method ending {tail}") })
     }
 
-    async fn charge(
-        &self,
-        _workspace: WorkspaceId,
-        _method: &PaymentMethod,
-        amount_cents: i64,
-    ) -> Result<String, PaymentError> {
+    async fn charge(&self, _workspace: WorkspaceId, _method: &PaymentMethod, amount_cents: i64) -> Result<String, PaymentError> {
         if amount_cents <= 0 {
             return Err(PaymentError::Declined("amount must be positive".into()));
         }
@@ -87,13 +57,8 @@ impl PaymentProvider for LocalPaymentProvider {
 /// Why a charge to a workspace failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ChargeError {
-    #[error(
-        "Insufficient balance: {balance_cents} cents available, {amount_cents} needed; top up first"
-    )]
-    InsufficientBalance {
-        balance_cents: i64,
-        amount_cents: i64,
-    },
+    #[error("Insufficient balance: {balance_cents} cents available, {amount_cents} needed; top up first")]
+    InsufficientBalance { balance_cents: i64, amount_cents: i64 },
     #[error("No such workspace")]
     NoWorkspace,
     #[error(transparent)]
@@ -110,17 +75,10 @@ pub async fn charge(
     kind: &str,
     description: &str,
 ) -> Result<crate::store::LedgerEntry, ChargeError> {
-    let entry = store
-        .debit_if_covered(workspace, amount_cents, kind, description)
-        .await?;
+    let entry = store.debit_if_covered(workspace, amount_cents, kind, description).await?;
     let entry = match entry {
         crate::store::Debit::Done(entry) => entry,
-        crate::store::Debit::Insufficient { balance_cents } => {
-            return Err(ChargeError::InsufficientBalance {
-                balance_cents,
-                amount_cents,
-            });
-        }
+        crate::store::Debit::Insufficient { balance_cents } => return Err(ChargeError::InsufficientBalance { balance_cents, amount_cents }),
         crate::store::Debit::NoWorkspace => return Err(ChargeError::NoWorkspace),
     };
     if let Err(err) = auto_topup(store, payments, workspace).await {
@@ -136,29 +94,14 @@ pub async fn auto_topup(
     payments: &dyn PaymentProvider,
     workspace: WorkspaceId,
 ) -> anyhow::Result<Option<crate::store::LedgerEntry>> {
-    let Some(account) = store.billing_account(workspace).await? else {
-        return Ok(None);
-    };
-    let Some(method) = account.payment_method.clone() else {
-        return Ok(None);
-    };
-    if !account.auto_topup_enabled
-        || account.auto_topup_amount_cents <= 0
-        || account.balance_cents >= account.low_balance_threshold_cents
-    {
+    let Some(account) = store.billing_account(workspace).await? else { return Ok(None) };
+    let Some(method) = account.payment_method.clone() else { return Ok(None) };
+    if !account.auto_topup_enabled || account.auto_topup_amount_cents <= 0 || account.balance_cents >= account.low_balance_threshold_cents {
         return Ok(None);
     }
-    let reference = payments
-        .charge(workspace, &method, account.auto_topup_amount_cents)
-        .await?;
+    let reference = payments.charge(workspace, &method, account.auto_topup_amount_cents).await?;
     let entry = store
-        .apply_ledger_entry(
-            workspace,
-            account.auto_topup_amount_cents,
-            "auto_topup",
-            "automatic top-up",
-            Some(&reference),
-        )
+        .apply_ledger_entry(workspace, account.auto_topup_amount_cents, "auto_topup", "automatic top-up", Some(&reference))
         .await?;
     Ok(entry)
 }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 use serde_json::json;
@@ -18,19 +18,10 @@ use crate::config::Config;
 use crate::store::Store;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "switchboard",
-    version,
-    about = "Self-hosted telephony and campaign runtime for AI voice agents"
-)]
+#[command(name = "switchboard", version, about = "Self-hosted telephony and campaign runtime for AI voice agents")]
 pub struct Cli {
     /// The store.
-    #[arg(
-        long,
-        global = true,
-        env = "SWITCHBOARD_DATABASE_URL",
-        default_value = "sqlite://switchboard.db"
-    )]
+    #[arg(long, global = true, env = "SWITCHBOARD_DATABASE_URL", default_value = "sqlite://switchboard.db")]
     pub database_url: String,
     #[command(subcommand)]
     pub command: Command,
@@ -66,11 +57,7 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_RATE_LIMIT", default_value_t = 60)]
     pub rate_limit: u32,
     /// Seconds a purchased number stays in pending_requirements.
-    #[arg(
-        long,
-        env = "SWITCHBOARD_NUMBER_ACTIVATION_DELAY_SECS",
-        default_value_t = 86_400
-    )]
+    #[arg(long, env = "SWITCHBOARD_NUMBER_ACTIVATION_DELAY_SECS", default_value_t = 86_400)]
     pub number_activation_delay_secs: u64,
     /// Log format: text or json.
     #[arg(long, env = "SWITCHBOARD_LOG_FORMAT", default_value = "text")]
@@ -173,40 +160,22 @@ async fn workspace_must_exist(store: &Store, id: WorkspaceId) -> anyhow::Result<
 pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) => unreachable!("serve is handled by main"),
-        Command::Workspace(WorkspaceCommand::Create {
-            name,
-            country,
-            json,
-        }) => {
+        Command::Workspace(WorkspaceCommand::Create { name, country, json }) => {
             let name = name.trim();
             if name.is_empty() {
                 bail!("--name must not be empty");
             }
             let country = switchboard_actors::phone::parse_country(&country)?;
-            let ws = store
-                .create_workspace(name, &format!("{country:?}"))
-                .await?;
-            print(
-                json,
-                json!({"id": ws.id, "name": ws.name}),
-                format!("workspace {} created: {}", ws.name, ws.id),
-            );
+            let ws = store.create_workspace(name, &format!("{country:?}")).await?;
+            print(json, json!({"id": ws.id, "name": ws.name}), format!("workspace {} created: {}", ws.name, ws.id));
         }
-        Command::Key(KeyCommand::Create {
-            workspace,
-            scopes,
-            expires_at,
-            name,
-            json,
-        }) => {
+        Command::Key(KeyCommand::Create { workspace, scopes, expires_at, name, json }) => {
             workspace_must_exist(store, workspace).await?;
             let scopes = Scopes::parse(&scopes)?;
             if expires_at.is_some_and(|at| at <= Utc::now()) {
                 bail!("--expires-at is in the past");
             }
-            let (key, secret) = store
-                .create_key(workspace, &name, &scopes, expires_at)
-                .await?;
+            let (key, secret) = store.create_key(workspace, &name, &scopes, expires_at).await?;
             print(
                 json,
                 json!({"id": key.id, "key": secret, "scopes": key.scopes, "expires_at": key.expires_at}),
@@ -219,11 +188,7 @@ pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()>
             let text = keys
                 .iter()
                 .map(|k| {
-                    let state = if k.revoked_at.is_some() {
-                        "revoked"
-                    } else {
-                        "active"
-                    };
+                    let state = if k.revoked_at.is_some() { "revoked" } else { "active" };
                     format!("{}  {}…  {}  {}", k.id, k.prefix, state, k.scopes.join(","))
                 })
                 .collect::<Vec<_>>()
@@ -234,37 +199,19 @@ pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()>
             if !store.revoke_key(id).await? {
                 bail!("no active key {id}");
             }
-            print(
-                json,
-                json!({"id": id, "revoked": true}),
-                format!("key {id} revoked"),
-            );
+            print(json, json!({"id": id, "revoked": true}), format!("key {id} revoked"));
         }
-        Command::Number(NumberCommand::Add {
-            workspace,
-            number,
-            status,
-            json,
-        }) => {
+        Command::Number(NumberCommand::Add { workspace, number, status, json }) => {
             workspace_must_exist(store, workspace).await?;
             if status != "active" && status != "pending_requirements" {
                 bail!("--status must be active or pending_requirements");
             }
             let country = store.default_country(workspace).await?;
-            let parsed = PhoneNumber::parse(&number, country)
-                .with_context(|| format!("--number {number}"))?;
+            let parsed = PhoneNumber::parse(&number, country).with_context(|| format!("--number {number}"))?;
             let added = store.add_owned_number(workspace, &parsed, &status).await?;
-            print(
-                json,
-                serde_json::to_value(&added)?,
-                format!("number {} added: {}", added.number, added.id),
-            );
+            print(json, serde_json::to_value(&added)?, format!("number {} added: {}", added.number, added.id));
         }
-        Command::Billing(BillingCommand::Credit {
-            workspace,
-            amount_cents,
-            json,
-        }) => {
+        Command::Billing(BillingCommand::Credit { workspace, amount_cents, json }) => {
             if amount_cents == 0 {
                 bail!("--amount-cents must not be zero");
             }
@@ -275,10 +222,7 @@ pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()>
             print(
                 json,
                 json!({"workspace_id": workspace, "amount_cents": amount_cents, "balance_cents": entry.balance_after_cents}),
-                format!(
-                    "balance of {workspace} is now {} cents",
-                    entry.balance_after_cents
-                ),
+                format!("balance of {workspace} is now {} cents", entry.balance_after_cents),
             );
         }
     }

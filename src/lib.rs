@@ -30,24 +30,16 @@ pub use config::Config;
 pub use store::Store;
 
 /// Runs the service on `listener` until `shutdown` resolves, then drains in-flight requests.
-pub async fn serve(
-    listener: TcpListener,
-    store: Store,
-    config: Config,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+pub async fn serve(listener: TcpListener, store: Store, config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
     let config = Arc::new(config);
     let state = http::AppState::new(store.clone(), config.clone())?;
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
     let jobs = tokio::spawn(jobs::run(store, config, jobs_stopped));
     tracing::info!(addr = %listener.local_addr()?, "HTTP control plane listening");
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await?;
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await?;
     let _ = stop_jobs.send(true);
     let _ = jobs.await;
     tracing::info!("stopped");

@@ -2,7 +2,7 @@
 //! an operator command.
 
 use clap::Parser;
-use switchboard::cli::{Cli, Command, run_operator};
+use switchboard::cli::{run_operator, Cli, Command};
 use switchboard::store::Store;
 use tracing_subscriber::EnvFilter;
 
@@ -10,11 +10,8 @@ use tracing_subscriber::EnvFilter;
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let json_logs = matches!(&cli.command, Command::Serve(args) if args.log_format == "json");
-    let filter =
-        EnvFilter::try_from_env("SWITCHBOARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let filter = EnvFilter::try_from_env("SWITCHBOARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if json_logs {
         builder.json().init();
     } else {
@@ -36,9 +33,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let config = args.config(cli.database_url.clone());
             std::fs::create_dir_all(&config.data_dir)?;
             if let Some((workspace, key)) = store.bootstrap().await? {
-                println!(
-                    "Created workspace `default` ({workspace}) and an API key with every scope."
-                );
+                println!("Created workspace `default` ({workspace}) and an API key with every scope.");
                 println!("API key (shown once, store it now): {key}");
             }
             let listener = tokio::net::TcpListener::bind(config.http).await?;

@@ -77,11 +77,7 @@ impl CampaignStatus {
     pub fn is_paused(self) -> bool {
         matches!(
             self,
-            Self::Paused
-                | Self::PausedInsufficientCredit
-                | Self::PausedBudget
-                | Self::PausedInfra
-                | Self::PausedConfig
+            Self::Paused | Self::PausedInsufficientCredit | Self::PausedBudget | Self::PausedInfra | Self::PausedConfig
         )
     }
 
@@ -164,11 +160,7 @@ pub fn transition(status: CampaignStatus, command: Command) -> Result<Transition
         Command::Launch | Command::Resume => match status {
             S::Running => Ok(Transition::Unchanged("Already running")),
             S::Scheduled => Ok(Transition::Unchanged("Already scheduled")),
-            _ => Ok(Transition::Start(if command == Command::Launch {
-                StartEvent::Launched
-            } else {
-                StartEvent::Resumed
-            })),
+            _ => Ok(Transition::Start(if command == Command::Launch { StartEvent::Launched } else { StartEvent::Resumed })),
         },
         Command::Pause => match status {
             S::Draft => Err(TransitionError::NotLaunched),
@@ -198,12 +190,7 @@ pub enum RegulatoryBasis {
 }
 
 impl RegulatoryBasis {
-    pub const ALL: [RegulatoryBasis; 4] = [
-        Self::Consent,
-        Self::ExistingCustomer,
-        Self::NonMarketing,
-        Self::RegistryScreened,
-    ];
+    pub const ALL: [RegulatoryBasis; 4] = [Self::Consent, Self::ExistingCustomer, Self::NonMarketing, Self::RegistryScreened];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -228,54 +215,14 @@ pub struct IntRule {
     pub default: i64,
 }
 
-pub const MAX_ATTEMPTS: IntRule = IntRule {
-    field: "max_attempts",
-    min: 1,
-    max: 999,
-    default: 3,
-};
-pub const MAX_INFRA_RETRIES: IntRule = IntRule {
-    field: "max_infra_retries",
-    min: 0,
-    max: 20,
-    default: 3,
-};
-pub const RETRY_NO_ANSWER_SECONDS: IntRule = IntRule {
-    field: "retry_no_answer_seconds",
-    min: 30,
-    max: 604_800,
-    default: 3600,
-};
-pub const RETRY_COMPLETED_SECONDS: IntRule = IntRule {
-    field: "retry_completed_seconds",
-    min: 60,
-    max: 604_800,
-    default: 86_400,
-};
-pub const DOUBLE_DIAL_GAP_SECONDS: IntRule = IntRule {
-    field: "double_dial_gap_seconds",
-    min: 10,
-    max: 3600,
-    default: 30,
-};
-pub const MAX_CALLS_PER_DAY: IntRule = IntRule {
-    field: "max_calls_per_day",
-    min: 1,
-    max: 100_000,
-    default: 1000,
-};
-pub const MIN_SECONDS_BETWEEN_CALLS: IntRule = IntRule {
-    field: "min_seconds_between_calls",
-    min: 0,
-    max: 86_400,
-    default: 0,
-};
-pub const MAX_IN_FLIGHT: IntRule = IntRule {
-    field: "max_in_flight",
-    min: 1,
-    max: 8,
-    default: 1,
-};
+pub const MAX_ATTEMPTS: IntRule = IntRule { field: "max_attempts", min: 1, max: 999, default: 3 };
+pub const MAX_INFRA_RETRIES: IntRule = IntRule { field: "max_infra_retries", min: 0, max: 20, default: 3 };
+pub const RETRY_NO_ANSWER_SECONDS: IntRule = IntRule { field: "retry_no_answer_seconds", min: 30, max: 604_800, default: 3600 };
+pub const RETRY_COMPLETED_SECONDS: IntRule = IntRule { field: "retry_completed_seconds", min: 60, max: 604_800, default: 86_400 };
+pub const DOUBLE_DIAL_GAP_SECONDS: IntRule = IntRule { field: "double_dial_gap_seconds", min: 10, max: 3600, default: 30 };
+pub const MAX_CALLS_PER_DAY: IntRule = IntRule { field: "max_calls_per_day", min: 1, max: 100_000, default: 1000 };
+pub const MIN_SECONDS_BETWEEN_CALLS: IntRule = IntRule { field: "min_seconds_between_calls", min: 0, max: 86_400, default: 0 };
+pub const MAX_IN_FLIGHT: IntRule = IntRule { field: "max_in_flight", min: 1, max: 8, default: 1 };
 
 /// Every bounded integer setting.
 pub const INT_RULES: [IntRule; 8] = [
@@ -290,13 +237,7 @@ pub const INT_RULES: [IntRule; 8] = [
 ];
 
 /// The boolean settings (all default false).
-pub const BOOL_FIELDS: [&str; 5] = [
-    "stop_on_no_answer",
-    "stop_on_voicemail",
-    "stop_on_unclassified",
-    "randomize_retry_time",
-    "double_dial_enabled",
-];
+pub const BOOL_FIELDS: [&str; 5] = ["stop_on_no_answer", "stop_on_voicemail", "stop_on_unclassified", "randomize_retry_time", "double_dial_enabled"];
 
 /// Fields a client may write on create and PATCH, in the spec's order.
 pub const WRITABLE_FIELDS: [&str; 23] = [
@@ -338,10 +279,7 @@ impl IntRule {
         if (self.min..=self.max).contains(&value) {
             Ok(value)
         } else {
-            Err(RuleError {
-                field: self.field,
-                message: format!("must be an integer from {} to {}", self.min, self.max),
-            })
+            Err(RuleError { field: self.field, message: format!("must be an integer from {} to {}", self.min, self.max) })
         }
     }
 }
@@ -351,10 +289,7 @@ pub fn check_budget(value: i64) -> Result<i64, RuleError> {
     if value > 0 {
         Ok(value)
     } else {
-        Err(RuleError {
-            field: "budget_cents",
-            message: "must be a positive integer or null".into(),
-        })
+        Err(RuleError { field: "budget_cents", message: "must be a positive integer or null".into() })
     }
 }
 
@@ -362,30 +297,18 @@ pub fn check_budget(value: i64) -> Result<i64, RuleError> {
 pub fn check_name(name: &str) -> Result<String, RuleError> {
     let trimmed = name.trim();
     if trimmed.is_empty() {
-        return Err(RuleError {
-            field: "name",
-            message: "must not be empty".into(),
-        });
+        return Err(RuleError { field: "name", message: "must not be empty".into() });
     }
     if trimmed.chars().count() > 200 {
-        return Err(RuleError {
-            field: "name",
-            message: "must be at most 200 characters".into(),
-        });
+        return Err(RuleError { field: "name", message: "must be at most 200 characters".into() });
     }
     Ok(trimmed.to_owned())
 }
 
 /// `starts_at` must come before `ends_at` when both are set.
-pub fn check_schedule(
-    starts_at: Option<DateTime<Utc>>,
-    ends_at: Option<DateTime<Utc>>,
-) -> Result<(), RuleError> {
+pub fn check_schedule(starts_at: Option<DateTime<Utc>>, ends_at: Option<DateTime<Utc>>) -> Result<(), RuleError> {
     match (starts_at, ends_at) {
-        (Some(s), Some(e)) if s >= e => Err(RuleError {
-            field: "ends_at",
-            message: "must be later than starts_at".into(),
-        }),
+        (Some(s), Some(e)) if s >= e => Err(RuleError { field: "ends_at", message: "must be later than starts_at".into() }),
         _ => Ok(()),
     }
 }
@@ -429,17 +352,13 @@ pub enum PreflightProblem {
     AgentMissing,
     #[error("the campaign's agent is deactivated; assign an active agent")]
     AgentInactive,
-    #[error(
-        "the campaign's agent has no positive max_call_duration_secs; set a call duration cap on the agent"
-    )]
+    #[error("the campaign's agent has no positive max_call_duration_secs; set a call duration cap on the agent")]
     AgentNoDurationCap,
     #[error("from_phone_number_id is not set; assign an active phone number before launching")]
     NoFromNumber,
     #[error("the campaign's from-number no longer belongs to the workspace; assign another number")]
     FromNumberMissing,
-    #[error(
-        "the campaign's from-number {number} is not active (status {status}); assign an active number"
-    )]
+    #[error("the campaign's from-number {number} is not active (status {status}); assign an active number")]
     FromNumberInactive { number: String, status: String },
     #[error("ends_at is in the past; move ends_at later")]
     EndedAlready,
@@ -453,9 +372,7 @@ impl PreflightProblem {
         match self {
             Self::NoAgent | Self::AgentMissing | Self::AgentInactive => "agent_unavailable",
             Self::AgentNoDurationCap => "agent_without_duration_cap",
-            Self::NoFromNumber | Self::FromNumberMissing | Self::FromNumberInactive { .. } => {
-                "from_number_inactive"
-            }
+            Self::NoFromNumber | Self::FromNumberMissing | Self::FromNumberInactive { .. } => "from_number_inactive",
             Self::EndedAlready | Self::NoReachableWindow => "no_reachable_calling_window",
         }
     }
@@ -477,23 +394,14 @@ impl Preflight<'_> {
         if !self.from_number_id_set {
             return Err(PreflightProblem::NoFromNumber);
         }
-        let number = self
-            .from_number
-            .as_ref()
-            .ok_or(PreflightProblem::FromNumberMissing)?;
+        let number = self.from_number.as_ref().ok_or(PreflightProblem::FromNumberMissing)?;
         if !number.is_active || number.status != "active" {
-            return Err(PreflightProblem::FromNumberInactive {
-                number: number.number.clone(),
-                status: number.status.clone(),
-            });
+            return Err(PreflightProblem::FromNumberInactive { number: number.number.clone(), status: number.status.clone() });
         }
         if self.ends_at.is_some_and(|end| end <= self.now) {
             return Err(PreflightProblem::EndedAlready);
         }
-        if !self
-            .window
-            .reachable(self.now, self.starts_at, self.ends_at)
-        {
+        if !self.window.reachable(self.now, self.starts_at, self.ends_at) {
             return Err(PreflightProblem::NoReachableWindow);
         }
         Ok(())
@@ -515,107 +423,45 @@ mod tests {
 
     #[test]
     fn launch_and_resume_start_drafts_and_every_paused_state() {
-        for status in [
-            S::Draft,
-            S::Paused,
-            S::PausedInsufficientCredit,
-            S::PausedBudget,
-            S::PausedInfra,
-            S::PausedConfig,
-        ] {
-            assert_eq!(
-                transition(status, Command::Launch),
-                Ok(Transition::Start(StartEvent::Launched)),
-                "{status:?}"
-            );
-            assert_eq!(
-                transition(status, Command::Resume),
-                Ok(Transition::Start(StartEvent::Resumed)),
-                "{status:?}"
-            );
+        for status in [S::Draft, S::Paused, S::PausedInsufficientCredit, S::PausedBudget, S::PausedInfra, S::PausedConfig] {
+            assert_eq!(transition(status, Command::Launch), Ok(Transition::Start(StartEvent::Launched)), "{status:?}");
+            assert_eq!(transition(status, Command::Resume), Ok(Transition::Start(StartEvent::Resumed)), "{status:?}");
         }
     }
 
     #[test]
     fn resuming_a_running_campaign_changes_nothing() {
-        assert_eq!(
-            transition(S::Running, Command::Resume),
-            Ok(Transition::Unchanged("Already running"))
-        );
-        assert_eq!(
-            transition(S::Running, Command::Launch),
-            Ok(Transition::Unchanged("Already running"))
-        );
+        assert_eq!(transition(S::Running, Command::Resume), Ok(Transition::Unchanged("Already running")));
+        assert_eq!(transition(S::Running, Command::Launch), Ok(Transition::Unchanged("Already running")));
     }
 
     #[test]
     fn terminal_campaigns_refuse_every_command_but_archive() {
         for status in [S::Completed, S::Stopped] {
-            for command in [
-                Command::Launch,
-                Command::Resume,
-                Command::Pause,
-                Command::Stop,
-            ] {
-                assert_eq!(
-                    transition(status, command),
-                    Err(TransitionError::Terminal(status))
-                );
+            for command in [Command::Launch, Command::Resume, Command::Pause, Command::Stop] {
+                assert_eq!(transition(status, command), Err(TransitionError::Terminal(status)));
             }
-            assert_eq!(
-                transition(status, Command::Archive),
-                Ok(Transition::To(S::Archived))
-            );
+            assert_eq!(transition(status, Command::Archive), Ok(Transition::To(S::Archived)));
         }
-        for command in [
-            Command::Launch,
-            Command::Resume,
-            Command::Pause,
-            Command::Stop,
-            Command::Archive,
-        ] {
-            assert_eq!(
-                transition(S::Archived, command),
-                Err(TransitionError::Archived)
-            );
+        for command in [Command::Launch, Command::Resume, Command::Pause, Command::Stop, Command::Archive] {
+            assert_eq!(transition(S::Archived, command), Err(TransitionError::Archived));
         }
     }
 
     #[test]
     fn pause_applies_to_launched_campaigns_and_replaces_automatic_pauses() {
-        assert_eq!(
-            transition(S::Running, Command::Pause),
-            Ok(Transition::To(S::Paused))
-        );
-        assert_eq!(
-            transition(S::Scheduled, Command::Pause),
-            Ok(Transition::To(S::Paused))
-        );
-        assert_eq!(
-            transition(S::PausedBudget, Command::Pause),
-            Ok(Transition::To(S::Paused))
-        );
-        assert_eq!(
-            transition(S::Paused, Command::Pause),
-            Ok(Transition::Unchanged("Already paused"))
-        );
-        assert_eq!(
-            transition(S::Draft, Command::Pause),
-            Err(TransitionError::NotLaunched)
-        );
+        assert_eq!(transition(S::Running, Command::Pause), Ok(Transition::To(S::Paused)));
+        assert_eq!(transition(S::Scheduled, Command::Pause), Ok(Transition::To(S::Paused)));
+        assert_eq!(transition(S::PausedBudget, Command::Pause), Ok(Transition::To(S::Paused)));
+        assert_eq!(transition(S::Paused, Command::Pause), Ok(Transition::Unchanged("Already paused")));
+        assert_eq!(transition(S::Draft, Command::Pause), Err(TransitionError::NotLaunched));
     }
 
     #[test]
     fn stop_and_archive_apply_to_every_non_terminal_status() {
         for status in CampaignStatus::ALL.into_iter().filter(|s| !s.is_terminal()) {
-            assert_eq!(
-                transition(status, Command::Stop),
-                Ok(Transition::To(S::Stopped))
-            );
-            assert_eq!(
-                transition(status, Command::Archive),
-                Ok(Transition::To(S::Archived))
-            );
+            assert_eq!(transition(status, Command::Stop), Ok(Transition::To(S::Stopped)));
+            assert_eq!(transition(status, Command::Archive), Ok(Transition::To(S::Archived)));
         }
     }
 
@@ -623,14 +469,8 @@ mod tests {
     fn a_future_start_waits_as_scheduled() {
         let now: DateTime<Utc> = "2026-11-21T10:00:00Z".parse().unwrap();
         assert_eq!(start_status(now, None), S::Running);
-        assert_eq!(
-            start_status(now, Some(now - chrono::Duration::hours(1))),
-            S::Running
-        );
-        assert_eq!(
-            start_status(now, Some(now + chrono::Duration::hours(1))),
-            S::Scheduled
-        );
+        assert_eq!(start_status(now, Some(now - chrono::Duration::hours(1))), S::Running);
+        assert_eq!(start_status(now, Some(now + chrono::Duration::hours(1))), S::Scheduled);
     }
 
     #[test]
@@ -644,16 +484,9 @@ mod tests {
         assert!(RETRY_COMPLETED_SECONDS.check(59).is_err());
         assert!(MIN_SECONDS_BETWEEN_CALLS.check(0).is_ok());
         let err = MAX_CALLS_PER_DAY.check(100_001).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "max_calls_per_day: must be an integer from 1 to 100000"
-        );
+        assert_eq!(err.to_string(), "max_calls_per_day: must be an integer from 1 to 100000");
         for rule in INT_RULES {
-            assert!(
-                rule.check(rule.default).is_ok(),
-                "{} default within range",
-                rule.field
-            );
+            assert!(rule.check(rule.default).is_ok(), "{} default within range", rule.field);
         }
         assert!(check_budget(0).is_err());
         assert!(check_budget(1).is_ok());
@@ -669,16 +502,9 @@ mod tests {
     fn preflight(window: &CallingWindow) -> Preflight<'_> {
         Preflight {
             agent_id_set: true,
-            agent: Some(AgentFacts {
-                is_active: true,
-                max_call_duration_secs: Some(300),
-            }),
+            agent: Some(AgentFacts { is_active: true, max_call_duration_secs: Some(300) }),
             from_number_id_set: true,
-            from_number: Some(NumberFacts {
-                is_active: true,
-                status: "active".into(),
-                number: "+972501234567".into(),
-            }),
+            from_number: Some(NumberFacts { is_active: true, status: "active".into(), number: "+972501234567".into() }),
             window,
             now: "2026-11-21T10:00:00Z".parse().unwrap(),
             starts_at: None,
@@ -694,23 +520,13 @@ mod tests {
         p.agent_id_set = false;
         assert_eq!(p.check(), Err(PreflightProblem::NoAgent));
         let mut p = preflight(&window);
-        p.agent = Some(AgentFacts {
-            is_active: true,
-            max_call_duration_secs: None,
-        });
+        p.agent = Some(AgentFacts { is_active: true, max_call_duration_secs: None });
         assert_eq!(p.check(), Err(PreflightProblem::AgentNoDurationCap));
         let mut p = preflight(&window);
-        p.agent = Some(AgentFacts {
-            is_active: true,
-            max_call_duration_secs: Some(0),
-        });
+        p.agent = Some(AgentFacts { is_active: true, max_call_duration_secs: Some(0) });
         assert_eq!(p.check(), Err(PreflightProblem::AgentNoDurationCap));
         let mut p = preflight(&window);
-        p.from_number = Some(NumberFacts {
-            is_active: true,
-            status: "pending_requirements".into(),
-            number: "+972501234567".into(),
-        });
+        p.from_number = Some(NumberFacts { is_active: true, status: "pending_requirements".into(), number: "+972501234567".into() });
         let err = p.check().unwrap_err();
         assert!(err.to_string().contains("pending_requirements"));
         assert_eq!(err.machine_reason(), "from_number_inactive");
@@ -721,10 +537,7 @@ mod tests {
         p.ends_at = Some(p.now + chrono::Duration::minutes(1));
         // 10:00 UTC is inside the default 09:00-20:00 window.
         assert_eq!(p.check(), Ok(()));
-        let late = CallingWindow::from_json(
-            &serde_json::json!({"timezone": "UTC", "start": "18:00", "end": "19:00"}),
-        )
-        .unwrap();
+        let late = CallingWindow::from_json(&serde_json::json!({"timezone": "UTC", "start": "18:00", "end": "19:00"})).unwrap();
         let mut p = preflight(&late);
         p.ends_at = Some(p.now + chrono::Duration::hours(2));
         assert_eq!(p.check(), Err(PreflightProblem::NoReachableWindow));

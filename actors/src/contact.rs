@@ -90,14 +90,7 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
-    pub const ALL: [CallOutcome; 6] = [
-        Self::Answered,
-        Self::NoAnswer,
-        Self::Busy,
-        Self::Voicemail,
-        Self::Failed,
-        Self::InfraError,
-    ];
+    pub const ALL: [CallOutcome; 6] = [Self::Answered, Self::NoAnswer, Self::Busy, Self::Voicemail, Self::Failed, Self::InfraError];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -121,18 +114,8 @@ mod tests {
             assert_eq!(ContactState::parse(state.as_str()), Some(state));
             assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
         }
-        let terminal: Vec<_> = ContactState::ALL
-            .into_iter()
-            .filter(|s| s.is_terminal())
-            .collect();
-        assert_eq!(
-            terminal,
-            [
-                ContactState::Retired,
-                ContactState::Exhausted,
-                ContactState::Excluded
-            ]
-        );
+        let terminal: Vec<_> = ContactState::ALL.into_iter().filter(|s| s.is_terminal()).collect();
+        assert_eq!(terminal, [ContactState::Retired, ContactState::Exhausted, ContactState::Excluded]);
         assert_eq!(ContactState::parse("done"), None);
     }
 

@@ -25,42 +25,28 @@ pub fn parse_country(code: &str) -> Result<phonenumber::country::Id, PhoneError>
     code.trim()
         .to_ascii_uppercase()
         .parse()
-        .map_err(|_| PhoneError::UnknownCountry {
-            code: code.to_owned(),
-        })
+        .map_err(|_| PhoneError::UnknownCountry { code: code.to_owned() })
 }
 
 impl PhoneNumber {
     /// Parses `input` in any common format; national forms are read in `default_country`.
     /// The number must be valid for its country (libphonenumber's rules).
-    pub fn parse(
-        input: &str,
-        default_country: phonenumber::country::Id,
-    ) -> Result<Self, PhoneError> {
+    pub fn parse(input: &str, default_country: phonenumber::country::Id) -> Result<Self, PhoneError> {
         let trimmed = input.trim();
         if trimmed.is_empty() || trimmed.len() > 64 {
-            return Err(PhoneError::Unparseable {
-                input: input.to_owned(),
-            });
+            return Err(PhoneError::Unparseable { input: input.to_owned() });
         }
         // "00" is the international call prefix in most of the world.
         let normalized = match trimmed.strip_prefix("00") {
             Some(rest) => format!("+{rest}"),
             None => trimmed.to_owned(),
         };
-        let number = phonenumber::parse(Some(default_country), &normalized).map_err(|_| {
-            PhoneError::Unparseable {
-                input: input.to_owned(),
-            }
-        })?;
+        let number = phonenumber::parse(Some(default_country), &normalized)
+            .map_err(|_| PhoneError::Unparseable { input: input.to_owned() })?;
         if !is_plausible(&number) {
-            return Err(PhoneError::Invalid {
-                input: input.to_owned(),
-            });
+            return Err(PhoneError::Invalid { input: input.to_owned() });
         }
-        Ok(Self(
-            number.format().mode(phonenumber::Mode::E164).to_string(),
-        ))
+        Ok(Self(number.format().mode(phonenumber::Mode::E164).to_string()))
     }
 
     /// Wraps a string already known to be E.164 (read back from the store).
@@ -80,9 +66,7 @@ impl PhoneNumber {
 
     /// The number's country calling code (`972`).
     pub fn calling_code(&self) -> Option<u16> {
-        phonenumber::parse(None, &self.0)
-            .ok()
-            .map(|n| n.code().value())
+        phonenumber::parse(None, &self.0).ok().map(|n| n.code().value())
     }
 }
 
@@ -98,16 +82,11 @@ fn is_plausible(number: &phonenumber::PhoneNumber) -> bool {
     let national = number.national().value().to_string();
     let descriptors = meta.descriptors();
     let length = national.len() as u16;
-    let fits_length = [
-        descriptors.fixed_line(),
-        descriptors.mobile(),
-        descriptors.toll_free(),
-        descriptors.voip(),
-    ]
-    .into_iter()
-    .flatten()
-    .chain(std::iter::once(descriptors.general()))
-    .any(|d| d.possible_length().contains(&length));
+    let fits_length = [descriptors.fixed_line(), descriptors.mobile(), descriptors.toll_free(), descriptors.voip()]
+        .into_iter()
+        .flatten()
+        .chain(std::iter::once(descriptors.general()))
+        .any(|d| d.possible_length().contains(&length));
     fits_length && descriptors.general().is_match(&national)
 }
 
@@ -127,19 +106,9 @@ mod tests {
 
     #[test]
     fn national_and_international_forms_are_the_same_number() {
-        let forms = [
-            "050-123-4567",
-            "+972 50 123 4567",
-            "+972501234567",
-            "00972501234567",
-            "(050) 1234567",
-        ];
+        let forms = ["050-123-4567", "+972 50 123 4567", "+972501234567", "00972501234567", "(050) 1234567"];
         for form in forms {
-            assert_eq!(
-                PhoneNumber::parse(form, il()).unwrap().as_str(),
-                "+972501234567",
-                "{form}"
-            );
+            assert_eq!(PhoneNumber::parse(form, il()).unwrap().as_str(), "+972501234567", "{form}");
         }
     }
 
@@ -148,13 +117,7 @@ mod tests {
         let us = PhoneNumber::parse("+1 (201) 555-0123", il()).unwrap();
         assert_eq!(us.as_str(), "+12015550123");
         assert_eq!(us.country().as_deref(), Some("US"));
-        assert_eq!(
-            PhoneNumber::parse("+972502345678", il())
-                .unwrap()
-                .country()
-                .as_deref(),
-            Some("IL")
-        );
+        assert_eq!(PhoneNumber::parse("+972502345678", il()).unwrap().country().as_deref(), Some("IL"));
     }
 
     #[test]

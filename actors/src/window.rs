@@ -8,9 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use chrono::{
-    DateTime, Datelike, Duration, LocalResult, NaiveDate, NaiveTime, TimeZone, Utc, Weekday,
-};
+use chrono::{DateTime, Datelike, Duration, LocalResult, NaiveDate, NaiveTime, TimeZone, Utc, Weekday};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
@@ -22,10 +20,7 @@ pub enum WindowError {
     #[error("calling_window must be an object with timezone, days, start and end")]
     NotAnObject,
     #[error("calling_window.{field}: {message}")]
-    Field {
-        field: &'static str,
-        message: String,
-    },
+    Field { field: &'static str, message: String },
 }
 
 /// A calling window as sent and returned by the API.
@@ -82,8 +77,7 @@ mod hhmm {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<NaiveTime, D::Error> {
         let s = String::deserialize(d)?;
-        super::parse_hhmm(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("`{s}` is not a time of day in HH:MM")))
+        super::parse_hhmm(&s).ok_or_else(|| serde::de::Error::custom(format!("`{s}` is not a time of day in HH:MM")))
     }
 }
 
@@ -91,9 +85,7 @@ fn parse_hhmm(s: &str) -> Option<NaiveTime> {
     if s == "24:00" {
         return NaiveTime::from_hms_opt(23, 59, 59);
     }
-    NaiveTime::parse_from_str(s, "%H:%M")
-        .ok()
-        .filter(|_| s.len() == 5)
+    NaiveTime::parse_from_str(s, "%H:%M").ok().filter(|_| s.len() == 5)
 }
 
 impl CallingWindow {
@@ -101,17 +93,9 @@ impl CallingWindow {
     pub fn default_in(timezone: Tz) -> Self {
         Self {
             timezone,
-            days: [
-                DayOfWeek::Mon,
-                DayOfWeek::Tue,
-                DayOfWeek::Wed,
-                DayOfWeek::Thu,
-                DayOfWeek::Fri,
-                DayOfWeek::Sat,
-                DayOfWeek::Sun,
-            ]
-            .into_iter()
-            .collect(),
+            days: [DayOfWeek::Mon, DayOfWeek::Tue, DayOfWeek::Wed, DayOfWeek::Thu, DayOfWeek::Fri, DayOfWeek::Sat, DayOfWeek::Sun]
+                .into_iter()
+                .collect(),
             start: NaiveTime::from_hms_opt(9, 0, 0).expect("valid time"),
             end: NaiveTime::from_hms_opt(20, 0, 0).expect("valid time"),
             use_contact_timezone: true,
@@ -140,12 +124,8 @@ impl CallingWindow {
             Some(serde_json::Value::Array(items)) => {
                 let mut days = BTreeSet::new();
                 for item in items {
-                    let day: DayOfWeek = serde_json::from_value(item.clone()).map_err(|_| {
-                        field(
-                            "days",
-                            format!("{item} is not one of mon, tue, wed, thu, fri, sat, sun"),
-                        )
-                    })?;
+                    let day: DayOfWeek = serde_json::from_value(item.clone())
+                        .map_err(|_| field("days", format!("{item} is not one of mon, tue, wed, thu, fri, sat, sun")))?;
                     days.insert(day);
                 }
                 if days.is_empty() {
@@ -158,8 +138,9 @@ impl CallingWindow {
         };
         let time = |name: &'static str| -> Result<NaiveTime, WindowError> {
             match obj.get(name) {
-                Some(serde_json::Value::String(s)) => parse_hhmm(s)
-                    .ok_or_else(|| field(name, format!("`{s}` is not a time of day in HH:MM"))),
+                Some(serde_json::Value::String(s)) => {
+                    parse_hhmm(s).ok_or_else(|| field(name, format!("`{s}` is not a time of day in HH:MM")))
+                }
                 Some(_) => Err(field(name, "must be a string in HH:MM".into())),
                 None => Err(field(name, "is required".into())),
             }
@@ -167,23 +148,14 @@ impl CallingWindow {
         let start = time("start")?;
         let end = time("end")?;
         if start >= end {
-            return Err(field(
-                "end",
-                "must be later than start (windows do not cross midnight)".into(),
-            ));
+            return Err(field("end", "must be later than start (windows do not cross midnight)".into()));
         }
         let use_contact_timezone = match obj.get("use_contact_timezone") {
             None => true,
             Some(serde_json::Value::Bool(b)) => *b,
             Some(_) => return Err(field("use_contact_timezone", "must be a boolean".into())),
         };
-        Ok(Self {
-            timezone,
-            days,
-            start,
-            end,
-            use_contact_timezone,
-        })
+        Ok(Self { timezone, days, start, end, use_contact_timezone })
     }
 
     pub fn to_json(&self) -> serde_json::Value {
@@ -194,10 +166,7 @@ impl CallingWindow {
     pub fn is_open_at(&self, at: DateTime<Utc>, zone: Tz) -> bool {
         let local = at.with_timezone(&zone);
         let time = local.time();
-        self.days
-            .contains(&DayOfWeek::from_weekday(local.weekday()))
-            && time >= self.start
-            && time < self.end
+        self.days.contains(&DayOfWeek::from_weekday(local.weekday())) && time >= self.start && time < self.end
     }
 
     /// The window's interval on one local date, in UTC, if it opens that day. A start inside a
@@ -213,12 +182,7 @@ impl CallingWindow {
 
     /// The first instant at or after `from` and before `until` at which the window is open, in
     /// `zone`.
-    pub fn next_open(
-        &self,
-        from: DateTime<Utc>,
-        until: DateTime<Utc>,
-        zone: Tz,
-    ) -> Option<DateTime<Utc>> {
+    pub fn next_open(&self, from: DateTime<Utc>, until: DateTime<Utc>, zone: Tz) -> Option<DateTime<Utc>> {
         if from >= until {
             return None;
         }
@@ -239,12 +203,7 @@ impl CallingWindow {
 
     /// Whether a call could be placed at any instant between `now` and `ends_at` (or the next
     /// seven days when there is no end).
-    pub fn reachable(
-        &self,
-        now: DateTime<Utc>,
-        starts_at: Option<DateTime<Utc>>,
-        ends_at: Option<DateTime<Utc>>,
-    ) -> bool {
+    pub fn reachable(&self, now: DateTime<Utc>, starts_at: Option<DateTime<Utc>>, ends_at: Option<DateTime<Utc>>) -> bool {
         let from = starts_at.map_or(now, |s| s.max(now));
         let until = ends_at.unwrap_or(from + Duration::days(REACHABLE_HORIZON_DAYS));
         self.next_open(from, until, self.timezone).is_some()
@@ -260,12 +219,10 @@ fn resolve_local(zone: Tz, date: NaiveDate, time: NaiveTime) -> Option<DateTime<
         LocalResult::Ambiguous(a, _) => Some(a.with_timezone(&Utc)),
         LocalResult::None => {
             // Walk forward minute by minute out of the gap (gaps are at most a few hours).
-            (1..=180).find_map(|m| {
-                match zone.from_local_datetime(&(naive + Duration::minutes(m))) {
-                    LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
-                    LocalResult::Ambiguous(a, _) => Some(a.with_timezone(&Utc)),
-                    LocalResult::None => None,
-                }
+            (1..=180).find_map(|m| match zone.from_local_datetime(&(naive + Duration::minutes(m))) {
+                LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
+                LocalResult::Ambiguous(a, _) => Some(a.with_timezone(&Utc)),
+                LocalResult::None => None,
             })
         }
     }
@@ -286,9 +243,7 @@ mod tests {
 
     #[test]
     fn parses_and_round_trips() {
-        let w = window(
-            json!({"timezone": "Asia/Jerusalem", "days": ["sun", "mon"], "start": "09:00", "end": "17:30"}),
-        );
+        let w = window(json!({"timezone": "Asia/Jerusalem", "days": ["sun", "mon"], "start": "09:00", "end": "17:30"}));
         assert!(w.use_contact_timezone);
         let back = CallingWindow::from_json(&w.to_json()).unwrap();
         assert_eq!(back, w);
@@ -299,30 +254,12 @@ mod tests {
     fn bad_windows_name_the_field() {
         let cases = [
             (json!("9-5"), "object"),
-            (
-                json!({"timezone": "Mars/Base", "start": "09:00", "end": "10:00"}),
-                "timezone",
-            ),
-            (
-                json!({"timezone": "UTC", "days": ["funday"], "start": "09:00", "end": "10:00"}),
-                "days",
-            ),
-            (
-                json!({"timezone": "UTC", "start": "9am", "end": "10:00"}),
-                "start",
-            ),
-            (
-                json!({"timezone": "UTC", "start": "18:00", "end": "10:00"}),
-                "end",
-            ),
-            (
-                json!({"timezone": "UTC", "start": "09:00", "end": "10:00", "extra": 1}),
-                "extra",
-            ),
-            (
-                json!({"timezone": "UTC", "start": "09:00", "end": "10:00", "use_contact_timezone": "yes"}),
-                "use_contact_timezone",
-            ),
+            (json!({"timezone": "Mars/Base", "start": "09:00", "end": "10:00"}), "timezone"),
+            (json!({"timezone": "UTC", "days": ["funday"], "start": "09:00", "end": "10:00"}), "days"),
+            (json!({"timezone": "UTC", "start": "9am", "end": "10:00"}), "start"),
+            (json!({"timezone": "UTC", "start": "18:00", "end": "10:00"}), "end"),
+            (json!({"timezone": "UTC", "start": "09:00", "end": "10:00", "extra": 1}), "extra"),
+            (json!({"timezone": "UTC", "start": "09:00", "end": "10:00", "use_contact_timezone": "yes"}), "use_contact_timezone"),
         ];
         for (value, needle) in cases {
             let err = CallingWindow::from_json(&value).unwrap_err().to_string();
@@ -332,9 +269,7 @@ mod tests {
 
     #[test]
     fn open_hours_follow_the_zone_and_the_days() {
-        let w = window(
-            json!({"timezone": "America/New_York", "days": ["mon", "tue", "wed", "thu", "fri"], "start": "09:00", "end": "17:00"}),
-        );
+        let w = window(json!({"timezone": "America/New_York", "days": ["mon", "tue", "wed", "thu", "fri"], "start": "09:00", "end": "17:00"}));
         let ny: Tz = "America/New_York".parse().unwrap();
         // Monday 2026-11-23 10:00 in New York is 15:00 UTC.
         assert!(w.is_open_at(utc("2026-11-23T15:00:00Z"), ny));
@@ -343,9 +278,7 @@ mod tests {
         // Saturday.
         assert!(!w.is_open_at(utc("2026-11-21T15:00:00Z"), ny));
         // From Saturday the next opening is Monday 09:00 local.
-        let next = w
-            .next_open(utc("2026-11-21T15:00:00Z"), utc("2026-12-01T00:00:00Z"), ny)
-            .unwrap();
+        let next = w.next_open(utc("2026-11-21T15:00:00Z"), utc("2026-12-01T00:00:00Z"), ny).unwrap();
         assert_eq!(next, utc("2026-11-23T14:00:00Z"));
     }
 
@@ -354,19 +287,10 @@ mod tests {
         let w = window(json!({"timezone": "America/New_York", "start": "09:00", "end": "17:00"}));
         let ny: Tz = "America/New_York".parse().unwrap();
         // 2026-03-08: clocks spring forward; 09:00 EDT is 13:00 UTC (the day before, 14:00 UTC).
-        assert_eq!(
-            w.next_open(utc("2026-03-08T05:00:00Z"), utc("2026-03-10T00:00:00Z"), ny),
-            Some(utc("2026-03-08T13:00:00Z"))
-        );
-        assert_eq!(
-            w.next_open(utc("2026-03-07T05:00:00Z"), utc("2026-03-10T00:00:00Z"), ny),
-            Some(utc("2026-03-07T14:00:00Z"))
-        );
+        assert_eq!(w.next_open(utc("2026-03-08T05:00:00Z"), utc("2026-03-10T00:00:00Z"), ny), Some(utc("2026-03-08T13:00:00Z")));
+        assert_eq!(w.next_open(utc("2026-03-07T05:00:00Z"), utc("2026-03-10T00:00:00Z"), ny), Some(utc("2026-03-07T14:00:00Z")));
         // 2026-11-01: clocks fall back; 09:00 EST is 14:00 UTC.
-        assert_eq!(
-            w.next_open(utc("2026-11-01T05:00:00Z"), utc("2026-11-03T00:00:00Z"), ny),
-            Some(utc("2026-11-01T14:00:00Z"))
-        );
+        assert_eq!(w.next_open(utc("2026-11-01T05:00:00Z"), utc("2026-11-03T00:00:00Z"), ny), Some(utc("2026-11-01T14:00:00Z")));
     }
 
     #[test]
@@ -374,25 +298,17 @@ mod tests {
         let w = window(json!({"timezone": "America/New_York", "start": "02:30", "end": "04:00"}));
         let ny: Tz = "America/New_York".parse().unwrap();
         // 02:30 does not exist on 2026-03-08; 03:00 EDT (07:00 UTC) is the first open instant.
-        assert_eq!(
-            w.next_open(utc("2026-03-08T05:00:00Z"), utc("2026-03-09T00:00:00Z"), ny),
-            Some(utc("2026-03-08T07:00:00Z"))
-        );
+        assert_eq!(w.next_open(utc("2026-03-08T05:00:00Z"), utc("2026-03-09T00:00:00Z"), ny), Some(utc("2026-03-08T07:00:00Z")));
     }
 
     #[test]
     fn reachability_respects_the_end_date() {
-        let w =
-            window(json!({"timezone": "UTC", "days": ["mon"], "start": "09:00", "end": "10:00"}));
+        let w = window(json!({"timezone": "UTC", "days": ["mon"], "start": "09:00", "end": "10:00"}));
         let saturday = utc("2026-11-21T12:00:00Z");
         assert!(w.reachable(saturday, None, None));
         assert!(!w.reachable(saturday, None, Some(utc("2026-11-23T08:00:00Z"))));
         assert!(w.reachable(saturday, None, Some(utc("2026-11-23T09:30:00Z"))));
         // Starting after the end: never reachable.
-        assert!(!w.reachable(
-            saturday,
-            Some(utc("2026-12-01T00:00:00Z")),
-            Some(utc("2026-11-30T00:00:00Z"))
-        ));
+        assert!(!w.reachable(saturday, Some(utc("2026-12-01T00:00:00Z")), Some(utc("2026-11-30T00:00:00Z"))));
     }
 }

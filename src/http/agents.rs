@@ -287,13 +287,13 @@ fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
         }
     }
     for (i, node) in flow.nodes.iter().enumerate() {
-        if let Some(next) = &node.next_step_id {
-            if !ids.contains(next.as_str()) {
-                return Err(invalid(
-                    &format!("flow_config.nodes[{i}].next_step_id"),
-                    &format!("`{next}` is not a node of this flow"),
-                ));
-            }
+        if let Some(next) = &node.next_step_id
+            && !ids.contains(next.as_str())
+        {
+            return Err(invalid(
+                &format!("flow_config.nodes[{i}].next_step_id"),
+                &format!("`{next}` is not a node of this flow"),
+            ));
         }
     }
     let keys = &flow.metadata.custom_metadata_keys;
@@ -350,13 +350,13 @@ fn validate(agent: &Agent) -> Result<(), ApiError> {
         1,
         3600,
     )?;
-    if let Some(secs) = agent.max_call_duration_secs {
-        if !(1..=14_400).contains(&secs) {
-            return Err(invalid(
-                "max_call_duration_secs",
-                "must be an integer from 1 to 14400, or null",
-            ));
-        }
+    if let Some(secs) = agent.max_call_duration_secs
+        && !(1..=14_400).contains(&secs)
+    {
+        return Err(invalid(
+            "max_call_duration_secs",
+            "must be an integer from 1 to 14400, or null",
+        ));
     }
     if let Some(url) = &agent.webhook_url {
         check_url("webhook_url", url)?;

@@ -1,18 +1,18 @@
 //! Dispositions: `GET /dispositions` ordered by position, get, create, update, delete.
 //! Protected dispositions cannot be deleted.
 
-use axum::Json;
 use axum::extract::State;
+use axum::Json;
 use serde::Deserialize;
 use switchboard_actors::ids::DispositionId;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
-use super::extract::{Data, JsonObject, PathId, parse_fields};
+use super::extract::{parse_fields, Data, JsonObject, PathId};
 use super::gate::Auth;
+use super::AppState;
 use crate::store::{DeleteOutcome, Disposition};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -36,30 +36,22 @@ pub struct DispositionInput {
 fn check_label(label: &str) -> Result<String, ApiError> {
     let label = label.trim();
     if label.is_empty() || label.chars().count() > 64 {
-        return Err(ApiError::bad_request(
-            "Invalid field `label`: must be 1-64 characters",
-        ));
+        return Err(ApiError::bad_request("Invalid field `label`: must be 1-64 characters"));
     }
     Ok(label.to_owned())
 }
 
 fn check_color(color: &str) -> Result<String, ApiError> {
-    let ok = color.len() == 7
-        && color.starts_with('#')
-        && color[1..].bytes().all(|b| b.is_ascii_hexdigit());
+    let ok = color.len() == 7 && color.starts_with('#') && color[1..].bytes().all(|b| b.is_ascii_hexdigit());
     if !ok {
-        return Err(ApiError::bad_request(
-            "Invalid field `color`: must be a hex color like #1a2b3c",
-        ));
+        return Err(ApiError::bad_request("Invalid field `color`: must be a hex color like #1a2b3c"));
     }
     Ok(color.to_ascii_lowercase())
 }
 
 fn check_position(position: i64) -> Result<i64, ApiError> {
     if !(0..=10_000).contains(&position) {
-        return Err(ApiError::bad_request(
-            "Invalid field `position`: must be an integer from 0 to 10000",
-        ));
+        return Err(ApiError::bad_request("Invalid field `position`: must be an integer from 0 to 10000"));
     }
     Ok(position)
 }
@@ -67,70 +59,36 @@ fn check_position(position: i64) -> Result<i64, ApiError> {
 /// List dispositions, ordered by position
 #[utoipa::path(get, path = "/dispositions", tag = "dispositions", security(("bearer" = ["dispositions:read"])),
     responses((status = 200, body = Data<Vec<Disposition>>)))]
-async fn list(
-    State(state): State<AppState>,
-    auth: Auth,
-) -> Result<Json<Data<Vec<Disposition>>>, ApiError> {
-    Ok(Json(Data {
-        data: state.store.list_dispositions(auth.workspace_id).await?,
-    }))
+async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Data<Vec<Disposition>>>, ApiError> {
+    Ok(Json(Data { data: state.store.list_dispositions(auth.workspace_id).await? }))
 }
 
 /// Get a disposition
 #[utoipa::path(get, path = "/dispositions/{id}", tag = "dispositions", security(("bearer" = ["dispositions:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Disposition), (status = 404)))]
-async fn get_one(
-    State(state): State<AppState>,
-    auth: Auth,
-    PathId(id): PathId,
-) -> Result<Json<Disposition>, ApiError> {
-    let found = state
-        .store
-        .disposition(auth.workspace_id, DispositionId::from_uuid(id))
-        .await?;
-    found.map(Json).ok_or(ApiError::NotFound {
-        resource: "Disposition",
-    })
+async fn get_one(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> Result<Json<Disposition>, ApiError> {
+    let found = state.store.disposition(auth.workspace_id, DispositionId::from_uuid(id)).await?;
+    found.map(Json).ok_or(ApiError::NotFound { resource: "Disposition" })
 }
 
 /// Create a disposition
 #[utoipa::path(post, path = "/dispositions", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
     request_body = DispositionInput, responses((status = 201, body = Disposition), (status = 400), (status = 409)))]
-async fn create(
-    State(state): State<AppState>,
-    auth: Auth,
-    JsonObject(body): JsonObject,
-) -> Result<(axum::http::StatusCode, Json<Disposition>), ApiError> {
+async fn create(State(state): State<AppState>, auth: Auth, JsonObject(body): JsonObject) -> Result<(axum::http::StatusCode, Json<Disposition>), ApiError> {
     let input: DispositionInput = parse_fields(body, WRITABLE)?;
-    let label = check_label(
-        input
-            .label
-            .as_deref()
-            .ok_or_else(|| ApiError::bad_request("Missing field `label`"))?,
-    )?;
+    let label = check_label(input.label.as_deref().ok_or_else(|| ApiError::bad_request("Missing field `label`"))?)?;
     let color = check_color(input.color.as_deref().unwrap_or("#6b7280"))?;
     let position = input.position.map(check_position).transpose()?;
-    let created = state
-        .store
-        .create_disposition(auth.workspace_id, &label, &color, position)
-        .await?;
+    let created = state.store.create_disposition(auth.workspace_id, &label, &color, position).await?;
     Ok((axum::http::StatusCode::CREATED, Json(created)))
 }
 
 /// Update a disposition
 #[utoipa::path(patch, path = "/dispositions/{id}", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
     params(("id" = uuid::Uuid, Path)), request_body = DispositionInput, responses((status = 200, body = Disposition), (status = 400), (status = 404)))]
-async fn update(
-    State(state): State<AppState>,
-    auth: Auth,
-    PathId(id): PathId,
-    JsonObject(body): JsonObject,
-) -> Result<Json<Disposition>, ApiError> {
+async fn update(State(state): State<AppState>, auth: Auth, PathId(id): PathId, JsonObject(body): JsonObject) -> Result<Json<Disposition>, ApiError> {
     if body.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            WRITABLE.join(", ")
-        )));
+        return Err(ApiError::bad_request(format!("No writable field given. Writable fields: {}", WRITABLE.join(", "))));
     }
     let input: DispositionInput = parse_fields(body, WRITABLE)?;
     let label = input.label.as_deref().map(check_label).transpose()?;
@@ -138,38 +96,18 @@ async fn update(
     let position = input.position.map(check_position).transpose()?;
     let updated = state
         .store
-        .update_disposition(
-            auth.workspace_id,
-            DispositionId::from_uuid(id),
-            label.as_deref(),
-            color.as_deref(),
-            position,
-        )
+        .update_disposition(auth.workspace_id, DispositionId::from_uuid(id), label.as_deref(), color.as_deref(), position)
         .await?;
-    updated.map(Json).ok_or(ApiError::NotFound {
-        resource: "Disposition",
-    })
+    updated.map(Json).ok_or(ApiError::NotFound { resource: "Disposition" })
 }
 
 /// Delete a disposition (protected ones cannot be deleted)
 #[utoipa::path(delete, path = "/dispositions/{id}", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id}"), (status = 400), (status = 404)))]
-async fn delete(
-    State(state): State<AppState>,
-    auth: Auth,
-    PathId(id): PathId,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    match state
-        .store
-        .delete_disposition(auth.workspace_id, DispositionId::from_uuid(id))
-        .await?
-    {
+async fn delete(State(state): State<AppState>, auth: Auth, PathId(id): PathId) -> Result<Json<serde_json::Value>, ApiError> {
+    match state.store.delete_disposition(auth.workspace_id, DispositionId::from_uuid(id)).await? {
         DeleteOutcome::Deleted => Ok(Json(serde_json::json!({"success": true, "id": id}))),
-        DeleteOutcome::NotFound => Err(ApiError::NotFound {
-            resource: "Disposition",
-        }),
-        DeleteOutcome::Protected => Err(ApiError::bad_request(
-            "This disposition is protected and cannot be deleted",
-        )),
+        DeleteOutcome::NotFound => Err(ApiError::NotFound { resource: "Disposition" }),
+        DeleteOutcome::Protected => Err(ApiError::bad_request("This disposition is protected and cannot be deleted")),
     }
 }

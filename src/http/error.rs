@@ -1,10 +1,10 @@
 //! The one error type of the HTTP layer. Every failure answers `{error, code, ...}`; this is the
 //! only place that maps errors to status codes.
 
-use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value, json};
+use axum::Json;
+use serde_json::{json, Map, Value};
 
 use crate::auth::Scope;
 use crate::store::StoreError;
@@ -16,10 +16,7 @@ pub enum ApiError {
     BadRequest { message: String },
     /// 400 INVALID_REQUEST: unknown or read-only fields; the body lists the writable ones.
     #[error("Unknown or read-only field(s): {}. Writable fields: {}", .fields.join(", "), .writable.join(", "))]
-    UnknownFields {
-        fields: Vec<String>,
-        writable: &'static [&'static str],
-    },
+    UnknownFields { fields: Vec<String>, writable: &'static [&'static str] },
     /// 401 MISSING_KEY
     #[error("Missing API key: send Authorization: Bearer <key>")]
     MissingKey,
@@ -66,18 +63,13 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::BadRequest {
-            message: message.into(),
-        }
+        Self::BadRequest { message: message.into() }
     }
 
     pub fn status_code(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } | Self::UnknownFields { .. } => StatusCode::BAD_REQUEST,
-            Self::MissingKey
-            | Self::InvalidKey
-            | Self::ExpiredKey
-            | Self::InsufficientScope { .. } => StatusCode::UNAUTHORIZED,
+            Self::MissingKey | Self::InvalidKey | Self::ExpiredKey | Self::InsufficientScope { .. } => StatusCode::UNAUTHORIZED,
             Self::Billing { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::NotFound { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -116,16 +108,10 @@ impl ApiError {
         body.insert("code".into(), Value::String(self.code().into()));
         match self {
             Self::UnknownFields { fields, writable } => {
-                body.insert(
-                    "details".into(),
-                    json!({"unknown_fields": fields, "writable_fields": writable}),
-                );
+                body.insert("details".into(), json!({"unknown_fields": fields, "writable_fields": writable}));
             }
             Self::InsufficientScope { required } => {
-                body.insert(
-                    "required_scope".into(),
-                    Value::String(required.as_str().into()),
-                );
+                body.insert("required_scope".into(), Value::String(required.as_str().into()));
             }
             Self::CampaignNotReady { message } => {
                 body.insert("message".into(), Value::String(message.clone()));
@@ -148,9 +134,7 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
-            StoreError::Conflict { constraint } => Self::Conflict {
-                message: conflict_message(&constraint),
-            },
+            StoreError::Conflict { constraint } => Self::Conflict { message: conflict_message(&constraint) },
             other => Self::Internal(other.into()),
         }
     }

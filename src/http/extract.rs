@@ -11,23 +11,17 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::AppState;
 use super::error::ApiError;
+use super::AppState;
 
 /// Reads a request body up to `limit` bytes.
 pub async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(req.into_body(), limit)
-        .await
-        .map_err(|err| {
-            let too_large = std::error::Error::source(&err)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-                || err.to_string().contains("length limit");
-            if too_large {
-                ApiError::PayloadTooLarge { limit }
-            } else {
-                ApiError::bad_request(format!("Could not read the request body: {err}"))
-            }
-        })
+    axum::body::to_bytes(req.into_body(), limit).await.map_err(|err| {
+        let too_large = std::error::Error::source(&err)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+            || err.to_string().contains("length limit");
+        if too_large { ApiError::PayloadTooLarge { limit } } else { ApiError::bad_request(format!("Could not read the request body: {err}")) }
+    })
 }
 
 /// A JSON object body. An empty body reads as `{}` only where the handler allows it.
@@ -59,9 +53,7 @@ impl FromRequest<AppState> for OptionalJsonObject {
 
 pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request(
-            "Request body is empty; send a JSON object",
-        ));
+        return Err(ApiError::bad_request("Request body is empty; send a JSON object"));
     }
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(map)) => Ok(map),
@@ -71,30 +63,13 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
 }
 
 /// Refuses keys outside `writable`, listing the writable fields.
-pub fn check_fields(
-    body: &Map<String, Value>,
-    writable: &'static [&'static str],
-) -> Result<(), ApiError> {
-    let unknown: Vec<String> = body
-        .keys()
-        .filter(|k| !writable.contains(&k.as_str()))
-        .cloned()
-        .collect();
-    if unknown.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::UnknownFields {
-            fields: unknown,
-            writable,
-        })
-    }
+pub fn check_fields(body: &Map<String, Value>, writable: &'static [&'static str]) -> Result<(), ApiError> {
+    let unknown: Vec<String> = body.keys().filter(|k| !writable.contains(&k.as_str())).cloned().collect();
+    if unknown.is_empty() { Ok(()) } else { Err(ApiError::UnknownFields { fields: unknown, writable }) }
 }
 
 /// Checks the keys against `writable`, then deserializes, naming the field at fault.
-pub fn parse_fields<T: DeserializeOwned>(
-    body: Map<String, Value>,
-    writable: &'static [&'static str],
-) -> Result<T, ApiError> {
+pub fn parse_fields<T: DeserializeOwned>(body: Map<String, Value>, writable: &'static [&'static str]) -> Result<T, ApiError> {
     check_fields(&body, writable)?;
     from_value(Value::Object(body))
 }
@@ -114,10 +89,7 @@ pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
 
 fn first_upper(s: &str) -> String {
     let mut chars = s.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().collect::<String>() + chars.as_str())
-        .unwrap_or_default()
+    chars.next().map(|c| c.to_uppercase().collect::<String>() + chars.as_str()).unwrap_or_default()
 }
 
 /// A field of a partial update: absent, explicitly null, or a value.
@@ -166,11 +138,7 @@ async fn uuid_params(parts: &mut Parts, state: &AppState) -> Result<Vec<Uuid>, A
     params
         .into_iter()
         .map(|(name, value)| {
-            Uuid::parse_str(&value).map_err(|_| {
-                ApiError::bad_request(format!(
-                    "Invalid path parameter `{name}`: `{value}` is not a UUID"
-                ))
-            })
+            Uuid::parse_str(&value).map_err(|_| ApiError::bad_request(format!("Invalid path parameter `{name}`: `{value}` is not a UUID")))
         })
         .collect()
 }
@@ -181,9 +149,7 @@ impl FromRequestParts<AppState> for PathId {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         match uuid_params(parts, state).await?.as_slice() {
             [id] => Ok(PathId(*id)),
-            _ => Err(ApiError::Internal(anyhow::anyhow!(
-                "route expects one id parameter"
-            ))),
+            _ => Err(ApiError::Internal(anyhow::anyhow!("route expects one id parameter"))),
         }
     }
 }
@@ -194,9 +160,7 @@ impl FromRequestParts<AppState> for PathIds {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         match uuid_params(parts, state).await?.as_slice() {
             [a, b] => Ok(PathIds(*a, *b)),
-            _ => Err(ApiError::Internal(anyhow::anyhow!(
-                "route expects two id parameters"
-            ))),
+            _ => Err(ApiError::Internal(anyhow::anyhow!("route expects two id parameters"))),
         }
     }
 }
@@ -232,15 +196,11 @@ impl Pagination {
     pub fn page(&self) -> Result<crate::store::Page, ApiError> {
         let limit = self.limit.unwrap_or(DEFAULT_LIMIT);
         if !(1..=MAX_LIMIT).contains(&limit) {
-            return Err(ApiError::bad_request(format!(
-                "Invalid query parameter `limit`: must be from 1 to {MAX_LIMIT}"
-            )));
+            return Err(ApiError::bad_request(format!("Invalid query parameter `limit`: must be from 1 to {MAX_LIMIT}")));
         }
         let offset = self.offset.unwrap_or(0);
         if offset < 0 {
-            return Err(ApiError::bad_request(
-                "Invalid query parameter `offset`: must not be negative",
-            ));
+            return Err(ApiError::bad_request("Invalid query parameter `offset`: must not be negative"));
         }
         Ok(crate::store::Page { limit, offset })
     }
@@ -265,15 +225,7 @@ pub struct ListResponse<T> {
 impl<T> ListResponse<T> {
     pub fn new(paged: crate::store::Paged<T>, page: crate::store::Page) -> Self {
         let has_more = page.offset + (paged.items.len() as i64) < paged.total;
-        Self {
-            data: paged.items,
-            pagination: PageInfo {
-                total: paged.total,
-                limit: page.limit,
-                offset: page.offset,
-                has_more,
-            },
-        }
+        Self { data: paged.items, pagination: PageInfo { total: paged.total, limit: page.limit, offset: page.offset, has_more } }
     }
 }
 

@@ -20,9 +20,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 
-use super::AppState;
 use super::error::ApiError;
 use super::routes::Access;
+use super::AppState;
 use crate::auth::{Scope, Scopes};
 use crate::store::KeyCheck;
 
@@ -38,11 +38,7 @@ impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
-        parts
-            .extensions
-            .get::<Auth>()
-            .cloned()
-            .ok_or(ApiError::MissingKey)
+        parts.extensions.get::<Auth>().cloned().ok_or(ApiError::MissingKey)
     }
 }
 
@@ -67,22 +63,13 @@ struct Charge {
 
 impl RateLimiter {
     pub fn new(limit: u32) -> Self {
-        Self {
-            limit,
-            windows: Mutex::new(HashMap::new()),
-        }
+        Self { limit, windows: Mutex::new(HashMap::new()) }
     }
 
     fn charge(&self, bucket: Bucket) -> Charge {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let window = now / 60;
-        let mut windows = self
-            .windows
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut windows = self.windows.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if windows.len() > 100_000 {
             windows.retain(|_, (w, _)| *w == window);
         }
@@ -94,20 +81,12 @@ impl RateLimiter {
         if allowed {
             entry.1 += 1;
         }
-        Charge {
-            limit: self.limit,
-            remaining: self.limit - entry.1,
-            reset: (window + 1) * 60,
-            allowed,
-        }
+        Charge { limit: self.limit, remaining: self.limit - entry.1, reset: (window + 1) * 60, allowed }
     }
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers
-        .get(axum::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
+    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
@@ -138,10 +117,7 @@ pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -
     };
     let charge = state.limiter.charge(bucket);
     let response = if !charge.allowed {
-        ApiError::RateLimited {
-            limit: charge.limit,
-        }
-        .into_response()
+        ApiError::RateLimited { limit: charge.limit }.into_response()
     } else {
         match authorize(access, check) {
             Ok(auth) => {
@@ -160,15 +136,7 @@ fn authorize(access: Access, check: Option<KeyCheck>) -> Result<Option<Auth>, Ap
     let Access::Scoped(required) = access else {
         // Public routes ignore whatever key was sent, but pass a valid one on.
         return Ok(match check {
-            Some(KeyCheck::Valid {
-                key_id,
-                workspace_id,
-                scopes,
-            }) => Some(Auth {
-                workspace_id,
-                key_id,
-                scopes,
-            }),
+            Some(KeyCheck::Valid { key_id, workspace_id, scopes }) => Some(Auth { workspace_id, key_id, scopes }),
             _ => None,
         });
     };
@@ -176,17 +144,9 @@ fn authorize(access: Access, check: Option<KeyCheck>) -> Result<Option<Auth>, Ap
         None => Err(ApiError::MissingKey),
         Some(KeyCheck::Invalid) => Err(ApiError::InvalidKey),
         Some(KeyCheck::Expired) => Err(ApiError::ExpiredKey),
-        Some(KeyCheck::Valid {
-            key_id,
-            workspace_id,
-            scopes,
-        }) => {
+        Some(KeyCheck::Valid { key_id, workspace_id, scopes }) => {
             if scopes.allows(required) {
-                Ok(Some(Auth {
-                    workspace_id,
-                    key_id,
-                    scopes,
-                }))
+                Ok(Some(Auth { workspace_id, key_id, scopes }))
             } else {
                 Err(ApiError::InsufficientScope { required })
             }

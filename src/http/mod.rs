@@ -11,21 +11,21 @@ pub mod extract;
 pub mod gate;
 pub mod routes;
 
-mod agents;
 mod billing;
 mod call_windows;
 mod campaigns;
 mod dispositions;
 mod dnc;
+mod agents;
 mod phone_numbers;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::Router;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApiBuilder};
@@ -105,15 +105,10 @@ pub fn router(state: AppState) -> Router {
 async fn record_metrics(req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().to_string();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".into());
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".into());
     let response = next.run(req).await;
     let status = response.status().as_u16().to_string();
     metrics::counter!("switchboard_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status).increment(1);
-    metrics::histogram!("switchboard_http_request_seconds", "method" => method, "route" => route)
-        .record(started.elapsed().as_secs_f64());
+    metrics::histogram!("switchboard_http_request_seconds", "method" => method, "route" => route).record(started.elapsed().as_secs_f64());
     response
 }

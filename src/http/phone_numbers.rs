@@ -373,12 +373,14 @@ async fn configure(
             resource: "Phone number",
         });
     }
-    if let Some(name) = &input.friendly_name {
-        if name.chars().count() > 100 {
-            return Err(ApiError::bad_request(
-                "Invalid field `friendly_name`: must be at most 100 characters",
-            ));
-        }
+    if input
+        .friendly_name
+        .as_ref()
+        .is_some_and(|name| name.chars().count() > 100)
+    {
+        return Err(ApiError::bad_request(
+            "Invalid field `friendly_name`: must be at most 100 characters",
+        ));
     }
     let inbound = workspace_agent(&state, ws, "inbound_agent_id", input.inbound_agent_id).await?;
     let outbound =

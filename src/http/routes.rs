@@ -8,10 +8,10 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use axum::Json;
 use axum::extract::State;
-use axum::http::{Method, StatusCode, header};
+use axum::http::{header, Method, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
+use axum::Json;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde::Serialize;
 use serde_json::Value;
@@ -19,8 +19,8 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
+use super::AppState;
 use crate::auth::Scope;
 
 /// Who may call a route.
@@ -56,30 +56,17 @@ impl RouteTable {
     pub fn from_openapi(openapi: Value) -> anyhow::Result<Self> {
         let mut access = HashMap::new();
         let mut endpoints = Vec::new();
-        let paths = openapi
-            .get("paths")
-            .and_then(Value::as_object)
-            .ok_or_else(|| anyhow::anyhow!("OpenAPI document has no paths"))?;
+        let paths = openapi.get("paths").and_then(Value::as_object).ok_or_else(|| anyhow::anyhow!("OpenAPI document has no paths"))?;
         for (path, item) in paths {
             for method in METHODS {
                 let Some(op) = item.get(method) else { continue };
-                let security = op
-                    .get("security")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| anyhow::anyhow!("{method} {path} declares no security"))?;
+                let security = op.get("security").and_then(Value::as_array).ok_or_else(|| anyhow::anyhow!("{method} {path} declares no security"))?;
                 let route_access = match security.as_slice() {
                     [req] if req.as_object().is_some_and(|o| o.is_empty()) => Access::Public,
                     [req] => {
-                        let scopes =
-                            req.get("bearer").and_then(Value::as_array).ok_or_else(|| {
-                                anyhow::anyhow!("{method} {path}: security must be bearer")
-                            })?;
+                        let scopes = req.get("bearer").and_then(Value::as_array).ok_or_else(|| anyhow::anyhow!("{method} {path}: security must be bearer"))?;
                         match scopes.as_slice() {
-                            [Value::String(name)] => {
-                                Access::Scoped(Scope::parse(name).ok_or_else(|| {
-                                    anyhow::anyhow!("{method} {path}: unknown scope {name}")
-                                })?)
-                            }
+                            [Value::String(name)] => Access::Scoped(Scope::parse(name).ok_or_else(|| anyhow::anyhow!("{method} {path}: unknown scope {name}"))?),
                             _ => anyhow::bail!("{method} {path}: declare exactly one scope"),
                         }
                     }
@@ -95,28 +82,17 @@ impl RouteTable {
                         Access::Scoped(s) => Some(s.as_str().to_owned()),
                         Access::Public => None,
                     },
-                    summary: op
-                        .get("summary")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
+                    summary: op.get("summary").and_then(Value::as_str).unwrap_or_default().to_owned(),
                 });
             }
         }
         endpoints.sort_by(|a, b| (&a.path, &a.method).cmp(&(&b.path, &b.method)));
-        Ok(Self {
-            access,
-            endpoints,
-            openapi,
-        })
+        Ok(Self { access, endpoints, openapi })
     }
 
     /// Unknown routes are public here; they answer 404 on their own.
     pub fn access(&self, method: &Method, path: &str) -> Access {
-        self.access
-            .get(&(method.clone(), path.to_owned()))
-            .copied()
-            .unwrap_or(Access::Public)
+        self.access.get(&(method.clone(), path.to_owned())).copied().unwrap_or(Access::Public)
     }
 
     pub fn endpoints(&self) -> &[Endpoint] {
@@ -143,11 +119,7 @@ pub struct Index {
 /// List every endpoint
 #[utoipa::path(get, path = "/", tag = "discovery", security(()), responses((status = 200, body = Index)))]
 async fn index(State(state): State<AppState>) -> Json<Index> {
-    Json(Index {
-        name: "switchboard",
-        version: env!("CARGO_PKG_VERSION"),
-        endpoints: state.routes.endpoints().to_vec(),
-    })
+    Json(Index { name: "switchboard", version: env!("CARGO_PKG_VERSION"), endpoints: state.routes.endpoints().to_vec() })
 }
 
 /// The OpenAPI 3.1 document
@@ -174,13 +146,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
         Ok(()) => Json(Health { status: "ok" }).into_response(),
         Err(err) => {
             tracing::warn!(error = %err, "health check failed");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(Health {
-                    status: "unavailable",
-                }),
-            )
-                .into_response()
+            (StatusCode::SERVICE_UNAVAILABLE, Json(Health { status: "unavailable" })).into_response()
         }
     }
 }
@@ -188,11 +154,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
 /// Prometheus metrics
 #[utoipa::path(get, path = "/metrics", tag = "discovery", security(()), responses((status = 200, description = "Prometheus text format")))]
 async fn metrics(State(state): State<AppState>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
 }
 
 /// The process-wide Prometheus recorder (installed once; later services share it).
@@ -204,20 +166,13 @@ pub fn metrics_handle() -> anyhow::Result<PrometheusHandle> {
     let handle = match PrometheusBuilder::new().install_recorder() {
         Ok(handle) => handle,
         // Another thread won the race; use its recorder.
-        Err(_) => {
-            return HANDLE
-                .get()
-                .cloned()
-                .ok_or_else(|| anyhow::anyhow!("metrics recorder unavailable"));
-        }
+        Err(_) => return HANDLE.get().cloned().ok_or_else(|| anyhow::anyhow!("metrics recorder unavailable")),
     };
     Ok(HANDLE.get_or_init(|| handle).clone())
 }
 
 pub async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::NoRoute {
-        path: uri.path().to_owned(),
-    }
+    ApiError::NoRoute { path: uri.path().to_owned() }
 }
 
 pub async fn method_not_allowed() -> ApiError {

@@ -7,7 +7,7 @@ use sqlx::Row;
 use switchboard_actors::ids::WorkspaceId;
 use utoipa::ToSchema;
 
-use super::{Store, StoreResult, now, ts};
+use super::{now, ts, Store, StoreResult};
 
 /// One balance change.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -60,10 +60,7 @@ impl Store {
             balance_cents: r.try_get("balance_cents")?,
             currency: r.try_get("currency")?,
             billing_email: r.try_get("billing_email")?,
-            payment_method: method_id.map(|id| crate::billing::PaymentMethod {
-                id,
-                label: method_label.unwrap_or_default(),
-            }),
+            payment_method: method_id.map(|id| crate::billing::PaymentMethod { id, label: method_label.unwrap_or_default() }),
             is_suspended: r.try_get("is_suspended")?,
             auto_topup_enabled: r.try_get("auto_topup_enabled")?,
             auto_topup_amount_cents: r.try_get("auto_topup_amount_cents")?,
@@ -72,22 +69,10 @@ impl Store {
     }
 
     /// Debits `amount_cents` only if the balance covers it, atomically.
-    pub async fn debit_if_covered(
-        &self,
-        ws: WorkspaceId,
-        amount_cents: i64,
-        kind: &str,
-        description: &str,
-    ) -> StoreResult<Debit> {
+    pub async fn debit_if_covered(&self, ws: WorkspaceId, amount_cents: i64, kind: &str, description: &str) -> StoreResult<Debit> {
         let mut tx = self.pool.begin().await?;
-        let balance: Option<i64> =
-            sqlx::query_scalar("SELECT balance_cents FROM workspaces WHERE id = ?")
-                .bind(ws.as_uuid())
-                .fetch_optional(&mut *tx)
-                .await?;
-        let Some(balance_cents) = balance else {
-            return Ok(Debit::NoWorkspace);
-        };
+        let balance: Option<i64> = sqlx::query_scalar("SELECT balance_cents FROM workspaces WHERE id = ?").bind(ws.as_uuid()).fetch_optional(&mut *tx).await?;
+        let Some(balance_cents) = balance else { return Ok(Debit::NoWorkspace) };
         if balance_cents < amount_cents {
             return Ok(Debit::Insufficient { balance_cents });
         }
@@ -107,29 +92,17 @@ impl Store {
         reference: Option<&str>,
     ) -> StoreResult<Option<LedgerEntry>> {
         let mut tx = self.pool.begin().await?;
-        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM workspaces WHERE id = ?")
-            .bind(ws.as_uuid())
-            .fetch_optional(&mut *tx)
-            .await?;
+        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM workspaces WHERE id = ?").bind(ws.as_uuid()).fetch_optional(&mut *tx).await?;
         if exists.is_none() {
             return Ok(None);
         }
-        let entry =
-            ledger_entry_in(&mut tx, ws, amount_cents, kind, description, reference).await?;
+        let entry = ledger_entry_in(&mut tx, ws, amount_cents, kind, description, reference).await?;
         tx.commit().await?;
         Ok(Some(entry))
     }
 
-    pub async fn ledger(
-        &self,
-        ws: WorkspaceId,
-        page: super::Page,
-    ) -> StoreResult<super::Paged<LedgerEntry>> {
-        let total: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM ledger_entries WHERE workspace_id = ?")
-                .bind(ws.as_uuid())
-                .fetch_one(&self.pool)
-                .await?;
+    pub async fn ledger(&self, ws: WorkspaceId, page: super::Page) -> StoreResult<super::Paged<LedgerEntry>> {
+        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ledger_entries WHERE workspace_id = ?").bind(ws.as_uuid()).fetch_one(&self.pool).await?;
         let rows = sqlx::query("SELECT id, amount_cents, balance_after_cents, kind, description, reference, created_at FROM ledger_entries WHERE workspace_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?")
             .bind(ws.as_uuid())
             .bind(page.limit)

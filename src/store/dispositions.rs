@@ -3,12 +3,12 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
 use switchboard_actors::ids::{DispositionId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Store, StoreResult, classify, now, sql, ts};
+use super::{sql, classify, now, ts, Store, StoreResult};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Disposition {
@@ -49,48 +49,26 @@ impl Store {
             .bind(ws.as_uuid())
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(disposition)
-            .collect::<Result<_, _>>()?)
+        Ok(rows.into_iter().map(disposition).collect::<Result<_, _>>()?)
     }
 
-    pub async fn disposition(
-        &self,
-        ws: WorkspaceId,
-        id: DispositionId,
-    ) -> StoreResult<Option<Disposition>> {
-        let row = sqlx::query(sql(format!(
-            "SELECT {COLUMNS} FROM dispositions WHERE workspace_id = ? AND id = ?"
-        )))
-        .bind(ws.as_uuid())
-        .bind(id.as_uuid())
-        .fetch_optional(&self.pool)
-        .await?;
+    pub async fn disposition(&self, ws: WorkspaceId, id: DispositionId) -> StoreResult<Option<Disposition>> {
+        let row = sqlx::query(sql(format!("SELECT {COLUMNS} FROM dispositions WHERE workspace_id = ? AND id = ?")))
+            .bind(ws.as_uuid())
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(row.map(disposition).transpose()?)
     }
 
     /// Which of `ids` are dispositions of the workspace.
-    pub async fn existing_dispositions(
-        &self,
-        ws: WorkspaceId,
-        ids: &[DispositionId],
-    ) -> StoreResult<Vec<Disposition>> {
+    pub async fn existing_dispositions(&self, ws: WorkspaceId, ids: &[DispositionId]) -> StoreResult<Vec<Disposition>> {
         let all = self.list_dispositions(ws).await?;
-        Ok(ids
-            .iter()
-            .filter_map(|id| all.iter().find(|d| d.id == *id).cloned())
-            .collect())
+        Ok(ids.iter().filter_map(|id| all.iter().find(|d| d.id == *id).cloned()).collect())
     }
 
     /// Creates a disposition; without a position it goes last.
-    pub async fn create_disposition(
-        &self,
-        ws: WorkspaceId,
-        label: &str,
-        color: &str,
-        position: Option<i64>,
-    ) -> StoreResult<Disposition> {
+    pub async fn create_disposition(&self, ws: WorkspaceId, label: &str, color: &str, position: Option<i64>) -> StoreResult<Disposition> {
         let id = DispositionId::new();
         let at = ts(now());
         let mut tx = self.pool.begin().await?;
@@ -104,12 +82,12 @@ impl Store {
                     .await?;
                 p
             }
-            None => sqlx::query_scalar::<_, i64>(
-                "SELECT COALESCE(MAX(position) + 1, 0) FROM dispositions WHERE workspace_id = ?",
-            )
-            .bind(ws.as_uuid())
-            .fetch_one(&mut *tx)
-            .await?,
+            None => {
+                sqlx::query_scalar::<_, i64>("SELECT COALESCE(MAX(position) + 1, 0) FROM dispositions WHERE workspace_id = ?")
+                    .bind(ws.as_uuid())
+                    .fetch_one(&mut *tx)
+                    .await?
+            }
         };
         sqlx::query("INSERT INTO dispositions (id, workspace_id, label, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?)")
             .bind(id.as_uuid())
@@ -152,24 +130,16 @@ impl Store {
         self.disposition(ws, id).await
     }
 
-    pub async fn delete_disposition(
-        &self,
-        ws: WorkspaceId,
-        id: DispositionId,
-    ) -> StoreResult<DeleteOutcome> {
-        let Some(existing) = self.disposition(ws, id).await? else {
-            return Ok(DeleteOutcome::NotFound);
-        };
+    pub async fn delete_disposition(&self, ws: WorkspaceId, id: DispositionId) -> StoreResult<DeleteOutcome> {
+        let Some(existing) = self.disposition(ws, id).await? else { return Ok(DeleteOutcome::NotFound) };
         if existing.is_protected {
             return Ok(DeleteOutcome::Protected);
         }
-        sqlx::query(
-            "DELETE FROM dispositions WHERE workspace_id = ? AND id = ? AND is_protected = 0",
-        )
-        .bind(ws.as_uuid())
-        .bind(id.as_uuid())
-        .execute(&self.pool)
-        .await?;
+        sqlx::query("DELETE FROM dispositions WHERE workspace_id = ? AND id = ? AND is_protected = 0")
+            .bind(ws.as_uuid())
+            .bind(id.as_uuid())
+            .execute(&self.pool)
+            .await?;
         Ok(DeleteOutcome::Deleted)
     }
 }

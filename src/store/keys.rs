@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::Row;
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 
-use super::{Store, StoreError, StoreResult, now, ts};
+use super::{now, ts, Store, StoreError, StoreResult};
 use crate::auth::{self, Scopes};
 
 /// A key as listed (never with its secret).
@@ -25,11 +25,7 @@ pub struct ApiKey {
 /// What a presented key resolves to.
 #[derive(Debug, Clone)]
 pub enum KeyCheck {
-    Valid {
-        key_id: ApiKeyId,
-        workspace_id: WorkspaceId,
-        scopes: Scopes,
-    },
+    Valid { key_id: ApiKeyId, workspace_id: WorkspaceId, scopes: Scopes },
     /// Unknown or revoked.
     Invalid,
     Expired,
@@ -81,8 +77,7 @@ impl Store {
         rows.into_iter()
             .map(|r| {
                 let scopes: String = r.try_get("scopes")?;
-                let scopes =
-                    Scopes::parse(&scopes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let scopes = Scopes::parse(&scopes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 Ok(ApiKey {
                     id: ApiKeyId::from_uuid(r.try_get("id")?),
                     workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
@@ -99,12 +94,11 @@ impl Store {
 
     /// Revokes a key; `false` when no such live key exists.
     pub async fn revoke_key(&self, id: ApiKeyId) -> StoreResult<bool> {
-        let done =
-            sqlx::query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
-                .bind(ts(now()))
-                .bind(id.as_uuid())
-                .execute(&self.pool)
-                .await?;
+        let done = sqlx::query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+            .bind(ts(now()))
+            .bind(id.as_uuid())
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -118,9 +112,7 @@ impl Store {
             .bind(&hash[..])
             .fetch_optional(&self.pool)
             .await?;
-        let Some(row) = row else {
-            return Ok(KeyCheck::Invalid);
-        };
+        let Some(row) = row else { return Ok(KeyCheck::Invalid) };
         let stored: Vec<u8> = row.try_get("key_hash")?;
         if !auth::constant_time_eq(&stored, &hash) {
             return Ok(KeyCheck::Invalid);
@@ -147,9 +139,7 @@ impl Store {
             return Ok(None);
         }
         let workspace = self.create_workspace("default", "IL").await?;
-        let (_, secret) = self
-            .create_key(workspace.id, "bootstrap", &Scopes::All, None)
-            .await?;
+        let (_, secret) = self.create_key(workspace.id, "bootstrap", &Scopes::All, None).await?;
         Ok(Some((workspace.id, secret)))
     }
 }

@@ -29,8 +29,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
-use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::SqlitePool;
 
 pub use switchboard_actors::ids::WorkspaceId;
 
@@ -56,12 +56,7 @@ pub(crate) fn classify(err: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &err {
         if db.is_unique_violation() {
             let message = db.message();
-            let constraint = message
-                .rsplit(':')
-                .next()
-                .unwrap_or(message)
-                .trim()
-                .to_owned();
+            let constraint = message.rsplit(':').next().unwrap_or(message).trim().to_owned();
             return StoreError::Conflict { constraint };
         }
     }
@@ -92,10 +87,7 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
-            .connect_with(options)
-            .await?;
+        let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         Ok(Self { pool })
     }

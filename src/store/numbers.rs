@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
 use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
@@ -51,18 +51,12 @@ pub(crate) const NUMBER_COLUMNS: &str = "n.id, n.number, n.friendly_name, n.prov
      n.sip_inbound_configured, n.sip_outbound_configured, n.country_code, n.monthly_cost_cents, n.created_at, n.ownership_verified_at, \
      ca.id AS ca_id, ca.name AS ca_name, ca.provider AS ca_provider, ca.status AS ca_status";
 
-pub(crate) const NUMBER_FROM: &str =
-    "phone_numbers n LEFT JOIN carrier_accounts ca ON ca.id = n.carrier_account_id";
+pub(crate) const NUMBER_FROM: &str = "phone_numbers n LEFT JOIN carrier_accounts ca ON ca.id = n.carrier_account_id";
 
 pub(crate) fn number_row(r: SqliteRow) -> Result<PhoneNumberRecord, sqlx::Error> {
     let ca_id: Option<uuid::Uuid> = r.try_get("ca_id")?;
     let carrier_account = match ca_id {
-        Some(id) => Some(CarrierAccountRef {
-            id,
-            name: r.try_get("ca_name")?,
-            provider: r.try_get("ca_provider")?,
-            status: r.try_get("ca_status")?,
-        }),
+        Some(id) => Some(CarrierAccountRef { id, name: r.try_get("ca_name")?, provider: r.try_get("ca_provider")?, status: r.try_get("ca_status")? }),
         None => None,
     };
     let cents: i64 = r.try_get("monthly_cost_cents")?;
@@ -73,12 +67,8 @@ pub(crate) fn number_row(r: SqliteRow) -> Result<PhoneNumberRecord, sqlx::Error>
         provider: r.try_get("provider")?,
         status: r.try_get("status")?,
         is_active: r.try_get("is_active")?,
-        inbound_agent_id: r
-            .try_get::<Option<uuid::Uuid>, _>("inbound_agent_id")?
-            .map(AgentId::from_uuid),
-        outbound_agent_id: r
-            .try_get::<Option<uuid::Uuid>, _>("outbound_agent_id")?
-            .map(AgentId::from_uuid),
+        inbound_agent_id: r.try_get::<Option<uuid::Uuid>, _>("inbound_agent_id")?.map(AgentId::from_uuid),
+        outbound_agent_id: r.try_get::<Option<uuid::Uuid>, _>("outbound_agent_id")?.map(AgentId::from_uuid),
         sip_inbound_configured: r.try_get("sip_inbound_configured")?,
         sip_outbound_configured: r.try_get("sip_outbound_configured")?,
         country_code: r.try_get("country_code")?,
@@ -91,11 +81,7 @@ pub(crate) fn number_row(r: SqliteRow) -> Result<PhoneNumberRecord, sqlx::Error>
 
 impl Store {
     /// A held (not released) number of the workspace.
-    pub async fn phone_number(
-        &self,
-        ws: WorkspaceId,
-        id: PhoneNumberId,
-    ) -> StoreResult<Option<PhoneNumberRecord>> {
+    pub async fn phone_number(&self, ws: WorkspaceId, id: PhoneNumberId) -> StoreResult<Option<PhoneNumberRecord>> {
         let row = sqlx::query(sql(format!("SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.id = ? AND n.released_at IS NULL")))
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
@@ -105,12 +91,7 @@ impl Store {
     }
 
     /// Registers a number the workspace already owns (operator command).
-    pub async fn add_owned_number(
-        &self,
-        ws: WorkspaceId,
-        number: &PhoneNumber,
-        status: &str,
-    ) -> StoreResult<PhoneNumberRecord> {
+    pub async fn add_owned_number(&self, ws: WorkspaceId, number: &PhoneNumber, status: &str) -> StoreResult<PhoneNumberRecord> {
         let id = PhoneNumberId::new();
         let at = now();
         let active = status == "active";

@@ -6,7 +6,7 @@ use sqlx::Row;
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::window::CallingWindow;
 
-use super::{Store, StoreError, StoreResult, now, ts};
+use super::{now, ts, Store, StoreError, StoreResult};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Workspace {
@@ -28,11 +28,7 @@ pub const DEFAULT_DISPOSITIONS: [(&str, &str); 7] = [
 ];
 
 impl Store {
-    pub async fn create_workspace(
-        &self,
-        name: &str,
-        default_country: &str,
-    ) -> StoreResult<Workspace> {
+    pub async fn create_workspace(&self, name: &str, default_country: &str) -> StoreResult<Workspace> {
         let id = WorkspaceId::new();
         let created_at = now();
         let mut tx = self.pool.begin().await?;
@@ -59,21 +55,14 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
-        Ok(Workspace {
-            id,
-            name: name.to_owned(),
-            default_country: default_country.to_owned(),
-            created_at,
-        })
+        Ok(Workspace { id, name: name.to_owned(), default_country: default_country.to_owned(), created_at })
     }
 
     pub async fn workspace(&self, id: WorkspaceId) -> StoreResult<Option<Workspace>> {
-        let row = sqlx::query(
-            "SELECT id, name, default_country, created_at FROM workspaces WHERE id = ?",
-        )
-        .bind(id.as_uuid())
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = sqlx::query("SELECT id, name, default_country, created_at FROM workspaces WHERE id = ?")
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
         row.map(|r| {
             Ok(Workspace {
                 id: WorkspaceId::from_uuid(r.try_get("id")?),
@@ -87,43 +76,32 @@ impl Store {
     }
 
     pub async fn workspace_count(&self) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM workspaces")
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM workspaces").fetch_one(&self.pool).await?)
     }
 
     /// The workspace's country for reading national number forms.
     pub async fn default_country(&self, id: WorkspaceId) -> StoreResult<phonenumber::country::Id> {
-        let code: Option<String> =
-            sqlx::query_scalar("SELECT default_country FROM workspaces WHERE id = ?")
-                .bind(id.as_uuid())
-                .fetch_optional(&self.pool)
-                .await?;
+        let code: Option<String> = sqlx::query_scalar("SELECT default_country FROM workspaces WHERE id = ?")
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
         let code = code.unwrap_or_else(|| "IL".into());
-        switchboard_actors::phone::parse_country(&code)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))
+        switchboard_actors::phone::parse_country(&code).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     /// The workspace's default calling hours (`PUT /call-windows`), if set.
     pub async fn call_window(&self, id: WorkspaceId) -> StoreResult<Option<CallingWindow>> {
-        let raw: Option<Option<String>> =
-            sqlx::query_scalar("SELECT call_window FROM workspaces WHERE id = ?")
-                .bind(id.as_uuid())
-                .fetch_optional(&self.pool)
-                .await?;
+        let raw: Option<Option<String>> = sqlx::query_scalar("SELECT call_window FROM workspaces WHERE id = ?")
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
         match raw.flatten() {
             None => Ok(None),
-            Some(text) => serde_json::from_str(&text)
-                .map(Some)
-                .map_err(|e| StoreError::Corrupt(format!("call_window: {e}"))),
+            Some(text) => serde_json::from_str(&text).map(Some).map_err(|e| StoreError::Corrupt(format!("call_window: {e}"))),
         }
     }
 
-    pub async fn set_call_window(
-        &self,
-        id: WorkspaceId,
-        window: &CallingWindow,
-    ) -> StoreResult<()> {
+    pub async fn set_call_window(&self, id: WorkspaceId, window: &CallingWindow) -> StoreResult<()> {
         sqlx::query("UPDATE workspaces SET call_window = ?, updated_at = ? WHERE id = ?")
             .bind(window.to_json().to_string())
             .bind(ts(now()))

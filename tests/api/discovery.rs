@@ -12,12 +12,7 @@ async fn the_index_lists_every_endpoint_with_its_scope_without_auth() {
     let resp = app.send(Method::GET, "/", None, None).await;
     assert_eq!(resp.status, StatusCode::OK);
     let endpoints = resp.body["endpoints"].as_array().unwrap();
-    let find = |m: &str, p: &str| {
-        endpoints
-            .iter()
-            .find(|e| e["method"] == m && e["path"] == p)
-            .cloned()
-    };
+    let find = |m: &str, p: &str| endpoints.iter().find(|e| e["method"] == m && e["path"] == p).cloned();
     let disp = find("GET", "/dispositions").expect("dispositions listed");
     assert_eq!(disp["scope"], "dispositions:read");
     assert!(!disp["summary"].as_str().unwrap().is_empty());
@@ -31,10 +26,7 @@ async fn the_index_lists_every_endpoint_with_its_scope_without_auth() {
         for (method, _) in item.as_object().unwrap() {
             if ["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
                 count += 1;
-                assert!(
-                    find(&method.to_uppercase(), path).is_some(),
-                    "{method} {path} missing from GET /"
-                );
+                assert!(find(&method.to_uppercase(), path).is_some(), "{method} {path} missing from GET /");
             }
         }
     }
@@ -46,104 +38,46 @@ async fn docs_health_and_metrics_are_served() {
     let app = spawn_app().await;
     let docs = app.send(Method::GET, "/docs", None, None).await;
     assert_eq!(docs.status, StatusCode::OK);
-    assert!(
-        docs.text.contains("<html")
-            || docs.text.contains("<!doctype")
-            || docs.text.contains("<!DOCTYPE")
-    );
+    assert!(docs.text.contains("<html") || docs.text.contains("<!doctype") || docs.text.contains("<!DOCTYPE"));
     let health = app.send(Method::GET, "/healthz", None, None).await;
     assert_eq!(health.body["status"], "ok");
     app.get("/dispositions").await;
     let metrics = app.send(Method::GET, "/metrics", None, None).await;
-    assert!(
-        metrics.text.contains("switchboard_http_requests_total"),
-        "{}",
-        metrics.text
-    );
+    assert!(metrics.text.contains("switchboard_http_requests_total"), "{}", metrics.text);
 }
 
 #[tokio::test]
 async fn missing_invalid_revoked_and_expired_keys_are_told_apart() {
     let app = spawn_app().await;
     let resp = app.send(Method::GET, "/dispositions", None, None).await;
-    assert_eq!(
-        (resp.status, resp.error_code()),
-        (StatusCode::UNAUTHORIZED, "MISSING_KEY")
-    );
-    let resp = app
-        .send(Method::GET, "/dispositions", Some("sb_nope"), None)
-        .await;
-    assert_eq!(
-        (resp.status, resp.error_code()),
-        (StatusCode::UNAUTHORIZED, "INVALID_KEY")
-    );
+    assert_eq!((resp.status, resp.error_code()), (StatusCode::UNAUTHORIZED, "MISSING_KEY"));
+    let resp = app.send(Method::GET, "/dispositions", Some("sb_nope"), None).await;
+    assert_eq!((resp.status, resp.error_code()), (StatusCode::UNAUTHORIZED, "INVALID_KEY"));
     let fake = format!("sb_{}", "0".repeat(48));
-    let resp = app
-        .send(Method::GET, "/dispositions", Some(&fake), None)
-        .await;
+    let resp = app.send(Method::GET, "/dispositions", Some(&fake), None).await;
     assert_eq!(resp.error_code(), "INVALID_KEY");
 
-    let (key, secret) = app
-        .store
-        .create_key(app.workspace_id, "x", &Scopes::All, None)
-        .await
-        .unwrap();
-    assert_eq!(
-        app.send(Method::GET, "/dispositions", Some(&secret), None)
-            .await
-            .status,
-        StatusCode::OK
-    );
+    let (key, secret) = app.store.create_key(app.workspace_id, "x", &Scopes::All, None).await.unwrap();
+    assert_eq!(app.send(Method::GET, "/dispositions", Some(&secret), None).await.status, StatusCode::OK);
     assert!(app.store.revoke_key(key.id).await.unwrap());
-    let resp = app
-        .send(Method::GET, "/dispositions", Some(&secret), None)
-        .await;
+    let resp = app.send(Method::GET, "/dispositions", Some(&secret), None).await;
     assert_eq!(resp.error_code(), "INVALID_KEY");
 
     let soon = chrono::Utc::now() + chrono::Duration::milliseconds(300);
-    let (_, expiring) = app
-        .store
-        .create_key(app.workspace_id, "x", &Scopes::All, Some(soon))
-        .await
-        .unwrap();
-    assert_eq!(
-        app.send(Method::GET, "/dispositions", Some(&expiring), None)
-            .await
-            .status,
-        StatusCode::OK
-    );
+    let (_, expiring) = app.store.create_key(app.workspace_id, "x", &Scopes::All, Some(soon)).await.unwrap();
+    assert_eq!(app.send(Method::GET, "/dispositions", Some(&expiring), None).await.status, StatusCode::OK);
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-    let resp = app
-        .send(Method::GET, "/dispositions", Some(&expiring), None)
-        .await;
-    assert_eq!(
-        (resp.status, resp.error_code()),
-        (StatusCode::UNAUTHORIZED, "EXPIRED_KEY")
-    );
+    let resp = app.send(Method::GET, "/dispositions", Some(&expiring), None).await;
+    assert_eq!((resp.status, resp.error_code()), (StatusCode::UNAUTHORIZED, "EXPIRED_KEY"));
 }
 
 #[tokio::test]
 async fn a_key_without_the_route_scope_gets_insufficient_scope() {
     let app = spawn_app().await;
     let reader = app.key_with_scopes("dispositions:read").await;
-    assert_eq!(
-        app.send(Method::GET, "/dispositions", Some(&reader), None)
-            .await
-            .status,
-        StatusCode::OK
-    );
-    let resp = app
-        .send(
-            Method::POST,
-            "/dispositions",
-            Some(&reader),
-            Some(json!({"label": "x"})),
-        )
-        .await;
-    assert_eq!(
-        (resp.status, resp.error_code()),
-        (StatusCode::UNAUTHORIZED, "INSUFFICIENT_SCOPE")
-    );
+    assert_eq!(app.send(Method::GET, "/dispositions", Some(&reader), None).await.status, StatusCode::OK);
+    let resp = app.send(Method::POST, "/dispositions", Some(&reader), Some(json!({"label": "x"}))).await;
+    assert_eq!((resp.status, resp.error_code()), (StatusCode::UNAUTHORIZED, "INSUFFICIENT_SCOPE"));
     assert_eq!(resp.body["required_scope"], "dispositions:manage");
 }
 
@@ -155,17 +89,11 @@ async fn every_scoped_route_refuses_a_key_without_its_scope() {
     let index = app.send(Method::GET, "/", None, None).await;
     let id = uuid::Uuid::now_v7();
     for endpoint in index.body["endpoints"].as_array().unwrap() {
-        let Some(scope) = endpoint["scope"].as_str() else {
-            continue;
-        };
+        let Some(scope) = endpoint["scope"].as_str() else { continue };
         if scope == "affiliates:read" {
             continue;
         }
-        let path = endpoint["path"]
-            .as_str()
-            .unwrap()
-            .replace("{id}", &id.to_string())
-            .replace("{contact_id}", &id.to_string());
+        let path = endpoint["path"].as_str().unwrap().replace("{id}", &id.to_string()).replace("{contact_id}", &id.to_string());
         let method = Method::from_bytes(endpoint["method"].as_str().unwrap().as_bytes()).unwrap();
         let resp = app.send(method.clone(), &path, Some(&key), None).await;
         assert_eq!(resp.status, StatusCode::UNAUTHORIZED, "{method} {path}");
@@ -188,21 +116,10 @@ async fn the_rate_limit_applies_per_key_with_headers_on_every_response() {
             break;
         }
         assert_eq!(resp.headers["x-ratelimit-limit"], "5");
-        let remaining: u32 = resp.headers["x-ratelimit-remaining"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let remaining: u32 = resp.headers["x-ratelimit-remaining"].to_str().unwrap().parse().unwrap();
         assert!(remaining <= 4 - i.min(4));
-        let reset: i64 = resp.headers["x-ratelimit-reset"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!(
-            reset > now && reset <= now + 61,
-            "reset {reset} is the end of the current minute"
-        );
+        let reset: i64 = resp.headers["x-ratelimit-reset"].to_str().unwrap().parse().unwrap();
+        assert!(reset > now && reset <= now + 61, "reset {reset} is the end of the current minute");
         last = Some(resp);
     }
     assert!(last.is_some());
@@ -218,12 +135,7 @@ async fn the_rate_limit_applies_per_key_with_headers_on_every_response() {
     assert_eq!(limited.error_code(), "RATE_LIMIT");
     assert_eq!(limited.headers["x-ratelimit-remaining"], "0");
     // Another key has its own budget.
-    assert_eq!(
-        app.send(Method::GET, "/dispositions", Some(&other), None)
-            .await
-            .status,
-        StatusCode::OK
-    );
+    assert_eq!(app.send(Method::GET, "/dispositions", Some(&other), None).await.status, StatusCode::OK);
     // Errors carry the headers too, and requests without a valid key are limited by address.
     let mut saw_limit = false;
     for _ in 0..7 {
@@ -235,37 +147,19 @@ async fn the_rate_limit_applies_per_key_with_headers_on_every_response() {
             assert_eq!(resp.error_code(), "MISSING_KEY");
         }
     }
-    assert!(
-        saw_limit,
-        "anonymous requests are limited per source address"
-    );
+    assert!(saw_limit, "anonymous requests are limited per source address");
 }
 
 #[tokio::test]
 async fn malformed_requests_get_json_errors_never_plain_text() {
     let app = spawn_app_with(|c| c.max_json_body_bytes = 1024).await;
     let cases = [
-        app.send_raw(
-            Method::POST,
-            "/dispositions",
-            "application/json",
-            "{not json",
-        )
-        .await,
-        app.send_raw(Method::POST, "/dispositions", "application/json", "[1,2]")
-            .await,
-        app.send_raw(Method::POST, "/dispositions", "application/json", "")
-            .await,
-        app.send_raw(
-            Method::POST,
-            "/dispositions",
-            "application/json",
-            format!("{{\"label\": \"{}\"}}", "x".repeat(5000)),
-        )
-        .await,
+        app.send_raw(Method::POST, "/dispositions", "application/json", "{not json").await,
+        app.send_raw(Method::POST, "/dispositions", "application/json", "[1,2]").await,
+        app.send_raw(Method::POST, "/dispositions", "application/json", "").await,
+        app.send_raw(Method::POST, "/dispositions", "application/json", format!("{{\"label\": \"{}\"}}", "x".repeat(5000))).await,
         app.get("/dispositions/not-a-uuid").await,
-        app.send(Method::PUT, "/dispositions", Some(&app.key), None)
-            .await,
+        app.send(Method::PUT, "/dispositions", Some(&app.key), None).await,
         app.get("/no/such/route").await,
         app.get("/campaigns?limit=1000").await,
     ];

@@ -35,14 +35,8 @@ impl Resp {
     /// Asserts the spec's error shape and returns the code.
     #[track_caller]
     pub fn error_code(&self) -> &str {
-        assert!(
-            self.body["error"].is_string(),
-            "error body lacks `error`: {}",
-            self.text
-        );
-        self.body["code"]
-            .as_str()
-            .unwrap_or_else(|| panic!("error body lacks `code`: {}", self.text))
+        assert!(self.body["error"].is_string(), "error body lacks `error`: {}", self.text);
+        self.body["code"].as_str().unwrap_or_else(|| panic!("error body lacks `code`: {}", self.text))
     }
 }
 
@@ -54,14 +48,8 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let db_url = format!("sqlite://{}", dir.path().join("switchboard.db").display());
     let store = Store::open(&db_url).await.expect("store opens");
-    let ws = store
-        .create_workspace("test", "IL")
-        .await
-        .expect("workspace");
-    let (_, key) = store
-        .create_key(ws.id, "test", &Scopes::All, None)
-        .await
-        .expect("key");
+    let ws = store.create_workspace("test", "IL").await.expect("workspace");
+    let (_, key) = store.create_key(ws.id, "test", &Scopes::All, None).await.expect("key");
     let mut config = Config {
         database_url: db_url.clone(),
         data_dir: dir.path().join("data"),
@@ -70,9 +58,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
         ..Config::default()
     };
     configure(&mut config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = oneshot::channel::<()>();
     let server_store = store.clone();
@@ -80,20 +66,9 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
         let shutdown = async {
             let _ = stopped.await;
         };
-        switchboard::serve(listener, server_store, config, shutdown)
-            .await
-            .expect("server runs");
+        switchboard::serve(listener, server_store, config, shutdown).await.expect("server runs");
     });
-    TestApp {
-        addr,
-        store,
-        workspace_id: ws.id,
-        key,
-        client: reqwest::Client::new(),
-        db_url,
-        _dir: dir,
-        _stop: stop,
-    }
+    TestApp { addr, store, workspace_id: ws.id, key, client: reqwest::Client::new(), db_url, _dir: dir, _stop: stop }
 }
 
 impl TestApp {
@@ -102,13 +77,7 @@ impl TestApp {
     }
 
     /// Sends a request with `key` (or none); `body` is sent as JSON when given.
-    pub async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        key: Option<&str>,
-        body: Option<Value>,
-    ) -> Resp {
+    pub async fn send(&self, method: Method, path: &str, key: Option<&str>, body: Option<Value>) -> Resp {
         let mut req = self.client.request(method, self.url(path));
         if let Some(key) = key {
             req = req.bearer_auth(key);
@@ -120,19 +89,8 @@ impl TestApp {
     }
 
     /// Sends a raw body with a content type.
-    pub async fn send_raw(
-        &self,
-        method: Method,
-        path: &str,
-        content_type: &str,
-        body: impl Into<reqwest::Body>,
-    ) -> Resp {
-        let req = self
-            .client
-            .request(method, self.url(path))
-            .bearer_auth(&self.key)
-            .header("content-type", content_type)
-            .body(body);
+    pub async fn send_raw(&self, method: Method, path: &str, content_type: &str, body: impl Into<reqwest::Body>) -> Resp {
+        let req = self.client.request(method, self.url(path)).bearer_auth(&self.key).header("content-type", content_type).body(body);
         into_resp(req.send().await.expect("request sent")).await
     }
 
@@ -141,8 +99,7 @@ impl TestApp {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> Resp {
-        self.send(Method::POST, path, Some(&self.key), Some(body))
-            .await
+        self.send(Method::POST, path, Some(&self.key), Some(body)).await
     }
 
     /// POST with no body at all.
@@ -151,13 +108,11 @@ impl TestApp {
     }
 
     pub async fn patch(&self, path: &str, body: Value) -> Resp {
-        self.send(Method::PATCH, path, Some(&self.key), Some(body))
-            .await
+        self.send(Method::PATCH, path, Some(&self.key), Some(body)).await
     }
 
     pub async fn put(&self, path: &str, body: Value) -> Resp {
-        self.send(Method::PUT, path, Some(&self.key), Some(body))
-            .await
+        self.send(Method::PUT, path, Some(&self.key), Some(body)).await
     }
 
     pub async fn delete(&self, path: &str) -> Resp {
@@ -167,25 +122,13 @@ impl TestApp {
     /// A key of this workspace with the given scopes (`all` or a comma list).
     pub async fn key_with_scopes(&self, scopes: &str) -> String {
         let scopes = Scopes::parse(scopes).expect("scopes");
-        self.store
-            .create_key(self.workspace_id, "scoped", &scopes, None)
-            .await
-            .expect("key")
-            .1
+        self.store.create_key(self.workspace_id, "scoped", &scopes, None).await.expect("key").1
     }
 
     /// A second workspace and an all-scope key of it.
     pub async fn other_workspace(&self) -> (WorkspaceId, String) {
-        let ws = self
-            .store
-            .create_workspace("other", "IL")
-            .await
-            .expect("workspace");
-        let (_, key) = self
-            .store
-            .create_key(ws.id, "other", &Scopes::All, None)
-            .await
-            .expect("key");
+        let ws = self.store.create_workspace("other", "IL").await.expect("workspace");
+        let (_, key) = self.store.create_key(ws.id, "other", &Scopes::All, None).await.expect("key");
         (ws.id, key)
     }
 }
@@ -195,10 +138,5 @@ async fn into_resp(resp: reqwest::Response) -> Resp {
     let headers = resp.headers().clone();
     let text = resp.text().await.expect("body");
     let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Resp {
-        status,
-        headers,
-        body,
-        text,
-    }
+    Resp { status, headers, body, text }
 }

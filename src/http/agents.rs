@@ -1,9 +1,540 @@
-//! (in progress)
+//! Agents: create, list (optionally by `is_active`), get, partial update and deactivate.
+//! Every write is checked as a whole agent: the sent keys are merged over the stored agent (or
+//! the defaults on create) and the result must satisfy every bound documented on [`Agent`].
 
+use std::collections::{BTreeMap, HashSet};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use switchboard_actors::ids::AgentId;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
+use super::error::ApiError;
+use super::extract::{
+    JsonObject, ListResponse, Pagination, Patch, PathId, Q, check_fields, from_value,
+};
+use super::gate::Auth;
+use crate::store::{Agent, AgentType, ExtractionParameter, FlowConfig};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(get_one, update))
+        .routes(routes!(deactivate))
+}
+
+const WRITABLE: &[&str] = &[
+    "name",
+    "type",
+    "flow_config",
+    "system_prompt",
+    "description",
+    "voice",
+    "background_sound",
+    "background_sound_volume",
+    "language",
+    "temperature",
+    "greeting_message",
+    "agent_speaks_first",
+    "vad_stop_secs",
+    "vad_start_secs",
+    "vad_confidence",
+    "silence_timeout_secs",
+    "max_continuous_speech_secs",
+    "max_call_duration_secs",
+    "lead_memory_enabled",
+    "is_active",
+    "webhook_url",
+    "webhook_events",
+    "webhook_headers",
+    "extraction_parameters",
+];
+
+/// Fields that accept null (meaning: none).
+const NULLABLE: &[&str] = &["flow_config", "max_call_duration_secs", "webhook_url"];
+
+/// Writable agent fields; bounds as documented on the Agent object. On update only the sent
+/// fields change.
+#[derive(Deserialize, ToSchema)]
+pub struct AgentInput {
+    /// 1-200 characters; required on create.
+    name: Option<String>,
+    /// `prompt` or `flow`.
+    #[serde(rename = "type")]
+    agent_type: Option<AgentType>,
+    /// Flow of a `flow` agent (`flow_config_version` must be 1; node ids unique; every
+    /// `next_step_id` names a node of the flow); null removes it from a prompt agent.
+    #[serde(default)]
+    #[schema(value_type = Option<FlowConfig>)]
+    flow_config: Patch<FlowConfig>,
+    /// At most 100000 characters.
+    system_prompt: Option<String>,
+    /// At most 2000 characters.
+    description: Option<String>,
+    /// 1-100 characters.
+    voice: Option<String>,
+    /// 1-100 characters, e.g. `none`, `office`.
+    background_sound: Option<String>,
+    /// 0-1.
+    background_sound_volume: Option<f64>,
+    /// BCP 47 tag, 2-35 characters.
+    language: Option<String>,
+    /// 0-2.
+    temperature: Option<f64>,
+    /// At most 2000 characters.
+    greeting_message: Option<String>,
+    agent_speaks_first: Option<bool>,
+    /// 0-10 seconds.
+    vad_stop_secs: Option<f64>,
+    /// 0-10 seconds.
+    vad_start_secs: Option<f64>,
+    /// 0-1.
+    vad_confidence: Option<f64>,
+    /// Integer 1-3600.
+    silence_timeout_secs: Option<i64>,
+    /// Integer 1-3600.
+    max_continuous_speech_secs: Option<i64>,
+    /// Integer 1-14400, or null for no cap.
+    #[serde(default)]
+    #[schema(value_type = Option<i64>)]
+    max_call_duration_secs: Patch<i64>,
+    lead_memory_enabled: Option<bool>,
+    is_active: Option<bool>,
+    /// http(s) URL, at most 2048 characters, or null.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    webhook_url: Patch<String>,
+    /// At most 50 event kinds, each 1-100 characters.
+    webhook_events: Option<Vec<String>>,
+    /// Header name to string value; at most 50.
+    webhook_headers: Option<BTreeMap<String, String>>,
+    /// At most 100 `{name, description}`, names unique.
+    extraction_parameters: Option<Vec<ExtractionParameter>>,
+}
+
+/// Query of `GET /agents`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AgentFilter {
+    /// Only active (`true`) or only inactive (`false`) agents.
+    is_active: Option<bool>,
+    limit: Option<i64>,
+    offset: Option<i64>,
+}
+
+/// Checks keys and null values, then reads the input.
+fn parse_input(body: Map<String, Value>) -> Result<AgentInput, ApiError> {
+    check_fields(&body, WRITABLE)?;
+    if let Some(key) = body
+        .iter()
+        .find(|(k, v)| v.is_null() && !NULLABLE.contains(&k.as_str()))
+        .map(|(k, _)| k)
+    {
+        return Err(ApiError::bad_request(format!(
+            "Invalid field `{key}`: must not be null"
+        )));
+    }
+    from_value(Value::Object(body))
+}
+
+/// Merges the sent fields over `agent`.
+fn apply(agent: &mut Agent, input: AgentInput) {
+    let AgentInput {
+        name,
+        agent_type,
+        flow_config,
+        system_prompt,
+        description,
+        voice,
+        background_sound,
+        background_sound_volume,
+        language,
+        temperature,
+        greeting_message,
+        agent_speaks_first,
+        vad_stop_secs,
+        vad_start_secs,
+        vad_confidence,
+        silence_timeout_secs,
+        max_continuous_speech_secs,
+        max_call_duration_secs,
+        lead_memory_enabled,
+        is_active,
+        webhook_url,
+        webhook_events,
+        webhook_headers,
+        extraction_parameters,
+    } = input;
+    fn set<T>(slot: &mut T, value: Option<T>) {
+        if let Some(v) = value {
+            *slot = v;
+        }
+    }
+    set(&mut agent.name, name.map(|n| n.trim().to_owned()));
+    set(&mut agent.agent_type, agent_type);
+    set(&mut agent.flow_config, flow_config.into_option());
+    set(&mut agent.system_prompt, system_prompt);
+    set(&mut agent.description, description);
+    set(&mut agent.voice, voice);
+    set(&mut agent.background_sound, background_sound);
+    set(&mut agent.background_sound_volume, background_sound_volume);
+    set(&mut agent.language, language);
+    set(&mut agent.temperature, temperature);
+    set(&mut agent.greeting_message, greeting_message);
+    set(&mut agent.agent_speaks_first, agent_speaks_first);
+    set(&mut agent.vad_stop_secs, vad_stop_secs);
+    set(&mut agent.vad_start_secs, vad_start_secs);
+    set(&mut agent.vad_confidence, vad_confidence);
+    set(&mut agent.silence_timeout_secs, silence_timeout_secs);
+    set(
+        &mut agent.max_continuous_speech_secs,
+        max_continuous_speech_secs,
+    );
+    set(
+        &mut agent.max_call_duration_secs,
+        max_call_duration_secs.into_option(),
+    );
+    set(&mut agent.lead_memory_enabled, lead_memory_enabled);
+    set(&mut agent.is_active, is_active);
+    set(&mut agent.webhook_url, webhook_url.into_option());
+    set(&mut agent.webhook_events, webhook_events);
+    set(&mut agent.webhook_headers, webhook_headers);
+    set(&mut agent.extraction_parameters, extraction_parameters);
+}
+
+fn invalid(field: &str, rule: &str) -> ApiError {
+    ApiError::bad_request(format!("Invalid field `{field}`: {rule}"))
+}
+
+fn chars(field: &str, value: &str, min: usize, max: usize) -> Result<(), ApiError> {
+    let n = value.chars().count();
+    if n < min || n > max {
+        let rule = if min == 0 {
+            format!("must be at most {max} characters")
+        } else {
+            format!("must be {min}-{max} characters")
+        };
+        return Err(invalid(field, &rule));
+    }
+    Ok(())
+}
+
+fn number(field: &str, value: f64, min: f64, max: f64) -> Result<(), ApiError> {
+    if !(min..=max).contains(&value) {
+        return Err(invalid(
+            field,
+            &format!("must be a number from {min} to {max}"),
+        ));
+    }
+    Ok(())
+}
+
+fn integer(field: &str, value: i64, min: i64, max: i64) -> Result<(), ApiError> {
+    if !(min..=max).contains(&value) {
+        return Err(invalid(
+            field,
+            &format!("must be an integer from {min} to {max}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_url(field: &str, url: &str) -> Result<(), ApiError> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or_default());
+    let ok = url.len() <= 2048
+        && host.is_some_and(|h| !h.is_empty() && !h.starts_with(':') && !h.contains('@'))
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !ok {
+        return Err(invalid(
+            field,
+            "must be an http or https URL of at most 2048 characters",
+        ));
+    }
+    Ok(())
+}
+
+fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
+    if flow.flow_config_version != 1 {
+        return Err(invalid("flow_config.flow_config_version", "must be 1"));
+    }
+    if flow.nodes.len() > 500 {
+        return Err(invalid("flow_config.nodes", "must have at most 500 nodes"));
+    }
+    let mut ids = HashSet::new();
+    for (i, node) in flow.nodes.iter().enumerate() {
+        chars(&format!("flow_config.nodes[{i}].id"), &node.id, 1, 100)?;
+        chars(
+            &format!("flow_config.nodes[{i}].type"),
+            &node.node_type,
+            1,
+            50,
+        )?;
+        chars(&format!("flow_config.nodes[{i}].name"), &node.name, 0, 200)?;
+        if !ids.insert(node.id.as_str()) {
+            return Err(invalid(
+                &format!("flow_config.nodes[{i}].id"),
+                &format!("node id `{}` is used more than once", node.id),
+            ));
+        }
+    }
+    for (i, node) in flow.nodes.iter().enumerate() {
+        if let Some(next) = &node.next_step_id
+            && !ids.contains(next.as_str())
+        {
+            return Err(invalid(
+                &format!("flow_config.nodes[{i}].next_step_id"),
+                &format!("`{next}` is not a node of this flow"),
+            ));
+        }
+    }
+    let keys = &flow.metadata.custom_metadata_keys;
+    if keys.len() > 100 {
+        return Err(invalid(
+            "flow_config.metadata.custom_metadata_keys",
+            "must have at most 100 keys",
+        ));
+    }
+    for (i, key) in keys.iter().enumerate() {
+        chars(
+            &format!("flow_config.metadata.custom_metadata_keys[{i}]"),
+            key,
+            1,
+            100,
+        )?;
+    }
+    Ok(())
+}
+
+/// Every bound of the Agent object.
+fn validate(agent: &Agent) -> Result<(), ApiError> {
+    chars("name", &agent.name, 1, 200)?;
+    chars("system_prompt", &agent.system_prompt, 0, 100_000)?;
+    chars("description", &agent.description, 0, 2000)?;
+    chars("voice", &agent.voice, 1, 100)?;
+    chars("background_sound", &agent.background_sound, 1, 100)?;
+    number(
+        "background_sound_volume",
+        agent.background_sound_volume,
+        0.0,
+        1.0,
+    )?;
+    chars("language", &agent.language, 2, 35)?;
+    if !agent
+        .language
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(invalid(
+            "language",
+            "must be a BCP 47 language tag such as en-US",
+        ));
+    }
+    number("temperature", agent.temperature, 0.0, 2.0)?;
+    chars("greeting_message", &agent.greeting_message, 0, 2000)?;
+    number("vad_stop_secs", agent.vad_stop_secs, 0.0, 10.0)?;
+    number("vad_start_secs", agent.vad_start_secs, 0.0, 10.0)?;
+    number("vad_confidence", agent.vad_confidence, 0.0, 1.0)?;
+    integer("silence_timeout_secs", agent.silence_timeout_secs, 1, 3600)?;
+    integer(
+        "max_continuous_speech_secs",
+        agent.max_continuous_speech_secs,
+        1,
+        3600,
+    )?;
+    if let Some(secs) = agent.max_call_duration_secs
+        && !(1..=14_400).contains(&secs)
+    {
+        return Err(invalid(
+            "max_call_duration_secs",
+            "must be an integer from 1 to 14400, or null",
+        ));
+    }
+    if let Some(url) = &agent.webhook_url {
+        check_url("webhook_url", url)?;
+    }
+    if agent.webhook_events.len() > 50 {
+        return Err(invalid(
+            "webhook_events",
+            "must have at most 50 event kinds",
+        ));
+    }
+    for (i, event) in agent.webhook_events.iter().enumerate() {
+        chars(&format!("webhook_events[{i}]"), event, 1, 100)?;
+    }
+    if agent.webhook_headers.len() > 50 {
+        return Err(invalid("webhook_headers", "must have at most 50 headers"));
+    }
+    for (name, value) in &agent.webhook_headers {
+        let token = !name.is_empty()
+            && name.len() <= 256
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            return Err(invalid(
+                "webhook_headers",
+                &format!("`{name}` is not a valid header name"),
+            ));
+        }
+        if value.len() > 4096 || value.chars().any(|c| c == '\r' || c == '\n') {
+            return Err(invalid(
+                "webhook_headers",
+                &format!("value of `{name}` must be one line of at most 4096 characters"),
+            ));
+        }
+    }
+    if agent.extraction_parameters.len() > 100 {
+        return Err(invalid(
+            "extraction_parameters",
+            "must have at most 100 parameters",
+        ));
+    }
+    let mut names = HashSet::new();
+    for (i, param) in agent.extraction_parameters.iter().enumerate() {
+        chars(
+            &format!("extraction_parameters[{i}].name"),
+            &param.name,
+            1,
+            100,
+        )?;
+        chars(
+            &format!("extraction_parameters[{i}].description"),
+            &param.description,
+            0,
+            1000,
+        )?;
+        if !names.insert(param.name.as_str()) {
+            return Err(invalid(
+                &format!("extraction_parameters[{i}].name"),
+                &format!("`{}` is used more than once", param.name),
+            ));
+        }
+    }
+    if let Some(flow) = &agent.flow_config {
+        check_flow(flow)?;
+    }
+    if agent.agent_type == AgentType::Flow
+        && agent
+            .flow_config
+            .as_ref()
+            .is_none_or(|f| f.nodes.is_empty())
+    {
+        return Err(invalid(
+            "flow_config",
+            "a flow agent needs a flow_config with at least one node",
+        ));
+    }
+    Ok(())
+}
+
+/// List agents
+#[utoipa::path(get, path = "/agents", tag = "agents", security(("bearer" = ["agents:read"])),
+    params(AgentFilter), responses((status = 200, body = ListResponse<Agent>), (status = 400)))]
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    Q(filter): Q<AgentFilter>,
+) -> Result<Json<ListResponse<Agent>>, ApiError> {
+    let page = Pagination {
+        limit: filter.limit,
+        offset: filter.offset,
+    }
+    .page()?;
+    let agents = state
+        .store
+        .list_agents(auth.workspace_id, filter.is_active, page)
+        .await?;
+    Ok(Json(ListResponse::new(agents, page)))
+}
+
+/// Get an agent
+#[utoipa::path(get, path = "/agents/{id}", tag = "agents", security(("bearer" = ["agents:read"])),
+    params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Agent), (status = 404)))]
+async fn get_one(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<Agent>, ApiError> {
+    let found = state
+        .store
+        .agent(auth.workspace_id, AgentId::from_uuid(id))
+        .await?;
+    found
+        .map(Json)
+        .ok_or(ApiError::NotFound { resource: "Agent" })
+}
+
+/// Create an agent
+#[utoipa::path(post, path = "/agents", tag = "agents", security(("bearer" = ["agents:create"])),
+    request_body = AgentInput, responses((status = 201, body = Agent), (status = 400)))]
+async fn create(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonObject(body): JsonObject,
+) -> Result<(StatusCode, Json<Agent>), ApiError> {
+    let input = parse_input(body)?;
+    let Some(name) = input.name.as_deref() else {
+        return Err(ApiError::bad_request("Missing field `name`"));
+    };
+    let mut agent = Agent::new(name.trim().to_owned());
+    apply(&mut agent, input);
+    validate(&agent)?;
+    let created = state.store.create_agent(auth.workspace_id, &agent).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// Update an agent (only the sent fields change)
+#[utoipa::path(patch, path = "/agents/{id}", tag = "agents", security(("bearer" = ["agents:update"])),
+    params(("id" = uuid::Uuid, Path)), request_body = AgentInput, responses((status = 200, body = Agent), (status = 400), (status = 404)))]
+async fn update(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+    JsonObject(body): JsonObject,
+) -> Result<Json<Agent>, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "No writable field given. Writable fields: {}",
+            WRITABLE.join(", ")
+        )));
+    }
+    let input = parse_input(body)?;
+    let Some(mut agent) = state
+        .store
+        .agent(auth.workspace_id, AgentId::from_uuid(id))
+        .await?
+    else {
+        return Err(ApiError::NotFound { resource: "Agent" });
+    };
+    apply(&mut agent, input);
+    validate(&agent)?;
+    let updated = state.store.update_agent(auth.workspace_id, &agent).await?;
+    updated
+        .map(Json)
+        .ok_or(ApiError::NotFound { resource: "Agent" })
+}
+
+/// Deactivate an agent (it is kept, with `is_active` false)
+#[utoipa::path(post, path = "/agents/{id}/deactivate", tag = "agents", security(("bearer" = ["agents:update"])),
+    params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Agent), (status = 404)))]
+async fn deactivate(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<Agent>, ApiError> {
+    let done = state
+        .store
+        .deactivate_agent(auth.workspace_id, AgentId::from_uuid(id))
+        .await?;
+    done.map(Json)
+        .ok_or(ApiError::NotFound { resource: "Agent" })
 }

@@ -1,1 +1,318 @@
-//! (in progress)
+//! Voice agents. The name, `is_active`, `max_call_duration_secs` and the timestamps are real
+//! columns (filters, campaign preflight); the rest of the Agent object is kept as JSON in `doc`.
+//! On read the columns win over the copy inside `doc`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+use switchboard_actors::ids::{AgentId, WorkspaceId};
+use utoipa::ToSchema;
+
+use super::{Page, Paged, Store, StoreError, StoreResult, now, sql, ts};
+
+/// How an agent converses: one system prompt, or a graph of flow nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentType {
+    /// A single system prompt drives the whole call.
+    Prompt,
+    /// `flow_config.nodes` drive the call step by step.
+    Flow,
+}
+
+/// A node's position on the flow editor canvas.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct NodePosition {
+    pub x: f64,
+    pub y: f64,
+}
+
+/// One step of a flow agent. Keys beyond the ones listed (for example an `integration_call`
+/// node's `integration_id`, `action`, `args_template`) are kept as sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct FlowNode {
+    /// Unique within the flow; 1-100 characters.
+    pub id: String,
+    /// Node kind, e.g. `start`, `conversation`, `transfer`, `end`, `integration_call`; 1-50 characters.
+    #[serde(rename = "type")]
+    pub node_type: String,
+    /// Label shown in the editor; at most 200 characters (default empty).
+    #[serde(default)]
+    pub name: String,
+    /// Canvas position (default 0,0).
+    #[serde(default)]
+    pub position: NodePosition,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_speaks_first: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub greeting: Option<String>,
+    /// Speak `greeting` word for word instead of letting the model phrase it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_literal: Option<bool>,
+    /// Id of the node that follows; must be a node of the same flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_step_id: Option<String>,
+    /// Move on to `next_step_id` without waiting for the caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_advance: Option<bool>,
+    /// Any further node keys, kept as sent.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub extra: Map<String, Value>,
+}
+
+/// Declared metadata of a flow.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct FlowMetadata {
+    /// Custom keys callers may pass in a call's `metadata` and reference as `{{metadata.<key>}}`;
+    /// each 1-100 characters, at most 100 keys.
+    #[serde(default)]
+    pub custom_metadata_keys: Vec<String>,
+}
+
+/// The flow of a `flow` agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct FlowConfig {
+    /// 1-500 nodes with unique ids.
+    pub nodes: Vec<FlowNode>,
+    /// Must be 1 (default 1).
+    #[serde(default = "flow_version")]
+    pub flow_config_version: i64,
+    #[serde(default)]
+    pub metadata: FlowMetadata,
+}
+
+fn flow_version() -> i64 {
+    1
+}
+
+/// A value the agent extracts from the conversation at the end of a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ExtractionParameter {
+    /// 1-100 characters, unique within the agent.
+    pub name: String,
+    /// What to extract; at most 1000 characters.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// The spec's Agent object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Agent {
+    #[schema(value_type = uuid::Uuid)]
+    pub id: AgentId,
+    /// 1-200 characters (trimmed); required on create.
+    pub name: String,
+    /// `prompt` (default) or `flow`; a `flow` agent needs a `flow_config` with at least one node.
+    #[serde(rename = "type")]
+    pub agent_type: AgentType,
+    /// The flow of a `flow` agent; null for prompt agents that never had one.
+    pub flow_config: Option<FlowConfig>,
+    /// Instructions for the model; at most 100000 characters (default empty).
+    pub system_prompt: String,
+    /// At most 2000 characters (default empty).
+    pub description: String,
+    /// Voice id of the text-to-speech engine; 1-100 characters (default `alloy`).
+    pub voice: String,
+    /// Ambient sound mixed under the agent's voice, e.g. `none`, `office`; 1-100 characters (default `none`).
+    pub background_sound: String,
+    /// Volume of the background sound, 0-1 (default 0.5).
+    pub background_sound_volume: f64,
+    /// BCP 47 language tag, e.g. `en-US`, `he-IL`; 2-35 characters (default `en-US`).
+    pub language: String,
+    /// Sampling temperature of the model, 0-2 (default 0.7).
+    pub temperature: f64,
+    /// First words of the agent; at most 2000 characters (default empty).
+    pub greeting_message: String,
+    /// Whether the agent talks first when the call connects (default true).
+    pub agent_speaks_first: bool,
+    /// Seconds of silence that end the caller's turn, 0-10 (default 0.8).
+    pub vad_stop_secs: f64,
+    /// Seconds of speech before the caller's turn starts, 0-10 (default 0.2).
+    pub vad_start_secs: f64,
+    /// Voice-activity confidence threshold, 0-1 (default 0.7).
+    pub vad_confidence: f64,
+    /// Seconds of silence on the line before the agent hangs up, 1-3600 (default 30).
+    pub silence_timeout_secs: i64,
+    /// Longest the caller may speak without pause before the agent interjects, 1-3600 seconds (default 60).
+    pub max_continuous_speech_secs: i64,
+    /// Hard cap on call length in seconds, 1-14400, or null for no cap (default 1800). Campaigns
+    /// need a cap.
+    pub max_call_duration_secs: Option<i64>,
+    /// Remember earlier calls with the same lead (default false).
+    pub lead_memory_enabled: bool,
+    /// Inactive agents are kept but not used for new calls (default true).
+    pub is_active: bool,
+    /// http(s) URL receiving the agent's call events, at most 2048 characters, or null.
+    pub webhook_url: Option<String>,
+    /// Event kinds delivered to `webhook_url`, e.g. `call.started`; at most 50, each 1-100 characters.
+    pub webhook_events: Vec<String>,
+    /// Extra headers sent with every webhook delivery: header name to string value; at most 50.
+    pub webhook_headers: BTreeMap<String, String>,
+    /// Values extracted from each call; at most 100, names unique.
+    pub extraction_parameters: Vec<ExtractionParameter>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Agent {
+    /// A new agent with every default, named `name`.
+    pub fn new(name: String) -> Self {
+        let at = now();
+        Self {
+            id: AgentId::new(),
+            name,
+            agent_type: AgentType::Prompt,
+            flow_config: None,
+            system_prompt: String::new(),
+            description: String::new(),
+            voice: "alloy".into(),
+            background_sound: "none".into(),
+            background_sound_volume: 0.5,
+            language: "en-US".into(),
+            temperature: 0.7,
+            greeting_message: String::new(),
+            agent_speaks_first: true,
+            vad_stop_secs: 0.8,
+            vad_start_secs: 0.2,
+            vad_confidence: 0.7,
+            silence_timeout_secs: 30,
+            max_continuous_speech_secs: 60,
+            max_call_duration_secs: Some(1800),
+            lead_memory_enabled: false,
+            is_active: true,
+            webhook_url: None,
+            webhook_events: Vec::new(),
+            webhook_headers: BTreeMap::new(),
+            extraction_parameters: Vec::new(),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+}
+
+const COLUMNS: &str = "id, name, is_active, max_call_duration_secs, doc, created_at, updated_at";
+
+fn agent_row(r: SqliteRow) -> StoreResult<Agent> {
+    let doc: String = r.try_get("doc")?;
+    let mut agent: Agent =
+        serde_json::from_str(&doc).map_err(|e| StoreError::Corrupt(format!("agent doc: {e}")))?;
+    agent.id = AgentId::from_uuid(r.try_get("id")?);
+    agent.name = r.try_get("name")?;
+    agent.is_active = r.try_get("is_active")?;
+    agent.max_call_duration_secs = r.try_get("max_call_duration_secs")?;
+    agent.created_at = r.try_get("created_at")?;
+    agent.updated_at = r.try_get("updated_at")?;
+    Ok(agent)
+}
+
+fn doc(agent: &Agent) -> StoreResult<String> {
+    serde_json::to_string(agent).map_err(|e| StoreError::Corrupt(format!("agent doc: {e}")))
+}
+
+impl Store {
+    /// An agent of the workspace, active or not.
+    pub async fn agent(&self, ws: WorkspaceId, id: AgentId) -> StoreResult<Option<Agent>> {
+        let row = sqlx::query(sql(format!(
+            "SELECT {COLUMNS} FROM agents WHERE workspace_id = ? AND id = ?"
+        )))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(agent_row).transpose()
+    }
+
+    /// Agents of the workspace, oldest first, optionally only active or inactive ones.
+    pub async fn list_agents(
+        &self,
+        ws: WorkspaceId,
+        is_active: Option<bool>,
+        page: Page,
+    ) -> StoreResult<Paged<Agent>> {
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM agents WHERE workspace_id = ? AND (? IS NULL OR is_active = ?)",
+        )
+        .bind(ws.as_uuid())
+        .bind(is_active)
+        .bind(is_active)
+        .fetch_one(&self.pool)
+        .await?;
+        let rows = sqlx::query(sql(format!(
+            "SELECT {COLUMNS} FROM agents WHERE workspace_id = ? AND (? IS NULL OR is_active = ?) ORDER BY created_at, id LIMIT ? OFFSET ?"
+        )))
+        .bind(ws.as_uuid())
+        .bind(is_active)
+        .bind(is_active)
+        .bind(page.limit)
+        .bind(page.offset)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows
+            .into_iter()
+            .map(agent_row)
+            .collect::<StoreResult<_>>()?;
+        Ok(Paged { items, total })
+    }
+
+    /// Stores a new agent (already validated) in the workspace.
+    pub async fn create_agent(&self, ws: WorkspaceId, agent: &Agent) -> StoreResult<Agent> {
+        sqlx::query("INSERT INTO agents (id, workspace_id, name, is_active, max_call_duration_secs, doc, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            .bind(agent.id.as_uuid())
+            .bind(ws.as_uuid())
+            .bind(&agent.name)
+            .bind(agent.is_active)
+            .bind(agent.max_call_duration_secs)
+            .bind(doc(agent)?)
+            .bind(ts(agent.created_at))
+            .bind(ts(agent.updated_at))
+            .execute(&self.pool)
+            .await
+            .map_err(super::classify)?;
+        self.agent(ws, agent.id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("agent vanished after insert".into()))
+    }
+
+    /// Replaces an agent's fields (already validated); `None` when it is not in the workspace.
+    pub async fn update_agent(&self, ws: WorkspaceId, agent: &Agent) -> StoreResult<Option<Agent>> {
+        let done = sqlx::query("UPDATE agents SET name = ?, is_active = ?, max_call_duration_secs = ?, doc = ?, updated_at = ? WHERE workspace_id = ? AND id = ?")
+            .bind(&agent.name)
+            .bind(agent.is_active)
+            .bind(agent.max_call_duration_secs)
+            .bind(doc(agent)?)
+            .bind(ts(now()))
+            .bind(ws.as_uuid())
+            .bind(agent.id.as_uuid())
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.agent(ws, agent.id).await
+    }
+
+    /// Marks an agent inactive; `None` when it is not in the workspace.
+    pub async fn deactivate_agent(
+        &self,
+        ws: WorkspaceId,
+        id: AgentId,
+    ) -> StoreResult<Option<Agent>> {
+        let done = sqlx::query(
+            "UPDATE agents SET is_active = 0, updated_at = ? WHERE workspace_id = ? AND id = ?",
+        )
+        .bind(ts(now()))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.agent(ws, id).await
+    }
+}

@@ -204,7 +204,11 @@ pub struct BillingSettingsUpdate<'a> {
 
 impl Store {
     /// Saves (or, with `None`, forgets) the workspace's payment method.
-    pub async fn set_payment_method(&self, ws: WorkspaceId, method: Option<&crate::billing::PaymentMethod>) -> StoreResult<()> {
+    pub async fn set_payment_method(
+        &self,
+        ws: WorkspaceId,
+        method: Option<&crate::billing::PaymentMethod>,
+    ) -> StoreResult<()> {
         sqlx::query("UPDATE workspaces SET payment_method_id = ?, payment_method_label = ?, updated_at = ? WHERE id = ?")
             .bind(method.map(|m| m.id.as_str()))
             .bind(method.map(|m| m.label.as_str()))
@@ -216,7 +220,11 @@ impl Store {
     }
 
     /// Changes billing settings; `false` when the workspace does not exist.
-    pub async fn update_billing_settings(&self, ws: WorkspaceId, update: &BillingSettingsUpdate<'_>) -> StoreResult<bool> {
+    pub async fn update_billing_settings(
+        &self,
+        ws: WorkspaceId,
+        update: &BillingSettingsUpdate<'_>,
+    ) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE workspaces SET auto_topup_enabled = COALESCE(?, auto_topup_enabled), \
              auto_topup_amount_cents = COALESCE(?, auto_topup_amount_cents), \

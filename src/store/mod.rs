@@ -14,7 +14,6 @@ mod dispositions;
 mod dnc;
 mod keys;
 mod numbers;
-mod pending;
 mod workspaces;
 
 pub use agents::*;
@@ -24,7 +23,6 @@ pub use dispositions::*;
 pub use dnc::*;
 pub use keys::*;
 pub use numbers::*;
-pub use pending::*;
 pub use workspaces::*;
 
 use std::str::FromStr;

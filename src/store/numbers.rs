@@ -9,7 +9,7 @@ use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
 
-use super::{Store, StoreResult, classify, now, sql, ts};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, now, sql, ts};
 
 /// The carrier account a number is on (embedded).
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -145,5 +145,137 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
+    }
+
+    /// Held (not released) numbers of the workspace, oldest first.
+    pub async fn list_phone_numbers(
+        &self,
+        ws: WorkspaceId,
+        page: Page,
+    ) -> StoreResult<Paged<PhoneNumberRecord>> {
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM phone_numbers WHERE workspace_id = ? AND released_at IS NULL",
+        )
+        .bind(ws.as_uuid())
+        .fetch_one(&self.pool)
+        .await?;
+        let rows = sqlx::query(sql(format!(
+            "SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.released_at IS NULL ORDER BY n.created_at, n.id LIMIT ? OFFSET ?"
+        )))
+        .bind(ws.as_uuid())
+        .bind(page.limit)
+        .bind(page.offset)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows.into_iter().map(number_row).collect::<Result<_, _>>()?;
+        Ok(Paged { items, total })
+    }
+
+    /// Whether any workspace holds `number` (E.164) now.
+    pub async fn number_is_held(&self, number: &str) -> StoreResult<bool> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM phone_numbers WHERE number = ? AND released_at IS NULL",
+        )
+        .bind(number)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(found.is_some())
+    }
+
+    /// Every held number (E.164) starting with `prefix`, by anyone.
+    pub async fn held_numbers_with_prefix(
+        &self,
+        prefix: &str,
+    ) -> StoreResult<std::collections::HashSet<String>> {
+        let rows: Vec<String> = sqlx::query_scalar("SELECT number FROM phone_numbers WHERE released_at IS NULL AND substr(number, 1, length(?)) = ?")
+            .bind(prefix)
+            .bind(prefix)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Records a purchased number: `pending_requirements`, inactive, provider `switchboard`,
+    /// activated by the job once `activate_after` has passed. A number already held is a conflict.
+    pub async fn purchase_number(
+        &self,
+        ws: WorkspaceId,
+        number: &PhoneNumber,
+        friendly_name: &str,
+        monthly_cost_cents: i64,
+        activate_after: DateTime<Utc>,
+    ) -> StoreResult<PhoneNumberRecord> {
+        let id = PhoneNumberId::new();
+        let at = ts(now());
+        sqlx::query(
+            "INSERT INTO phone_numbers (id, workspace_id, number, friendly_name, provider, status, is_active, country_code, monthly_cost_cents, activate_after, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, 'switchboard', 'pending_requirements', 0, ?, ?, ?, ?, ?)",
+        )
+        .bind(id.as_uuid())
+        .bind(ws.as_uuid())
+        .bind(number.as_str())
+        .bind(friendly_name)
+        .bind(number.country().unwrap_or_default())
+        .bind(monthly_cost_cents)
+        .bind(ts(activate_after))
+        .bind(&at)
+        .bind(&at)
+        .execute(&self.pool)
+        .await
+        .map_err(classify)?;
+        self.phone_number(ws, id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("phone number vanished after insert".into()))
+    }
+
+    /// Changes the agents and friendly name of a held number; `None` leaves a field as is,
+    /// `Some(None)` clears an agent. `Ok(None)` when the number is not held by the workspace.
+    pub async fn configure_phone_number(
+        &self,
+        ws: WorkspaceId,
+        id: PhoneNumberId,
+        inbound_agent_id: Option<Option<AgentId>>,
+        outbound_agent_id: Option<Option<AgentId>>,
+        friendly_name: Option<&str>,
+    ) -> StoreResult<Option<PhoneNumberRecord>> {
+        let done = sqlx::query(
+            "UPDATE phone_numbers SET \
+               inbound_agent_id = CASE WHEN ? THEN ? ELSE inbound_agent_id END, \
+               outbound_agent_id = CASE WHEN ? THEN ? ELSE outbound_agent_id END, \
+               friendly_name = COALESCE(?, friendly_name), updated_at = ? \
+             WHERE workspace_id = ? AND id = ? AND released_at IS NULL",
+        )
+        .bind(inbound_agent_id.is_some())
+        .bind(inbound_agent_id.flatten().map(|a| a.as_uuid()))
+        .bind(outbound_agent_id.is_some())
+        .bind(outbound_agent_id.flatten().map(|a| a.as_uuid()))
+        .bind(friendly_name)
+        .bind(ts(now()))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.phone_number(ws, id).await
+    }
+
+    /// Releases a held number: it leaves the workspace's list and can be bought again. Returns
+    /// whether the workspace held it.
+    pub async fn release_phone_number(
+        &self,
+        ws: WorkspaceId,
+        id: PhoneNumberId,
+    ) -> StoreResult<bool> {
+        let at = ts(now());
+        let done = sqlx::query("UPDATE phone_numbers SET released_at = ?, is_active = 0, updated_at = ? WHERE workspace_id = ? AND id = ? AND released_at IS NULL")
+            .bind(&at)
+            .bind(&at)
+            .bind(ws.as_uuid())
+            .bind(id.as_uuid())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 }

@@ -7,20 +7,16 @@ use switchboard_actors::phone::{PhoneNumber, parse_country};
 
 use crate::helpers::{TestApp, spawn_app};
 
-/// An agent row with the given duration cap.
+/// An agent with the given duration cap.
 async fn agent(app: &TestApp, max_call_duration_secs: Option<i64>) -> String {
-    let id = uuid::Uuid::now_v7();
-    let now = switchboard::store::ts(chrono::Utc::now());
-    sqlx::query("INSERT INTO agents (id, workspace_id, name, is_active, max_call_duration_secs, doc, created_at, updated_at) VALUES (?, ?, 'Ava', 1, ?, '{}', ?, ?)")
-        .bind(id)
-        .bind(app.workspace_id.as_uuid())
-        .bind(max_call_duration_secs)
-        .bind(&now)
-        .bind(&now)
-        .execute(app.store.pool())
-        .await
-        .unwrap();
-    id.to_string()
+    let resp = app
+        .post(
+            "/agents",
+            json!({"name": "Ava", "max_call_duration_secs": max_call_duration_secs}),
+        )
+        .await;
+    assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
+    resp.body["id"].as_str().unwrap().to_owned()
 }
 
 async fn number(app: &TestApp, e164: &str, status: &str) -> String {

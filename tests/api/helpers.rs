@@ -18,7 +18,6 @@ pub struct TestApp {
     /// An all-scope key of `workspace_id`.
     pub key: String,
     pub client: reqwest::Client,
-    pub db_url: String,
     _dir: tempfile::TempDir,
     _stop: oneshot::Sender<()>,
 }
@@ -90,7 +89,6 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
         workspace_id: ws.id,
         key,
         client: reqwest::Client::new(),
-        db_url,
         _dir: dir,
         _stop: stop,
     }

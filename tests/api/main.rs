@@ -2,9 +2,11 @@
 
 mod helpers;
 
+mod agents;
 mod billing;
 mod call_windows;
 mod campaigns;
 mod discovery;
 mod dispositions;
 mod dnc;
+mod phone_numbers;

@@ -6,6 +6,7 @@ mod agents;
 mod billing;
 mod call_windows;
 mod campaigns;
+mod cli;
 mod discovery;
 mod dispositions;
 mod dnc;

@@ -1,0 +1,192 @@
+//! The operator command line, run as a real process against a real database file.
+
+use std::process::Command;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+fn switchboard(db: &str, args: &[&str]) -> (bool, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--database-url")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("switchboard runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    (
+        out.status.success(),
+        json,
+        format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)),
+    )
+}
+
+#[tokio::test]
+async fn operators_create_workspaces_keys_numbers_and_credit_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ops.db").display());
+
+    let (ok, ws, out) = switchboard(&db, &["workspace", "create", "--name", "Acme", "--json"]);
+    assert!(ok, "{out}");
+    let ws_id = ws["id"].as_str().unwrap().to_owned();
+
+    let (ok, key, out) = switchboard(
+        &db,
+        &[
+            "key",
+            "create",
+            "--workspace",
+            &ws_id,
+            "--scopes",
+            "campaigns:manage,billing:read",
+            "--json",
+        ],
+    );
+    assert!(ok, "{out}");
+    let secret = key["key"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("sb_"));
+    assert_eq!(
+        key["scopes"],
+        serde_json::json!(["billing:read", "campaigns:manage"])
+    );
+
+    let (ok, list, out) = switchboard(&db, &["key", "list", "--workspace", &ws_id, "--json"]);
+    assert!(ok, "{out}");
+    assert_eq!(list["data"].as_array().unwrap().len(), 1);
+    assert!(!out.contains(&secret), "listing never shows the secret");
+
+    let (ok, number, out) = switchboard(
+        &db,
+        &[
+            "number",
+            "add",
+            "--workspace",
+            &ws_id,
+            "--number",
+            "050-123-4567",
+            "--json",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert_eq!(number["number"], "+972501234567");
+    assert_eq!(number["status"], "active");
+
+    let (ok, credit, out) = switchboard(
+        &db,
+        &[
+            "billing",
+            "credit",
+            "--workspace",
+            &ws_id,
+            "--amount-cents",
+            "2500",
+            "--json",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert_eq!(credit["balance_cents"], 2500);
+
+    // The key works against a service on the same file, within its scopes.
+    let store = switchboard::Store::open(&db).await.unwrap();
+    let check = store.check_key(&secret).await.unwrap();
+    assert!(matches!(check, switchboard::store::KeyCheck::Valid { .. }));
+
+    let key_id = key["id"].as_str().unwrap();
+    let (ok, _, out) = switchboard(&db, &["key", "revoke", key_id, "--json"]);
+    assert!(ok, "{out}");
+    assert!(matches!(
+        store.check_key(&secret).await.unwrap(),
+        switchboard::store::KeyCheck::Invalid
+    ));
+
+    // Bad input is refused with a message, not a panic.
+    for args in [
+        &[
+            "key",
+            "create",
+            "--workspace",
+            &ws_id,
+            "--scopes",
+            "calls:fly",
+        ][..],
+        &["number", "add", "--workspace", &ws_id, "--number", "hello"][..],
+        &[
+            "billing",
+            "credit",
+            "--workspace",
+            &uuid::Uuid::now_v7().to_string(),
+            "--amount-cents",
+            "5",
+        ][..],
+        &["key", "revoke", key_id][..],
+        &["workspace", "create", "--name", "  "][..],
+    ] {
+        let (ok, _, out) = switchboard(&db, args);
+        assert!(!ok, "{args:?} should fail");
+        assert!(out.contains("error"), "{out}");
+        assert!(!out.contains("panicked"), "{out}");
+    }
+}
+
+#[tokio::test]
+async fn the_first_serve_creates_a_default_workspace_and_prints_a_working_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("serve.db").display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args([
+            "--database-url",
+            &db,
+            "serve",
+            "--http",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(dir.path().join("data"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let key = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(pos) = line.find("sb_") {
+                return line[pos..].trim().to_owned();
+            }
+        }
+        panic!("no key printed");
+    })
+    .await
+    .expect("key printed in time");
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/campaigns");
+    let mut resp = None;
+    for _ in 0..100 {
+        if let Ok(r) = client.get(&url).bearer_auth(&key).send().await {
+            resp = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let resp = resp.expect("service answers");
+    assert_eq!(resp.status(), StatusCode::OK);
+    let body: Value = resp.json().await.unwrap();
+    assert!(body["data"].is_array() && body["pagination"].is_object());
+    // SIGTERM stops it gracefully.
+    let pid = child.id().unwrap();
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .expect("exits")
+        .unwrap();
+    assert!(status.success(), "graceful exit: {status}");
+}

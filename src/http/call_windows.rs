@@ -8,6 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use chrono_tz::Tz;
 use serde_json::Value;
+use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::window::CallingWindow;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -77,18 +78,22 @@ fn answer(window: &CallingWindow, is_default: bool) -> Json<Value> {
 #[utoipa::path(get, path = "/call-windows", tag = "calling hours", security(("bearer" = ["campaigns:manage"])),
     responses((status = 200, description = "The calling window {timezone, days, start, end, use_contact_timezone, is_default}")))]
 async fn get_window(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
-    if let Some(window) = state.store.call_window(auth.workspace_id).await? {
-        return Ok(answer(&window, false));
+    let (window, is_default) = workspace_window(&state, auth.workspace_id).await?;
+    Ok(answer(&window, is_default))
+}
+
+/// The workspace's calling hours: the saved ones, else the built-in default in the zone of the
+/// workspace's default country (`true` when it is the default).
+pub async fn workspace_window(
+    state: &AppState,
+    ws: WorkspaceId,
+) -> Result<(CallingWindow, bool), ApiError> {
+    if let Some(window) = state.store.call_window(ws).await? {
+        return Ok((window, false));
     }
-    let workspace = state
-        .store
-        .workspace(auth.workspace_id)
-        .await?
-        .ok_or(ApiError::NotFound {
-            resource: "Workspace",
-        })?;
-    Ok(answer(
-        &CallingWindow::default_in(country_zone(&workspace.default_country)),
+    let country = state.store.default_country(ws).await?;
+    Ok((
+        CallingWindow::default_in(country_zone(&format!("{country:?}"))),
         true,
     ))
 }

@@ -501,12 +501,7 @@ pub async fn effective_window(
     if let Some(w) = &settings.calling_window {
         return Ok(w.clone());
     }
-    if let Some(w) = state.store.call_window(ws).await? {
-        return Ok(w);
-    }
-    let country = state.store.default_country(ws).await?;
-    let zone = super::call_windows::country_zone(&format!("{country:?}"));
-    Ok(CallingWindow::default_in(zone))
+    Ok(super::call_windows::workspace_window(state, ws).await?.0)
 }
 
 async fn preflight(

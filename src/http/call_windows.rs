@@ -91,9 +91,11 @@ pub async fn workspace_window(
     if let Some(window) = state.store.call_window(ws).await? {
         return Ok((window, false));
     }
-    let country = state.store.default_country(ws).await?;
+    let workspace = state.store.workspace(ws).await?.ok_or(ApiError::NotFound {
+        resource: "Workspace",
+    })?;
     Ok((
-        CallingWindow::default_in(country_zone(&format!("{country:?}"))),
+        CallingWindow::default_in(country_zone(&workspace.default_country)),
         true,
     ))
 }

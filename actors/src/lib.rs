@@ -1,4 +1,4 @@
-//! `switchboard-actors`: Switchboard's domain model, and (with the engine) its actor runtime.
+//! `switchboard-actors`: Switchboard's domain model and its actor runtime.
 //!
 //! - [`ids`]: typed UUID identifiers for every resource.
 //! - [`phone`]: E.164 phone numbers, parsed from international or national forms.
@@ -6,12 +6,24 @@
 //!   defaults of every campaign setting.
 //! - [`window`]: calling windows (days and hours in a time zone), DST-correct.
 //! - [`contact`]: contact states and call outcomes.
+//! - [`call`]: call status, direction and priority.
+//! - [`clock`]: the injectable clock every engine decision reads.
+//! - [`policy`]: the engine's rules as pure functions (settlement, costs, zones).
+//! - [`ports`]: what the engine needs from outside: the store and the dialer.
+//! - [`engine`]: the ractor runtime: supervisor, campaign and contact actors, call queue, calls.
+//! - [`sim`]: the simulated carrier.
 //!
 //! **Invariant:** this crate does no HTTP and no SQL. Storage and dialing are ports (traits) that
 //! the service implements.
 
+pub mod call;
 pub mod campaign;
+pub mod clock;
 pub mod contact;
+pub mod engine;
 pub mod ids;
 pub mod phone;
+pub mod policy;
+pub mod ports;
+pub mod sim;
 pub mod window;

@@ -1,0 +1,70 @@
+//! The engine's notion of "now".
+//!
+//! Every engine decision reads time from a [`Clock`]. [`SystemClock`] is the wall clock.
+//! [`TokioClock`] maps tokio's clock onto a chosen UTC instant: under tokio's paused clock (tests
+//! and the campaign simulator) days of campaign time pass in seconds, and timers (`sleep`,
+//! `send_after`) and readings of the clock stay in step because both come from tokio.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, SubsecRound, Utc};
+
+/// A source of the current UTC time, at microsecond precision (the store's).
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> DateTime<Utc>;
+}
+
+pub type SharedClock = Arc<dyn Clock>;
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now().trunc_subsecs(6)
+    }
+}
+
+/// tokio's clock, starting at `base`. Create it inside the runtime whose clock it reads.
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    base: DateTime<Utc>,
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    pub fn starting_at(base: DateTime<Utc>) -> Self {
+        Self {
+            base: base.trunc_subsecs(6),
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> DateTime<Utc> {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.start);
+        let elapsed = chrono::Duration::from_std(elapsed).unwrap_or(chrono::Duration::MAX);
+        (self.base + elapsed).trunc_subsecs(6)
+    }
+}
+
+/// How long to wait from `now` until `at` (zero when `at` has passed).
+pub fn until(now: DateTime<Utc>, at: DateTime<Utc>) -> std::time::Duration {
+    (at - now).to_std().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn tokio_clock_follows_paused_time() {
+        let base = "2026-03-08T06:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let clock = TokioClock::starting_at(base);
+        assert_eq!(clock.now(), base);
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        assert_eq!(clock.now(), base + chrono::Duration::hours(1));
+    }
+}

@@ -1,0 +1,139 @@
+//! `CallActor`: one per live call. Marks the call `dialing`, has the dialer place it, commits
+//! the end (outcome, duration, cost), then frees the queue slot and tells the campaign.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::task::JoinHandle;
+
+use super::Shared;
+use super::campaign::CampaignMsg;
+use super::queue::QueueMsg;
+use crate::policy::cost_cents;
+use crate::ports::{CallEnd, CallSpec, DialRequest, DialResult};
+
+pub enum CallMsg {
+    Dialled(DialResult),
+}
+
+pub struct CallState {
+    shared: Arc<Shared>,
+    spec: CallSpec,
+    started_at: Option<chrono::DateTime<chrono::Utc>>,
+    dial: Option<JoinHandle<()>>,
+}
+
+pub struct CallActor;
+
+impl Actor for CallActor {
+    type Msg = CallMsg;
+    type State = CallState;
+    type Arguments = (Arc<Shared>, CallSpec);
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        (shared, spec): Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(CallState {
+            shared,
+            spec,
+            started_at: None,
+            dial: None,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let shared = state.shared.clone();
+        let spec = &state.spec;
+        let now = shared.clock.now();
+        // Committed before the dial: after a crash this call is reconciled, never redialled.
+        if !shared.store.mark_dialing(spec.id, now).await? {
+            // Cancelled (or already placed) while it waited in the queue.
+            shared.to_queue(QueueMsg::CallEnded(spec.workspace_id));
+            myself.stop(None);
+            return Ok(());
+        }
+        state.started_at = Some(now);
+        if let (Some(campaign), Some(contact)) = (spec.campaign_id, spec.contact_id) {
+            shared.to_campaign(
+                campaign,
+                CampaignMsg::CallStarted {
+                    contact,
+                    call: spec.id,
+                    at: now,
+                },
+            );
+        }
+        let request = DialRequest {
+            call_id: spec.id,
+            workspace_id: spec.workspace_id,
+            campaign_id: spec.campaign_id,
+            contact_id: spec.contact_id,
+            attempt: spec.attempt,
+            from_number: spec.from_number.clone(),
+            to_number: spec.to_number.clone(),
+            max_duration_secs: spec.max_duration_secs,
+        };
+        let dialer = shared.dialer.clone();
+        state.dial = Some(tokio::spawn(async move {
+            let result = dialer.dial(request).await;
+            let _ = myself.cast(CallMsg::Dialled(result));
+        }));
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let CallMsg::Dialled(result) = msg;
+        let shared = state.shared.clone();
+        let spec = &state.spec;
+        let ended_at = shared.clock.now();
+        let started_at = state.started_at.unwrap_or(ended_at);
+        let answered_at = (result.talk_secs > 0)
+            .then(|| started_at + chrono::Duration::seconds(result.ring_secs));
+        let end = CallEnd {
+            outcome: result.outcome,
+            started_at: Some(started_at),
+            answered_at,
+            ended_at,
+            billable_secs: result.talk_secs,
+            cost_cents: cost_cents(result.talk_secs, shared.config.outbound_cents_per_minute),
+            end_reason: result.end_reason,
+            disposition_label: result.disposition_label,
+        };
+        shared.store.finish_call(spec, &end).await?;
+        shared.to_queue(QueueMsg::CallEnded(spec.workspace_id));
+        if let (Some(campaign), Some(contact)) = (spec.campaign_id, spec.contact_id) {
+            shared.to_campaign(
+                campaign,
+                CampaignMsg::CallFinished {
+                    contact,
+                    call: spec.id,
+                    end,
+                },
+            );
+        }
+        myself.stop(None);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(dial) = state.dial.take() {
+            dial.abort();
+        }
+        Ok(())
+    }
+}

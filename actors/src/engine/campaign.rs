@@ -1,0 +1,819 @@
+//! `CampaignActor`: one per launched, non-terminal campaign. It evaluates ("ticks") every
+//! `evaluation_interval`, right after any of its calls ends, and when the API changes the
+//! campaign. An evaluation reads the campaign (PATCHes apply here), checks that it can still
+//! run (agent, from-number, reachable hours, credit, budget), then admits due contacts within the
+//! pacing limits: `max_in_flight`, `min_seconds_between_calls`, `max_calls_per_day` (per
+//! calendar day of the window's zone), and each contact's calling hours in its own zone.
+//!
+//! **Invariant:** the work of one evaluation does not grow with the number of contacts: it
+//! reads at most `scan_batch` due contacts through an index, and keeps per-state counts in
+//! memory (recounted only when the API changes the campaign's contacts).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use super::{Shared, Timer};
+use super::contact::{Activation, ContactActor, ContactArgs, ContactMsg};
+use super::queue::QueueMsg;
+use crate::call::{END_INTERRUPTED, PRIORITY_DEFAULT};
+use crate::campaign::{CampaignStatus, Preflight};
+use crate::clock::until;
+use crate::contact::{CallOutcome, ContactState, ExclusionReason};
+use crate::ids::{CallId, CampaignId, ContactId, WorkspaceId};
+use crate::policy::{contact_zone, cost_cents, local_date, next_local_midnight};
+use crate::ports::{
+    Admission, AdmitResult, CallEnd, CallSpec, ContactCounts, EngineCampaign, OpenAttempt,
+    TickRecord,
+};
+
+pub enum CampaignMsg {
+    Evaluate,
+    /// The API changed the campaign (status, settings or contacts).
+    Changed,
+    FundsChanged(WorkspaceId),
+    CallStarted {
+        contact: ContactId,
+        call: CallId,
+        at: DateTime<Utc>,
+    },
+    CallFinished {
+        contact: ContactId,
+        call: CallId,
+        end: CallEnd,
+    },
+    CallCancelled {
+        contact: ContactId,
+        call: CallId,
+    },
+    /// The contact's call ended and it now waits for a disposition.
+    SlotFreed {
+        contact: ContactId,
+    },
+    /// The contact's attempt is settled (`from`, `to`, attempts after) and its actor stops;
+    /// `None` when the store had already moved the contact on.
+    Resolved {
+        contact: ContactId,
+        settled: Option<(ContactState, ContactState, i64)>,
+    },
+    DispositionLanded {
+        call: CallId,
+    },
+}
+
+struct Active {
+    actor: ActorRef<ContactMsg>,
+    dialing: bool,
+    queued: bool,
+}
+
+pub struct CampaignState {
+    shared: Arc<Shared>,
+    id: CampaignId,
+    campaign: Option<EngineCampaign>,
+    loaded_at: Option<DateTime<Utc>>,
+    counts: ContactCounts,
+    active: HashMap<ContactId, Active>,
+    cells: HashMap<ActorId, ContactId>,
+    last_dial_at: Option<DateTime<Utc>>,
+    consecutive_infra: u32,
+    dirty: bool,
+    counts_dirty: bool,
+    eval_pending: bool,
+    wake: Option<(DateTime<Utc>, Timer<CampaignMsg>)>,
+    rng: StdRng,
+    closed: Option<ExclusionReason>,
+    cancelled_queue: bool,
+}
+
+impl CampaignState {
+    fn in_flight(&self) -> i64 {
+        self.active.values().filter(|a| a.dialing).count() as i64
+    }
+
+    fn queued(&self) -> i64 {
+        self.active.values().filter(|a| a.queued).count() as i64
+    }
+
+    fn remove_active(&mut self, contact: ContactId) {
+        if let Some(a) = self.active.remove(&contact) {
+            self.cells.remove(&a.actor.get_id());
+        }
+    }
+}
+
+pub struct CampaignActor;
+
+type Res<T> = Result<T, ActorProcessingErr>;
+
+impl CampaignActor {
+    fn request_eval(myself: &ActorRef<CampaignMsg>, state: &mut CampaignState) {
+        if !state.eval_pending {
+            state.eval_pending = true;
+            let _ = myself.cast(CampaignMsg::Evaluate);
+        }
+    }
+
+    /// Makes sure an evaluation happens at `at` at the latest.
+    fn wake_at(myself: &ActorRef<CampaignMsg>, state: &mut CampaignState, at: DateTime<Utc>) {
+        let now = state.shared.clock.now();
+        if let Some((current, handle)) = &state.wake
+            && *current <= at
+            && *current > now
+            && !handle.is_finished()
+        {
+            return;
+        }
+        if let Some((_, handle)) = state.wake.take() {
+            handle.abort();
+        }
+        let handle = myself.send_after(until(now, at), || CampaignMsg::Evaluate);
+        state.wake = Some((at, handle));
+    }
+
+    async fn spawn_contact(
+        myself: &ActorRef<CampaignMsg>,
+        state: &mut CampaignState,
+        contact: ContactId,
+        attempts: i64,
+        infra_retries: i64,
+        activation: Activation,
+    ) -> Res<()> {
+        let Some(c) = &state.campaign else {
+            return Ok(());
+        };
+        let (dialing, queued) = match &activation {
+            Activation::Admitted(_) => (true, true),
+            Activation::Resumed(open) => (
+                open.state == ContactState::Dialing,
+                open.call
+                    .as_ref()
+                    .is_some_and(|call| call.status == crate::call::CallStatus::Queued),
+            ),
+        };
+        let args = ContactArgs {
+            shared: state.shared.clone(),
+            campaign: state.id,
+            contact,
+            rules: c.rules.clone(),
+            attempts,
+            infra_retries,
+            closed: state.closed,
+            seed: state.rng.random(),
+            activation,
+        };
+        let (actor, _) = Actor::spawn_linked(None, ContactActor, args, myself.get_cell()).await?;
+        state.cells.insert(actor.get_id(), contact);
+        state.active.insert(
+            contact,
+            Active {
+                actor,
+                dialing,
+                queued,
+            },
+        );
+        Ok(())
+    }
+
+    async fn resume_contact(
+        myself: &ActorRef<CampaignMsg>,
+        state: &mut CampaignState,
+        open: OpenAttempt,
+    ) -> Res<()> {
+        if state.active.contains_key(&open.contact_id) {
+            return Ok(());
+        }
+        Self::spawn_contact(
+            myself,
+            state,
+            open.contact_id,
+            open.attempts,
+            open.infra_retries,
+            Activation::Resumed(open),
+        )
+        .await
+    }
+
+    async fn resume_from_store(
+        myself: &ActorRef<CampaignMsg>,
+        state: &mut CampaignState,
+        contact: ContactId,
+    ) -> Res<()> {
+        if state.active.contains_key(&contact) {
+            return Ok(());
+        }
+        if let Some(open) = state.shared.store.open_attempt(contact).await? {
+            Self::resume_contact(myself, state, open).await?;
+        }
+        Ok(())
+    }
+
+    async fn reload(state: &mut CampaignState, now: DateTime<Utc>) -> Res<bool> {
+        state.campaign = state.shared.store.campaign(state.id).await?;
+        state.loaded_at = Some(now);
+        state.dirty = false;
+        if state.counts_dirty {
+            state.counts = state.shared.store.contact_counts(state.id).await?;
+            state.counts_dirty = false;
+        }
+        Ok(state.campaign.is_some())
+    }
+
+    async fn record(state: &mut CampaignState, result: &str, last_error: Option<String>) -> Res<()> {
+        let Some(c) = &state.campaign else {
+            return Ok(());
+        };
+        let now = state.shared.clock.now();
+        let reservation = reservation_of(c, state.shared.config.outbound_cents_per_minute);
+        let remaining =
+            (state.counts.open() * c.rules.max_attempts - state.counts.open_attempts).max(0);
+        let tick = TickRecord {
+            at: now,
+            result: result.to_owned(),
+            last_error,
+            estimate_cents: remaining.saturating_mul(reservation),
+        };
+        state.shared.store.record_tick(state.id, &tick).await?;
+        Ok(())
+    }
+
+    /// An engine status change; on success the tick records `reason` (and `error`).
+    async fn transition(
+        state: &mut CampaignState,
+        to: CampaignStatus,
+        reason: &str,
+        error: Option<String>,
+    ) -> Res<bool> {
+        let Some(c) = &state.campaign else {
+            return Ok(false);
+        };
+        let now = state.shared.clock.now();
+        let from = c.status;
+        let moved = state
+            .shared
+            .store
+            .engine_transition(state.id, from, to, reason, now)
+            .await?;
+        if moved {
+            tracing::info!(campaign = %state.id, from = from.as_str(), to = to.as_str(), reason, "campaign status changed by the engine");
+            if let Some(c) = &mut state.campaign {
+                c.status = to;
+            }
+            Self::record(state, reason, error).await?;
+        } else {
+            state.dirty = true;
+        }
+        Ok(moved)
+    }
+
+    /// Stopped, archived or completed: cancel what is queued, let live calls finish, then stop.
+    fn close(myself: &ActorRef<CampaignMsg>, state: &mut CampaignState, status: CampaignStatus) {
+        let reason = match status {
+            CampaignStatus::Archived => Some(ExclusionReason::CampaignArchived),
+            CampaignStatus::Stopped => Some(ExclusionReason::CampaignStopped),
+            _ => None,
+        };
+        if state.closed.is_none()
+            && let Some(reason) = reason
+        {
+            state.closed = Some(reason);
+            for a in state.active.values() {
+                let _ = a.actor.cast(ContactMsg::Closed(reason));
+            }
+        }
+        if !state.cancelled_queue && reason.is_some() {
+            state.cancelled_queue = true;
+            state.shared.to_queue(QueueMsg::CancelCampaign(state.id));
+        }
+        if state.active.is_empty() {
+            myself.stop(None);
+        }
+    }
+
+    async fn evaluate(myself: &ActorRef<CampaignMsg>, state: &mut CampaignState) -> Res<()> {
+        let shared = state.shared.clone();
+        let config = &shared.config;
+        let now = shared.clock.now();
+        let interval = Duration::from_std(config.evaluation_interval).unwrap_or(Duration::seconds(60));
+        let stale = state.loaded_at.is_none_or(|at| now - at >= interval);
+        if (state.dirty || stale || state.campaign.is_none()) && !Self::reload(state, now).await? {
+            myself.stop(None);
+            return Ok(());
+        }
+        let Some(c) = state.campaign.clone() else {
+            return Ok(());
+        };
+        let mut next_wake = now + interval;
+        match c.status {
+            CampaignStatus::Draft => {
+                myself.stop(None);
+                return Ok(());
+            }
+            s if s.is_terminal() => {
+                Self::close(myself, state, s);
+                return Ok(());
+            }
+            CampaignStatus::Scheduled => match c.rules.starts_at {
+                Some(starts) if starts > now => {
+                    Self::record(state, "waiting_for_starts_at", None).await?;
+                    Self::wake_at(myself, state, starts.min(next_wake));
+                    return Ok(());
+                }
+                _ => {
+                    if !Self::transition(state, CampaignStatus::Running, "starts_at_reached", None)
+                        .await?
+                    {
+                        Self::request_eval(myself, state);
+                        return Ok(());
+                    }
+                }
+            },
+            CampaignStatus::PausedInsufficientCredit => {
+                let reservation = reservation_of(&c, config.outbound_cents_per_minute);
+                let funds = shared.store.funds(c.workspace_id).await?;
+                if !funds.covers(reservation)
+                    || !Self::transition(state, CampaignStatus::Running, "credit_restored", None)
+                        .await?
+                {
+                    Self::wake_at(myself, state, next_wake);
+                    return Ok(());
+                }
+            }
+            CampaignStatus::Running => {}
+            // Paused by a person or for a cause a person fixes: calls in flight settle, nothing
+            // is admitted, and the pause reason stays in last_tick_result.
+            _ => {
+                Self::wake_at(myself, state, next_wake);
+                return Ok(());
+            }
+        }
+        let Some(c) = state.campaign.clone() else {
+            return Ok(());
+        };
+        let rules = &c.rules;
+
+        // Still runnable? The same checks as the launch preflight.
+        let check = Preflight {
+            agent_id_set: c.agent_id.is_some(),
+            agent: c.agent,
+            from_number_id_set: c.from_phone_number_id.is_some(),
+            from_number: c.from_number.clone(),
+            window: &c.window,
+            now,
+            starts_at: None,
+            ends_at: rules.ends_at,
+        };
+        if let Err(problem) = check.check() {
+            Self::transition(
+                state,
+                CampaignStatus::PausedConfig,
+                problem.machine_reason(),
+                Some(problem.to_string()),
+            )
+            .await?;
+            return Ok(());
+        }
+
+        if state.counts.open() == 0 && state.active.is_empty() {
+            // Recount before declaring the campaign done.
+            state.counts = shared.store.contact_counts(state.id).await?;
+            if state.counts.open() == 0 {
+                Self::transition(state, CampaignStatus::Completed, "all_contacts_done", None)
+                    .await?;
+                myself.stop(None);
+                return Ok(());
+            }
+        }
+
+        let zone = c.window.timezone;
+        let today = local_date(now, zone);
+        let admitted_today = if c.daily_window_date == Some(today) {
+            c.daily_admitted_count
+        } else {
+            0
+        };
+        let in_flight = state.in_flight();
+        let gap = Duration::seconds(rules.min_seconds_between_calls);
+        let gap_anchor = state.last_dial_at.max(c.last_admitted_at);
+        let reservation = reservation_of(&c, config.outbound_cents_per_minute);
+
+        let blocked: Option<(&str, Option<DateTime<Utc>>)> =
+            if admitted_today >= rules.max_calls_per_day {
+                Some(("daily_cap_reached", Some(next_local_midnight(now, zone))))
+            } else if in_flight >= rules.max_in_flight {
+                Some(("max_in_flight", None))
+            } else if gap > Duration::zero() && state.queued() > 0 {
+                Some(("waiting_for_queue", None))
+            } else if gap > Duration::zero()
+                && let Some(anchor) = gap_anchor
+                && anchor + gap > now
+            {
+                Some(("min_seconds_between_calls", Some(anchor + gap)))
+            } else if !c.window.use_contact_timezone && !c.window.is_open_at(now, zone) {
+                let horizon = rules.ends_at.unwrap_or(now + Duration::days(8));
+                Some(("outside_calling_window", c.window.next_open(now, horizon, zone)))
+            } else {
+                None
+            };
+        if let Some((reason, wake)) = blocked {
+            Self::record(state, reason, None).await?;
+            if let Some(at) = wake {
+                next_wake = next_wake.min(at);
+            }
+            Self::wake_at(myself, state, next_wake);
+            return Ok(());
+        }
+
+        let funds = shared.store.funds(c.workspace_id).await?;
+        if !funds.covers(reservation) {
+            Self::transition(
+                state,
+                CampaignStatus::PausedInsufficientCredit,
+                "insufficient_credit",
+                Some(format!(
+                    "workspace balance {} cents (less {} reserved) does not cover one call's reservation of {} cents; top up to resume",
+                    funds.balance_cents, funds.reserved_cents, reservation
+                )),
+            )
+            .await?;
+            Self::wake_at(myself, state, next_wake);
+            return Ok(());
+        }
+        if let Some(budget) = rules.budget_cents
+            && c.spent_cents + c.reserved_cents + reservation > budget
+        {
+            if in_flight == 0 && state.queued() == 0 {
+                Self::transition(
+                    state,
+                    CampaignStatus::PausedBudget,
+                    "budget_reached",
+                    Some(format!(
+                        "spent {} cents of a {} cent budget; one more call reserves {} cents; raise or remove budget_cents, then resume",
+                        c.spent_cents, budget, reservation
+                    )),
+                )
+                .await?;
+            } else {
+                Self::record(state, "budget_reserved_by_calls_in_flight", None).await?;
+            }
+            Self::wake_at(myself, state, next_wake);
+            return Ok(());
+        }
+
+        let mut slots = (rules.max_in_flight - in_flight)
+            .min(rules.max_calls_per_day - admitted_today);
+        if gap > Duration::zero() {
+            slots = slots.min(1);
+        }
+        let (Some(agent_id), Some(number), Some(cap)) = (
+            c.agent_id,
+            c.from_number.as_ref(),
+            c.agent.and_then(|a| a.max_call_duration_secs),
+        ) else {
+            return Ok(());
+        };
+
+        let due = shared
+            .store
+            .due_contacts(state.id, now, config.scan_batch)
+            .await?;
+        let horizon = rules.ends_at.unwrap_or(now + Duration::days(8));
+        let mut deferrals = Vec::new();
+        let mut admitted = 0i64;
+        let mut outcome: Option<&str> = None;
+        for d in &due {
+            if admitted >= slots {
+                break;
+            }
+            let contact_tz = contact_zone(&c.window, d.timezone.as_deref(), &d.phone_number);
+            if !c.window.is_open_at(now, contact_tz) {
+                let next = c
+                    .window
+                    .next_open(now, horizon, contact_tz)
+                    .unwrap_or(now + Duration::days(1));
+                deferrals.push((d.id, next));
+                continue;
+            }
+            if shared
+                .store
+                .is_blocked(c.workspace_id, Some(agent_id), &d.phone_number, now)
+                .await?
+            {
+                if shared
+                    .store
+                    .exclude_contact(d.id, ExclusionReason::DoNotCall, now)
+                    .await?
+                {
+                    state.counts.shift(d.state, ContactState::Excluded, d.attempts);
+                }
+                continue;
+            }
+            let spec = CallSpec {
+                id: CallId::new(),
+                workspace_id: c.workspace_id,
+                campaign_id: Some(state.id),
+                contact_id: Some(d.id),
+                agent_id,
+                from_number: number.number.clone(),
+                to_number: d.phone_number.clone(),
+                priority: PRIORITY_DEFAULT,
+                attempt: d.attempts + 1,
+                max_duration_secs: cap,
+                reserved_cents: reservation,
+                queued_at: now,
+            };
+            let admission = Admission {
+                call: spec.clone(),
+                contact_id: d.id,
+                campaign_id: state.id,
+                daily_date: today,
+                max_calls_per_day: rules.max_calls_per_day,
+                budget_cents: rules.budget_cents,
+                now,
+            };
+            match shared.store.admit(&admission).await? {
+                AdmitResult::Admitted => {
+                    admitted += 1;
+                    state.counts.shift(d.state, ContactState::Dialing, d.attempts + 1);
+                    state.counts.open_attempts += 1;
+                    if let Some(c) = &mut state.campaign {
+                        if c.daily_window_date == Some(today) {
+                            c.daily_admitted_count += 1;
+                        } else {
+                            c.daily_window_date = Some(today);
+                            c.daily_admitted_count = 1;
+                        }
+                        c.last_admitted_at = Some(now);
+                        c.reserved_cents += reservation;
+                    }
+                    Self::spawn_contact(
+                        myself,
+                        state,
+                        d.id,
+                        d.attempts + 1,
+                        0,
+                        Activation::Admitted(spec),
+                    )
+                    .await?;
+                }
+                AdmitResult::ContactGone => {}
+                AdmitResult::NotRunning => {
+                    state.dirty = true;
+                    outcome = Some("status_changed");
+                    break;
+                }
+                AdmitResult::DailyCap => {
+                    outcome = Some("daily_cap_reached");
+                    break;
+                }
+                AdmitResult::InsufficientCredit | AdmitResult::OverBudget => {
+                    // Re-read money and decide at once.
+                    state.dirty = true;
+                    outcome = Some("funds_changed");
+                    break;
+                }
+            }
+        }
+        if !deferrals.is_empty() {
+            shared.store.defer_contacts(&deferrals, now).await?;
+        }
+        let result = if admitted > 0 {
+            format!("admitted:{admitted}")
+        } else if let Some(reason) = outcome {
+            reason.to_owned()
+        } else if !deferrals.is_empty() {
+            "outside_calling_window".to_owned()
+        } else if !state.active.is_empty() {
+            "waiting_for_calls".to_owned()
+        } else {
+            "no_contacts_due".to_owned()
+        };
+        Self::record(state, &result, None).await?;
+        let scanned_all = (due.len() as i64) < config.scan_batch;
+        if outcome.is_some() || (!scanned_all && admitted < slots) {
+            // More contacts to look at, or something changed under us: look again now.
+            Self::request_eval(myself, state);
+        } else if let Some(at) = shared.store.next_due_at(state.id).await? {
+            next_wake = next_wake.min(at.max(now + Duration::seconds(1)));
+        }
+        Self::wake_at(myself, state, next_wake);
+        Ok(())
+    }
+}
+
+fn reservation_of(c: &EngineCampaign, cents_per_minute: i64) -> i64 {
+    let cap = c.agent.and_then(|a| a.max_call_duration_secs).unwrap_or(0);
+    cost_cents(cap, cents_per_minute)
+}
+
+impl Actor for CampaignActor {
+    type Msg = CampaignMsg;
+    type State = CampaignState;
+    type Arguments = (Arc<Shared>, CampaignId);
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        (shared, id): Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let seed = shared
+            .config
+            .seed
+            .map_or_else(rand::random, |s| s ^ id.as_uuid().as_u128() as u64);
+        Ok(CampaignState {
+            shared,
+            id,
+            campaign: None,
+            loaded_at: None,
+            counts: ContactCounts::default(),
+            active: HashMap::new(),
+            cells: HashMap::new(),
+            last_dial_at: None,
+            consecutive_infra: 0,
+            dirty: true,
+            counts_dirty: true,
+            eval_pending: false,
+            wake: None,
+            rng: StdRng::seed_from_u64(seed),
+            closed: None,
+            cancelled_queue: false,
+        })
+    }
+
+    /// Rebuilds from the store: the campaign, its counts, and an actor for every open attempt.
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let now = state.shared.clock.now();
+        if !Self::reload(state, now).await? {
+            myself.stop(None);
+            return Ok(());
+        }
+        if let Some(status) = state.campaign.as_ref().map(|c| c.status)
+            && let Some(reason) = match status {
+                CampaignStatus::Archived => Some(ExclusionReason::CampaignArchived),
+                CampaignStatus::Stopped => Some(ExclusionReason::CampaignStopped),
+                _ => None,
+            }
+        {
+            state.closed = Some(reason);
+        }
+        for open in state.shared.store.open_attempts(state.id).await? {
+            Self::resume_contact(&myself, state, open).await?;
+        }
+        Self::request_eval(&myself, state);
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            CampaignMsg::Evaluate => {
+                state.eval_pending = false;
+                Self::evaluate(&myself, state).await?;
+            }
+            CampaignMsg::Changed => {
+                state.dirty = true;
+                state.counts_dirty = true;
+                Self::request_eval(&myself, state);
+            }
+            CampaignMsg::FundsChanged(ws) => {
+                if state
+                    .campaign
+                    .as_ref()
+                    .is_some_and(|c| c.workspace_id == ws)
+                {
+                    state.dirty = true;
+                    Self::request_eval(&myself, state);
+                }
+            }
+            CampaignMsg::CallStarted { contact, at, .. } => {
+                state.last_dial_at = Some(state.last_dial_at.map_or(at, |t| t.max(at)));
+                if let Some(a) = state.active.get_mut(&contact) {
+                    a.queued = false;
+                }
+            }
+            CampaignMsg::CallFinished { contact, call, end } => {
+                if end.end_reason != END_INTERRUPTED {
+                    if end.outcome == CallOutcome::InfraError {
+                        state.consecutive_infra += 1;
+                    } else {
+                        state.consecutive_infra = 0;
+                    }
+                }
+                if let Some(a) = state.active.get_mut(&contact) {
+                    a.queued = false;
+                    let _ = a.actor.cast(ContactMsg::CallFinished { call, end });
+                } else {
+                    Self::resume_from_store(&myself, state, contact).await?;
+                }
+                if state.consecutive_infra >= state.shared.config.infra_pause_after
+                    && state
+                        .campaign
+                        .as_ref()
+                        .is_some_and(|c| c.status == CampaignStatus::Running)
+                {
+                    let n = state.consecutive_infra;
+                    state.consecutive_infra = 0;
+                    Self::transition(
+                        state,
+                        CampaignStatus::PausedInfra,
+                        "repeated_infra_errors",
+                        Some(format!(
+                            "{n} calls in a row failed on the platform or carrier side; resume when voice capacity is healthy"
+                        )),
+                    )
+                    .await?;
+                }
+            }
+            CampaignMsg::CallCancelled { contact, call } => {
+                if let Some(a) = state.active.get_mut(&contact) {
+                    a.queued = false;
+                    let _ = a.actor.cast(ContactMsg::CallCancelled { call });
+                } else {
+                    Self::resume_from_store(&myself, state, contact).await?;
+                }
+            }
+            CampaignMsg::SlotFreed { contact } => {
+                if let Some(a) = state.active.get_mut(&contact)
+                    && a.dialing
+                {
+                    a.dialing = false;
+                    a.queued = false;
+                    state.counts.shift(
+                        ContactState::Dialing,
+                        ContactState::AwaitingDisposition,
+                        0,
+                    );
+                }
+                Self::request_eval(&myself, state);
+            }
+            CampaignMsg::Resolved { contact, settled } => {
+                state.remove_active(contact);
+                match settled {
+                    Some((from, to, attempts)) => state.counts.shift(from, to, attempts),
+                    None => state.counts_dirty = true,
+                }
+                if state.closed.is_some() && state.active.is_empty() {
+                    myself.stop(None);
+                    return Ok(());
+                }
+                Self::request_eval(&myself, state);
+            }
+            CampaignMsg::DispositionLanded { call } => {
+                for a in state.active.values().filter(|a| !a.dialing) {
+                    let _ = a.actor.cast(ContactMsg::DispositionLanded { call });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorTerminated(cell, _, _) => {
+                if let Some(contact) = state.cells.remove(&cell.get_id())
+                    && state.active.remove(&contact).is_some()
+                {
+                    // Stopped without settling (engine shutting down): recount later.
+                    state.counts_dirty = true;
+                }
+            }
+            SupervisionEvent::ActorFailed(cell, err) => {
+                if let Some(contact) = state.cells.remove(&cell.get_id()) {
+                    tracing::warn!(campaign = %state.id, %contact, error = %err, "contact actor failed; re-activating it from the store");
+                    state.active.remove(&contact);
+                    Self::resume_from_store(&myself, state, contact).await?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some((_, handle)) = state.wake.take() {
+            handle.abort();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,385 @@
+//! `ContactActor`: a virtual actor for one open attempt. The contact's state lives in the store;
+//! the actor is activated when the campaign admits the contact (or rebuilt from the store after
+//! a restart) and stops once the attempt is settled. It double-dials a no-answer once when the
+//! campaign asks for it, waits for the disposition of an answered call, and writes the
+//! settlement.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+use super::{Shared, Timer};
+use super::campaign::CampaignMsg;
+use super::queue::QueueMsg;
+use crate::call::{CallStatus, END_INTERRUPTED};
+use crate::clock::until;
+use crate::contact::{CallOutcome, ContactState, ExclusionReason};
+use crate::ids::{CallId, CampaignId, ContactId};
+use crate::policy::{self, Verdict};
+use crate::ports::{CallEnd, CallSpec, CampaignRules, OpenAttempt, Settlement, StoredCall};
+
+pub enum ContactMsg {
+    CallFinished { call: CallId, end: CallEnd },
+    CallCancelled { call: CallId },
+    Redial,
+    DispositionLanded { call: CallId },
+    DispositionTimeout,
+    /// The campaign was stopped or archived: no retry will be scheduled.
+    Closed(ExclusionReason),
+}
+
+/// How the actor comes to life.
+pub enum Activation {
+    /// A fresh admission: the attempt and its queued call are committed; hand the call over.
+    Admitted(CallSpec),
+    /// Rebuilt from the store.
+    Resumed(OpenAttempt),
+}
+
+pub struct ContactArgs {
+    pub shared: Arc<Shared>,
+    pub campaign: CampaignId,
+    pub contact: ContactId,
+    pub rules: CampaignRules,
+    pub attempts: i64,
+    pub infra_retries: i64,
+    pub closed: Option<ExclusionReason>,
+    pub seed: u64,
+    pub activation: Activation,
+}
+
+pub struct AttemptState {
+    shared: Arc<Shared>,
+    campaign: CampaignId,
+    contact: ContactId,
+    rules: CampaignRules,
+    attempts: i64,
+    infra_retries: i64,
+    closed: Option<ExclusionReason>,
+    rng: StdRng,
+    call: Option<CallId>,
+    spec: Option<CallSpec>,
+    double_dialed: bool,
+    awaiting: bool,
+    timer: Option<Timer<ContactMsg>>,
+    done: bool,
+    resume: Option<OpenAttempt>,
+}
+
+pub struct ContactActor;
+
+impl ContactActor {
+    fn verdict_of(call: &StoredCall) -> Option<Verdict> {
+        match call.status {
+            CallStatus::Cancelled => Some(Verdict::Cancelled),
+            CallStatus::Ended => Some(match call.outcome {
+                _ if call.end_reason.as_deref() == Some(END_INTERRUPTED) => Verdict::Interrupted,
+                Some(CallOutcome::Answered) => Verdict::Answered(call.disposition_id),
+                Some(outcome) => Verdict::Ended(outcome),
+                None => Verdict::Interrupted,
+            }),
+            CallStatus::Queued | CallStatus::Dialing => None,
+        }
+    }
+
+    async fn call_ended(
+        myself: &ActorRef<ContactMsg>,
+        state: &mut AttemptState,
+        call: CallId,
+        end: &CallEnd,
+    ) -> Result<(), ActorProcessingErr> {
+        if end.end_reason == END_INTERRUPTED {
+            return Self::settle(myself, state, Verdict::Interrupted).await;
+        }
+        match end.outcome {
+            CallOutcome::NoAnswer
+                if state.rules.double_dial_enabled
+                    && !state.double_dialed
+                    && state.spec.is_some()
+                    && state.closed.is_none() =>
+            {
+                state.double_dialed = true;
+                let gap = Duration::from_secs(state.rules.double_dial_gap_seconds.max(0) as u64);
+                state.timer = Some(myself.send_after(gap, || ContactMsg::Redial));
+                Ok(())
+            }
+            CallOutcome::Answered => Self::await_disposition(myself, state, call, None).await,
+            outcome => Self::settle(myself, state, Verdict::Ended(outcome)).await,
+        }
+    }
+
+    /// Moves to `awaiting_disposition` (freeing the campaign's in-flight slot) and settles as
+    /// soon as a disposition is known, or as unclassified after the timeout.
+    async fn await_disposition(
+        myself: &ActorRef<ContactMsg>,
+        state: &mut AttemptState,
+        call: CallId,
+        ended_at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<(), ActorProcessingErr> {
+        let shared = state.shared.clone();
+        let now = shared.clock.now();
+        if !state.awaiting {
+            if !shared
+                .store
+                .await_disposition(state.contact, call, now)
+                .await?
+            {
+                return Self::abandon(myself, state);
+            }
+            state.awaiting = true;
+            shared.to_campaign(
+                state.campaign,
+                CampaignMsg::SlotFreed {
+                    contact: state.contact,
+                },
+            );
+        }
+        if let Some(d) = shared.store.call_disposition(call).await? {
+            return Self::settle(myself, state, Verdict::Answered(Some(d))).await;
+        }
+        let timeout = shared.config.disposition_timeout;
+        let wait = match ended_at {
+            Some(ended) => until(
+                now,
+                ended + chrono::Duration::from_std(timeout).unwrap_or_default(),
+            ),
+            None => timeout,
+        };
+        state.timer = Some(myself.send_after(wait, || ContactMsg::DispositionTimeout));
+        Ok(())
+    }
+
+    async fn settle(
+        myself: &ActorRef<ContactMsg>,
+        state: &mut AttemptState,
+        verdict: Verdict,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.done {
+            return Ok(());
+        }
+        let shared = state.shared.clone();
+        let now = shared.clock.now();
+        let infra_delay =
+            chrono::Duration::from_std(shared.config.infra_retry_delay).unwrap_or_default();
+        let decision = policy::settle(
+            &state.rules,
+            policy::Tries {
+                attempts: state.attempts,
+                infra_retries: state.infra_retries,
+            },
+            verdict,
+            now,
+            infra_delay,
+            state.closed,
+            &mut state.rng,
+        );
+        let Some(call) = state.call else {
+            return Self::abandon(myself, state);
+        };
+        let settlement = Settlement {
+            contact_id: state.contact,
+            call_id: call,
+            state: decision.state,
+            next_attempt_at: decision.next_attempt_at,
+            refund_attempt: decision.refund_attempt,
+            infra_retry: decision.infra_retry,
+            outcome: verdict.outcome(),
+            disposition_id: match verdict {
+                Verdict::Answered(d) => d,
+                _ => None,
+            },
+            excluded_reason: decision.excluded_reason,
+            now,
+        };
+        let applied = shared.store.settle_contact(&settlement).await?;
+        state.done = true;
+        let from = if state.awaiting {
+            ContactState::AwaitingDisposition
+        } else {
+            ContactState::Dialing
+        };
+        shared.to_campaign(
+            state.campaign,
+            CampaignMsg::Resolved {
+                contact: state.contact,
+                settled: applied.then_some((
+                    from,
+                    decision.state,
+                    state.attempts - i64::from(decision.refund_attempt),
+                )),
+            },
+        );
+        myself.stop(None);
+        Ok(())
+    }
+
+    /// The contact left the attempt behind our back (archived): stop without writing.
+    fn abandon(
+        myself: &ActorRef<ContactMsg>,
+        state: &mut AttemptState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.done = true;
+        state.shared.to_campaign(
+            state.campaign,
+            CampaignMsg::Resolved {
+                contact: state.contact,
+                settled: None,
+            },
+        );
+        myself.stop(None);
+        Ok(())
+    }
+}
+
+impl Actor for ContactActor {
+    type Msg = ContactMsg;
+    type State = AttemptState;
+    type Arguments = ContactArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: ContactArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let mut state = AttemptState {
+            shared: args.shared,
+            campaign: args.campaign,
+            contact: args.contact,
+            rules: args.rules,
+            attempts: args.attempts,
+            infra_retries: args.infra_retries,
+            closed: args.closed,
+            rng: StdRng::seed_from_u64(args.seed),
+            call: None,
+            spec: None,
+            double_dialed: false,
+            awaiting: false,
+            timer: None,
+            done: false,
+            resume: None,
+        };
+        match args.activation {
+            Activation::Admitted(spec) => {
+                state.call = Some(spec.id);
+                state.shared.to_queue(QueueMsg::Enqueue(spec.clone()));
+                state.spec = Some(spec);
+            }
+            Activation::Resumed(open) => {
+                state.call = open.call.as_ref().map(|c| c.id);
+                state.awaiting = open.state == ContactState::AwaitingDisposition;
+                // A rebuilt attempt is not double-dialled: what the first dial was is gone.
+                state.double_dialed = true;
+                state.resume = Some(open);
+            }
+        }
+        Ok(state)
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(open) = state.resume.take() else {
+            return Ok(());
+        };
+        let Some(call) = open.call else {
+            // An attempt without a call cannot be committed; treat it as spent.
+            return Self::settle(&myself, state, Verdict::Interrupted).await;
+        };
+        match Self::verdict_of(&call) {
+            // Still queued or live: its end will be reported.
+            None => Ok(()),
+            Some(Verdict::Answered(None)) => {
+                Self::await_disposition(&myself, state, call.id, call.ended_at).await
+            }
+            Some(verdict) => Self::settle(&myself, state, verdict).await,
+        }
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.done {
+            return Ok(());
+        }
+        match msg {
+            ContactMsg::CallFinished { call, end } => {
+                if state.call == Some(call) && !state.awaiting {
+                    Self::call_ended(&myself, state, call, &end).await?;
+                }
+            }
+            ContactMsg::CallCancelled { call } => {
+                if state.call == Some(call) {
+                    Self::settle(&myself, state, Verdict::Cancelled).await?;
+                }
+            }
+            ContactMsg::Redial => {
+                state.timer = None;
+                let Some(first) = state.spec.clone() else {
+                    return Self::settle(&myself, state, Verdict::Ended(CallOutcome::NoAnswer))
+                        .await;
+                };
+                if state.closed.is_some() {
+                    return Self::settle(&myself, state, Verdict::Ended(CallOutcome::NoAnswer))
+                        .await;
+                }
+                let spec = CallSpec {
+                    id: CallId::new(),
+                    queued_at: state.shared.clock.now(),
+                    ..first
+                };
+                if !state.shared.store.redial(&spec, state.contact).await? {
+                    return Self::abandon(&myself, state);
+                }
+                state.call = Some(spec.id);
+                state.shared.to_queue(QueueMsg::Enqueue(spec.clone()));
+                state.spec = Some(spec);
+            }
+            ContactMsg::DispositionLanded { call } => {
+                if state.awaiting
+                    && state.call == Some(call)
+                    && let Some(d) = state.shared.store.call_disposition(call).await?
+                {
+                    Self::settle(&myself, state, Verdict::Answered(Some(d))).await?;
+                }
+            }
+            ContactMsg::DispositionTimeout => {
+                if state.awaiting
+                    && let Some(call) = state.call
+                {
+                    let d = state.shared.store.call_disposition(call).await?;
+                    Self::settle(&myself, state, Verdict::Answered(d)).await?;
+                }
+            }
+            ContactMsg::Closed(reason) => {
+                state.closed = Some(reason);
+                // A pending double dial is not placed for a closed campaign.
+                if !state.awaiting && state.double_dialed && state.timer.is_some() {
+                    if let Some(t) = state.timer.take() {
+                        t.abort();
+                    }
+                    Self::settle(&myself, state, Verdict::Ended(CallOutcome::NoAnswer)).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(t) = state.timer.take() {
+            t.abort();
+        }
+        Ok(())
+    }
+}

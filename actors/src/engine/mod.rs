@@ -1,0 +1,268 @@
+//! The campaign engine: supervised actors that admit contacts, queue calls and settle them.
+//!
+//! ```text
+//! EngineSupervisor ─┬─ CallQueue           (one; priority then FIFO, per-workspace and node limits)
+//!                   ├─ CampaignActor × N   (one per launched, non-terminal campaign)
+//!                   │     └─ ContactActor × in-flight   (virtual: one per open attempt)
+//!                   └─ CallActor × live calls            (one per call, placed through the Dialer)
+//! ```
+//!
+//! Data flow: a campaign evaluation admits a contact by committing the attempt and a `queued`
+//! call in one transaction, then activates a `ContactActor`, which hands the call to the
+//! `CallQueue`. `POST /calls` commits a `queued` call and hands it to the same queue. The queue
+//! asks the supervisor to start a `CallActor` when the workspace and the node have room; the call
+//! actor marks the call `dialing`, dials, and commits the end (outcome, cost) before anyone hears
+//! of it. The campaign forwards the end to the contact actor, which settles the attempt (retry,
+//! retire, exhaust) and stops.
+//!
+//! Restart policy (written down in ARCHITECTURE.md too):
+//! - `CampaignActor` failure: its contact actors are stopped and the campaign is rebuilt from the
+//!   store, at most [`EngineConfig::restart_limit`] times per [`EngineConfig::restart_window`];
+//!   past that the campaign is moved to `paused_infra` with `last_error` set.
+//! - `ContactActor` failure: its campaign re-activates it from the store.
+//! - `CallQueue` failure: rebuilt from the store (queued calls, live counts).
+//! - `CallActor` failure: its call is ended as `infra_error` (`interrupted`) and never redialled
+//!   by the engine; the contact's next attempt follows the campaign's rules.
+//! - Process crash: at start every `dialing` call is ended as interrupted, `queued` calls are
+//!   queued again, and each live campaign rebuilds its open attempts from the store.
+
+mod call;
+mod campaign;
+mod contact;
+mod queue;
+mod supervisor;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ractor::{Actor, ActorRef};
+
+use crate::clock::SharedClock;
+use crate::ids::{CallId, CampaignId, WorkspaceId};
+use crate::ports::{CallSpec, Dialer, EngineStore};
+
+pub use campaign::CampaignMsg;
+
+/// A pending `send_after` of an actor.
+pub(crate) type Timer<M> = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<M>>>;
+pub use queue::{QueueMsg, QueueStats};
+use supervisor::{EngineSupervisor, SupervisorMsg};
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How often each campaign is evaluated even when nothing happens.
+    pub evaluation_interval: Duration,
+    /// How long an answered call waits for a disposition before it counts as unclassified.
+    pub disposition_timeout: Duration,
+    /// Price of one outbound minute, in cents (reservations and costs).
+    pub outbound_cents_per_minute: i64,
+    /// Calls one workspace may have live at once.
+    pub workspace_max_concurrent_calls: usize,
+    /// Calls this node places at once, over all workspaces.
+    pub node_capacity: usize,
+    /// Consecutive carrier-side failures after which a campaign moves to `paused_infra`.
+    pub infra_pause_after: u32,
+    /// Delay before retrying an attempt that hit an infra error.
+    pub infra_retry_delay: Duration,
+    /// Contacts read per evaluation to find admissible ones.
+    pub scan_batch: i64,
+    pub restart_limit: u32,
+    pub restart_window: Duration,
+    /// Seed of the retry-time randomization (random when `None`).
+    pub seed: Option<u64>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            evaluation_interval: Duration::from_secs(60),
+            disposition_timeout: Duration::from_secs(300),
+            outbound_cents_per_minute: 10,
+            workspace_max_concurrent_calls: 10,
+            node_capacity: 1000,
+            infra_pause_after: 5,
+            infra_retry_delay: Duration::from_secs(60),
+            scan_batch: 200,
+            restart_limit: 5,
+            restart_window: Duration::from_secs(600),
+            seed: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("engine failed to start: {0}")]
+    Start(String),
+}
+
+/// What every engine actor shares: the ports, the clock and the routing table.
+#[doc(hidden)]
+pub struct Shared {
+    pub store: Arc<dyn EngineStore>,
+    pub dialer: Arc<dyn Dialer>,
+    pub clock: SharedClock,
+    pub config: EngineConfig,
+    campaigns: Mutex<HashMap<CampaignId, ActorRef<CampaignMsg>>>,
+    queue: Mutex<Option<ActorRef<QueueMsg>>>,
+    supervisor: Mutex<Option<ActorRef<SupervisorMsg>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+impl Shared {
+    pub fn campaign(&self, id: CampaignId) -> Option<ActorRef<CampaignMsg>> {
+        lock(&self.campaigns).get(&id).cloned()
+    }
+
+    pub fn register_campaign(&self, id: CampaignId, actor: ActorRef<CampaignMsg>) {
+        lock(&self.campaigns).insert(id, actor);
+    }
+
+    /// Forgets `id` if it is still routed to `actor`.
+    pub fn unregister_campaign(&self, id: CampaignId, actor: ractor::ActorId) {
+        let mut map = lock(&self.campaigns);
+        if map.get(&id).is_some_and(|a| a.get_id() == actor) {
+            map.remove(&id);
+        }
+    }
+
+    pub fn campaign_ids(&self) -> Vec<(CampaignId, ActorRef<CampaignMsg>)> {
+        lock(&self.campaigns)
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+
+    /// Delivers to the campaign's actor, starting it (from the store) when it is not running.
+    pub fn to_campaign(&self, id: CampaignId, msg: CampaignMsg) {
+        let msg = match self.campaign(id) {
+            Some(actor) => match actor.cast(msg) {
+                Ok(()) => return,
+                Err(ractor::MessagingErr::SendErr(msg)) => msg,
+                Err(_) => return,
+            },
+            None => msg,
+        };
+        self.to_supervisor(SupervisorMsg::Ensure(id, Some(msg)));
+    }
+
+    pub fn to_queue(&self, msg: QueueMsg) {
+        let queue = lock(&self.queue).clone();
+        match queue {
+            Some(q) => {
+                if q.cast(msg).is_err() {
+                    tracing::warn!("call queue unavailable; it reloads queued calls on restart");
+                }
+            }
+            None => tracing::warn!("call queue not running; it reloads queued calls on start"),
+        }
+    }
+
+    pub fn set_queue(&self, queue: Option<ActorRef<QueueMsg>>) {
+        *lock(&self.queue) = queue;
+    }
+
+    pub fn queue(&self) -> Option<ActorRef<QueueMsg>> {
+        lock(&self.queue).clone()
+    }
+
+    pub fn to_supervisor(&self, msg: SupervisorMsg) {
+        if let Some(s) = lock(&self.supervisor).clone() {
+            let _ = s.cast(msg);
+        }
+    }
+}
+
+/// A handle on the running engine; cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+    supervisor: ActorRef<SupervisorMsg>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Reconciles the store (interrupted calls, queued calls, open attempts) and starts the
+    /// supervisor, the call queue and one actor per live campaign.
+    pub async fn start(
+        store: Arc<dyn EngineStore>,
+        dialer: Arc<dyn Dialer>,
+        clock: SharedClock,
+        config: EngineConfig,
+    ) -> Result<Self, EngineError> {
+        let shared = Arc::new(Shared {
+            store,
+            dialer,
+            clock,
+            config,
+            campaigns: Mutex::new(HashMap::new()),
+            queue: Mutex::new(None),
+            supervisor: Mutex::new(None),
+        });
+        let (supervisor, _) = Actor::spawn(None, EngineSupervisor, shared.clone())
+            .await
+            .map_err(|e| EngineError::Start(e.to_string()))?;
+        *lock(&shared.supervisor) = Some(supervisor.clone());
+        supervisor
+            .cast(SupervisorMsg::Boot)
+            .map_err(|e| EngineError::Start(e.to_string()))?;
+        Ok(Self { shared, supervisor })
+    }
+
+    /// A campaign's status, settings or contacts changed through the API: its actor re-reads
+    /// them at once (starting if the campaign was just launched).
+    pub fn campaign_changed(&self, id: CampaignId) {
+        self.shared.to_campaign(id, CampaignMsg::Changed);
+    }
+
+    /// A direct call was committed as `queued`: hand it to the call queue.
+    pub fn call_queued(&self, call: CallSpec) {
+        self.shared.to_queue(QueueMsg::Enqueue(call));
+    }
+
+    /// A disposition landed on a campaign call through the API.
+    pub fn disposition_landed(&self, campaign: CampaignId, call: CallId) {
+        self.shared
+            .to_campaign(campaign, CampaignMsg::DispositionLanded { call });
+    }
+
+    /// A workspace's balance went up: campaigns paused for credit look again.
+    pub fn funds_changed(&self, workspace: WorkspaceId) {
+        for (_, actor) in self.shared.campaign_ids() {
+            let _ = actor.cast(CampaignMsg::FundsChanged(workspace));
+        }
+    }
+
+    /// Queue depth and live calls, for metrics and the simulator.
+    pub async fn queue_stats(&self) -> Option<QueueStats> {
+        let queue = self.shared.queue()?;
+        ractor::call!(queue, QueueMsg::Stats).ok()
+    }
+
+    /// Campaign actors currently running.
+    pub fn running_campaigns(&self) -> usize {
+        self.shared.campaign_ids().len()
+    }
+
+    /// Stops every actor. Live calls are cut; the next start ends them as interrupted.
+    pub async fn stop(&self) {
+        let cell = self.supervisor.get_cell();
+        cell.stop_children(None);
+        let _ = cell
+            .stop_and_wait(None, Some(Duration::from_secs(5)))
+            .await;
+    }
+}

@@ -1,0 +1,249 @@
+//! `EngineSupervisor`: owns the call queue, the campaign actors and the call actors, and
+//! restarts a failed child from persisted state (policy in the module docs of `engine`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::time::Instant;
+
+use super::call::CallActor;
+use super::campaign::{CampaignActor, CampaignMsg};
+use super::queue::{CallQueue, QueueMsg};
+use super::Shared;
+use crate::call::END_INTERRUPTED;
+use crate::campaign::CampaignStatus;
+use crate::contact::CallOutcome;
+use crate::ids::CampaignId;
+use crate::ports::{CallEnd, CallSpec};
+
+pub enum SupervisorMsg {
+    /// Reconcile the store and start the queue and the live campaigns.
+    Boot,
+    /// Make sure the campaign's actor runs, then deliver the message to it.
+    Ensure(CampaignId, Option<CampaignMsg>),
+    /// Start a call actor for a call the queue released.
+    Dispatch(CallSpec),
+}
+
+enum Child {
+    Queue,
+    Campaign(CampaignId),
+    Call(Box<CallSpec>),
+}
+
+pub struct SupervisorState {
+    shared: Arc<Shared>,
+    children: HashMap<ActorId, Child>,
+    restarts: HashMap<CampaignId, Vec<Instant>>,
+}
+
+pub struct EngineSupervisor;
+
+impl EngineSupervisor {
+    async fn spawn_queue(
+        myself: &ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (queue, _) = Actor::spawn_linked(
+            None,
+            CallQueue,
+            (state.shared.clone(), myself.clone()),
+            myself.get_cell(),
+        )
+        .await?;
+        state.children.insert(queue.get_id(), Child::Queue);
+        state.shared.set_queue(Some(queue));
+        Ok(())
+    }
+
+    async fn spawn_campaign(
+        myself: &ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+        id: CampaignId,
+    ) -> Result<ActorRef<CampaignMsg>, ActorProcessingErr> {
+        if let Some(actor) = state.shared.campaign(id) {
+            return Ok(actor);
+        }
+        let (actor, _) = Actor::spawn_linked(
+            None,
+            CampaignActor,
+            (state.shared.clone(), id),
+            myself.get_cell(),
+        )
+        .await?;
+        state.children.insert(actor.get_id(), Child::Campaign(id));
+        state.shared.register_campaign(id, actor.clone());
+        Ok(actor)
+    }
+
+    /// Whether the campaign may be restarted once more within the restart window.
+    fn may_restart(state: &mut SupervisorState, id: CampaignId) -> bool {
+        let now = Instant::now();
+        let window = state.shared.config.restart_window;
+        let limit = state.shared.config.restart_limit as usize;
+        let times = state.restarts.entry(id).or_default();
+        times.retain(|t| now.duration_since(*t) < window);
+        if times.len() >= limit {
+            return false;
+        }
+        times.push(now);
+        true
+    }
+}
+
+impl Actor for EngineSupervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = Arc<Shared>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        shared: Arc<Shared>,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(SupervisorState {
+            shared,
+            children: HashMap::new(),
+            restarts: HashMap::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::Boot => {
+                let now = state.shared.clock.now();
+                let interrupted = state.shared.store.interrupt_live_calls(now).await?;
+                if interrupted > 0 {
+                    tracing::warn!(
+                        interrupted,
+                        "calls live at the last stop were ended as interrupted"
+                    );
+                }
+                Self::spawn_queue(&myself, state).await?;
+                for id in state.shared.store.live_campaigns().await? {
+                    Self::spawn_campaign(&myself, state, id).await?;
+                }
+            }
+            SupervisorMsg::Ensure(id, msg) => {
+                let actor = Self::spawn_campaign(&myself, state, id).await?;
+                if let Some(msg) = msg {
+                    let _ = actor.cast(msg);
+                }
+            }
+            SupervisorMsg::Dispatch(spec) => {
+                let workspace = spec.workspace_id;
+                match Actor::spawn_linked(
+                    None,
+                    CallActor,
+                    (state.shared.clone(), spec.clone()),
+                    myself.get_cell(),
+                )
+                .await
+                {
+                    Ok((actor, _)) => {
+                        state
+                            .children
+                            .insert(actor.get_id(), Child::Call(Box::new(spec)));
+                    }
+                    Err(err) => {
+                        tracing::error!(call = %spec.id, error = %err, "could not start a call actor");
+                        interrupt(&state.shared, &spec).await;
+                        state.shared.to_queue(QueueMsg::CallEnded(workspace));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorTerminated(cell, _, _) => {
+                match state.children.remove(&cell.get_id()) {
+                    Some(Child::Campaign(id)) => state.shared.unregister_campaign(id, cell.get_id()),
+                    Some(Child::Queue) => {
+                        state.shared.set_queue(None);
+                    }
+                    _ => {}
+                }
+            }
+            SupervisionEvent::ActorFailed(cell, err) => match state.children.remove(&cell.get_id())
+            {
+                Some(Child::Campaign(id)) => {
+                    state.shared.unregister_campaign(id, cell.get_id());
+                    cell.stop_children(Some("campaign restarting".into()));
+                    if Self::may_restart(state, id) {
+                        tracing::warn!(campaign = %id, error = %err, "campaign actor failed; rebuilding it from the store");
+                        Self::spawn_campaign(&myself, state, id).await?;
+                    } else {
+                        tracing::error!(campaign = %id, error = %err, "campaign actor keeps failing; pausing the campaign");
+                        let now = state.shared.clock.now();
+                        let reason = format!("engine_error: {err}");
+                        for from in [CampaignStatus::Running, CampaignStatus::Scheduled] {
+                            if state
+                                .shared
+                                .store
+                                .engine_transition(id, from, CampaignStatus::PausedInfra, &reason, now)
+                                .await?
+                            {
+                                break;
+                            }
+                        }
+                    }
+                }
+                Some(Child::Queue) => {
+                    tracing::error!(error = %err, "call queue failed; rebuilding it from the store");
+                    state.shared.set_queue(None);
+                    Self::spawn_queue(&myself, state).await?;
+                }
+                Some(Child::Call(spec)) => {
+                    tracing::error!(call = %spec.id, error = %err, "call actor failed; the call is ended as interrupted");
+                    interrupt(&state.shared, &spec).await;
+                    state.shared.to_queue(QueueMsg::CallEnded(spec.workspace_id));
+                }
+                None => {}
+            },
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Ends a call whose actor is gone as interrupted, and tells its campaign.
+async fn interrupt(shared: &Shared, spec: &CallSpec) {
+    let end = CallEnd {
+        outcome: CallOutcome::InfraError,
+        started_at: None,
+        answered_at: None,
+        ended_at: shared.clock.now(),
+        billable_secs: 0,
+        cost_cents: 0,
+        end_reason: END_INTERRUPTED.into(),
+        disposition_label: None,
+    };
+    if let Err(err) = shared.store.finish_call(spec, &end).await {
+        tracing::error!(call = %spec.id, error = %err, "could not end an interrupted call; the next start will");
+        return;
+    }
+    if let (Some(campaign), Some(contact)) = (spec.campaign_id, spec.contact_id) {
+        shared.to_campaign(
+            campaign,
+            CampaignMsg::CallFinished {
+                contact,
+                call: spec.id,
+                end,
+            },
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! The ports the engine needs from the outside world: the store ([`EngineStore`]) and the
+//! carrier ([`Dialer`]). The service implements the store with SQL; the simulated carrier
+//! ([`crate::sim`]) and the SIP dialer implement [`Dialer`].
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::call::CallStatus;
+use crate::campaign::{AgentFacts, CampaignStatus, NumberFacts};
+use crate::contact::{CallOutcome, ContactState, ExclusionReason};
+use crate::ids::{
+    AgentId, CallId, CampaignId, ContactId, DispositionId, PhoneNumberId, WorkspaceId,
+};
+use crate::window::CallingWindow;
+
+/// A failure of a port (database down, corrupt row, ...). The engine logs it and retries at
+/// its next evaluation; an actor that cannot go on fails and is restarted by its supervisor.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PortError(pub String);
+
+pub type PortResult<T> = Result<T, PortError>;
+
+/// The per-contact rules of a campaign, as of the last evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CampaignRules {
+    pub max_attempts: i64,
+    pub max_infra_retries: i64,
+    pub retry_no_answer_seconds: i64,
+    pub retry_completed_seconds: i64,
+    pub randomize_retry_time: bool,
+    pub double_dial_enabled: bool,
+    pub double_dial_gap_seconds: i64,
+    pub max_calls_per_day: i64,
+    pub min_seconds_between_calls: i64,
+    pub max_in_flight: i64,
+    pub budget_cents: Option<i64>,
+    pub stop_disposition_ids: Vec<DispositionId>,
+    pub stop_on_no_answer: bool,
+    pub stop_on_voicemail: bool,
+    pub stop_on_unclassified: bool,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+}
+
+/// Everything one evaluation reads about a campaign.
+#[derive(Debug, Clone)]
+pub struct EngineCampaign {
+    pub id: CampaignId,
+    pub workspace_id: WorkspaceId,
+    pub status: CampaignStatus,
+    pub rules: CampaignRules,
+    /// The campaign's own window, else the workspace's calling hours.
+    pub window: CallingWindow,
+    pub agent_id: Option<AgentId>,
+    /// `None` when agent_id is unset or names no agent of the workspace.
+    pub agent: Option<AgentFacts>,
+    pub from_phone_number_id: Option<PhoneNumberId>,
+    pub from_number: Option<NumberFacts>,
+    pub daily_admitted_count: i64,
+    pub daily_window_date: Option<NaiveDate>,
+    pub last_admitted_at: Option<DateTime<Utc>>,
+    pub spent_cents: i64,
+    pub reserved_cents: i64,
+    pub started_at: Option<DateTime<Utc>>,
+}
+
+/// Contacts of a campaign per state, and the attempts already made by the open ones.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContactCounts {
+    pub by_state: HashMap<ContactState, i64>,
+    /// Sum of `attempts` over contacts that are not terminal.
+    pub open_attempts: i64,
+}
+
+impl ContactCounts {
+    pub fn get(&self, state: ContactState) -> i64 {
+        self.by_state.get(&state).copied().unwrap_or(0)
+    }
+
+    pub fn open(&self) -> i64 {
+        self.by_state
+            .iter()
+            .filter(|(s, _)| !s.is_terminal())
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    pub fn total(&self) -> i64 {
+        self.by_state.values().sum()
+    }
+
+    /// Moves one contact between states; `attempts_delta` adjusts `open_attempts`, and a contact
+    /// that becomes terminal takes its `attempts` out of it.
+    pub fn shift(&mut self, from: ContactState, to: ContactState, attempts_after: i64) {
+        *self.by_state.entry(from).or_default() -= 1;
+        *self.by_state.entry(to).or_default() += 1;
+        if to.is_terminal() && !from.is_terminal() {
+            self.open_attempts -= attempts_after;
+        }
+    }
+}
+
+/// A contact whose next attempt is due.
+#[derive(Debug, Clone)]
+pub struct DueContact {
+    pub id: ContactId,
+    pub phone_number: String,
+    pub timezone: Option<String>,
+    pub state: ContactState,
+    pub attempts: i64,
+}
+
+/// One call the queue will place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallSpec {
+    pub id: CallId,
+    pub workspace_id: WorkspaceId,
+    pub campaign_id: Option<CampaignId>,
+    pub contact_id: Option<ContactId>,
+    pub agent_id: AgentId,
+    pub from_number: String,
+    pub to_number: String,
+    pub priority: i64,
+    /// The contact's attempt this call belongs to (1 for direct calls).
+    pub attempt: i64,
+    pub max_duration_secs: i64,
+    pub reserved_cents: i64,
+    pub queued_at: DateTime<Utc>,
+}
+
+/// Admitting one contact: the attempt and its call are committed together, before any dial.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    pub call: CallSpec,
+    pub contact_id: ContactId,
+    pub campaign_id: CampaignId,
+    /// The window-zone date the admission counts against (`daily_window_date`).
+    pub daily_date: NaiveDate,
+    pub max_calls_per_day: i64,
+    pub budget_cents: Option<i64>,
+    pub now: DateTime<Utc>,
+}
+
+/// What the store answered to an [`Admission`]; nothing was written unless `Admitted`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmitResult {
+    Admitted,
+    /// The campaign left `running` (paused, stopped, archived) since the evaluation began.
+    NotRunning,
+    /// The contact is no longer due (excluded, already dialing).
+    ContactGone,
+    /// The workspace balance, less what live calls reserve, does not cover one reservation.
+    InsufficientCredit,
+    /// spent + reserved + this reservation would pass budget_cents.
+    OverBudget,
+    /// The daily cap was reached.
+    DailyCap,
+}
+
+/// A workspace's money as admission sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Funds {
+    pub balance_cents: i64,
+    /// Reserved by the workspace's queued and live calls.
+    pub reserved_cents: i64,
+    pub is_suspended: bool,
+}
+
+impl Funds {
+    pub fn covers(&self, reservation: i64) -> bool {
+        !self.is_suspended && self.balance_cents - self.reserved_cents >= reservation
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallEnd {
+    pub outcome: CallOutcome,
+    pub started_at: Option<DateTime<Utc>>,
+    pub answered_at: Option<DateTime<Utc>>,
+    pub ended_at: DateTime<Utc>,
+    /// Connected seconds that are billed (answered and voicemail calls).
+    pub billable_secs: i64,
+    pub cost_cents: i64,
+    pub end_reason: String,
+    /// A disposition label the agent's end-of-call analysis chose, if any.
+    pub disposition_label: Option<String>,
+}
+
+/// The last call of an open attempt, as stored.
+#[derive(Debug, Clone)]
+pub struct StoredCall {
+    pub id: CallId,
+    pub status: CallStatus,
+    pub outcome: Option<CallOutcome>,
+    pub end_reason: Option<String>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub disposition_id: Option<DispositionId>,
+}
+
+/// A contact in `dialing` or `awaiting_disposition`, for rebuilding its actor.
+#[derive(Debug, Clone)]
+pub struct OpenAttempt {
+    pub contact_id: ContactId,
+    pub state: ContactState,
+    pub attempts: i64,
+    pub infra_retries: i64,
+    pub call: Option<StoredCall>,
+}
+
+/// The resolution of an attempt, written in one statement guarded by the contact still being in
+/// `dialing` or `awaiting_disposition` on `call_id`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settlement {
+    pub contact_id: ContactId,
+    pub call_id: CallId,
+    pub state: ContactState,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// An infra error within max_infra_retries: the attempt is given back.
+    pub refund_attempt: bool,
+    pub infra_retry: bool,
+    pub outcome: CallOutcome,
+    pub disposition_id: Option<DispositionId>,
+    pub excluded_reason: Option<ExclusionReason>,
+    pub now: DateTime<Utc>,
+}
+
+/// An evaluation's record on the campaign.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickRecord {
+    pub at: DateTime<Utc>,
+    pub result: String,
+    pub last_error: Option<String>,
+    pub estimate_cents: i64,
+}
+
+/// The engine's storage port.
+#[async_trait::async_trait]
+pub trait EngineStore: Send + Sync + 'static {
+    /// Campaigns the engine runs: launched and not terminal (scheduled, running, paused_*).
+    async fn live_campaigns(&self) -> PortResult<Vec<CampaignId>>;
+    /// A campaign in any status (archived included); `None` if it does not exist.
+    async fn campaign(&self, id: CampaignId) -> PortResult<Option<EngineCampaign>>;
+    async fn contact_counts(&self, id: CampaignId) -> PortResult<ContactCounts>;
+    /// Up to `limit` pending or scheduled contacts with next_attempt_at <= now, earliest first.
+    async fn due_contacts(
+        &self,
+        id: CampaignId,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> PortResult<Vec<DueContact>>;
+    /// The earliest next_attempt_at of the campaign's pending and scheduled contacts.
+    async fn next_due_at(&self, id: CampaignId) -> PortResult<Option<DateTime<Utc>>>;
+    /// Moves contacts whose window is closed to their next opening.
+    async fn defer_contacts(
+        &self,
+        deferrals: &[(ContactId, DateTime<Utc>)],
+        now: DateTime<Utc>,
+    ) -> PortResult<()>;
+    /// Excludes a pending or scheduled contact; `false` if it was no longer either.
+    async fn exclude_contact(
+        &self,
+        id: ContactId,
+        reason: ExclusionReason,
+        now: DateTime<Utc>,
+    ) -> PortResult<bool>;
+    async fn is_blocked(
+        &self,
+        ws: WorkspaceId,
+        agent: Option<AgentId>,
+        number: &str,
+        now: DateTime<Utc>,
+    ) -> PortResult<bool>;
+    async fn funds(&self, ws: WorkspaceId) -> PortResult<Funds>;
+    /// Commits an attempt and its queued call in one transaction, re-checking status, daily
+    /// cap, balance and budget inside it.
+    async fn admit(&self, admission: &Admission) -> PortResult<AdmitResult>;
+    async fn record_tick(&self, id: CampaignId, tick: &TickRecord) -> PortResult<()>;
+    /// An engine-decided status change with its audit event, applied only from `from`.
+    async fn engine_transition(
+        &self,
+        id: CampaignId,
+        from: CampaignStatus,
+        to: CampaignStatus,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> PortResult<bool>;
+    /// Contacts in `dialing` or `awaiting_disposition`, with their last call.
+    async fn open_attempts(&self, id: CampaignId) -> PortResult<Vec<OpenAttempt>>;
+    async fn open_attempt(&self, contact: ContactId) -> PortResult<Option<OpenAttempt>>;
+    /// Queued calls of every workspace, in queue order.
+    async fn queued_calls(&self) -> PortResult<Vec<CallSpec>>;
+    /// Live (`dialing`) calls per workspace.
+    async fn live_calls(&self) -> PortResult<HashMap<WorkspaceId, usize>>;
+    /// Ends every `dialing` call as interrupted and releases its reservation. Run once at start.
+    async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> PortResult<u64>;
+    /// `queued` -> `dialing`; `false` if the call is no longer queued (cancelled).
+    async fn mark_dialing(&self, call: CallId, now: DateTime<Utc>) -> PortResult<bool>;
+    /// Ends the call, releases its reservation and charges its cost, in one transaction.
+    async fn finish_call(&self, call: &CallSpec, end: &CallEnd) -> PortResult<()>;
+    /// `queued` -> `cancelled`, releasing the reservation; `false` if it had left the queue.
+    async fn cancel_call(
+        &self,
+        call: &CallSpec,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> PortResult<bool>;
+    /// Commits another call within the same attempt (double dial); `false` if the contact left
+    /// `dialing`.
+    async fn redial(&self, call: &CallSpec, contact: ContactId) -> PortResult<bool>;
+    /// `dialing` -> `awaiting_disposition` for an answered call.
+    async fn await_disposition(
+        &self,
+        contact: ContactId,
+        call: CallId,
+        now: DateTime<Utc>,
+    ) -> PortResult<bool>;
+    async fn call_disposition(&self, call: CallId) -> PortResult<Option<DispositionId>>;
+    /// Writes a settlement; `false` if the contact had already left the attempt.
+    async fn settle_contact(&self, settlement: &Settlement) -> PortResult<bool>;
+}
+
+/// What the dialer is asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DialRequest {
+    pub call_id: CallId,
+    pub workspace_id: WorkspaceId,
+    pub campaign_id: Option<CampaignId>,
+    pub contact_id: Option<ContactId>,
+    pub attempt: i64,
+    pub from_number: String,
+    pub to_number: String,
+    /// The agent's duration cap: the call is hung up at this length.
+    pub max_duration_secs: i64,
+}
+
+/// What the dialer reports when the call is over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DialResult {
+    pub outcome: CallOutcome,
+    /// Seconds from the dial to the answer (or to giving up).
+    pub ring_secs: i64,
+    /// Connected seconds (answered or voicemail), capped at max_duration_secs.
+    pub talk_secs: i64,
+    pub end_reason: String,
+    pub disposition_label: Option<String>,
+}
+
+/// The carrier port: places one call and resolves when it is over.
+#[async_trait::async_trait]
+pub trait Dialer: Send + Sync + 'static {
+    async fn dial(&self, request: DialRequest) -> DialResult;
+}

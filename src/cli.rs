@@ -12,9 +12,10 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
+use switchboard_actors::sim::{OutcomeMix, SecondsRange, SimConfig};
 
 use crate::auth::Scopes;
-use crate::config::Config;
+use crate::config::{Carrier, Config};
 use crate::store::Store;
 
 #[derive(Parser, Debug)]
@@ -75,6 +76,45 @@ pub struct ServeArgs {
     /// Log format: text or json.
     #[arg(long, env = "SWITCHBOARD_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
+    /// Where outbound calls go: `none` (calls fail as infra errors) or `sim` (the simulated
+    /// carrier: nobody is called; for demos, dry runs and benchmarks).
+    #[arg(long, env = "SWITCHBOARD_CARRIER", default_value = "none", value_parser = ["none", "sim"])]
+    pub carrier: String,
+    /// Simulated carrier: outcome weights, e.g. `answered=40,no_answer=30,busy=8,voicemail=15,failed=5,infra_error=2`.
+    #[arg(long, env = "SWITCHBOARD_SIM_MIX")]
+    pub sim_mix: Option<OutcomeMix>,
+    /// Simulated carrier: ring seconds, `min-max`.
+    #[arg(long, env = "SWITCHBOARD_SIM_RING_SECS", default_value = "3-25")]
+    pub sim_ring_secs: SecondsRange,
+    /// Simulated carrier: talk seconds of answered calls, `min-max`.
+    #[arg(long, env = "SWITCHBOARD_SIM_TALK_SECS", default_value = "20-180")]
+    pub sim_talk_secs: SecondsRange,
+    /// Simulated carrier: seed of the outcome draws.
+    #[arg(long, env = "SWITCHBOARD_SIM_SEED", default_value_t = 1)]
+    pub sim_seed: u64,
+    /// Simulated carrier: append one line per dial to this file.
+    #[arg(long, env = "SWITCHBOARD_SIM_DIAL_LOG")]
+    pub sim_dial_log: Option<PathBuf>,
+    /// Seconds between evaluations of a campaign when nothing else wakes it.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_EVALUATION_INTERVAL_SECS",
+        default_value_t = 60
+    )]
+    pub evaluation_interval_secs: u64,
+    /// Seconds an answered call waits for a disposition before it counts as unclassified.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_DISPOSITION_TIMEOUT_SECS",
+        default_value_t = 300
+    )]
+    pub disposition_timeout_secs: u64,
+    /// Calls one workspace may have live at once.
+    #[arg(long, env = "SWITCHBOARD_WORKSPACE_CONCURRENCY", default_value_t = 10)]
+    pub workspace_concurrency: usize,
+    /// Calls this node places at once over all workspaces.
+    #[arg(long, env = "SWITCHBOARD_NODE_CAPACITY", default_value_t = 1000)]
+    pub node_capacity: usize,
 }
 
 #[derive(Subcommand, Debug)]
@@ -293,6 +333,20 @@ impl ServeArgs {
             data_dir: self.data_dir.clone(),
             rate_limit_per_minute: self.rate_limit,
             number_activation_delay: Duration::from_secs(self.number_activation_delay_secs),
+            carrier: match self.carrier.as_str() {
+                "sim" => Carrier::Sim(SimConfig {
+                    mix: self.sim_mix.clone().unwrap_or_default(),
+                    ring_secs: self.sim_ring_secs,
+                    talk_secs: self.sim_talk_secs,
+                    seed: self.sim_seed,
+                    dial_log: self.sim_dial_log.clone(),
+                }),
+                _ => Carrier::None,
+            },
+            evaluation_interval: Duration::from_secs(self.evaluation_interval_secs.max(1)),
+            disposition_timeout: Duration::from_secs(self.disposition_timeout_secs),
+            workspace_max_concurrent_calls: self.workspace_concurrency.max(1),
+            node_capacity: self.node_capacity.max(1),
             ..Config::default()
         }
     }

@@ -5,6 +5,19 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use switchboard_actors::sim::SimConfig;
+
+/// Which carrier places outbound calls.
+#[derive(Debug, Clone, Default)]
+pub enum Carrier {
+    /// No carrier: every call ends at once as `infra_error` (`no_carrier`), so a campaign
+    /// launched without one pauses as `paused_infra` instead of pretending to call.
+    #[default]
+    None,
+    /// The simulated carrier (demos, dry runs, benchmarks): nobody is called.
+    Sim(SimConfig),
+}
+
 /// Settings of a running service.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -31,6 +44,16 @@ pub struct Config {
     pub inbound_cents_per_minute: i64,
     /// Monthly price of a purchased number, in cents.
     pub number_monthly_cents: i64,
+    /// Where outbound calls go.
+    pub carrier: Carrier,
+    /// How often each campaign is evaluated when nothing else wakes it.
+    pub evaluation_interval: Duration,
+    /// How long an answered call waits for a disposition before it is unclassified.
+    pub disposition_timeout: Duration,
+    /// Calls one workspace may have live at once.
+    pub workspace_max_concurrent_calls: usize,
+    /// Calls this node places at once.
+    pub node_capacity: usize,
 }
 
 impl Default for Config {
@@ -47,6 +70,11 @@ impl Default for Config {
             outbound_cents_per_minute: 10,
             inbound_cents_per_minute: 5,
             number_monthly_cents: 500,
+            carrier: Carrier::None,
+            evaluation_interval: Duration::from_secs(60),
+            disposition_timeout: Duration::from_secs(300),
+            workspace_max_concurrent_calls: 10,
+            node_capacity: 1000,
         }
     }
 }

@@ -18,7 +18,7 @@ pub async fn run(store: Store, config: Arc<Config>, mut stop: watch::Receiver<bo
         if *stop.borrow() {
             return;
         }
-        match store.activate_due_numbers(crate::store::now()).await {
+        match store.activate_due_numbers(store.now()).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(count = n, "purchased numbers activated"),
             Err(err) => tracing::warn!(error = %err, "number activation failed"),

@@ -7,6 +7,7 @@
 //! - [`billing`]: balances, the ledger and the payment-provider port.
 //! - [`http`]: the REST control plane (axum), its discovery documents and its gate (auth and
 //!   rate limits).
+//! - [`engine`]: the campaign engine wired to the store and the configured carrier.
 //! - [`jobs`]: background work, such as activating purchased numbers.
 //!
 //! [`serve`] runs the whole service on listeners the caller binds, until a shutdown future
@@ -16,6 +17,7 @@ pub mod auth;
 pub mod billing;
 pub mod cli;
 pub mod config;
+pub mod engine;
 pub mod http;
 pub mod jobs;
 pub mod store;
@@ -37,7 +39,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let config = Arc::new(config);
-    let state = http::AppState::new(store.clone(), config.clone())?;
+    let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
+    let dialer = engine::dialer(&config, &store)?;
+    let engine = engine::start(
+        &store,
+        payments.clone(),
+        dialer,
+        engine::engine_config(&config),
+    )
+    .await?;
+    let state = http::AppState::new(store.clone(), config.clone(), engine.clone(), payments)?;
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
     let jobs = tokio::spawn(jobs::run(store, config, jobs_stopped));
@@ -50,6 +61,7 @@ pub async fn serve(
     .await?;
     let _ = stop_jobs.send(true);
     let _ = jobs.await;
+    engine.stop().await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -120,6 +120,7 @@ pub struct CallSpec {
     pub campaign_id: Option<CampaignId>,
     pub contact_id: Option<ContactId>,
     pub agent_id: AgentId,
+    pub from_phone_number_id: Option<PhoneNumberId>,
     pub from_number: String,
     pub to_number: String,
     pub priority: i64,

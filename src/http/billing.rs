@@ -250,6 +250,7 @@ async fn top_up(
         .ok_or(ApiError::NotFound {
             resource: "Workspace",
         })?;
+    state.engine.funds_changed(auth.workspace_id);
     Ok(Json(TopUpResult {
         success: true,
         amount_cents: amount,

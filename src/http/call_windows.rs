@@ -6,7 +6,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use chrono_tz::Tz;
 use serde_json::Value;
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::window::CallingWindow;
@@ -20,50 +19,6 @@ use super::gate::Auth;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_window, put_window))
-}
-
-/// The zone used for a country's built-in calling hours: the zone most of its people live in.
-pub fn country_zone(country: &str) -> Tz {
-    match country.trim().to_ascii_uppercase().as_str() {
-        "IL" | "PS" => Tz::Asia__Jerusalem,
-        "US" => Tz::America__New_York,
-        "CA" => Tz::America__Toronto,
-        "MX" => Tz::America__Mexico_City,
-        "BR" => Tz::America__Sao_Paulo,
-        "AR" => Tz::America__Argentina__Buenos_Aires,
-        "GB" => Tz::Europe__London,
-        "IE" => Tz::Europe__Dublin,
-        "FR" => Tz::Europe__Paris,
-        "DE" => Tz::Europe__Berlin,
-        "ES" => Tz::Europe__Madrid,
-        "IT" => Tz::Europe__Rome,
-        "NL" => Tz::Europe__Amsterdam,
-        "BE" => Tz::Europe__Brussels,
-        "CH" => Tz::Europe__Zurich,
-        "AT" => Tz::Europe__Vienna,
-        "PT" => Tz::Europe__Lisbon,
-        "PL" => Tz::Europe__Warsaw,
-        "SE" => Tz::Europe__Stockholm,
-        "NO" => Tz::Europe__Oslo,
-        "DK" => Tz::Europe__Copenhagen,
-        "FI" => Tz::Europe__Helsinki,
-        "GR" => Tz::Europe__Athens,
-        "CY" => Tz::Asia__Nicosia,
-        "TR" => Tz::Europe__Istanbul,
-        "UA" => Tz::Europe__Kyiv,
-        "RU" => Tz::Europe__Moscow,
-        "AE" => Tz::Asia__Dubai,
-        "IN" => Tz::Asia__Kolkata,
-        "SG" => Tz::Asia__Singapore,
-        "JP" => Tz::Asia__Tokyo,
-        "KR" => Tz::Asia__Seoul,
-        "CN" => Tz::Asia__Shanghai,
-        "HK" => Tz::Asia__Hong_Kong,
-        "AU" => Tz::Australia__Sydney,
-        "NZ" => Tz::Pacific__Auckland,
-        "ZA" => Tz::Africa__Johannesburg,
-        _ => Tz::UTC,
-    }
 }
 
 fn answer(window: &CallingWindow, is_default: bool) -> Json<Value> {
@@ -88,16 +43,13 @@ pub async fn workspace_window(
     state: &AppState,
     ws: WorkspaceId,
 ) -> Result<(CallingWindow, bool), ApiError> {
-    if let Some(window) = state.store.call_window(ws).await? {
-        return Ok((window, false));
-    }
-    let workspace = state.store.workspace(ws).await?.ok_or(ApiError::NotFound {
-        resource: "Workspace",
-    })?;
-    Ok((
-        CallingWindow::default_in(country_zone(&workspace.default_country)),
-        true,
-    ))
+    state
+        .store
+        .workspace_window(ws)
+        .await?
+        .ok_or(ApiError::NotFound {
+            resource: "Workspace",
+        })
 }
 
 /// Set the workspace's default calling hours

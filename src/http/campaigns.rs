@@ -30,8 +30,8 @@ use super::extract::{
 };
 use super::gate::Auth;
 use crate::store::{
-    Agent, CampaignEvent, CampaignRecord, CampaignSettings, CampaignStats, Contact, Disposition,
-    NewContact, PhoneNumberRecord, StatusChange,
+    Agent, CallRecord, CampaignEvent, CampaignRecord, CampaignSettings, CampaignStats, Contact,
+    Disposition, NewContact, PhoneNumberRecord, StatusChange,
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -488,6 +488,9 @@ async fn update(
             message: "The campaign changed status while it was being edited; retry".into(),
         });
     }
+    if current.status != CampaignStatus::Draft {
+        state.engine.campaign_changed(id);
+    }
     let updated = state.store.campaign(ws, id).await?.ok_or(NOT_FOUND)?;
     Ok(Json(view(&state, ws, updated).await?))
 }
@@ -532,7 +535,7 @@ async fn preflight(
             number: n.number.clone(),
         }),
         window: &window,
-        now: Utc::now(),
+        now: state.store.now(),
         starts_at: s.starts_at,
         ends_at: s.ends_at,
     }
@@ -570,7 +573,7 @@ async fn command(
             Transition::Start(event) => {
                 let from_number = preflight(state, ws, &current).await?;
                 (
-                    rules::start_status(Utc::now(), current.settings.starts_at),
+                    rules::start_status(state.store.now(), current.settings.starts_at),
                     event.as_str(),
                     from_number,
                 )
@@ -610,6 +613,7 @@ async fn command(
             exclude,
         };
         if state.store.change_campaign_status(ws, id, &change).await? {
+            state.engine.campaign_changed(id);
             let now = state.store.campaign_any(ws, id).await?.ok_or(NOT_FOUND)?;
             return view(state, ws, now).await;
         }
@@ -869,7 +873,7 @@ async fn enroll(
     let country = state.store.default_country(ws).await?;
     let blocked = state
         .store
-        .blocked_numbers(ws, campaign.settings.agent_id, Utc::now())
+        .blocked_numbers(ws, campaign.settings.agent_id, state.store.now())
         .await?;
     let mut seen = std::collections::HashSet::with_capacity(raw.len());
     let mut contacts = Vec::with_capacity(raw.len());
@@ -918,6 +922,9 @@ async fn enroll(
         .store
         .enroll_contacts(campaign.id, &contacts, auth.key_id)
         .await?;
+    if campaign.status != CampaignStatus::Draft {
+        state.engine.campaign_changed(campaign.id);
+    }
     Ok(Json(EnrollResult {
         enrolled: counts.enrolled,
         duplicates: duplicates + counts.duplicates,
@@ -971,14 +978,155 @@ async fn list_contacts(
     )))
 }
 
-/// Get one contact of a campaign
+/// Why a contact is, or is not, being dialled now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ContactStatus {
+    /// `call_in_progress`, `awaiting_disposition`, `retry_scheduled`, `outside_calling_window`,
+    /// `daily_cap_reached`, `waiting_for_a_slot`, `campaign_<status>`, `retired`, `exhausted`,
+    /// `excluded:<reason>`.
+    pub reason: String,
+    /// When that changes, if known.
+    pub until: Option<DateTime<Utc>>,
+    pub message: String,
+}
+
+/// A contact with its calls (every dial of every attempt) and why it is where it is.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ContactDetail {
+    #[serde(flatten)]
+    pub contact: Contact,
+    /// Every call placed for the contact, oldest first.
+    pub calls: Vec<CallRecord>,
+    pub dialing_status: ContactStatus,
+}
+
+async fn contact_status(
+    state: &AppState,
+    c: &CampaignRecord,
+    contact: &Contact,
+    calls: &[CallRecord],
+) -> Result<ContactStatus, ApiError> {
+    let now = state.store.now();
+    let status = |reason: &str, until: Option<DateTime<Utc>>, message: String| ContactStatus {
+        reason: reason.to_owned(),
+        until,
+        message,
+    };
+    let contact_state = ContactState::parse(&contact.state);
+    match contact_state {
+        Some(ContactState::Dialing) => {
+            return Ok(status(
+                "call_in_progress",
+                None,
+                "A call of this attempt is queued or live".into(),
+            ));
+        }
+        Some(ContactState::AwaitingDisposition) => {
+            let until = calls.last().and_then(|k| k.ended_at).and_then(|t| {
+                chrono::Duration::from_std(state.config.disposition_timeout)
+                    .ok()
+                    .map(|d| t + d)
+            });
+            return Ok(status(
+                "awaiting_disposition",
+                until,
+                "The call was answered; waiting for a disposition (unclassified after the timeout)"
+                    .into(),
+            ));
+        }
+        Some(ContactState::Retired) => {
+            return Ok(status(
+                "retired",
+                None,
+                "A stop outcome or disposition landed; never dialled again".into(),
+            ));
+        }
+        Some(ContactState::Exhausted) => {
+            return Ok(status(
+                "exhausted",
+                None,
+                format!(
+                    "All {} attempts were made; raising max_attempts does not revive it",
+                    contact.attempts
+                ),
+            ));
+        }
+        Some(ContactState::Excluded) => {
+            let why = contact.excluded_reason.clone().unwrap_or_default();
+            return Ok(status(
+                &format!("excluded:{why}"),
+                None,
+                format!("Excluded ({why}); never dialled again"),
+            ));
+        }
+        _ => {}
+    }
+    if c.status != CampaignStatus::Running {
+        return Ok(status(
+            &format!("campaign_{}", c.status.as_str()),
+            None,
+            format!("The campaign is {}; nobody is admitted", c.status.as_str()),
+        ));
+    }
+    let window = effective_window(state, c.workspace_id, &c.settings).await?;
+    let zone = switchboard_actors::policy::contact_zone(
+        &window,
+        contact.timezone.as_deref(),
+        &contact.phone_number,
+    );
+    if !window.is_open_at(now, zone) {
+        let horizon = c
+            .settings
+            .ends_at
+            .unwrap_or(now + chrono::Duration::days(8));
+        return Ok(status(
+            "outside_calling_window",
+            window.next_open(now, horizon, zone),
+            format!("Outside the calling window in {zone}"),
+        ));
+    }
+    if let Some(at) = contact.next_attempt_at
+        && at > now
+    {
+        return Ok(status(
+            "retry_scheduled",
+            Some(at),
+            "Waiting for the retry time".into(),
+        ));
+    }
+    let today = switchboard_actors::policy::local_date(now, window.timezone);
+    if c.daily_window_date == Some(today) && c.daily_admitted_count >= c.settings.max_calls_per_day
+    {
+        return Ok(status(
+            "daily_cap_reached",
+            Some(switchboard_actors::policy::next_local_midnight(
+                now,
+                window.timezone,
+            )),
+            format!(
+                "max_calls_per_day ({}) reached for {today}",
+                c.settings.max_calls_per_day
+            ),
+        ));
+    }
+    Ok(status(
+        "waiting_for_a_slot",
+        None,
+        format!(
+            "Due; admitted as pacing allows (last evaluation: {})",
+            c.last_tick_result.as_deref().unwrap_or("none yet")
+        ),
+    ))
+}
+
+/// Get one contact of a campaign, with its calls and why it is or is not being dialled now
 #[utoipa::path(get, path = "/campaigns/{id}/contacts/{contact_id}", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
-    params(("id" = uuid::Uuid, Path), ("contact_id" = uuid::Uuid, Path)), responses((status = 200, body = Contact), (status = 404)))]
+    params(("id" = uuid::Uuid, Path), ("contact_id" = uuid::Uuid, Path)), responses((status = 200, body = ContactDetail), (status = 404)))]
 async fn get_contact(
     State(state): State<AppState>,
     auth: Auth,
     PathIds(id, contact_id): PathIds,
-) -> Result<Json<Contact>, ApiError> {
+) -> Result<Json<ContactDetail>, ApiError> {
     let c = state
         .store
         .campaign(auth.workspace_id, CampaignId::from_uuid(id))
@@ -987,8 +1135,15 @@ async fn get_contact(
     let contact = state
         .store
         .contact(c.id, ContactId::from_uuid(contact_id))
-        .await?;
-    contact.map(Json).ok_or(ApiError::NotFound {
-        resource: "Contact",
-    })
+        .await?
+        .ok_or(ApiError::NotFound {
+            resource: "Contact",
+        })?;
+    let calls = state.store.contact_calls(contact.id).await?;
+    let dialing_status = contact_status(&state, &c, &contact, &calls).await?;
+    Ok(Json(ContactDetail {
+        contact,
+        calls,
+        dialing_status,
+    }))
 }

@@ -21,7 +21,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
 use super::gate::Auth;
-use crate::store::{DncEntry, DncUpdate, NewDncEntry, now};
+use crate::store::{DncEntry, DncUpdate, NewDncEntry};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -70,9 +70,9 @@ fn check_reason(reason: &str) -> Result<String, ApiError> {
     Ok(reason.to_owned())
 }
 
-fn check_expiry(expires_at: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
+fn check_expiry(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
     let expires_at = expires_at.trunc_subsecs(6);
-    if expires_at <= now() {
+    if expires_at <= now {
         return Err(ApiError::bad_request(
             "Invalid field `expires_at`: must be in the future",
         ));
@@ -132,7 +132,7 @@ async fn list(
         let number = parse_number(&state, &auth, phone, "query parameter `phone`").await?;
         let found = state
             .store
-            .dnc_entry_for_number(auth.workspace_id, &number, now())
+            .dnc_entry_for_number(auth.workspace_id, &number, state.store.now())
             .await?;
         return found
             .map(|e| Json(e).into_response())
@@ -147,7 +147,7 @@ async fn list(
     .page()?;
     let paged = state
         .store
-        .list_dnc_entries(auth.workspace_id, now(), page)
+        .list_dnc_entries(auth.workspace_id, state.store.now(), page)
         .await?;
     Ok(Json(ListResponse::new(paged, page)).into_response())
 }
@@ -191,7 +191,7 @@ async fn create(
         .transpose()?
         .unwrap_or_default();
     let expires_at = match input.expires_at {
-        Patch::Value(at) => Some(check_expiry(at)?),
+        Patch::Value(at) => Some(check_expiry(at, state.store.now())?),
         Patch::Absent | Patch::Null => None,
     };
     let agent_ids = check_agents(&state, &auth, input.agent_ids.unwrap_or_default()).await?;
@@ -243,7 +243,7 @@ async fn update(
     let expires_at = match input.expires_at {
         Patch::Absent => None,
         Patch::Null => Some(None),
-        Patch::Value(at) => Some(Some(check_expiry(at)?)),
+        Patch::Value(at) => Some(Some(check_expiry(at, state.store.now())?)),
     };
     let agent_ids = match input.agent_ids {
         Some(ids) => Some(check_agents(&state, &auth, ids).await?),

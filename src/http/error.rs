@@ -32,6 +32,9 @@ pub enum ApiError {
     /// 401 INSUFFICIENT_SCOPE
     #[error("This API key lacks the scope {required}")]
     InsufficientScope { required: Scope },
+    /// 400 DO_NOT_CALL: the number is on the workspace's do-not-call list for this agent.
+    #[error("{number} is on the do-not-call list; it is not dialled")]
+    DoNotCall { number: String },
     /// 402 BILLING_ERROR: no payment method or insufficient balance.
     #[error("{message}")]
     Billing { message: String },
@@ -73,7 +76,9 @@ impl ApiError {
 
     pub fn status_code(&self) -> StatusCode {
         match self {
-            Self::BadRequest { .. } | Self::UnknownFields { .. } => StatusCode::BAD_REQUEST,
+            Self::BadRequest { .. } | Self::UnknownFields { .. } | Self::DoNotCall { .. } => {
+                StatusCode::BAD_REQUEST
+            }
             Self::MissingKey
             | Self::InvalidKey
             | Self::ExpiredKey
@@ -93,6 +98,7 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::BadRequest { .. } | Self::UnknownFields { .. } => "INVALID_REQUEST",
+            Self::DoNotCall { .. } => "DO_NOT_CALL",
             Self::MissingKey => "MISSING_KEY",
             Self::InvalidKey => "INVALID_KEY",
             Self::ExpiredKey => "EXPIRED_KEY",

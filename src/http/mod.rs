@@ -14,6 +14,7 @@ pub mod routes;
 mod agents;
 mod billing;
 mod call_windows;
+mod calls;
 mod campaigns;
 mod dispositions;
 mod dnc;
@@ -31,9 +32,10 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApiBuilder};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::billing::{LocalPaymentProvider, PaymentProvider};
+use crate::billing::PaymentProvider;
 use crate::config::Config;
 use crate::store::Store;
+use switchboard_actors::engine::Engine;
 
 pub use error::ApiError;
 
@@ -48,10 +50,17 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Where payment methods and top-ups go.
     pub payments: Arc<dyn PaymentProvider>,
+    /// The campaign engine and call queue.
+    pub engine: Engine,
 }
 
 impl AppState {
-    pub fn new(store: Store, config: Arc<Config>) -> anyhow::Result<Self> {
+    pub fn new(
+        store: Store,
+        config: Arc<Config>,
+        engine: Engine,
+        payments: Arc<dyn PaymentProvider>,
+    ) -> anyhow::Result<Self> {
         let (_, openapi) = api().split_for_parts();
         let routes = routes::RouteTable::from_openapi(serde_json::to_value(&openapi)?)?;
         Ok(Self {
@@ -60,7 +69,8 @@ impl AppState {
             config,
             routes: Arc::new(routes),
             metrics: routes::metrics_handle()?,
-            payments: Arc::new(LocalPaymentProvider),
+            payments,
+            engine,
         })
     }
 }
@@ -89,6 +99,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(billing::router())
         .merge(call_windows::router())
         .merge(campaigns::router())
+        .merge(calls::router())
 }
 
 /// The complete service router.

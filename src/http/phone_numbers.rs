@@ -273,7 +273,9 @@ async fn purchase(
     })?;
     let delay = chrono::Duration::from_std(state.config.number_activation_delay)
         .unwrap_or(chrono::Duration::MAX);
-    let activate_after = crate::store::now()
+    let activate_after = state
+        .store
+        .now()
         .checked_add_signed(delay)
         .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
     let bought = match state

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use chrono::SubsecRound;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -12,7 +13,7 @@ use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreError, StoreResult, now, sql, ts};
+use super::{Page, Paged, Store, StoreError, StoreResult, sql, ts};
 
 /// How an agent converses: one system prompt, or a graph of flow nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -162,7 +163,7 @@ pub struct Agent {
 impl Agent {
     /// A new agent with every default, named `name`.
     pub fn new(name: String) -> Self {
-        let at = now();
+        let at = chrono::Utc::now().trunc_subsecs(6);
         Self {
             id: AgentId::new(),
             name,
@@ -285,7 +286,7 @@ impl Store {
             .bind(agent.is_active)
             .bind(agent.max_call_duration_secs)
             .bind(doc(agent)?)
-            .bind(ts(now()))
+            .bind(ts(self.now()))
             .bind(ws.as_uuid())
             .bind(agent.id.as_uuid())
             .execute(&self.pool)
@@ -305,7 +306,7 @@ impl Store {
         let done = sqlx::query(
             "UPDATE agents SET is_active = 0, updated_at = ? WHERE workspace_id = ? AND id = ?",
         )
-        .bind(ts(now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .execute(&self.pool)

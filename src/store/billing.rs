@@ -7,7 +7,7 @@ use sqlx::Row;
 use switchboard_actors::ids::WorkspaceId;
 use utoipa::ToSchema;
 
-use super::{Store, StoreResult, now, ts};
+use super::{Store, StoreResult, ts};
 
 /// One balance change.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -91,7 +91,16 @@ impl Store {
         if balance_cents < amount_cents {
             return Ok(Debit::Insufficient { balance_cents });
         }
-        let entry = ledger_entry_in(&mut tx, ws, -amount_cents, kind, description, None).await?;
+        let entry = ledger_entry_in(
+            &mut tx,
+            ws,
+            -amount_cents,
+            kind,
+            description,
+            None,
+            self.now(),
+        )
+        .await?;
         tx.commit().await?;
         Ok(Debit::Done(entry))
     }
@@ -114,8 +123,16 @@ impl Store {
         if exists.is_none() {
             return Ok(None);
         }
-        let entry =
-            ledger_entry_in(&mut tx, ws, amount_cents, kind, description, reference).await?;
+        let entry = ledger_entry_in(
+            &mut tx,
+            ws,
+            amount_cents,
+            kind,
+            description,
+            reference,
+            self.now(),
+        )
+        .await?;
         tx.commit().await?;
         Ok(Some(entry))
     }
@@ -162,8 +179,8 @@ pub(crate) async fn ledger_entry_in(
     kind: &str,
     description: &str,
     reference: Option<&str>,
+    created_at: DateTime<Utc>,
 ) -> StoreResult<LedgerEntry> {
-    let created_at = now();
     let balance_after_cents: i64 = sqlx::query_scalar("UPDATE workspaces SET balance_cents = balance_cents + ?, updated_at = ? WHERE id = ? RETURNING balance_cents")
         .bind(amount_cents)
         .bind(ts(created_at))
@@ -212,7 +229,7 @@ impl Store {
         sqlx::query("UPDATE workspaces SET payment_method_id = ?, payment_method_label = ?, updated_at = ? WHERE id = ?")
             .bind(method.map(|m| m.id.as_str()))
             .bind(method.map(|m| m.label.as_str()))
-            .bind(ts(now()))
+            .bind(ts(self.now()))
             .bind(ws.as_uuid())
             .execute(&self.pool)
             .await?;
@@ -235,7 +252,7 @@ impl Store {
         .bind(update.auto_topup_amount_cents)
         .bind(update.low_balance_threshold_cents)
         .bind(update.billing_email)
-        .bind(ts(now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .execute(&self.pool)
         .await?;

@@ -18,7 +18,7 @@ use switchboard_actors::ids::{
 use switchboard_actors::window::CallingWindow;
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, now, sql, ts};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, sql, ts};
 
 /// The settings a client writes (create and PATCH), with the campaign's current values.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,6 +114,8 @@ pub struct CampaignStats {
     pub attempts: i64,
     /// Contacts per outcome of their latest attempt.
     pub last_outcomes: BTreeMap<String, i64>,
+    /// Calls per outcome, over every attempt (double dials and infra retries included).
+    pub call_outcomes: BTreeMap<String, i64>,
 }
 
 /// An audit event.
@@ -179,7 +181,7 @@ pub struct EnrollCounts {
     pub duplicates: i64,
 }
 
-const CAMPAIGN_COLUMNS: &str = "id, workspace_id, name, description, status, agent_id, from_phone_number_id, from_number, regulatory_basis, \
+pub(crate) const CAMPAIGN_COLUMNS: &str = "id, workspace_id, name, description, status, agent_id, from_phone_number_id, from_number, regulatory_basis, \
     calling_window, stop_disposition_ids, stop_on_no_answer, stop_on_voicemail, stop_on_unclassified, randomize_retry_time, double_dial_enabled, \
     max_attempts, max_infra_retries, retry_no_answer_seconds, retry_completed_seconds, double_dial_gap_seconds, max_calls_per_day, \
     min_seconds_between_calls, max_in_flight, budget_cents, starts_at, ends_at, daily_admitted_count, daily_window_date, last_admitted_at, \
@@ -189,7 +191,7 @@ fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{what}: {err}"))
 }
 
-fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
+pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
     let status: String = r.try_get("status")?;
     let window: Option<String> = r.try_get("calling_window")?;
     let stop_ids: String = r.try_get("stop_disposition_ids")?;
@@ -283,7 +285,11 @@ fn contact_row(r: SqliteRow) -> StoreResult<Contact> {
     })
 }
 
-fn bind_settings(q: &mut QueryBuilder<Sqlite>, s: &CampaignSettings) -> StoreResult<()> {
+fn bind_settings(
+    q: &mut QueryBuilder<Sqlite>,
+    s: &CampaignSettings,
+    at: DateTime<Utc>,
+) -> StoreResult<()> {
     let window = s.calling_window.as_ref().map(|w| w.to_json().to_string());
     let stop_ids = serde_json::to_string(&s.stop_disposition_ids)
         .map_err(|e| corrupt("stop_disposition_ids", e))?;
@@ -332,11 +338,12 @@ fn bind_settings(q: &mut QueryBuilder<Sqlite>, s: &CampaignSettings) -> StoreRes
         .push_bind_unseparated(s.starts_at.map(ts));
     sep.push("ends_at = ")
         .push_bind_unseparated(s.ends_at.map(ts));
-    sep.push("updated_at = ").push_bind_unseparated(ts(now()));
+    sep.push("updated_at = ").push_bind_unseparated(ts(at));
     Ok(())
 }
 
-async fn insert_event(
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn insert_event(
     tx: &mut sqlx::SqliteConnection,
     campaign: CampaignId,
     kind: &str,
@@ -344,6 +351,7 @@ async fn insert_event(
     to: Option<CampaignStatus>,
     message: Option<&str>,
     actor: Option<ApiKeyId>,
+    at: DateTime<Utc>,
 ) -> StoreResult<()> {
     sqlx::query("INSERT INTO campaign_events (id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         .bind(uuid::Uuid::now_v7())
@@ -353,7 +361,7 @@ async fn insert_event(
         .bind(to.map(|s| s.as_str()))
         .bind(message)
         .bind(actor.map(|a| a.as_uuid()))
-        .bind(ts(now()))
+        .bind(ts(at))
         .execute(&mut *tx)
         .await?;
     Ok(())
@@ -381,7 +389,7 @@ impl Store {
         actor: ApiKeyId,
     ) -> StoreResult<CampaignRecord> {
         let id = CampaignId::new();
-        let at = ts(now());
+        let at = ts(self.now());
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO campaigns (id, workspace_id, name, status, max_attempts, max_infra_retries, retry_no_answer_seconds, retry_completed_seconds, \
@@ -398,7 +406,7 @@ impl Store {
         .await
         .map_err(classify)?;
         let mut q = QueryBuilder::new("UPDATE campaigns SET ");
-        bind_settings(&mut q, settings)?;
+        bind_settings(&mut q, settings, self.now())?;
         q.push(" WHERE id = ").push_bind(id.as_uuid());
         q.build().execute(&mut *tx).await.map_err(classify)?;
         insert_event(
@@ -409,6 +417,7 @@ impl Store {
             Some(CampaignStatus::Draft),
             None,
             Some(actor),
+            self.now(),
         )
         .await?;
         tx.commit().await?;
@@ -486,7 +495,7 @@ impl Store {
     ) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
         let mut q = QueryBuilder::new("UPDATE campaigns SET ");
-        bind_settings(&mut q, settings)?;
+        bind_settings(&mut q, settings, self.now())?;
         q.push(" WHERE workspace_id = ").push_bind(ws.as_uuid());
         q.push(" AND id = ").push_bind(id.as_uuid());
         q.push(" AND status = ").push_bind(expected.as_str());
@@ -503,6 +512,7 @@ impl Store {
             None,
             Some(&message),
             Some(actor),
+            self.now(),
         )
         .await?;
         tx.commit().await?;
@@ -516,7 +526,7 @@ impl Store {
         id: CampaignId,
         change: &StatusChange<'_>,
     ) -> StoreResult<bool> {
-        let at = now();
+        let at = self.now();
         let mut tx = self.pool.begin().await?;
         let started = matches!(
             change.to,
@@ -570,6 +580,7 @@ impl Store {
             Some(change.to),
             None,
             change.actor,
+            self.now(),
         )
         .await?;
         tx.commit().await?;
@@ -633,6 +644,7 @@ impl Store {
                 .fetch_all(&self.pool)
                 .await?;
         stats.last_outcomes = outcomes.into_iter().collect();
+        stats.call_outcomes = self.campaign_outcomes(id).await?.into_iter().collect();
         Ok(stats)
     }
 
@@ -645,12 +657,12 @@ impl Store {
         actor: ApiKeyId,
     ) -> StoreResult<EnrollCounts> {
         const BATCH: usize = 500;
-        let at = ts(now());
+        let at = ts(self.now());
         let mut counts = EnrollCounts::default();
         let mut tx = self.pool.begin().await?;
         for chunk in contacts.chunks(BATCH) {
             let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, created_at, updated_at) ",
+                "INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) ",
             );
             q.push_values(chunk, |mut b, c| {
                 b.push_bind(uuid::Uuid::now_v7())
@@ -666,6 +678,7 @@ impl Store {
                         ContactState::Pending.as_str()
                     })
                     .push_bind(c.excluded.map(|r| r.as_str()))
+                    .push_bind(c.excluded.is_none().then(|| at.clone()))
                     .push_bind(at.clone())
                     .push_bind(at.clone());
             });
@@ -691,6 +704,7 @@ impl Store {
             None,
             Some(&message),
             Some(actor),
+            self.now(),
         )
         .await?;
         tx.commit().await?;

@@ -8,7 +8,7 @@ use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{DispositionId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Store, StoreResult, classify, now, sql, ts};
+use super::{Store, StoreResult, classify, sql, ts};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Disposition {
@@ -92,7 +92,7 @@ impl Store {
         position: Option<i64>,
     ) -> StoreResult<Disposition> {
         let id = DispositionId::new();
-        let at = ts(now());
+        let at = ts(self.now());
         let mut tx = self.pool.begin().await?;
         let position = match position {
             Some(p) => {
@@ -140,7 +140,7 @@ impl Store {
         .bind(label)
         .bind(color)
         .bind(position)
-        .bind(ts(now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .execute(&self.pool)

@@ -14,7 +14,7 @@ use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, ApiKeyId, DncEntryId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreResult, classify, now, sql, ts};
+use super::{Page, Paged, Store, StoreResult, classify, sql, ts};
 
 /// An agent a do-not-call entry applies to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
@@ -225,7 +225,7 @@ impl Store {
         new: &NewDncEntry<'_>,
     ) -> StoreResult<DncEntry> {
         let id = DncEntryId::new();
-        let at = ts(now());
+        let at = ts(self.now());
         let mut tx = self.pool.begin().await?;
         sqlx::query("DELETE FROM dnc_entries WHERE workspace_id = ? AND phone_number = ? AND expires_at IS NOT NULL AND expires_at <= ?")
             .bind(ws.as_uuid())
@@ -271,7 +271,7 @@ impl Store {
         .bind(update.reason)
         .bind(update.expires_at.is_some())
         .bind(update.expires_at.flatten().map(ts))
-        .bind(ts(now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .execute(&mut *tx)

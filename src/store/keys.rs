@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::Row;
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 
-use super::{Store, StoreError, StoreResult, now, ts};
+use super::{Store, StoreError, StoreResult, ts};
 use crate::auth::{self, Scopes};
 
 /// A key as listed (never with its secret).
@@ -46,7 +46,7 @@ impl Store {
     ) -> StoreResult<(ApiKey, String)> {
         let new = auth::generate_key();
         let id = ApiKeyId::new();
-        let created_at = now();
+        let created_at = self.now();
         sqlx::query("INSERT INTO api_keys (id, workspace_id, name, key_hash, key_prefix, scopes, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
             .bind(id.as_uuid())
             .bind(workspace_id.as_uuid())
@@ -101,7 +101,7 @@ impl Store {
     pub async fn revoke_key(&self, id: ApiKeyId) -> StoreResult<bool> {
         let done =
             sqlx::query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
-                .bind(ts(now()))
+                .bind(ts(self.now()))
                 .bind(id.as_uuid())
                 .execute(&self.pool)
                 .await?;

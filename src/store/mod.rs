@@ -9,6 +9,7 @@
 
 mod agents;
 mod billing;
+mod calls;
 mod campaigns;
 mod dispositions;
 mod dnc;
@@ -18,6 +19,7 @@ mod workspaces;
 
 pub use agents::*;
 pub use billing::*;
+pub use calls::*;
 pub use campaigns::*;
 pub use dispositions::*;
 pub use dnc::*;
@@ -26,11 +28,13 @@ pub use numbers::*;
 pub use workspaces::*;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use switchboard_actors::clock::{SharedClock, SystemClock};
 
 pub use switchboard_actors::ids::WorkspaceId;
 
@@ -68,9 +72,16 @@ pub(crate) fn classify(err: sqlx::Error) -> StoreError {
     StoreError::Database(err)
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
+    clock: SharedClock,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
 }
 
 /// The stored form of a timestamp.
@@ -78,14 +89,14 @@ pub fn ts(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
 }
 
-/// The current time, at the store's precision.
-pub fn now() -> DateTime<Utc> {
-    Utc::now().trunc_subsecs(6)
-}
-
 impl Store {
     /// Opens (creating if missing) and migrates the database at `url`.
     pub async fn open(url: &str) -> StoreResult<Self> {
+        Self::open_with_clock(url, Arc::new(SystemClock)).await
+    }
+
+    /// Opens the store with the clock every timestamp it writes is read from (the engine's).
+    pub async fn open_with_clock(url: &str, clock: SharedClock) -> StoreResult<Self> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -97,7 +108,16 @@ impl Store {
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self { pool, clock })
+    }
+
+    /// The current time, at the store's precision, from the store's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    pub fn clock(&self) -> SharedClock {
+        self.clock.clone()
     }
 
     pub fn pool(&self) -> &SqlitePool {

@@ -9,7 +9,7 @@ use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, now, sql, ts};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, sql, ts};
 
 /// The carrier account a number is on (embedded).
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -112,7 +112,7 @@ impl Store {
         status: &str,
     ) -> StoreResult<PhoneNumberRecord> {
         let id = PhoneNumberId::new();
-        let at = now();
+        let at = self.now();
         let active = status == "active";
         sqlx::query(
             "INSERT INTO phone_numbers (id, workspace_id, number, provider, status, is_active, country_code, monthly_cost_cents, ownership_verified_at, created_at, updated_at) \
@@ -206,7 +206,7 @@ impl Store {
         activate_after: DateTime<Utc>,
     ) -> StoreResult<PhoneNumberRecord> {
         let id = PhoneNumberId::new();
-        let at = ts(now());
+        let at = ts(self.now());
         sqlx::query(
             "INSERT INTO phone_numbers (id, workspace_id, number, friendly_name, provider, status, is_active, country_code, monthly_cost_cents, activate_after, created_at, updated_at) \
              VALUES (?, ?, ?, ?, 'switchboard', 'pending_requirements', 0, ?, ?, ?, ?, ?)",
@@ -250,7 +250,7 @@ impl Store {
         .bind(outbound_agent_id.is_some())
         .bind(outbound_agent_id.flatten().map(|a| a.as_uuid()))
         .bind(friendly_name)
-        .bind(ts(now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .execute(&self.pool)
@@ -268,7 +268,7 @@ impl Store {
         ws: WorkspaceId,
         id: PhoneNumberId,
     ) -> StoreResult<bool> {
-        let at = ts(now());
+        let at = ts(self.now());
         let done = sqlx::query("UPDATE phone_numbers SET released_at = ?, is_active = 0, updated_at = ? WHERE workspace_id = ? AND id = ? AND released_at IS NULL")
             .bind(&at)
             .bind(&at)

@@ -6,7 +6,7 @@ use sqlx::Row;
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::window::CallingWindow;
 
-use super::{Store, StoreError, StoreResult, now, ts};
+use super::{Store, StoreError, StoreResult, ts};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Workspace {
@@ -34,7 +34,7 @@ impl Store {
         default_country: &str,
     ) -> StoreResult<Workspace> {
         let id = WorkspaceId::new();
-        let created_at = now();
+        let created_at = self.now();
         let mut tx = self.pool.begin().await?;
         sqlx::query("INSERT INTO workspaces (id, name, default_country, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
             .bind(id.as_uuid())
@@ -126,7 +126,7 @@ impl Store {
     ) -> StoreResult<()> {
         sqlx::query("UPDATE workspaces SET call_window = ?, updated_at = ? WHERE id = ?")
             .bind(window.to_json().to_string())
-            .bind(ts(now()))
+            .bind(ts(self.now()))
             .bind(id.as_uuid())
             .execute(&self.pool)
             .await?;

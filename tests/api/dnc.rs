@@ -1,7 +1,7 @@
 use chrono::{Duration, Utc};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use switchboard::store::{NewDncEntry, now, ts};
+use switchboard::store::{NewDncEntry, ts};
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 
 use crate::helpers::{TestApp, spawn_app};
@@ -9,7 +9,7 @@ use crate::helpers::{TestApp, spawn_app};
 /// Inserts an agent row directly (the agents API is built elsewhere).
 async fn agent(app: &TestApp, ws: WorkspaceId, name: &str) -> AgentId {
     let id = AgentId::new();
-    let at = ts(now());
+    let at = ts(Utc::now());
     sqlx::query(
         "INSERT INTO agents (id, workspace_id, name, is_active, max_call_duration_secs, doc, created_at, updated_at) VALUES (?, ?, ?, 1, 300, '{}', ?, ?)",
     )
@@ -310,7 +310,7 @@ async fn a_removed_number_is_no_longer_on_the_list_and_can_be_added_again() {
 async fn an_expired_entry_counts_as_absent() {
     let app = spawn_app().await;
     // An entry that expired a minute ago (the API refuses past expiries, so write it directly).
-    let past = now() - Duration::minutes(1);
+    let past = Utc::now() - Duration::minutes(1);
     let new = NewDncEntry {
         phone_number: "+972501234567",
         reason: "temporary",
@@ -331,13 +331,13 @@ async fn an_expired_entry_counts_as_absent() {
     assert_eq!(app.get("/do-not-call").await.body["pagination"]["total"], 0);
     assert!(
         !app.store
-            .is_blocked(app.workspace_id, "+972501234567", None, now())
+            .is_blocked(app.workspace_id, "+972501234567", None, Utc::now())
             .await
             .unwrap()
     );
     assert!(
         app.store
-            .blocked_numbers(app.workspace_id, None, now())
+            .blocked_numbers(app.workspace_id, None, Utc::now())
             .await
             .unwrap()
             .is_empty()
@@ -383,7 +383,7 @@ async fn an_entry_with_a_future_expiry_blocks_until_it_expires() {
     let ws = app.workspace_id;
     assert!(
         app.store
-            .is_blocked(ws, "+972501234567", None, now())
+            .is_blocked(ws, "+972501234567", None, Utc::now())
             .await
             .unwrap()
     );
@@ -427,7 +427,7 @@ async fn an_agent_specific_entry_blocks_only_the_agents_it_names() {
         StatusCode::CREATED
     );
 
-    let at = now();
+    let at = Utc::now();
     let for_a = app.store.blocked_numbers(ws, Some(a), at).await.unwrap();
     let for_b = app.store.blocked_numbers(ws, Some(b), at).await.unwrap();
     let for_none = app.store.blocked_numbers(ws, None, at).await.unwrap();

@@ -364,7 +364,7 @@ async fn a_number_stays_pending_while_the_review_delay_runs() {
     // The activation job runs every 50 ms in tests; the default delay is a day.
     assert_eq!(
         app.store
-            .activate_due_numbers(switchboard::store::now())
+            .activate_due_numbers(app.store.now())
             .await
             .unwrap(),
         0

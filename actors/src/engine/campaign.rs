@@ -13,13 +13,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use super::{Shared, Timer};
 use super::contact::{Activation, ContactActor, ContactArgs, ContactMsg};
 use super::queue::QueueMsg;
+use super::{Shared, Timer};
 use crate::call::{END_INTERRUPTED, PRIORITY_DEFAULT};
 use crate::campaign::{CampaignStatus, Preflight};
 use crate::clock::until;
@@ -223,7 +223,11 @@ impl CampaignActor {
         Ok(state.campaign.is_some())
     }
 
-    async fn record(state: &mut CampaignState, result: &str, last_error: Option<String>) -> Res<()> {
+    async fn record(
+        state: &mut CampaignState,
+        result: &str,
+        last_error: Option<String>,
+    ) -> Res<()> {
         let Some(c) = &state.campaign else {
             return Ok(());
         };
@@ -298,7 +302,8 @@ impl CampaignActor {
         let shared = state.shared.clone();
         let config = &shared.config;
         let now = shared.clock.now();
-        let interval = Duration::from_std(config.evaluation_interval).unwrap_or(Duration::seconds(60));
+        let interval =
+            Duration::from_std(config.evaluation_interval).unwrap_or(Duration::seconds(60));
         let stale = state.loaded_at.is_none_or(|at| now - at >= interval);
         if (state.dirty || stale || state.campaign.is_none()) && !Self::reload(state, now).await? {
             myself.stop(None);
@@ -378,10 +383,12 @@ impl CampaignActor {
             return Ok(());
         }
 
+        // Done when every enrolled contact is terminal; a campaign without contacts waits for
+        // some to be enrolled.
         if state.counts.open() == 0 && state.active.is_empty() {
             // Recount before declaring the campaign done.
             state.counts = shared.store.contact_counts(state.id).await?;
-            if state.counts.open() == 0 {
+            if state.counts.total() > 0 && state.counts.open() == 0 {
                 Self::transition(state, CampaignStatus::Completed, "all_contacts_done", None)
                     .await?;
                 myself.stop(None);
@@ -415,7 +422,10 @@ impl CampaignActor {
                 Some(("min_seconds_between_calls", Some(anchor + gap)))
             } else if !c.window.use_contact_timezone && !c.window.is_open_at(now, zone) {
                 let horizon = rules.ends_at.unwrap_or(now + Duration::days(8));
-                Some(("outside_calling_window", c.window.next_open(now, horizon, zone)))
+                Some((
+                    "outside_calling_window",
+                    c.window.next_open(now, horizon, zone),
+                ))
             } else {
                 None
             };
@@ -464,8 +474,8 @@ impl CampaignActor {
             return Ok(());
         }
 
-        let mut slots = (rules.max_in_flight - in_flight)
-            .min(rules.max_calls_per_day - admitted_today);
+        let mut slots =
+            (rules.max_in_flight - in_flight).min(rules.max_calls_per_day - admitted_today);
         if gap > Duration::zero() {
             slots = slots.min(1);
         }
@@ -508,7 +518,9 @@ impl CampaignActor {
                     .exclude_contact(d.id, ExclusionReason::DoNotCall, now)
                     .await?
                 {
-                    state.counts.shift(d.state, ContactState::Excluded, d.attempts);
+                    state
+                        .counts
+                        .shift(d.state, ContactState::Excluded, d.attempts);
                 }
                 continue;
             }
@@ -518,6 +530,7 @@ impl CampaignActor {
                 campaign_id: Some(state.id),
                 contact_id: Some(d.id),
                 agent_id,
+                from_phone_number_id: c.from_phone_number_id,
                 from_number: number.number.clone(),
                 to_number: d.phone_number.clone(),
                 priority: PRIORITY_DEFAULT,
@@ -538,7 +551,9 @@ impl CampaignActor {
             match shared.store.admit(&admission).await? {
                 AdmitResult::Admitted => {
                     admitted += 1;
-                    state.counts.shift(d.state, ContactState::Dialing, d.attempts + 1);
+                    state
+                        .counts
+                        .shift(d.state, ContactState::Dialing, d.attempts + 1);
                     state.counts.open_attempts += 1;
                     if let Some(c) = &mut state.campaign {
                         if c.daily_window_date == Some(today) {
@@ -750,11 +765,9 @@ impl Actor for CampaignActor {
                 {
                     a.dialing = false;
                     a.queued = false;
-                    state.counts.shift(
-                        ContactState::Dialing,
-                        ContactState::AwaitingDisposition,
-                        0,
-                    );
+                    state
+                        .counts
+                        .shift(ContactState::Dialing, ContactState::AwaitingDisposition, 0);
                 }
                 Self::request_eval(&myself, state);
             }

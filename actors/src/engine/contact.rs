@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use super::{Shared, Timer};
 use super::campaign::CampaignMsg;
 use super::queue::QueueMsg;
+use super::{Shared, Timer};
 use crate::call::{CallStatus, END_INTERRUPTED};
 use crate::clock::until;
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
@@ -22,10 +22,17 @@ use crate::policy::{self, Verdict};
 use crate::ports::{CallEnd, CallSpec, CampaignRules, OpenAttempt, Settlement, StoredCall};
 
 pub enum ContactMsg {
-    CallFinished { call: CallId, end: CallEnd },
-    CallCancelled { call: CallId },
+    CallFinished {
+        call: CallId,
+        end: CallEnd,
+    },
+    CallCancelled {
+        call: CallId,
+    },
     Redial,
-    DispositionLanded { call: CallId },
+    DispositionLanded {
+        call: CallId,
+    },
     DispositionTimeout,
     /// The campaign was stopped or archived: no retry will be scheduled.
     Closed(ExclusionReason),

@@ -261,8 +261,6 @@ impl Engine {
     pub async fn stop(&self) {
         let cell = self.supervisor.get_cell();
         cell.stop_children(None);
-        let _ = cell
-            .stop_and_wait(None, Some(Duration::from_secs(5)))
-            .await;
+        let _ = cell.stop_and_wait(None, Some(Duration::from_secs(5))).await;
     }
 }

@@ -227,6 +227,7 @@ mod tests {
             campaign_id: None,
             contact_id: None,
             agent_id: crate::ids::AgentId::new(),
+            from_phone_number_id: None,
             from_number: String::new(),
             to_number: String::new(),
             priority: p,

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::time::Instant;
 
+use super::Shared;
 use super::call::CallActor;
 use super::campaign::{CampaignActor, CampaignMsg};
 use super::queue::{CallQueue, QueueMsg};
-use super::Shared;
 use crate::call::END_INTERRUPTED;
 use crate::campaign::CampaignStatus;
 use crate::contact::CallOutcome;
@@ -171,7 +171,9 @@ impl Actor for EngineSupervisor {
         match event {
             SupervisionEvent::ActorTerminated(cell, _, _) => {
                 match state.children.remove(&cell.get_id()) {
-                    Some(Child::Campaign(id)) => state.shared.unregister_campaign(id, cell.get_id()),
+                    Some(Child::Campaign(id)) => {
+                        state.shared.unregister_campaign(id, cell.get_id())
+                    }
                     Some(Child::Queue) => {
                         state.shared.set_queue(None);
                     }
@@ -194,7 +196,13 @@ impl Actor for EngineSupervisor {
                             if state
                                 .shared
                                 .store
-                                .engine_transition(id, from, CampaignStatus::PausedInfra, &reason, now)
+                                .engine_transition(
+                                    id,
+                                    from,
+                                    CampaignStatus::PausedInfra,
+                                    &reason,
+                                    now,
+                                )
                                 .await?
                             {
                                 break;
@@ -210,7 +218,9 @@ impl Actor for EngineSupervisor {
                 Some(Child::Call(spec)) => {
                     tracing::error!(call = %spec.id, error = %err, "call actor failed; the call is ended as interrupted");
                     interrupt(&state.shared, &spec).await;
-                    state.shared.to_queue(QueueMsg::CallEnded(spec.workspace_id));
+                    state
+                        .shared
+                        .to_queue(QueueMsg::CallEnded(spec.workspace_id));
                 }
                 None => {}
             },

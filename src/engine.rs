@@ -1,0 +1,222 @@
+//! Wiring of the campaign engine (`switchboard-actors`) into the service: the store port backed
+//! by [`Store`], the carrier chosen in [`Config`], and start-up.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::contact::{CallOutcome, ExclusionReason};
+use switchboard_actors::engine::{Engine, EngineConfig};
+use switchboard_actors::ids::{AgentId, CallId, CampaignId, ContactId, DispositionId, WorkspaceId};
+use switchboard_actors::ports::{
+    Admission, AdmitResult, CallEnd, CallSpec, ContactCounts, DialRequest, DialResult, Dialer,
+    DueContact, EngineCampaign, EngineStore, Funds, OpenAttempt, PortError, PortResult, Settlement,
+    TickRecord,
+};
+use switchboard_actors::sim::SimCarrier;
+
+use crate::billing::PaymentProvider;
+use crate::config::{Carrier, Config};
+use crate::store::{Store, StoreError};
+
+/// The engine's store port over [`Store`]; a call's charge is followed by auto top-up.
+pub struct EnginePort {
+    pub store: Store,
+    pub payments: Arc<dyn PaymentProvider>,
+}
+
+fn port(err: StoreError) -> PortError {
+    PortError(err.to_string())
+}
+
+#[async_trait::async_trait]
+impl EngineStore for EnginePort {
+    async fn live_campaigns(&self) -> PortResult<Vec<CampaignId>> {
+        self.store.live_campaigns().await.map_err(port)
+    }
+    async fn campaign(&self, id: CampaignId) -> PortResult<Option<EngineCampaign>> {
+        self.store.engine_campaign(id).await.map_err(port)
+    }
+    async fn contact_counts(&self, id: CampaignId) -> PortResult<ContactCounts> {
+        self.store.contact_counts(id).await.map_err(port)
+    }
+    async fn due_contacts(
+        &self,
+        id: CampaignId,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> PortResult<Vec<DueContact>> {
+        self.store.due_contacts(id, now, limit).await.map_err(port)
+    }
+    async fn next_due_at(&self, id: CampaignId) -> PortResult<Option<DateTime<Utc>>> {
+        self.store.next_due_at(id).await.map_err(port)
+    }
+    async fn defer_contacts(
+        &self,
+        deferrals: &[(ContactId, DateTime<Utc>)],
+        now: DateTime<Utc>,
+    ) -> PortResult<()> {
+        self.store
+            .defer_contacts(deferrals, now)
+            .await
+            .map_err(port)
+    }
+    async fn exclude_contact(
+        &self,
+        id: ContactId,
+        reason: ExclusionReason,
+        now: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        self.store
+            .exclude_contact(id, reason, now)
+            .await
+            .map_err(port)
+    }
+    async fn is_blocked(
+        &self,
+        ws: WorkspaceId,
+        agent: Option<AgentId>,
+        number: &str,
+        now: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        self.store
+            .is_blocked(ws, number, agent, now)
+            .await
+            .map_err(port)
+    }
+    async fn funds(&self, ws: WorkspaceId) -> PortResult<Funds> {
+        self.store.funds(ws).await.map_err(port)
+    }
+    async fn admit(&self, admission: &Admission) -> PortResult<AdmitResult> {
+        self.store.admit(admission).await.map_err(port)
+    }
+    async fn record_tick(&self, id: CampaignId, tick: &TickRecord) -> PortResult<()> {
+        self.store.record_tick(id, tick).await.map_err(port)
+    }
+    async fn engine_transition(
+        &self,
+        id: CampaignId,
+        from: CampaignStatus,
+        to: CampaignStatus,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        self.store
+            .engine_transition(id, from, to, reason, now)
+            .await
+            .map_err(port)
+    }
+    async fn open_attempts(&self, id: CampaignId) -> PortResult<Vec<OpenAttempt>> {
+        self.store.open_attempts(id).await.map_err(port)
+    }
+    async fn open_attempt(&self, contact: ContactId) -> PortResult<Option<OpenAttempt>> {
+        self.store.open_attempt(contact).await.map_err(port)
+    }
+    async fn queued_calls(&self) -> PortResult<Vec<CallSpec>> {
+        self.store.queued_calls().await.map_err(port)
+    }
+    async fn live_calls(&self) -> PortResult<HashMap<WorkspaceId, usize>> {
+        self.store.live_calls().await.map_err(port)
+    }
+    async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> PortResult<u64> {
+        self.store.interrupt_live_calls(now).await.map_err(port)
+    }
+    async fn mark_dialing(&self, call: CallId, now: DateTime<Utc>) -> PortResult<bool> {
+        self.store.mark_dialing(call, now).await.map_err(port)
+    }
+    async fn finish_call(&self, call: &CallSpec, end: &CallEnd) -> PortResult<()> {
+        let charged = self.store.finish_call(call, end).await.map_err(port)?;
+        if charged
+            && end.cost_cents > 0
+            && let Err(err) =
+                crate::billing::auto_topup(&self.store, self.payments.as_ref(), call.workspace_id)
+                    .await
+        {
+            tracing::warn!(workspace = %call.workspace_id, error = %err, "auto top-up failed");
+        }
+        Ok(())
+    }
+    async fn cancel_call(
+        &self,
+        call: &CallSpec,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        self.store
+            .cancel_call(call, reason, now)
+            .await
+            .map_err(port)
+    }
+    async fn redial(&self, call: &CallSpec, contact: ContactId) -> PortResult<bool> {
+        self.store.redial(call, contact).await.map_err(port)
+    }
+    async fn await_disposition(
+        &self,
+        contact: ContactId,
+        call: CallId,
+        now: DateTime<Utc>,
+    ) -> PortResult<bool> {
+        self.store
+            .await_disposition(contact, call, now)
+            .await
+            .map_err(port)
+    }
+    async fn call_disposition(&self, call: CallId) -> PortResult<Option<DispositionId>> {
+        self.store.call_disposition(call).await.map_err(port)
+    }
+    async fn settle_contact(&self, settlement: &Settlement) -> PortResult<bool> {
+        self.store.settle_contact(settlement).await.map_err(port)
+    }
+}
+
+/// The dialer of `--carrier none`: nothing can be placed.
+pub struct NoCarrier;
+
+#[async_trait::async_trait]
+impl Dialer for NoCarrier {
+    async fn dial(&self, _request: DialRequest) -> DialResult {
+        DialResult {
+            outcome: CallOutcome::InfraError,
+            ring_secs: 0,
+            talk_secs: 0,
+            end_reason: "no_carrier".into(),
+            disposition_label: None,
+        }
+    }
+}
+
+/// The engine's settings from the service's.
+pub fn engine_config(config: &Config) -> EngineConfig {
+    EngineConfig {
+        evaluation_interval: config.evaluation_interval,
+        disposition_timeout: config.disposition_timeout,
+        outbound_cents_per_minute: config.outbound_cents_per_minute,
+        workspace_max_concurrent_calls: config.workspace_max_concurrent_calls,
+        node_capacity: config.node_capacity,
+        ..EngineConfig::default()
+    }
+}
+
+/// The dialer `config.carrier` selects.
+pub fn dialer(config: &Config, store: &Store) -> anyhow::Result<Arc<dyn Dialer>> {
+    Ok(match &config.carrier {
+        Carrier::None => Arc::new(NoCarrier),
+        Carrier::Sim(sim) => Arc::new(SimCarrier::new(sim.clone(), store.clock())?),
+    })
+}
+
+/// Starts the engine on `store`: reconciles what a previous run left open, then runs every live
+/// campaign.
+pub async fn start(
+    store: &Store,
+    payments: Arc<dyn PaymentProvider>,
+    dialer: Arc<dyn Dialer>,
+    config: EngineConfig,
+) -> anyhow::Result<Engine> {
+    let port = Arc::new(EnginePort {
+        store: store.clone(),
+        payments,
+    });
+    Ok(Engine::start(port, dialer, store.clock(), config).await?)
+}

@@ -1,0 +1,1032 @@
+//! Calls, and the engine's reads and writes (the SQL behind the engine's store port).
+//!
+//! **Invariant:** an attempt, its queued call and the campaign's counters and reservation are
+//! written in one transaction; so are a call's end, the release of its reservation, the
+//! campaign's spend and the workspace's ledger entry. Every engine write is guarded by the state
+//! it was decided from, so a stale actor cannot undo a newer decision.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{QueryBuilder, Row, Sqlite};
+use switchboard_actors::call::{CallDirection, CallStatus, END_INTERRUPTED};
+use switchboard_actors::campaign::{AgentFacts, CampaignStatus, NumberFacts};
+use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
+use switchboard_actors::ids::{
+    AgentId, CallId, CampaignId, ContactId, DispositionId, PhoneNumberId, WorkspaceId,
+};
+use switchboard_actors::policy::country_zone;
+use switchboard_actors::ports::{
+    Admission, AdmitResult, CallEnd, CallSpec, CampaignRules, ContactCounts, DueContact,
+    EngineCampaign, Funds, OpenAttempt, Settlement, StoredCall, TickRecord,
+};
+use switchboard_actors::window::CallingWindow;
+use utoipa::ToSchema;
+
+use super::billing::ledger_entry_in;
+use super::campaigns::{CAMPAIGN_COLUMNS, campaign_row, insert_event};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, sql, ts};
+
+const OPEN_STATES: &str = "('pending', 'scheduled')";
+
+/// A call as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CallRecord {
+    #[schema(value_type = uuid::Uuid)]
+    pub id: CallId,
+    /// `outbound` or `inbound`.
+    pub direction: String,
+    /// `queued`, `dialing`, `ended` or `cancelled`.
+    pub status: String,
+    /// `answered`, `no_answer`, `busy`, `voicemail`, `failed` or `infra_error`, once ended.
+    pub outcome: Option<String>,
+    /// Why it ended: `hangup`, `max_duration`, `no_answer`, `busy`, `rejected`, `carrier_error`,
+    /// `interrupted` (the service stopped during the call), `campaign_closed`, ...
+    pub end_reason: Option<String>,
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub agent_id: Option<AgentId>,
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub from_phone_number_id: Option<PhoneNumberId>,
+    pub from_number: String,
+    pub to_number: String,
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub campaign_id: Option<CampaignId>,
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub contact_id: Option<ContactId>,
+    /// The contact's attempt this call belongs to (1 for direct calls).
+    pub attempt: i64,
+    /// 0-10, higher first.
+    pub priority: i64,
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Value,
+    #[schema(value_type = Object)]
+    pub variables: serde_json::Value,
+    pub idempotency_key: Option<String>,
+    pub max_duration_secs: i64,
+    /// Held against the balance while the call is queued or live.
+    pub reserved_cents: i64,
+    pub cost_cents: i64,
+    /// Connected seconds (billed per second).
+    pub duration_secs: i64,
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub disposition_id: Option<DispositionId>,
+    pub recording_url: Option<String>,
+    pub queued_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub answered_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {err}"))
+}
+
+fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
+    let metadata: String = r.try_get("metadata")?;
+    let variables: String = r.try_get("variables")?;
+    Ok(CallRecord {
+        id: CallId::from_uuid(r.try_get("id")?),
+        direction: r.try_get("direction")?,
+        status: r.try_get("status")?,
+        outcome: r.try_get("outcome")?,
+        end_reason: r.try_get("end_reason")?,
+        agent_id: r
+            .try_get::<Option<uuid::Uuid>, _>("agent_id")?
+            .map(AgentId::from_uuid),
+        from_phone_number_id: r
+            .try_get::<Option<uuid::Uuid>, _>("from_phone_number_id")?
+            .map(PhoneNumberId::from_uuid),
+        from_number: r.try_get("from_number")?,
+        to_number: r.try_get("to_number")?,
+        campaign_id: r
+            .try_get::<Option<uuid::Uuid>, _>("campaign_id")?
+            .map(CampaignId::from_uuid),
+        contact_id: r
+            .try_get::<Option<uuid::Uuid>, _>("contact_id")?
+            .map(ContactId::from_uuid),
+        attempt: r.try_get("attempt")?,
+        priority: r.try_get("priority")?,
+        metadata: serde_json::from_str(&metadata).map_err(|e| corrupt("metadata", e))?,
+        variables: serde_json::from_str(&variables).map_err(|e| corrupt("variables", e))?,
+        idempotency_key: r.try_get("idempotency_key")?,
+        max_duration_secs: r.try_get("max_duration_secs")?,
+        reserved_cents: r.try_get("reserved_cents")?,
+        cost_cents: r.try_get("cost_cents")?,
+        duration_secs: r.try_get("duration_secs")?,
+        disposition_id: r
+            .try_get::<Option<uuid::Uuid>, _>("disposition_id")?
+            .map(DispositionId::from_uuid),
+        recording_url: None,
+        queued_at: r.try_get("queued_at")?,
+        started_at: r.try_get("started_at")?,
+        answered_at: r.try_get("answered_at")?,
+        ended_at: r.try_get("ended_at")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+fn spec_row(r: &SqliteRow) -> StoreResult<CallSpec> {
+    Ok(CallSpec {
+        id: CallId::from_uuid(r.try_get("id")?),
+        workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
+        campaign_id: r
+            .try_get::<Option<uuid::Uuid>, _>("campaign_id")?
+            .map(CampaignId::from_uuid),
+        contact_id: r
+            .try_get::<Option<uuid::Uuid>, _>("contact_id")?
+            .map(ContactId::from_uuid),
+        agent_id: r
+            .try_get::<Option<uuid::Uuid>, _>("agent_id")?
+            .map(AgentId::from_uuid)
+            .ok_or_else(|| corrupt("calls.agent_id", "missing on an outbound call"))?,
+        from_phone_number_id: r
+            .try_get::<Option<uuid::Uuid>, _>("from_phone_number_id")?
+            .map(PhoneNumberId::from_uuid),
+        from_number: r.try_get("from_number")?,
+        to_number: r.try_get("to_number")?,
+        priority: r.try_get("priority")?,
+        attempt: r.try_get("attempt")?,
+        max_duration_secs: r.try_get("max_duration_secs")?,
+        reserved_cents: r.try_get("reserved_cents")?,
+        queued_at: r.try_get("queued_at")?,
+    })
+}
+
+/// A direct call to insert.
+#[derive(Debug, Clone)]
+pub struct NewCall {
+    pub spec: CallSpec,
+    pub metadata: serde_json::Value,
+    pub variables: serde_json::Value,
+    pub idempotency_key: Option<String>,
+    pub request_hash: Option<String>,
+}
+
+/// What inserting a direct call did.
+#[derive(Debug)]
+pub enum CallInsert {
+    Created(CallRecord),
+    /// The idempotency key was used before: the first call and its request hash.
+    Replayed {
+        call: CallRecord,
+        request_hash: Option<String>,
+    },
+    InsufficientFunds(Funds),
+}
+
+/// Filters of `GET /calls`.
+#[derive(Debug, Clone, Default)]
+pub struct CallFilter {
+    pub status: Option<CallStatus>,
+    pub direction: Option<CallDirection>,
+    pub campaign_id: Option<CampaignId>,
+    pub agent_id: Option<AgentId>,
+    pub created_after: Option<DateTime<Utc>>,
+    pub created_before: Option<DateTime<Utc>>,
+}
+
+/// What `POST /calls/{id}/disposition` did.
+#[derive(Debug)]
+pub enum DispositionSet {
+    Set(CallRecord),
+    /// The same disposition was already set.
+    Unchanged(CallRecord),
+    /// Another disposition is already set.
+    Conflict(CallRecord),
+    /// The call has not ended answered.
+    NotAnswered(CallRecord),
+}
+
+async fn insert_call(
+    tx: &mut sqlx::SqliteConnection,
+    spec: &CallSpec,
+    metadata: &str,
+    variables: &str,
+    idempotency: (Option<&str>, Option<&str>),
+) -> Result<(), sqlx::Error> {
+    let at = ts(spec.queued_at);
+    sqlx::query(
+        "INSERT INTO calls (id, workspace_id, direction, status, agent_id, from_phone_number_id, from_number, to_number, campaign_id, contact_id, \
+         attempt, priority, metadata, variables, idempotency_key, request_hash, max_duration_secs, reserved_cents, queued_at, created_at, updated_at) \
+         VALUES (?, ?, 'outbound', 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(spec.id.as_uuid())
+    .bind(spec.workspace_id.as_uuid())
+    .bind(spec.agent_id.as_uuid())
+    .bind(spec.from_phone_number_id.map(|p| p.as_uuid()))
+    .bind(&spec.from_number)
+    .bind(&spec.to_number)
+    .bind(spec.campaign_id.map(|c| c.as_uuid()))
+    .bind(spec.contact_id.map(|c| c.as_uuid()))
+    .bind(spec.attempt)
+    .bind(spec.priority)
+    .bind(metadata)
+    .bind(variables)
+    .bind(idempotency.0)
+    .bind(idempotency.1)
+    .bind(spec.max_duration_secs)
+    .bind(spec.reserved_cents)
+    .bind(&at)
+    .bind(&at)
+    .bind(&at)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+async fn funds_in(tx: &mut sqlx::SqliteConnection, ws: WorkspaceId) -> StoreResult<Funds> {
+    let row: Option<(i64, bool, i64)> = sqlx::query_as(
+        "SELECT balance_cents, is_suspended, \
+         (SELECT COALESCE(SUM(reserved_cents), 0) FROM calls WHERE workspace_id = w.id AND status IN ('queued', 'dialing')) \
+         FROM workspaces w WHERE id = ?",
+    )
+    .bind(ws.as_uuid())
+    .fetch_optional(tx)
+    .await?;
+    let (balance_cents, is_suspended, reserved_cents) =
+        row.ok_or_else(|| corrupt("workspace", "missing"))?;
+    Ok(Funds {
+        balance_cents,
+        reserved_cents,
+        is_suspended,
+    })
+}
+
+const OPEN_ATTEMPT_SELECT: &str = "SELECT c.id, c.state, c.attempts, c.infra_retries, k.id AS call_id, k.status AS call_status, k.outcome, \
+     k.end_reason, k.ended_at, k.disposition_id FROM contacts c LEFT JOIN calls k ON k.id = c.last_call_id";
+
+fn open_attempt_row(r: &SqliteRow) -> StoreResult<OpenAttempt> {
+    let state: String = r.try_get("state")?;
+    let call = match r.try_get::<Option<uuid::Uuid>, _>("call_id")? {
+        None => None,
+        Some(id) => {
+            let status: String = r.try_get("call_status")?;
+            let outcome: Option<String> = r.try_get("outcome")?;
+            Some(StoredCall {
+                id: CallId::from_uuid(id),
+                status: CallStatus::parse(&status)
+                    .ok_or_else(|| corrupt("call status", &status))?,
+                outcome: outcome
+                    .as_deref()
+                    .map(|o| {
+                        CallOutcome::ALL
+                            .into_iter()
+                            .find(|x| x.as_str() == o)
+                            .ok_or_else(|| corrupt("call outcome", o))
+                    })
+                    .transpose()?,
+                end_reason: r.try_get("end_reason")?,
+                ended_at: r.try_get("ended_at")?,
+                disposition_id: r
+                    .try_get::<Option<uuid::Uuid>, _>("disposition_id")?
+                    .map(DispositionId::from_uuid),
+            })
+        }
+    };
+    Ok(OpenAttempt {
+        contact_id: ContactId::from_uuid(r.try_get("id")?),
+        state: ContactState::parse(&state).ok_or_else(|| corrupt("contact state", &state))?,
+        attempts: r.try_get("attempts")?,
+        infra_retries: r.try_get("infra_retries")?,
+        call,
+    })
+}
+
+impl Store {
+    /// The workspace's calling hours: the saved ones, else the built-in default in the zone of
+    /// its default country (`true` when it is the default). `None` if there is no workspace.
+    pub async fn workspace_window(
+        &self,
+        ws: WorkspaceId,
+    ) -> StoreResult<Option<(CallingWindow, bool)>> {
+        if let Some(window) = self.call_window(ws).await? {
+            return Ok(Some((window, false)));
+        }
+        Ok(self.workspace(ws).await?.map(|w| {
+            (
+                CallingWindow::default_in(country_zone(&w.default_country)),
+                true,
+            )
+        }))
+    }
+
+    // ---- the engine's port ----
+
+    pub async fn live_campaigns(&self) -> StoreResult<Vec<CampaignId>> {
+        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "SELECT id FROM campaigns WHERE status IN ('scheduled', 'running', 'paused', 'paused_insufficient_credit', 'paused_budget', 'paused_infra', 'paused_config') ORDER BY created_at",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().map(CampaignId::from_uuid).collect())
+    }
+
+    pub async fn engine_campaign(&self, id: CampaignId) -> StoreResult<Option<EngineCampaign>> {
+        let row = sqlx::query(sql(format!(
+            "SELECT {CAMPAIGN_COLUMNS} FROM campaigns WHERE id = ?"
+        )))
+        .bind(id.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(c) = row.as_ref().map(campaign_row).transpose()? else {
+            return Ok(None);
+        };
+        let ws = c.workspace_id;
+        let s = &c.settings;
+        let agent = match s.agent_id {
+            Some(a) => self.agent(ws, a).await?.map(|a| AgentFacts {
+                is_active: a.is_active,
+                max_call_duration_secs: a.max_call_duration_secs,
+            }),
+            None => None,
+        };
+        let from_number = match s.from_phone_number_id {
+            Some(n) => self.phone_number(ws, n).await?.map(|n| NumberFacts {
+                is_active: n.is_active,
+                status: n.status,
+                number: n.number,
+            }),
+            None => None,
+        };
+        let window = match &s.calling_window {
+            Some(w) => w.clone(),
+            None => match self.workspace_window(ws).await? {
+                Some((w, _)) => w,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(EngineCampaign {
+            id,
+            workspace_id: ws,
+            status: c.status,
+            rules: CampaignRules {
+                max_attempts: s.max_attempts,
+                max_infra_retries: s.max_infra_retries,
+                retry_no_answer_seconds: s.retry_no_answer_seconds,
+                retry_completed_seconds: s.retry_completed_seconds,
+                randomize_retry_time: s.randomize_retry_time,
+                double_dial_enabled: s.double_dial_enabled,
+                double_dial_gap_seconds: s.double_dial_gap_seconds,
+                max_calls_per_day: s.max_calls_per_day,
+                min_seconds_between_calls: s.min_seconds_between_calls,
+                max_in_flight: s.max_in_flight,
+                budget_cents: s.budget_cents,
+                stop_disposition_ids: s.stop_disposition_ids.clone(),
+                stop_on_no_answer: s.stop_on_no_answer,
+                stop_on_voicemail: s.stop_on_voicemail,
+                stop_on_unclassified: s.stop_on_unclassified,
+                starts_at: s.starts_at,
+                ends_at: s.ends_at,
+            },
+            window,
+            agent_id: s.agent_id,
+            agent,
+            from_phone_number_id: s.from_phone_number_id,
+            from_number,
+            daily_admitted_count: c.daily_admitted_count,
+            daily_window_date: c.daily_window_date,
+            last_admitted_at: c.last_admitted_at,
+            spent_cents: c.spent_cents,
+            reserved_cents: c.reserved_cents,
+            started_at: c.started_at,
+        }))
+    }
+
+    pub async fn contact_counts(&self, id: CampaignId) -> StoreResult<ContactCounts> {
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = ? GROUP BY state",
+        )
+        .bind(id.as_uuid())
+        .fetch_all(&self.pool)
+        .await?;
+        let mut counts = ContactCounts::default();
+        for (state, n, attempts) in rows {
+            let state =
+                ContactState::parse(&state).ok_or_else(|| corrupt("contact state", &state))?;
+            counts.by_state.insert(state, n);
+            if !state.is_terminal() {
+                counts.open_attempts += attempts;
+            }
+        }
+        Ok(counts)
+    }
+
+    pub async fn due_contacts(
+        &self,
+        id: CampaignId,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<DueContact>> {
+        let rows = sqlx::query(
+            "SELECT id, phone_number, timezone, state, attempts FROM contacts \
+             WHERE campaign_id = ? AND next_attempt_at IS NOT NULL AND next_attempt_at <= ? \
+             ORDER BY next_attempt_at LIMIT ?",
+        )
+        .bind(id.as_uuid())
+        .bind(ts(now))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let state: String = r.try_get("state")?;
+                Ok(DueContact {
+                    id: ContactId::from_uuid(r.try_get("id")?),
+                    phone_number: r.try_get("phone_number")?,
+                    timezone: r.try_get("timezone")?,
+                    state: ContactState::parse(&state)
+                        .ok_or_else(|| corrupt("contact state", &state))?,
+                    attempts: r.try_get("attempts")?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn next_due_at(&self, id: CampaignId) -> StoreResult<Option<DateTime<Utc>>> {
+        let at: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT next_attempt_at FROM contacts WHERE campaign_id = ? AND next_attempt_at IS NOT NULL ORDER BY next_attempt_at LIMIT 1",
+        )
+        .bind(id.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(at)
+    }
+
+    pub async fn defer_contacts(
+        &self,
+        deferrals: &[(ContactId, DateTime<Utc>)],
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        for (id, at) in deferrals {
+            sqlx::query(sql(format!(
+                "UPDATE contacts SET next_attempt_at = ?, updated_at = ? WHERE id = ? AND state IN {OPEN_STATES}"
+            )))
+            .bind(ts(*at))
+            .bind(ts(now))
+            .bind(id.as_uuid())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn exclude_contact(
+        &self,
+        id: ContactId,
+        reason: ExclusionReason,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(sql(format!(
+            "UPDATE contacts SET state = 'excluded', excluded_reason = ?, next_attempt_at = NULL, updated_at = ? WHERE id = ? AND state IN {OPEN_STATES}"
+        )))
+        .bind(reason.as_str())
+        .bind(ts(now))
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    pub async fn funds(&self, ws: WorkspaceId) -> StoreResult<Funds> {
+        let mut conn = self.pool.acquire().await?;
+        funds_in(&mut conn, ws).await
+    }
+
+    pub async fn admit(&self, a: &Admission) -> StoreResult<AdmitResult> {
+        let spec = &a.call;
+        let mut tx = self.pool.begin().await?;
+        if !funds_in(&mut tx, spec.workspace_id)
+            .await?
+            .covers(spec.reserved_cents)
+        {
+            return Ok(AdmitResult::InsufficientCredit);
+        }
+        let date = a.daily_date.to_string();
+        let now = ts(a.now);
+        let counted = sqlx::query(
+            "UPDATE campaigns SET \
+             daily_admitted_count = CASE WHEN daily_window_date = ? THEN daily_admitted_count + 1 ELSE 1 END, \
+             daily_window_date = ?, last_admitted_at = ?, reserved_cents = reserved_cents + ? \
+             WHERE id = ? AND status = 'running' \
+             AND (CASE WHEN daily_window_date = ? THEN daily_admitted_count ELSE 0 END) < ? \
+             AND (? IS NULL OR spent_cents + reserved_cents + ? <= ?)",
+        )
+        .bind(&date)
+        .bind(&date)
+        .bind(&now)
+        .bind(spec.reserved_cents)
+        .bind(a.campaign_id.as_uuid())
+        .bind(&date)
+        .bind(a.max_calls_per_day)
+        .bind(a.budget_cents)
+        .bind(spec.reserved_cents)
+        .bind(a.budget_cents)
+        .execute(&mut *tx)
+        .await?;
+        if counted.rows_affected() == 0 {
+            let row: Option<(String, Option<String>, i64)> = sqlx::query_as(
+                "SELECT status, daily_window_date, daily_admitted_count FROM campaigns WHERE id = ?",
+            )
+            .bind(a.campaign_id.as_uuid())
+            .fetch_optional(&mut *tx)
+            .await?;
+            return Ok(match row {
+                Some((status, _, _)) if status != "running" => AdmitResult::NotRunning,
+                None => AdmitResult::NotRunning,
+                Some((_, Some(d), n)) if d == date && n >= a.max_calls_per_day => {
+                    AdmitResult::DailyCap
+                }
+                Some(_) => AdmitResult::OverBudget,
+            });
+        }
+        let moved = sqlx::query(sql(format!(
+            "UPDATE contacts SET state = 'dialing', attempts = attempts + 1, next_attempt_at = NULL, last_call_id = ?, updated_at = ? \
+             WHERE id = ? AND campaign_id = ? AND state IN {OPEN_STATES}"
+        )))
+        .bind(spec.id.as_uuid())
+        .bind(&now)
+        .bind(a.contact_id.as_uuid())
+        .bind(a.campaign_id.as_uuid())
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() == 0 {
+            return Ok(AdmitResult::ContactGone);
+        }
+        insert_call(&mut tx, spec, "{}", "{}", (None, None)).await?;
+        tx.commit().await?;
+        Ok(AdmitResult::Admitted)
+    }
+
+    pub async fn record_tick(&self, id: CampaignId, tick: &TickRecord) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE campaigns SET last_tick_at = ?, last_tick_result = ?, last_error = COALESCE(?, last_error), estimate_cents = ? WHERE id = ?",
+        )
+        .bind(ts(tick.at))
+        .bind(&tick.result)
+        .bind(tick.last_error.as_deref())
+        .bind(tick.estimate_cents)
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn engine_transition(
+        &self,
+        id: CampaignId,
+        from: CampaignStatus,
+        to: CampaignStatus,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let at = ts(now);
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE campaigns SET status = ?, updated_at = ?, \
+             started_at = CASE WHEN ? = 'running' AND started_at IS NULL THEN ? ELSE started_at END, \
+             completed_at = CASE WHEN ? = 'completed' THEN ? ELSE completed_at END, \
+             last_error = CASE WHEN ? = 'running' THEN NULL ELSE last_error END \
+             WHERE id = ? AND status = ?",
+        )
+        .bind(to.as_str())
+        .bind(&at)
+        .bind(to.as_str())
+        .bind(&at)
+        .bind(to.as_str())
+        .bind(&at)
+        .bind(to.as_str())
+        .bind(id.as_uuid())
+        .bind(from.as_str())
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        let kind = match (from, to) {
+            (CampaignStatus::Scheduled, CampaignStatus::Running) => "started",
+            (_, CampaignStatus::Running) => "resumed",
+            (_, CampaignStatus::Completed) => "completed",
+            _ => "paused",
+        };
+        insert_event(
+            &mut tx,
+            id,
+            kind,
+            Some(from),
+            Some(to),
+            Some(reason),
+            None,
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    pub async fn open_attempts(&self, id: CampaignId) -> StoreResult<Vec<OpenAttempt>> {
+        let rows = sqlx::query(sql(format!(
+            "{OPEN_ATTEMPT_SELECT} WHERE c.campaign_id = ? AND c.state IN ('dialing', 'awaiting_disposition')"
+        )))
+        .bind(id.as_uuid())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(open_attempt_row).collect()
+    }
+
+    pub async fn open_attempt(&self, contact: ContactId) -> StoreResult<Option<OpenAttempt>> {
+        let row = sqlx::query(sql(format!(
+            "{OPEN_ATTEMPT_SELECT} WHERE c.id = ? AND c.state IN ('dialing', 'awaiting_disposition')"
+        )))
+        .bind(contact.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(open_attempt_row).transpose()
+    }
+
+    pub async fn queued_calls(&self) -> StoreResult<Vec<CallSpec>> {
+        let rows = sqlx::query(
+            "SELECT * FROM calls WHERE status = 'queued' ORDER BY priority DESC, queued_at, id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(spec_row).collect()
+    }
+
+    pub async fn live_calls(&self) -> StoreResult<HashMap<WorkspaceId, usize>> {
+        let rows: Vec<(uuid::Uuid, i64)> = sqlx::query_as(
+            "SELECT workspace_id, COUNT(*) FROM calls WHERE status = 'dialing' GROUP BY workspace_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(ws, n)| (WorkspaceId::from_uuid(ws), n as usize))
+            .collect())
+    }
+
+    pub async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> StoreResult<u64> {
+        let at = ts(now);
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - \
+             (SELECT COALESCE(SUM(k.reserved_cents), 0) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status = 'dialing')) \
+             WHERE id IN (SELECT campaign_id FROM calls WHERE status = 'dialing' AND campaign_id IS NOT NULL)",
+        )
+        .execute(&mut *tx)
+        .await?;
+        let done = sqlx::query(
+            "UPDATE calls SET status = 'ended', outcome = 'infra_error', end_reason = ?, ended_at = ?, updated_at = ? WHERE status = 'dialing'",
+        )
+        .bind(END_INTERRUPTED)
+        .bind(&at)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected())
+    }
+
+    pub async fn mark_dialing(&self, call: CallId, now: DateTime<Utc>) -> StoreResult<bool> {
+        let at = ts(now);
+        let done = sqlx::query(
+            "UPDATE calls SET status = 'dialing', started_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'",
+        )
+        .bind(&at)
+        .bind(&at)
+        .bind(call.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Ends a call; `false` when it had already ended.
+    pub async fn finish_call(&self, spec: &CallSpec, end: &CallEnd) -> StoreResult<bool> {
+        let at = ts(end.ended_at);
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = ?, \
+             ended_at = ?, duration_secs = ?, cost_cents = ?, updated_at = ?, \
+             disposition_id = COALESCE(disposition_id, (SELECT d.id FROM dispositions d WHERE d.workspace_id = calls.workspace_id AND d.label = ?)), \
+             disposition_source = CASE WHEN disposition_id IS NULL AND ? IS NOT NULL THEN 'agent' ELSE disposition_source END \
+             WHERE id = ? AND status IN ('queued', 'dialing')",
+        )
+        .bind(end.outcome.as_str())
+        .bind(&end.end_reason)
+        .bind(end.started_at.map(ts))
+        .bind(end.answered_at.map(ts))
+        .bind(&at)
+        .bind(end.billable_secs)
+        .bind(end.cost_cents)
+        .bind(&at)
+        .bind(end.disposition_label.as_deref())
+        .bind(end.disposition_label.as_deref())
+        .bind(spec.id.as_uuid())
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        if let Some(campaign) = spec.campaign_id {
+            sqlx::query(
+                "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?), spent_cents = spent_cents + ? WHERE id = ?",
+            )
+            .bind(spec.reserved_cents)
+            .bind(end.cost_cents)
+            .bind(campaign.as_uuid())
+            .execute(&mut *tx)
+            .await?;
+        }
+        if end.cost_cents > 0 {
+            let description = format!(
+                "Call to {} ({} s at the outbound rate)",
+                spec.to_number, end.billable_secs
+            );
+            ledger_entry_in(
+                &mut tx,
+                spec.workspace_id,
+                -end.cost_cents,
+                "call",
+                &description,
+                Some(&spec.id.to_string()),
+                end.ended_at,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    pub async fn cancel_call(
+        &self,
+        spec: &CallSpec,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let at = ts(now);
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE calls SET status = 'cancelled', end_reason = ?, ended_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'",
+        )
+        .bind(reason)
+        .bind(&at)
+        .bind(&at)
+        .bind(spec.id.as_uuid())
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        if let Some(campaign) = spec.campaign_id {
+            sqlx::query(
+                "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?) WHERE id = ?",
+            )
+            .bind(spec.reserved_cents)
+            .bind(campaign.as_uuid())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    pub async fn redial(&self, spec: &CallSpec, contact: ContactId) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let moved = sqlx::query(
+            "UPDATE contacts SET last_call_id = ?, updated_at = ? WHERE id = ? AND state = 'dialing'",
+        )
+        .bind(spec.id.as_uuid())
+        .bind(ts(spec.queued_at))
+        .bind(contact.as_uuid())
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() == 0 {
+            return Ok(false);
+        }
+        insert_call(&mut tx, spec, "{}", "{}", (None, None)).await?;
+        if let Some(campaign) = spec.campaign_id {
+            sqlx::query("UPDATE campaigns SET reserved_cents = reserved_cents + ? WHERE id = ?")
+                .bind(spec.reserved_cents)
+                .bind(campaign.as_uuid())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    pub async fn await_disposition(
+        &self,
+        contact: ContactId,
+        call: CallId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE contacts SET state = 'awaiting_disposition', last_outcome = 'answered', updated_at = ? \
+             WHERE id = ? AND state = 'dialing' AND last_call_id = ?",
+        )
+        .bind(ts(now))
+        .bind(contact.as_uuid())
+        .bind(call.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    pub async fn call_disposition(&self, call: CallId) -> StoreResult<Option<DispositionId>> {
+        let d: Option<Option<uuid::Uuid>> =
+            sqlx::query_scalar("SELECT disposition_id FROM calls WHERE id = ?")
+                .bind(call.as_uuid())
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(d.flatten().map(DispositionId::from_uuid))
+    }
+
+    pub async fn settle_contact(&self, s: &Settlement) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE contacts SET state = ?, next_attempt_at = ?, attempts = attempts - ?, infra_retries = infra_retries + ?, \
+             last_outcome = ?, last_disposition_id = ?, excluded_reason = ?, updated_at = ? \
+             WHERE id = ? AND last_call_id = ? AND state IN ('dialing', 'awaiting_disposition')",
+        )
+        .bind(s.state.as_str())
+        .bind(s.next_attempt_at.map(ts))
+        .bind(i64::from(s.refund_attempt))
+        .bind(i64::from(s.infra_retry))
+        .bind(s.outcome.as_str())
+        .bind(s.disposition_id.map(|d| d.as_uuid()))
+        .bind(s.excluded_reason.map(|r| r.as_str()))
+        .bind(ts(s.now))
+        .bind(s.contact_id.as_uuid())
+        .bind(s.call_id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    // ---- calls API ----
+
+    /// Inserts a direct call as `queued`, with its reservation, if the workspace's balance (less
+    /// what its queued and live calls reserve) covers it. A repeated idempotency key answers the
+    /// first call instead.
+    pub async fn create_call(&self, new: &NewCall) -> StoreResult<CallInsert> {
+        let spec = &new.spec;
+        if let Some(key) = &new.idempotency_key
+            && let Some(found) = self.call_by_key(spec.workspace_id, key).await?
+        {
+            return Ok(found);
+        }
+        let mut tx = self.pool.begin().await?;
+        let funds = funds_in(&mut tx, spec.workspace_id).await?;
+        if !funds.covers(spec.reserved_cents) {
+            return Ok(CallInsert::InsufficientFunds(funds));
+        }
+        let inserted = insert_call(
+            &mut tx,
+            spec,
+            &new.metadata.to_string(),
+            &new.variables.to_string(),
+            (new.idempotency_key.as_deref(), new.request_hash.as_deref()),
+        )
+        .await
+        .map_err(classify);
+        match inserted {
+            Ok(()) => {}
+            Err(StoreError::Conflict { .. }) if new.idempotency_key.is_some() => {
+                drop(tx);
+                let key = new.idempotency_key.as_deref().unwrap_or_default();
+                return self
+                    .call_by_key(spec.workspace_id, key)
+                    .await?
+                    .ok_or_else(|| corrupt("calls", "idempotency key vanished"));
+            }
+            Err(e) => return Err(e),
+        }
+        tx.commit().await?;
+        let call = self
+            .call(spec.workspace_id, spec.id)
+            .await?
+            .ok_or_else(|| corrupt("calls", "vanished after insert"))?;
+        Ok(CallInsert::Created(call))
+    }
+
+    async fn call_by_key(&self, ws: WorkspaceId, key: &str) -> StoreResult<Option<CallInsert>> {
+        let row = sqlx::query("SELECT * FROM calls WHERE workspace_id = ? AND idempotency_key = ?")
+            .bind(ws.as_uuid())
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            None => Ok(None),
+            Some(r) => Ok(Some(CallInsert::Replayed {
+                request_hash: r.try_get("request_hash")?,
+                call: call_row(&r)?,
+            })),
+        }
+    }
+
+    pub async fn call(&self, ws: WorkspaceId, id: CallId) -> StoreResult<Option<CallRecord>> {
+        let row = sqlx::query("SELECT * FROM calls WHERE workspace_id = ? AND id = ?")
+            .bind(ws.as_uuid())
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(call_row).transpose()
+    }
+
+    pub async fn list_calls(
+        &self,
+        ws: WorkspaceId,
+        filter: &CallFilter,
+        page: Page,
+    ) -> StoreResult<Paged<CallRecord>> {
+        fn conditions(q: &mut QueryBuilder<Sqlite>, ws: WorkspaceId, f: &CallFilter) {
+            q.push(" WHERE workspace_id = ").push_bind(ws.as_uuid());
+            if let Some(s) = f.status {
+                q.push(" AND status = ").push_bind(s.as_str());
+            }
+            if let Some(d) = f.direction {
+                q.push(" AND direction = ").push_bind(d.as_str());
+            }
+            if let Some(c) = f.campaign_id {
+                q.push(" AND campaign_id = ").push_bind(c.as_uuid());
+            }
+            if let Some(a) = f.agent_id {
+                q.push(" AND agent_id = ").push_bind(a.as_uuid());
+            }
+            if let Some(t) = f.created_after {
+                q.push(" AND created_at >= ").push_bind(ts(t));
+            }
+            if let Some(t) = f.created_before {
+                q.push(" AND created_at < ").push_bind(ts(t));
+            }
+        }
+        let mut q = QueryBuilder::<Sqlite>::new("SELECT COUNT(*) FROM calls");
+        conditions(&mut q, ws, filter);
+        let total: i64 = q.build_query_scalar().fetch_one(&self.pool).await?;
+        let mut q = QueryBuilder::<Sqlite>::new("SELECT * FROM calls");
+        conditions(&mut q, ws, filter);
+        q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
+            .push_bind(page.limit)
+            .push(" OFFSET ")
+            .push_bind(page.offset);
+        let rows = q.build().fetch_all(&self.pool).await?;
+        let items = rows.iter().map(call_row).collect::<StoreResult<_>>()?;
+        Ok(Paged { items, total })
+    }
+
+    /// Lands a disposition on an answered call (once; the same one again is a no-op).
+    pub async fn set_call_disposition(
+        &self,
+        ws: WorkspaceId,
+        id: CallId,
+        disposition: DispositionId,
+    ) -> StoreResult<Option<DispositionSet>> {
+        let done = sqlx::query(
+            "UPDATE calls SET disposition_id = ?, disposition_source = 'api', updated_at = ? \
+             WHERE workspace_id = ? AND id = ? AND status = 'ended' AND outcome = 'answered' AND disposition_id IS NULL",
+        )
+        .bind(disposition.as_uuid())
+        .bind(ts(self.now()))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        let Some(call) = self.call(ws, id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(if done.rows_affected() > 0 {
+            DispositionSet::Set(call)
+        } else if call.disposition_id == Some(disposition) {
+            DispositionSet::Unchanged(call)
+        } else if call.disposition_id.is_some() {
+            DispositionSet::Conflict(call)
+        } else {
+            DispositionSet::NotAnswered(call)
+        }))
+    }
+
+    /// Every call of a contact, oldest first: its attempts.
+    pub async fn contact_calls(&self, contact: ContactId) -> StoreResult<Vec<CallRecord>> {
+        let rows = sqlx::query("SELECT * FROM calls WHERE contact_id = ? ORDER BY created_at, id")
+            .bind(contact.as_uuid())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(call_row).collect()
+    }
+
+    /// Attempts per outcome over a campaign's calls.
+    pub async fn campaign_outcomes(&self, id: CampaignId) -> StoreResult<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT outcome, COUNT(*) FROM calls WHERE campaign_id = ? AND outcome IS NOT NULL GROUP BY outcome",
+        )
+        .bind(id.as_uuid())
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

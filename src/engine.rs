@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::clock::TimeHold;
 use switchboard_actors::contact::{CallOutcome, ExclusionReason};
 use switchboard_actors::engine::{Engine, EngineConfig};
 use switchboard_actors::ids::{AgentId, CallId, CampaignId, ContactId, DispositionId, WorkspaceId};
@@ -24,6 +25,15 @@ use crate::store::{Store, StoreError};
 pub struct EnginePort {
     pub store: Store,
     pub payments: Arc<dyn PaymentProvider>,
+    /// Set under a paused clock: virtual time stands still while a query runs.
+    pub hold: Option<Arc<TimeHold>>,
+}
+
+impl EnginePort {
+    async fn held<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        let _guard = self.hold.as_ref().map(|h| h.enter());
+        work.await
+    }
 }
 
 fn port(err: StoreError) -> PortError {
@@ -33,13 +43,15 @@ fn port(err: StoreError) -> PortError {
 #[async_trait::async_trait]
 impl EngineStore for EnginePort {
     async fn live_campaigns(&self) -> PortResult<Vec<CampaignId>> {
-        self.store.live_campaigns().await.map_err(port)
+        self.held(self.store.live_campaigns()).await.map_err(port)
     }
     async fn campaign(&self, id: CampaignId) -> PortResult<Option<EngineCampaign>> {
-        self.store.engine_campaign(id).await.map_err(port)
+        self.held(self.store.engine_campaign(id))
+            .await
+            .map_err(port)
     }
     async fn contact_counts(&self, id: CampaignId) -> PortResult<ContactCounts> {
-        self.store.contact_counts(id).await.map_err(port)
+        self.held(self.store.contact_counts(id)).await.map_err(port)
     }
     async fn due_contacts(
         &self,
@@ -47,18 +59,19 @@ impl EngineStore for EnginePort {
         now: DateTime<Utc>,
         limit: i64,
     ) -> PortResult<Vec<DueContact>> {
-        self.store.due_contacts(id, now, limit).await.map_err(port)
+        self.held(self.store.due_contacts(id, now, limit))
+            .await
+            .map_err(port)
     }
     async fn next_due_at(&self, id: CampaignId) -> PortResult<Option<DateTime<Utc>>> {
-        self.store.next_due_at(id).await.map_err(port)
+        self.held(self.store.next_due_at(id)).await.map_err(port)
     }
     async fn defer_contacts(
         &self,
         deferrals: &[(ContactId, DateTime<Utc>)],
         now: DateTime<Utc>,
     ) -> PortResult<()> {
-        self.store
-            .defer_contacts(deferrals, now)
+        self.held(self.store.defer_contacts(deferrals, now))
             .await
             .map_err(port)
     }
@@ -68,8 +81,7 @@ impl EngineStore for EnginePort {
         reason: ExclusionReason,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.store
-            .exclude_contact(id, reason, now)
+        self.held(self.store.exclude_contact(id, reason, now))
             .await
             .map_err(port)
     }
@@ -80,19 +92,20 @@ impl EngineStore for EnginePort {
         number: &str,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.store
-            .is_blocked(ws, number, agent, now)
+        self.held(self.store.is_blocked(ws, number, agent, now))
             .await
             .map_err(port)
     }
     async fn funds(&self, ws: WorkspaceId) -> PortResult<Funds> {
-        self.store.funds(ws).await.map_err(port)
+        self.held(self.store.funds(ws)).await.map_err(port)
     }
     async fn admit(&self, admission: &Admission) -> PortResult<AdmitResult> {
-        self.store.admit(admission).await.map_err(port)
+        self.held(self.store.admit(admission)).await.map_err(port)
     }
     async fn record_tick(&self, id: CampaignId, tick: &TickRecord) -> PortResult<()> {
-        self.store.record_tick(id, tick).await.map_err(port)
+        self.held(self.store.record_tick(id, tick))
+            .await
+            .map_err(port)
     }
     async fn engine_transition(
         &self,
@@ -102,36 +115,48 @@ impl EngineStore for EnginePort {
         reason: &str,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.store
-            .engine_transition(id, from, to, reason, now)
+        self.held(self.store.engine_transition(id, from, to, reason, now))
             .await
             .map_err(port)
     }
     async fn open_attempts(&self, id: CampaignId) -> PortResult<Vec<OpenAttempt>> {
-        self.store.open_attempts(id).await.map_err(port)
+        self.held(self.store.open_attempts(id)).await.map_err(port)
     }
     async fn open_attempt(&self, contact: ContactId) -> PortResult<Option<OpenAttempt>> {
-        self.store.open_attempt(contact).await.map_err(port)
+        self.held(self.store.open_attempt(contact))
+            .await
+            .map_err(port)
     }
     async fn queued_calls(&self) -> PortResult<Vec<CallSpec>> {
-        self.store.queued_calls().await.map_err(port)
+        self.held(self.store.queued_calls()).await.map_err(port)
     }
     async fn live_calls(&self) -> PortResult<HashMap<WorkspaceId, usize>> {
-        self.store.live_calls().await.map_err(port)
+        self.held(self.store.live_calls()).await.map_err(port)
     }
     async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> PortResult<u64> {
-        self.store.interrupt_live_calls(now).await.map_err(port)
+        self.held(self.store.interrupt_live_calls(now))
+            .await
+            .map_err(port)
     }
     async fn mark_dialing(&self, call: CallId, now: DateTime<Utc>) -> PortResult<bool> {
-        self.store.mark_dialing(call, now).await.map_err(port)
+        self.held(self.store.mark_dialing(call, now))
+            .await
+            .map_err(port)
     }
     async fn finish_call(&self, call: &CallSpec, end: &CallEnd) -> PortResult<()> {
-        let charged = self.store.finish_call(call, end).await.map_err(port)?;
+        let charged = self
+            .held(self.store.finish_call(call, end))
+            .await
+            .map_err(port)?;
         if charged
             && end.cost_cents > 0
-            && let Err(err) =
-                crate::billing::auto_topup(&self.store, self.payments.as_ref(), call.workspace_id)
-                    .await
+            && let Err(err) = self
+                .held(crate::billing::auto_topup(
+                    &self.store,
+                    self.payments.as_ref(),
+                    call.workspace_id,
+                ))
+                .await
         {
             tracing::warn!(workspace = %call.workspace_id, error = %err, "auto top-up failed");
         }
@@ -143,13 +168,14 @@ impl EngineStore for EnginePort {
         reason: &str,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.store
-            .cancel_call(call, reason, now)
+        self.held(self.store.cancel_call(call, reason, now))
             .await
             .map_err(port)
     }
     async fn redial(&self, call: &CallSpec, contact: ContactId) -> PortResult<bool> {
-        self.store.redial(call, contact).await.map_err(port)
+        self.held(self.store.redial(call, contact))
+            .await
+            .map_err(port)
     }
     async fn await_disposition(
         &self,
@@ -157,16 +183,19 @@ impl EngineStore for EnginePort {
         call: CallId,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.store
-            .await_disposition(contact, call, now)
+        self.held(self.store.await_disposition(contact, call, now))
             .await
             .map_err(port)
     }
     async fn call_disposition(&self, call: CallId) -> PortResult<Option<DispositionId>> {
-        self.store.call_disposition(call).await.map_err(port)
+        self.held(self.store.call_disposition(call))
+            .await
+            .map_err(port)
     }
     async fn settle_contact(&self, settlement: &Settlement) -> PortResult<bool> {
-        self.store.settle_contact(settlement).await.map_err(port)
+        self.held(self.store.settle_contact(settlement))
+            .await
+            .map_err(port)
     }
 }
 
@@ -217,6 +246,7 @@ pub async fn start(
     let port = Arc::new(EnginePort {
         store: store.clone(),
         payments,
+        hold: None,
     });
     Ok(Engine::start(port, dialer, store.clock(), config).await?)
 }

@@ -50,6 +50,49 @@ impl Clock for TokioClock {
     }
 }
 
+/// Keeps tokio's paused clock from jumping ahead while work runs on other threads.
+///
+/// A paused clock advances to the next timer whenever the runtime has nothing to run, and a
+/// task waiting on a database worker thread is "nothing to run". While any [`HoldGuard`] is
+/// alive, [`TimeHold::run`] keeps the runtime busy (yielding), so virtual time stands still
+/// until the work is done. Only used under a paused clock.
+#[derive(Debug, Default)]
+pub struct TimeHold {
+    busy: std::sync::atomic::AtomicUsize,
+    wake: tokio::sync::Notify,
+}
+
+/// Holds virtual time while alive.
+#[derive(Debug)]
+pub struct HoldGuard(Arc<TimeHold>);
+
+impl Drop for HoldGuard {
+    fn drop(&mut self) {
+        self.0
+            .busy
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl TimeHold {
+    pub fn enter(self: &Arc<Self>) -> HoldGuard {
+        self.busy.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.wake.notify_one();
+        HoldGuard(self.clone())
+    }
+
+    /// Spawn this on the paused runtime; it runs until the runtime stops.
+    pub async fn run(self: Arc<Self>) {
+        loop {
+            if self.busy.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                self.wake.notified().await;
+            } else {
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+}
+
 /// How long to wait from `now` until `at` (zero when `at` has passed).
 pub fn until(now: DateTime<Utc>, at: DateTime<Utc>) -> std::time::Duration {
     (at - now).to_std().unwrap_or_default()

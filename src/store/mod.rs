@@ -72,6 +72,9 @@ pub(crate) fn classify(err: sqlx::Error) -> StoreError {
     StoreError::Database(err)
 }
 
+/// Connections to the database file.
+const POOL_SIZE: u32 = 8;
+
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
@@ -97,14 +100,37 @@ impl Store {
 
     /// Opens the store with the clock every timestamp it writes is read from (the engine's).
     pub async fn open_with_clock(url: &str, clock: SharedClock) -> StoreResult<Self> {
+        Self::connect(url, clock, SqlitePoolOptions::new()).await
+    }
+
+    /// Opens the store for a run under tokio's paused clock (tests, the campaign simulator).
+    /// Call it *before* pausing the clock: a paused clock jumps to its next timer whenever the
+    /// runtime waits on SQLite's worker threads, so every connection is opened here, in real
+    /// time, and the pool never closes, reopens or times out one afterwards.
+    pub async fn open_virtual(url: &str, clock: SharedClock) -> StoreResult<Self> {
+        let options = SqlitePoolOptions::new()
+            .acquire_timeout(Duration::from_secs(365 * 86_400))
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .test_before_acquire(false);
+        let store = Self::connect(url, clock, options).await?;
+        let mut held = Vec::new();
+        for _ in 0..POOL_SIZE {
+            held.push(store.pool.acquire().await?);
+        }
+        drop(held);
+        Ok(store)
+    }
+
+    async fn connect(url: &str, clock: SharedClock, pool: SqlitePoolOptions) -> StoreResult<Self> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
+        let pool = pool
+            .max_connections(POOL_SIZE)
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;

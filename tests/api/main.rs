@@ -10,4 +10,6 @@ mod cli;
 mod discovery;
 mod dispositions;
 mod dnc;
+mod engine;
 mod phone_numbers;
+mod rig;

@@ -1,0 +1,324 @@
+//! The engine on a real SQLite file under tokio's paused clock, with the simulated carrier:
+//! days of campaign time pass in seconds. Fixtures go straight through the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use switchboard::auth::Scopes;
+use switchboard::engine::EnginePort;
+use switchboard::store::{
+    Agent, CallFilter, CallRecord, CampaignRecord, CampaignSettings, Contact, NewContact, Page,
+    StatusChange, Store,
+};
+use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::clock::{SharedClock, TimeHold, TokioClock};
+use switchboard_actors::engine::{Engine, EngineConfig};
+use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, PhoneNumberId, WorkspaceId};
+use switchboard_actors::phone::PhoneNumber;
+use switchboard_actors::sim::{SimCarrier, SimConfig};
+use switchboard_actors::window::CallingWindow;
+
+pub struct Rig {
+    pub store: Store,
+    pub engine: Engine,
+    pub carrier: Arc<SimCarrier>,
+    pub clock: SharedClock,
+    pub ws: WorkspaceId,
+    pub agent: AgentId,
+    pub number: PhoneNumberId,
+    pub key: ApiKeyId,
+    pub config: EngineConfig,
+    pub sim: SimConfig,
+    pub db_url: String,
+    pub hold: Arc<TimeHold>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn at(s: &str) -> DateTime<Utc> {
+    s.parse().expect("timestamp")
+}
+
+/// A window open all day every day in `zone`.
+pub fn all_day(zone: &str) -> CallingWindow {
+    CallingWindow::from_json(&serde_json::json!({"timezone": zone, "start": "00:00", "end": "24:00", "use_contact_timezone": false}))
+        .expect("window")
+}
+
+impl Rig {
+    /// Starts at `start` (virtual time); `mix` is the carrier's outcome mix.
+    pub async fn new(
+        start: &str,
+        mix: &str,
+        tune: impl FnOnce(&mut EngineConfig, &mut SimConfig),
+    ) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db_url = format!("sqlite://{}", dir.path().join("engine.db").display());
+        let clock: SharedClock = Arc::new(TokioClock::starting_at(at(start)));
+        let store = Store::open_virtual(&db_url, clock.clone())
+            .await
+            .expect("store");
+        // From here on, time only moves when every task waits (see `Store::open_virtual`),
+        // and never while a query runs.
+        tokio::time::pause();
+        let hold = Arc::new(TimeHold::default());
+        tokio::spawn(hold.clone().run());
+        let ws = store.create_workspace("rig", "IL").await.expect("ws");
+        store
+            .apply_ledger_entry(ws.id, 10_000_000, "credit", "rig credit", None)
+            .await
+            .expect("credit");
+        let (key, _) = store
+            .create_key(ws.id, "rig", &Scopes::All, None)
+            .await
+            .expect("key");
+        let mut agent = Agent::new("Rig agent".into());
+        agent.max_call_duration_secs = Some(600);
+        let agent = store.create_agent(ws.id, &agent).await.expect("agent");
+        let number = store
+            .add_owned_number(
+                ws.id,
+                &PhoneNumber::from_e164_unchecked("+972501110000".into()),
+                "active",
+            )
+            .await
+            .expect("number");
+        let mut config = EngineConfig {
+            seed: Some(11),
+            ..EngineConfig::default()
+        };
+        let mut sim = SimConfig {
+            mix: mix.parse().expect("mix"),
+            ring_secs: "5-20".parse().expect("ring"),
+            talk_secs: "30-90".parse().expect("talk"),
+            seed: 5,
+            dial_log: None,
+        };
+        tune(&mut config, &mut sim);
+        let carrier = Arc::new(SimCarrier::new(sim.clone(), clock.clone()).expect("carrier"));
+        let engine = start_engine(&store, carrier.clone(), config.clone(), hold.clone()).await;
+        Self {
+            store,
+            engine,
+            carrier,
+            clock,
+            ws: ws.id,
+            agent: agent.id,
+            number: number.id,
+            key: key.id,
+            config,
+            sim,
+            db_url,
+            hold,
+            _dir: dir,
+        }
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// A campaign of this rig's agent and number, open all day in UTC unless tuned.
+    pub async fn campaign(&self, tune: impl FnOnce(&mut CampaignSettings)) -> CampaignId {
+        let _held = self.hold.enter();
+        let mut s = CampaignSettings::defaults(format!("c-{}", uuid::Uuid::now_v7()));
+        s.agent_id = Some(self.agent);
+        s.from_phone_number_id = Some(self.number);
+        s.calling_window = Some(all_day("UTC"));
+        s.max_calls_per_day = 100_000;
+        tune(&mut s);
+        self.store
+            .create_campaign(self.ws, &s, self.key)
+            .await
+            .expect("campaign")
+            .id
+    }
+
+    /// Enrolls `n` Israeli mobile numbers (with an optional time zone each).
+    pub async fn enroll(&self, c: CampaignId, n: usize, timezone: Option<&str>) {
+        let _held = self.hold.enter();
+        let contacts: Vec<NewContact> = (0..n)
+            .map(|i| NewContact {
+                phone_number: format!("+97252{:07}", 1_000_000 + i),
+                timezone: timezone.map(str::to_owned),
+                lead_id: None,
+                variables: serde_json::json!({}),
+                metadata: serde_json::json!({}),
+                excluded: None,
+            })
+            .collect();
+        self.store
+            .enroll_contacts(c, &contacts, self.key)
+            .await
+            .expect("enroll");
+        self.engine.campaign_changed(c);
+    }
+
+    pub async fn launch(&self, c: CampaignId) {
+        let _held = self.hold.enter();
+        let current = self.record(c).await;
+        let to = switchboard_actors::campaign::start_status(self.now(), current.settings.starts_at);
+        let change = StatusChange {
+            from: current.status,
+            to,
+            event: "launched",
+            actor: Some(self.key),
+            from_number: Some("+972501110000".into()),
+            exclude: None,
+        };
+        assert!(
+            self.store
+                .change_campaign_status(self.ws, c, &change)
+                .await
+                .expect("launch")
+        );
+        self.engine.campaign_changed(c);
+    }
+
+    pub async fn record(&self, c: CampaignId) -> CampaignRecord {
+        let _held = self.hold.enter();
+        self.store
+            .campaign_any(self.ws, c)
+            .await
+            .expect("read")
+            .expect("campaign exists")
+    }
+
+    /// Advances virtual time a minute at a time until `done` holds (panics after `limit`).
+    pub async fn run_until(
+        &self,
+        c: CampaignId,
+        limit: Duration,
+        done: impl Fn(&CampaignRecord) -> bool,
+    ) -> CampaignRecord {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let r = self.record(c).await;
+            if done(&r) {
+                return r;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "campaign still {} ({:?}) after {limit:?}",
+                r.status.as_str(),
+                r.last_tick_result
+            );
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+    }
+
+    pub async fn run_to(
+        &self,
+        c: CampaignId,
+        status: CampaignStatus,
+        limit: Duration,
+    ) -> CampaignRecord {
+        self.run_until(c, limit, |r| r.status == status).await
+    }
+
+    /// Every call of the campaign, oldest first.
+    pub async fn calls(&self, c: CampaignId) -> Vec<CallRecord> {
+        let _held = self.hold.enter();
+        let mut all = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = self
+                .store
+                .list_calls(
+                    self.ws,
+                    &CallFilter {
+                        campaign_id: Some(c),
+                        ..CallFilter::default()
+                    },
+                    Page { limit: 100, offset },
+                )
+                .await
+                .expect("calls");
+            let n = page.items.len() as i64;
+            all.extend(page.items);
+            if n < 100 {
+                break;
+            }
+            offset += 100;
+        }
+        all.reverse();
+        all
+    }
+
+    pub async fn contacts(&self, c: CampaignId) -> Vec<Contact> {
+        let _held = self.hold.enter();
+        let mut all = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = self
+                .store
+                .list_contacts(c, None, Page { limit: 100, offset })
+                .await
+                .expect("contacts");
+            let n = page.items.len() as i64;
+            all.extend(page.items);
+            if n < 100 {
+                break;
+            }
+            offset += 100;
+        }
+        all
+    }
+
+    /// Stops the engine (as a crash would: live calls are cut) and starts a new one on the same
+    /// store.
+    pub async fn restart(&mut self) {
+        self.engine.stop().await;
+        self.carrier =
+            Arc::new(SimCarrier::new(self.sim.clone(), self.clock.clone()).expect("carrier"));
+        self.engine = start_engine(
+            &self.store,
+            self.carrier.clone(),
+            self.config.clone(),
+            self.hold.clone(),
+        )
+        .await;
+    }
+}
+
+async fn start_engine(
+    store: &Store,
+    carrier: Arc<SimCarrier>,
+    config: EngineConfig,
+    hold: Arc<TimeHold>,
+) -> Engine {
+    let port = Arc::new(EnginePort {
+        store: store.clone(),
+        payments: Arc::new(switchboard::billing::LocalPaymentProvider),
+        hold: Some(hold),
+    });
+    Engine::start(port, carrier, store.clock(), config)
+        .await
+        .expect("engine starts")
+}
+
+/// The most calls of `calls` live at one instant, from their dial and end times.
+pub fn peak_concurrency(calls: &[CallRecord]) -> usize {
+    let mut edges: Vec<(DateTime<Utc>, i32)> = Vec::new();
+    for c in calls {
+        if let (Some(s), Some(e)) = (c.started_at, c.ended_at) {
+            edges.push((s, 1));
+            edges.push((e, -1));
+        }
+    }
+    // Ends sort before starts at the same instant: a slot freed can be reused at once.
+    edges.sort();
+    let (mut live, mut peak) = (0i32, 0i32);
+    for (_, d) in edges {
+        live += d;
+        peak = peak.max(live);
+    }
+    peak as usize
+}
+
+/// The smallest gap between consecutive dials, in seconds.
+pub fn min_dial_gap(calls: &[CallRecord]) -> Option<i64> {
+    let mut starts: Vec<DateTime<Utc>> = calls.iter().filter_map(|c| c.started_at).collect();
+    starts.sort();
+    starts.windows(2).map(|w| (w[1] - w[0]).num_seconds()).min()
+}

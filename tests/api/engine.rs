@@ -199,3 +199,411 @@ async fn a_daily_cap_rolls_over_at_midnight_in_the_window_zone() {
     );
     let _ = at("2026-05-04T00:00:00Z");
 }
+
+#[tokio::test]
+async fn calling_hours_follow_the_zone_across_a_dst_change() {
+    // New York springs forward on Sunday 2026-03-08: 09:00 local is 14:00 UTC before, 13:00 after.
+    let rig = Rig::new("2026-03-06T12:00:00Z", "busy=1", |_, _| {}).await;
+    let c = rig
+        .campaign(|s| {
+            s.stop_on_no_answer = true;
+            s.max_calls_per_day = 2;
+            s.calling_window = Some(
+                switchboard_actors::window::CallingWindow::from_json(&serde_json::json!({
+                    "timezone": "America/New_York", "start": "09:00", "end": "10:00",
+                    "use_contact_timezone": false
+                }))
+                .unwrap(),
+            );
+        })
+        .await;
+    rig.enroll(c, 8, None).await;
+    rig.launch(c).await;
+    rig.run_to(c, CampaignStatus::Completed, 6 * DAY).await;
+    let calls = rig.calls(c).await;
+    assert_eq!(calls.len(), 8);
+    let mut first_hour_utc: HashMap<String, u32> = HashMap::new();
+    for k in &calls {
+        let start = k.started_at.unwrap();
+        let local = start.with_timezone(&chrono_tz::America::New_York);
+        use chrono::Timelike;
+        assert_eq!(local.hour(), 9, "dialled at {local}");
+        first_hour_utc
+            .entry(local.date_naive().to_string())
+            .or_insert(start.hour());
+    }
+    assert_eq!(first_hour_utc["2026-03-06"], 14);
+    assert_eq!(first_hour_utc["2026-03-07"], 14);
+    assert_eq!(first_hour_utc["2026-03-08"], 13);
+    assert_eq!(first_hour_utc["2026-03-09"], 13);
+}
+
+#[tokio::test]
+async fn each_contact_is_called_within_the_hours_of_its_own_zone() {
+    let rig = Rig::new("2026-05-04T00:00:00Z", "busy=1", |_, _| {}).await;
+    let c = rig
+        .campaign(|s| {
+            s.stop_on_no_answer = true;
+            s.max_in_flight = 2;
+            s.calling_window = Some(
+                switchboard_actors::window::CallingWindow::from_json(&serde_json::json!({
+                    "timezone": "UTC", "start": "09:00", "end": "17:00",
+                    "use_contact_timezone": true
+                }))
+                .unwrap(),
+            );
+        })
+        .await;
+    rig.enroll(c, 5, Some("Asia/Tokyo")).await;
+    let la: Vec<switchboard::store::NewContact> = (0..5)
+        .map(|i| switchboard::store::NewContact {
+            phone_number: format!("+97253{:07}", 2_000_000 + i),
+            timezone: Some("America/Los_Angeles".into()),
+            lead_id: None,
+            variables: serde_json::json!({}),
+            metadata: serde_json::json!({}),
+            excluded: None,
+        })
+        .collect();
+    rig.store.enroll_contacts(c, &la, rig.key).await.unwrap();
+    rig.launch(c).await;
+    rig.run_to(c, CampaignStatus::Completed, 2 * DAY).await;
+    let contacts = rig.contacts(c).await;
+    let calls = rig.calls(c).await;
+    assert_eq!(calls.len(), 10);
+    for k in &calls {
+        let contact = contacts
+            .iter()
+            .find(|x| Some(x.id) == k.contact_id)
+            .unwrap();
+        let zone: chrono_tz::Tz = contact.timezone.as_deref().unwrap().parse().unwrap();
+        use chrono::Timelike;
+        let local = k.started_at.unwrap().with_timezone(&zone);
+        assert!(
+            (9..17).contains(&local.hour()),
+            "{} dialled at {local}",
+            contact.phone_number
+        );
+    }
+}
+
+#[tokio::test]
+async fn calls_share_the_workspace_limit_and_direct_calls_keep_their_priority() {
+    let rig = Rig::new("2026-05-04T08:00:00Z", "answered=1", |config, _| {
+        config.workspace_max_concurrent_calls = 2;
+    })
+    .await;
+    for i in 0..5 {
+        rig.direct_call(&format!("+97254{:07}", 3_000_000 + i), 9)
+            .await;
+    }
+    let c = rig
+        .campaign(|s| {
+            s.max_in_flight = 2;
+            s.stop_on_unclassified = true;
+        })
+        .await;
+    rig.enroll(c, 6, None).await;
+    rig.launch(c).await;
+    rig.run_to(c, CampaignStatus::Completed, DAY).await;
+    let calls = rig.all_calls().await;
+    assert_eq!(calls.len(), 11);
+    assert!(
+        peak_concurrency(&calls) <= 2,
+        "{}",
+        peak_concurrency(&calls)
+    );
+    assert!(rig.carrier.observations().peak_live <= 2);
+    let last_direct = calls
+        .iter()
+        .filter(|k| k.campaign_id.is_none())
+        .filter_map(|k| k.started_at)
+        .max()
+        .unwrap();
+    let first_campaign = calls
+        .iter()
+        .filter(|k| k.campaign_id.is_some())
+        .filter_map(|k| k.started_at)
+        .min()
+        .unwrap();
+    assert!(
+        last_direct <= first_campaign,
+        "a campaign call ({first_campaign}) went ahead of a direct call queued before it ({last_direct})"
+    );
+}
+
+#[tokio::test]
+async fn the_budget_pauses_the_campaign_and_raising_it_does_not_resume() {
+    // The agent's 600 s cap at 10 cents a minute reserves 100 cents a call.
+    let rig = Rig::new("2026-05-04T08:00:00Z", "answered=1", |_, sim| {
+        sim.talk_secs = "60-60".parse().unwrap();
+    })
+    .await;
+    let c = rig
+        .campaign(|s| {
+            s.budget_cents = Some(150);
+            s.stop_on_unclassified = true;
+        })
+        .await;
+    rig.enroll(c, 50, None).await;
+    rig.launch(c).await;
+    let paused = rig.run_to(c, CampaignStatus::PausedBudget, DAY).await;
+    assert_eq!(paused.reserved_cents, 0);
+    assert!(paused.spent_cents <= 150);
+    assert!(
+        paused.spent_cents + 100 > 150,
+        "spent {}",
+        paused.spent_cents
+    );
+    assert_eq!(paused.spent_cents, 10 * rig.calls(c).await.len() as i64);
+    assert!(paused.last_error.as_deref().unwrap().contains("budget"));
+
+    rig.patch(c, |s| s.budget_cents = Some(10_000)).await;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(rig.record(c).await.status, CampaignStatus::PausedBudget);
+}
+
+#[tokio::test]
+async fn low_credit_pauses_and_a_top_up_resumes_automatically() {
+    let rig = Rig::new("2026-05-04T08:00:00Z", "answered=1", |_, sim| {
+        sim.talk_secs = "60-60".parse().unwrap();
+    })
+    .await;
+    rig.set_balance(125).await;
+    let c = rig.campaign(|s| s.stop_on_unclassified = true).await;
+    rig.enroll(c, 10, None).await;
+    rig.launch(c).await;
+    let paused = rig
+        .run_to(c, CampaignStatus::PausedInsufficientCredit, DAY)
+        .await;
+    assert_eq!(
+        paused.last_tick_result.as_deref(),
+        Some("insufficient_credit")
+    );
+    // 125 cents: two calls of 10 cents, then 105 left covers one reservation, 95 does not.
+    assert_eq!(rig.calls(c).await.len(), 3);
+
+    rig.set_balance(100_000).await;
+    rig.engine.funds_changed(rig.ws);
+    rig.run_to(c, CampaignStatus::Completed, DAY).await;
+    let kinds: Vec<String> = rig.events(c).await.into_iter().map(|e| e.0).collect();
+    assert!(kinds.contains(&"resumed".to_owned()), "{kinds:?}");
+}
+
+#[tokio::test]
+async fn a_deactivated_agent_pauses_for_configuration() {
+    let rig = Rig::new("2026-05-04T08:00:00Z", "no_answer=1", |_, _| {}).await;
+    let c = rig.campaign(|s| s.retry_no_answer_seconds = 3600).await;
+    rig.enroll(c, 3, None).await;
+    rig.launch(c).await;
+    rig.run_until(c, DAY, |r| r.daily_admitted_count >= 3).await;
+    {
+        let _held = rig.hold.enter();
+        rig.store.deactivate_agent(rig.ws, rig.agent).await.unwrap();
+    }
+    rig.engine.campaign_changed(c);
+    let paused = rig.run_to(c, CampaignStatus::PausedConfig, DAY).await;
+    assert_eq!(
+        paused.last_tick_result.as_deref(),
+        Some("agent_unavailable")
+    );
+    assert!(paused.last_error.is_some());
+}
+
+#[tokio::test]
+async fn do_not_call_is_checked_at_admission() {
+    let rig = Rig::new("2026-05-04T08:00:00Z", "busy=1", |_, _| {}).await;
+    let c = rig.campaign(|s| s.stop_on_no_answer = true).await;
+    rig.enroll(c, 3, None).await;
+    {
+        let _held = rig.hold.enter();
+        rig.store
+            .create_dnc_entry(
+                rig.ws,
+                &switchboard::store::NewDncEntry {
+                    phone_number: "+972521000001",
+                    reason: "asked",
+                    source: "api",
+                    expires_at: None,
+                    agent_ids: &[],
+                    created_by: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    rig.launch(c).await;
+    rig.run_to(c, CampaignStatus::Completed, DAY).await;
+    let contacts = rig.contacts(c).await;
+    let blocked = contacts
+        .iter()
+        .find(|x| x.phone_number == "+972521000001")
+        .unwrap();
+    assert_eq!(blocked.state, "excluded");
+    assert_eq!(blocked.excluded_reason.as_deref(), Some("do_not_call"));
+    assert!(
+        rig.calls(c)
+            .await
+            .iter()
+            .all(|k| k.to_number != "+972521000001")
+    );
+}
+
+#[tokio::test]
+async fn infra_errors_give_attempts_back_then_pause_the_campaign() {
+    let rig = Rig::new("2026-05-04T08:00:00Z", "infra_error=1", |config, _| {
+        config.infra_pause_after = 5;
+    })
+    .await;
+    let c = rig.campaign(|s| s.max_infra_retries = 3).await;
+    rig.enroll(c, 10, None).await;
+    rig.launch(c).await;
+    let paused = rig.run_to(c, CampaignStatus::PausedInfra, DAY).await;
+    assert_eq!(
+        paused.last_tick_result.as_deref(),
+        Some("repeated_infra_errors")
+    );
+    // Wait for the last call to settle, then check: no attempt was spent on an infra error.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    for contact in rig.contacts(c).await {
+        assert_eq!(contact.attempts, 0, "{contact:?}");
+    }
+    assert!(rig.calls(c).await.len() >= 5);
+}
+
+#[tokio::test]
+async fn a_no_answer_is_dialled_twice_within_one_attempt() {
+    let rig = Rig::new("2026-05-04T08:00:00Z", "no_answer=1", |_, _| {}).await;
+    let c = rig
+        .campaign(|s| {
+            s.max_attempts = 1;
+            s.double_dial_enabled = true;
+            s.double_dial_gap_seconds = 45;
+        })
+        .await;
+    rig.enroll(c, 3, None).await;
+    rig.launch(c).await;
+    rig.run_to(c, CampaignStatus::Completed, DAY).await;
+    let calls = rig.calls(c).await;
+    assert_eq!(calls.len(), 6);
+    for contact in rig.contacts(c).await {
+        assert_eq!(contact.state, "exhausted");
+        assert_eq!(contact.attempts, 1);
+        let mine: Vec<_> = calls
+            .iter()
+            .filter(|k| k.contact_id == Some(contact.id))
+            .collect();
+        assert_eq!(mine.len(), 2);
+        assert!(mine.iter().all(|k| k.attempt == 1));
+        let gap = mine[1].started_at.unwrap() - mine[0].ended_at.unwrap();
+        assert!(gap.num_seconds() >= 45, "{gap}");
+    }
+}
+
+#[tokio::test]
+async fn a_scheduled_campaign_starts_at_starts_at() {
+    let rig = Rig::new("2026-05-04T08:00:00Z", "busy=1", |_, _| {}).await;
+    let starts = at("2026-05-04T11:00:00Z");
+    let c = rig
+        .campaign(|s| {
+            s.starts_at = Some(starts);
+            s.stop_on_no_answer = true;
+        })
+        .await;
+    rig.enroll(c, 2, None).await;
+    rig.launch(c).await;
+    assert_eq!(rig.record(c).await.status, CampaignStatus::Scheduled);
+    rig.run_to(c, CampaignStatus::Completed, DAY).await;
+    let calls = rig.calls(c).await;
+    assert!(calls.iter().all(|k| k.started_at.unwrap() >= starts));
+    let kinds: Vec<String> = rig.events(c).await.into_iter().map(|e| e.0).collect();
+    assert!(kinds.contains(&"started".to_owned()), "{kinds:?}");
+}
+
+#[tokio::test]
+async fn stop_cancels_queued_calls_and_lets_live_ones_finish() {
+    use switchboard_actors::contact::{ContactState, ExclusionReason};
+    let rig = Rig::new("2026-05-04T08:00:00Z", "answered=1", |config, sim| {
+        config.workspace_max_concurrent_calls = 1;
+        sim.talk_secs = "600-600".parse().unwrap();
+    })
+    .await;
+    let c = rig
+        .campaign(|s| {
+            s.max_in_flight = 2;
+            s.stop_on_unclassified = true;
+        })
+        .await;
+    rig.enroll(c, 10, None).await;
+    rig.launch(c).await;
+    // One call live, one queued behind the workspace limit.
+    rig.run_until(c, DAY, |r| r.daily_admitted_count == 2).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    rig.command(
+        c,
+        CampaignStatus::Stopped,
+        "stopped",
+        Some((
+            &[ContactState::Pending, ContactState::Scheduled],
+            ExclusionReason::CampaignStopped,
+        )),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3 * 3600)).await;
+    let calls = rig.calls(c).await;
+    assert_eq!(calls.len(), 2);
+    let statuses: Vec<&str> = calls.iter().map(|k| k.status.as_str()).collect();
+    assert!(statuses.contains(&"cancelled"), "{statuses:?}");
+    assert!(statuses.contains(&"ended"), "{statuses:?}");
+    let contacts = rig.contacts(c).await;
+    assert!(
+        contacts
+            .iter()
+            .all(|x| x.state == "excluded" || x.state == "retired")
+    );
+    assert_eq!(contacts.iter().filter(|x| x.state == "retired").count(), 1);
+    assert_eq!(rig.record(c).await.reserved_cents, 0);
+}
+
+#[tokio::test]
+async fn a_restart_mid_call_neither_redials_nor_loses_anyone() {
+    let mut rig = Rig::new("2026-05-04T08:00:00Z", "answered=1,no_answer=1", |_, _| {}).await;
+    let c = rig
+        .campaign(|s| {
+            s.max_in_flight = 4;
+            s.max_attempts = 2;
+            s.retry_no_answer_seconds = 600;
+            s.retry_completed_seconds = 600;
+            s.stop_on_unclassified = true;
+        })
+        .await;
+    rig.enroll(c, 20, None).await;
+    rig.launch(c).await;
+    for _ in 0..3 {
+        // Run until calls are live, then cut the engine off.
+        loop {
+            tokio::time::sleep(Duration::from_secs(7)).await;
+            if rig.carrier.observations().live > 0 {
+                break;
+            }
+        }
+        rig.restart().await;
+    }
+    rig.run_to(c, CampaignStatus::Completed, 3 * DAY).await;
+    let calls = rig.calls(c).await;
+    let interrupted = calls
+        .iter()
+        .filter(|k| k.end_reason.as_deref() == Some("interrupted"))
+        .count();
+    assert!(interrupted >= 1);
+    let mut dialled: HashMap<(Option<switchboard_actors::ids::ContactId>, i64), usize> =
+        HashMap::new();
+    for k in calls.iter().filter(|k| k.started_at.is_some()) {
+        *dialled.entry((k.contact_id, k.attempt)).or_default() += 1;
+    }
+    assert!(dialled.values().all(|n| *n == 1), "{dialled:?}");
+    for contact in rig.contacts(c).await {
+        assert!(["retired", "exhausted"].contains(&contact.state.as_str()));
+    }
+    assert_eq!(rig.record(c).await.reserved_cents, 0);
+}

@@ -30,7 +30,6 @@ pub struct Rig {
     pub key: ApiKeyId,
     pub config: EngineConfig,
     pub sim: SimConfig,
-    pub db_url: String,
     pub hold: Arc<TimeHold>,
     _dir: tempfile::TempDir,
 }
@@ -63,6 +62,7 @@ impl Rig {
         tokio::time::pause();
         let hold = Arc::new(TimeHold::default());
         tokio::spawn(hold.clone().run());
+        let setup = hold.enter();
         let ws = store.create_workspace("rig", "IL").await.expect("ws");
         store
             .apply_ledger_entry(ws.id, 10_000_000, "credit", "rig credit", None)
@@ -97,6 +97,7 @@ impl Rig {
         tune(&mut config, &mut sim);
         let carrier = Arc::new(SimCarrier::new(sim.clone(), clock.clone()).expect("carrier"));
         let engine = start_engine(&store, carrier.clone(), config.clone(), hold.clone()).await;
+        drop(setup);
         Self {
             store,
             engine,
@@ -108,7 +109,6 @@ impl Rig {
             key: key.id,
             config,
             sim,
-            db_url,
             hold,
             _dir: dir,
         }
@@ -151,7 +151,9 @@ impl Rig {
             .enroll_contacts(c, &contacts, self.key)
             .await
             .expect("enroll");
-        self.engine.campaign_changed(c);
+        if self.record(c).await.status != CampaignStatus::Draft {
+            self.engine.campaign_changed(c);
+        }
     }
 
     pub async fn launch(&self, c: CampaignId) {
@@ -268,6 +270,7 @@ impl Rig {
     /// Stops the engine (as a crash would: live calls are cut) and starts a new one on the same
     /// store.
     pub async fn restart(&mut self) {
+        let _held = self.hold.enter();
         self.engine.stop().await;
         self.carrier =
             Arc::new(SimCarrier::new(self.sim.clone(), self.clock.clone()).expect("carrier"));
@@ -321,4 +324,139 @@ pub fn min_dial_gap(calls: &[CallRecord]) -> Option<i64> {
     let mut starts: Vec<DateTime<Utc>> = calls.iter().filter_map(|c| c.started_at).collect();
     starts.sort();
     starts.windows(2).map(|w| (w[1] - w[0]).num_seconds()).min()
+}
+
+impl Rig {
+    /// Queues a direct call as `POST /calls` does.
+    pub async fn direct_call(&self, to: &str, priority: i64) -> switchboard_actors::ids::CallId {
+        let _held = self.hold.enter();
+        let spec = switchboard_actors::ports::CallSpec {
+            id: switchboard_actors::ids::CallId::new(),
+            workspace_id: self.ws,
+            campaign_id: None,
+            contact_id: None,
+            agent_id: self.agent,
+            from_phone_number_id: Some(self.number),
+            from_number: "+972501110000".into(),
+            to_number: to.into(),
+            priority,
+            attempt: 1,
+            max_duration_secs: 600,
+            reserved_cents: 100,
+            queued_at: self.now(),
+        };
+        let new = switchboard::store::NewCall {
+            spec: spec.clone(),
+            metadata: serde_json::json!({}),
+            variables: serde_json::json!({}),
+            idempotency_key: None,
+            request_hash: None,
+        };
+        match self.store.create_call(&new).await.expect("call") {
+            switchboard::store::CallInsert::Created(_) => {}
+            other => panic!("call not created: {other:?}"),
+        }
+        self.engine.call_queued(spec.clone());
+        spec.id
+    }
+
+    /// Every call of the workspace, oldest first.
+    pub async fn all_calls(&self) -> Vec<CallRecord> {
+        let _held = self.hold.enter();
+        let mut all = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = self
+                .store
+                .list_calls(self.ws, &CallFilter::default(), Page { limit: 100, offset })
+                .await
+                .expect("calls");
+            let n = page.items.len() as i64;
+            all.extend(page.items);
+            if n < 100 {
+                break;
+            }
+            offset += 100;
+        }
+        all.reverse();
+        all
+    }
+
+    pub async fn set_balance(&self, cents: i64) {
+        let _held = self.hold.enter();
+        let now = self
+            .store
+            .billing_account(self.ws)
+            .await
+            .expect("account")
+            .expect("workspace")
+            .balance_cents;
+        self.store
+            .apply_ledger_entry(self.ws, cents - now, "adjustment", "rig balance", None)
+            .await
+            .expect("adjust");
+    }
+
+    pub async fn events(&self, c: CampaignId) -> Vec<(String, Option<String>)> {
+        let _held = self.hold.enter();
+        self.store
+            .campaign_events(
+                c,
+                Page {
+                    limit: 100,
+                    offset: 0,
+                },
+            )
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .map(|e| (e.kind, e.message))
+            .collect()
+    }
+
+    /// Changes settings as PATCH does.
+    pub async fn patch(&self, c: CampaignId, tune: impl FnOnce(&mut CampaignSettings)) {
+        let _held = self.hold.enter();
+        let current = self.record(c).await;
+        let mut s = current.settings.clone();
+        tune(&mut s);
+        assert!(
+            self.store
+                .update_campaign_settings(self.ws, c, current.status, &s, &["test"], self.key)
+                .await
+                .expect("patch")
+        );
+        self.engine.campaign_changed(c);
+    }
+
+    /// Applies an API command's status change (pause, stop, archive, resume).
+    pub async fn command(
+        &self,
+        c: CampaignId,
+        to: CampaignStatus,
+        event: &str,
+        exclude: Option<(
+            &[switchboard_actors::contact::ContactState],
+            switchboard_actors::contact::ExclusionReason,
+        )>,
+    ) {
+        let _held = self.hold.enter();
+        let current = self.record(c).await;
+        let change = StatusChange {
+            from: current.status,
+            to,
+            event,
+            actor: Some(self.key),
+            from_number: None,
+            exclude,
+        };
+        assert!(
+            self.store
+                .change_campaign_status(self.ws, c, &change)
+                .await
+                .expect("command")
+        );
+        self.engine.campaign_changed(c);
+    }
 }

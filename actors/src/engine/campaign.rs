@@ -111,6 +111,12 @@ pub struct CampaignActor;
 type Res<T> = Result<T, ActorProcessingErr>;
 
 impl CampaignActor {
+    /// Stops this actor; it is unrouted first, so later messages start a fresh one.
+    fn retire(myself: &ActorRef<CampaignMsg>, state: &CampaignState) {
+        state.shared.unregister_campaign(state.id, myself.get_id());
+        myself.stop(None);
+    }
+
     fn request_eval(myself: &ActorRef<CampaignMsg>, state: &mut CampaignState) {
         if !state.eval_pending {
             state.eval_pending = true;
@@ -294,7 +300,7 @@ impl CampaignActor {
             state.shared.to_queue(QueueMsg::CancelCampaign(state.id));
         }
         if state.active.is_empty() {
-            myself.stop(None);
+            Self::retire(myself, state);
         }
     }
 
@@ -306,7 +312,7 @@ impl CampaignActor {
             Duration::from_std(config.evaluation_interval).unwrap_or(Duration::seconds(60));
         let stale = state.loaded_at.is_none_or(|at| now - at >= interval);
         if (state.dirty || stale || state.campaign.is_none()) && !Self::reload(state, now).await? {
-            myself.stop(None);
+            Self::retire(myself, state);
             return Ok(());
         }
         let Some(c) = state.campaign.clone() else {
@@ -315,7 +321,7 @@ impl CampaignActor {
         let mut next_wake = now + interval;
         match c.status {
             CampaignStatus::Draft => {
-                myself.stop(None);
+                Self::retire(myself, state);
                 return Ok(());
             }
             s if s.is_terminal() => {
@@ -391,7 +397,7 @@ impl CampaignActor {
             if state.counts.total() > 0 && state.counts.open() == 0 {
                 Self::transition(state, CampaignStatus::Completed, "all_contacts_done", None)
                     .await?;
-                myself.stop(None);
+                Self::retire(myself, state);
                 return Ok(());
             }
         }
@@ -456,6 +462,18 @@ impl CampaignActor {
         if let Some(budget) = rules.budget_cents
             && c.spent_cents + c.reserved_cents + reservation > budget
         {
+            // Decide on fresh money, not the cache.
+            if !Self::reload(state, now).await? {
+                return Ok(());
+            }
+            let fresh = state
+                .campaign
+                .as_ref()
+                .is_some_and(|f| f.spent_cents + f.reserved_cents + reservation > budget);
+            if !fresh {
+                Self::request_eval(myself, state);
+                return Ok(());
+            }
             if in_flight == 0 && state.queued() == 0 {
                 Self::transition(
                     state,
@@ -667,7 +685,7 @@ impl Actor for CampaignActor {
     ) -> Result<(), ActorProcessingErr> {
         let now = state.shared.clock.now();
         if !Self::reload(state, now).await? {
-            myself.stop(None);
+            Self::retire(&myself, state);
             return Ok(());
         }
         if let Some(status) = state.campaign.as_ref().map(|c| c.status)
@@ -719,6 +737,13 @@ impl Actor for CampaignActor {
                 }
             }
             CampaignMsg::CallFinished { contact, call, end } => {
+                // Keep the cached money close; each evaluation re-reads it anyway.
+                if let Some(c) = &mut state.campaign {
+                    let reservation =
+                        reservation_of(c, state.shared.config.outbound_cents_per_minute);
+                    c.spent_cents += end.cost_cents;
+                    c.reserved_cents = (c.reserved_cents - reservation).max(0);
+                }
                 if end.end_reason != END_INTERRUPTED {
                     if end.outcome == CallOutcome::InfraError {
                         state.consecutive_infra += 1;
@@ -752,6 +777,11 @@ impl Actor for CampaignActor {
                 }
             }
             CampaignMsg::CallCancelled { contact, call } => {
+                if let Some(c) = &mut state.campaign {
+                    let reservation =
+                        reservation_of(c, state.shared.config.outbound_cents_per_minute);
+                    c.reserved_cents = (c.reserved_cents - reservation).max(0);
+                }
                 if let Some(a) = state.active.get_mut(&contact) {
                     a.queued = false;
                     let _ = a.actor.cast(ContactMsg::CallCancelled { call });
@@ -778,7 +808,7 @@ impl Actor for CampaignActor {
                     None => state.counts_dirty = true,
                 }
                 if state.closed.is_some() && state.active.is_empty() {
-                    myself.stop(None);
+                    Self::retire(&myself, state);
                     return Ok(());
                 }
                 Self::request_eval(&myself, state);

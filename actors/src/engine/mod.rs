@@ -118,8 +118,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// The campaign's actor, if one is running.
     pub fn campaign(&self, id: CampaignId) -> Option<ActorRef<CampaignMsg>> {
-        lock(&self.campaigns).get(&id).cloned()
+        lock(&self.campaigns)
+            .get(&id)
+            .filter(|a| {
+                matches!(
+                    a.get_status(),
+                    ractor::ActorStatus::Starting | ractor::ActorStatus::Running
+                )
+            })
+            .cloned()
     }
 
     pub fn register_campaign(&self, id: CampaignId, actor: ActorRef<CampaignMsg>) {
@@ -154,16 +163,19 @@ impl Shared {
         self.to_supervisor(SupervisorMsg::Ensure(id, Some(msg)));
     }
 
+    /// Delivers to the call queue; while it is being restarted, the supervisor delivers once
+    /// it is back.
     pub fn to_queue(&self, msg: QueueMsg) {
         let queue = lock(&self.queue).clone();
-        match queue {
-            Some(q) => {
-                if q.cast(msg).is_err() {
-                    tracing::warn!("call queue unavailable; it reloads queued calls on restart");
-                }
-            }
-            None => tracing::warn!("call queue not running; it reloads queued calls on start"),
-        }
+        let msg = match queue {
+            Some(q) => match q.cast(msg) {
+                Ok(()) => return,
+                Err(ractor::MessagingErr::SendErr(msg)) => msg,
+                Err(_) => return,
+            },
+            None => msg,
+        };
+        self.to_supervisor(SupervisorMsg::ToQueue(msg));
     }
 
     pub fn set_queue(&self, queue: Option<ActorRef<QueueMsg>>) {
@@ -216,9 +228,9 @@ impl Engine {
             .await
             .map_err(|e| EngineError::Start(e.to_string()))?;
         *lock(&shared.supervisor) = Some(supervisor.clone());
-        supervisor
-            .cast(SupervisorMsg::Boot)
-            .map_err(|e| EngineError::Start(e.to_string()))?;
+        ractor::call!(supervisor, SupervisorMsg::Boot)
+            .map_err(|e| EngineError::Start(e.to_string()))?
+            .map_err(EngineError::Start)?;
         Ok(Self { shared, supervisor })
     }
 

@@ -18,8 +18,10 @@ use crate::ids::CampaignId;
 use crate::ports::{CallEnd, CallSpec};
 
 pub enum SupervisorMsg {
-    /// Reconcile the store and start the queue and the live campaigns.
-    Boot,
+    /// Reconcile the store and start the queue and the live campaigns; answers when done.
+    Boot(ractor::RpcReplyPort<Result<(), String>>),
+    /// Deliver to the call queue (sent while the queue was being restarted).
+    ToQueue(QueueMsg),
     /// Make sure the campaign's actor runs, then deliver the message to it.
     Ensure(CampaignId, Option<CampaignMsg>),
     /// Start a call actor for a call the queue released.
@@ -77,6 +79,25 @@ impl EngineSupervisor {
         Ok(actor)
     }
 
+    async fn boot(
+        myself: &ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let now = state.shared.clock.now();
+        let interrupted = state.shared.store.interrupt_live_calls(now).await?;
+        if interrupted > 0 {
+            tracing::warn!(
+                interrupted,
+                "calls live at the last stop were ended as interrupted"
+            );
+        }
+        Self::spawn_queue(myself, state).await?;
+        for id in state.shared.store.live_campaigns().await? {
+            Self::spawn_campaign(myself, state, id).await?;
+        }
+        Ok(())
+    }
+
     /// Whether the campaign may be restarted once more within the restart window.
     fn may_restart(state: &mut SupervisorState, id: CampaignId) -> bool {
         let now = Instant::now();
@@ -116,19 +137,17 @@ impl Actor for EngineSupervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SupervisorMsg::Boot => {
-                let now = state.shared.clock.now();
-                let interrupted = state.shared.store.interrupt_live_calls(now).await?;
-                if interrupted > 0 {
-                    tracing::warn!(
-                        interrupted,
-                        "calls live at the last stop were ended as interrupted"
-                    );
+            SupervisorMsg::Boot(reply) => {
+                let booted = Self::boot(&myself, state).await;
+                let answer = booted.as_ref().map_err(|e| e.to_string()).copied();
+                let _ = reply.send(answer);
+                booted?;
+            }
+            SupervisorMsg::ToQueue(msg) => {
+                if state.shared.queue().is_none() {
+                    Self::spawn_queue(&myself, state).await?;
                 }
-                Self::spawn_queue(&myself, state).await?;
-                for id in state.shared.store.live_campaigns().await? {
-                    Self::spawn_campaign(&myself, state, id).await?;
-                }
+                state.shared.to_queue(msg);
             }
             SupervisorMsg::Ensure(id, msg) => {
                 let actor = Self::spawn_campaign(&myself, state, id).await?;

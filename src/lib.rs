@@ -9,6 +9,7 @@
 //!   rate limits).
 //! - [`engine`]: the campaign engine wired to the store and the configured carrier.
 //! - [`jobs`]: background work, such as activating purchased numbers.
+//! - [`simulation`]: the engine and store against the simulated carrier under virtual time.
 //!
 //! [`serve`] runs the whole service on listeners the caller binds, until a shutdown future
 //! resolves, so tests run the real service in-process on port 0.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod engine;
 pub mod http;
 pub mod jobs;
+pub mod simulation;
 pub mod store;
 
 use std::future::Future;

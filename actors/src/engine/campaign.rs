@@ -713,7 +713,9 @@ impl Actor for CampaignActor {
         match msg {
             CampaignMsg::Evaluate => {
                 state.eval_pending = false;
+                let started = std::time::Instant::now();
                 Self::evaluate(&myself, state).await?;
+                state.shared.stats.record_evaluation(started.elapsed());
             }
             CampaignMsg::Changed => {
                 state.dirty = true;

@@ -98,6 +98,31 @@ pub enum EngineError {
     Start(String),
 }
 
+/// Counters of the engine's work, for metrics and benchmarks.
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    evaluations: std::sync::atomic::AtomicU64,
+    evaluation_nanos: std::sync::atomic::AtomicU64,
+}
+
+impl EngineStats {
+    fn record_evaluation(&self, took: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.evaluations.fetch_add(1, Relaxed);
+        self.evaluation_nanos
+            .fetch_add(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), Relaxed);
+    }
+
+    /// Campaign evaluations so far and the wall time they took in all.
+    pub fn evaluations(&self) -> (u64, Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.evaluations.load(Relaxed),
+            Duration::from_nanos(self.evaluation_nanos.load(Relaxed)),
+        )
+    }
+}
+
 /// What every engine actor shares: the ports, the clock and the routing table.
 #[doc(hidden)]
 pub struct Shared {
@@ -105,6 +130,7 @@ pub struct Shared {
     pub dialer: Arc<dyn Dialer>,
     pub clock: SharedClock,
     pub config: EngineConfig,
+    pub stats: EngineStats,
     campaigns: Mutex<HashMap<CampaignId, ActorRef<CampaignMsg>>>,
     queue: Mutex<Option<ActorRef<QueueMsg>>>,
     supervisor: Mutex<Option<ActorRef<SupervisorMsg>>>,
@@ -220,6 +246,7 @@ impl Engine {
             dialer,
             clock,
             config,
+            stats: EngineStats::default(),
             campaigns: Mutex::new(HashMap::new()),
             queue: Mutex::new(None),
             supervisor: Mutex::new(None),
@@ -262,6 +289,11 @@ impl Engine {
     pub async fn queue_stats(&self) -> Option<QueueStats> {
         let queue = self.shared.queue()?;
         ractor::call!(queue, QueueMsg::Stats).ok()
+    }
+
+    /// Counters of the engine's work.
+    pub fn stats(&self) -> &EngineStats {
+        &self.shared.stats
     }
 
     /// Campaign actors currently running.

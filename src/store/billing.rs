@@ -79,7 +79,7 @@ impl Store {
         kind: &str,
         description: &str,
     ) -> StoreResult<Debit> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let balance: Option<i64> =
             sqlx::query_scalar("SELECT balance_cents FROM workspaces WHERE id = ?")
                 .bind(ws.as_uuid())
@@ -115,7 +115,7 @@ impl Store {
         description: &str,
         reference: Option<&str>,
     ) -> StoreResult<Option<LedgerEntry>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM workspaces WHERE id = ?")
             .bind(ws.as_uuid())
             .fetch_optional(&mut *tx)

@@ -462,7 +462,7 @@ impl Store {
         deferrals: &[(ContactId, DateTime<Utc>)],
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         for (id, at) in deferrals {
             sqlx::query(sql(format!(
                 "UPDATE contacts SET next_attempt_at = ?, updated_at = ? WHERE id = ? AND state IN {OPEN_STATES}"
@@ -501,7 +501,7 @@ impl Store {
 
     pub async fn admit(&self, a: &Admission) -> StoreResult<AdmitResult> {
         let spec = &a.call;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         if !funds_in(&mut tx, spec.workspace_id)
             .await?
             .covers(spec.reserved_cents)
@@ -587,7 +587,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let at = ts(now);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let done = sqlx::query(
             "UPDATE campaigns SET status = ?, updated_at = ?, \
              started_at = CASE WHEN ? = 'running' AND started_at IS NULL THEN ? ELSE started_at END, \
@@ -673,7 +673,7 @@ impl Store {
 
     pub async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> StoreResult<u64> {
         let at = ts(now);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query(
             "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - \
              (SELECT COALESCE(SUM(k.reserved_cents), 0) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status = 'dialing')) \
@@ -709,7 +709,7 @@ impl Store {
     /// Ends a call; `false` when it had already ended.
     pub async fn finish_call(&self, spec: &CallSpec, end: &CallEnd) -> StoreResult<bool> {
         let at = ts(end.ended_at);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let done = sqlx::query(
             "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = ?, \
              ended_at = ?, duration_secs = ?, cost_cents = ?, updated_at = ?, \
@@ -770,7 +770,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let at = ts(now);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let done = sqlx::query(
             "UPDATE calls SET status = 'cancelled', end_reason = ?, ended_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'",
         )
@@ -797,7 +797,7 @@ impl Store {
     }
 
     pub async fn redial(&self, spec: &CallSpec, contact: ContactId) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let moved = sqlx::query(
             "UPDATE contacts SET last_call_id = ?, updated_at = ? WHERE id = ? AND state = 'dialing'",
         )
@@ -881,7 +881,7 @@ impl Store {
         {
             return Ok(found);
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let funds = funds_in(&mut tx, spec.workspace_id).await?;
         if !funds.covers(spec.reserved_cents) {
             return Ok(CallInsert::InsufficientFunds(funds));

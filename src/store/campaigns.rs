@@ -390,7 +390,7 @@ impl Store {
     ) -> StoreResult<CampaignRecord> {
         let id = CampaignId::new();
         let at = ts(self.now());
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO campaigns (id, workspace_id, name, status, max_attempts, max_infra_retries, retry_no_answer_seconds, retry_completed_seconds, \
              double_dial_gap_seconds, max_calls_per_day, min_seconds_between_calls, max_in_flight, created_by, created_at, updated_at) \
@@ -493,7 +493,7 @@ impl Store {
         changed: &[&str],
         actor: ApiKeyId,
     ) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let mut q = QueryBuilder::new("UPDATE campaigns SET ");
         bind_settings(&mut q, settings, self.now())?;
         q.push(" WHERE workspace_id = ").push_bind(ws.as_uuid());
@@ -527,7 +527,7 @@ impl Store {
         change: &StatusChange<'_>,
     ) -> StoreResult<bool> {
         let at = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let started = matches!(
             change.to,
             CampaignStatus::Running | CampaignStatus::Scheduled
@@ -659,7 +659,7 @@ impl Store {
         const BATCH: usize = 500;
         let at = ts(self.now());
         let mut counts = EnrollCounts::default();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         for chunk in contacts.chunks(BATCH) {
             let mut q = QueryBuilder::<Sqlite>::new(
                 "INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) ",

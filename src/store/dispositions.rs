@@ -93,7 +93,7 @@ impl Store {
     ) -> StoreResult<Disposition> {
         let id = DispositionId::new();
         let at = ts(self.now());
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let position = match position {
             Some(p) => {
                 // Make room: the new disposition takes the position, later ones move down.

@@ -226,7 +226,7 @@ impl Store {
     ) -> StoreResult<DncEntry> {
         let id = DncEntryId::new();
         let at = ts(self.now());
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("DELETE FROM dnc_entries WHERE workspace_id = ? AND phone_number = ? AND expires_at IS NOT NULL AND expires_at <= ?")
             .bind(ws.as_uuid())
             .bind(new.phone_number)
@@ -263,7 +263,7 @@ impl Store {
         id: DncEntryId,
         update: &DncUpdate<'_>,
     ) -> StoreResult<Option<DncEntry>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let done = sqlx::query(
             "UPDATE dnc_entries SET reason = COALESCE(?, reason), expires_at = CASE WHEN ? THEN ? ELSE expires_at END, updated_at = ? \
              WHERE workspace_id = ? AND id = ?",
@@ -292,7 +292,7 @@ impl Store {
 
     /// Removes an entry; `false` when it is not in the workspace.
     pub async fn delete_dnc_entry(&self, ws: WorkspaceId, id: DncEntryId) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         let found: Option<i64> =
             sqlx::query_scalar("SELECT 1 FROM dnc_entries WHERE workspace_id = ? AND id = ?")
                 .bind(ws.as_uuid())

@@ -146,6 +146,15 @@ impl Store {
         self.clock.clone()
     }
 
+    /// A write transaction. `BEGIN IMMEDIATE` takes the write lock up front, so a transaction
+    /// that reads before it writes cannot fail on upgrade (SQLITE_BUSY_SNAPSHOT) when another
+    /// writer commits in between; writers queue on the busy timeout instead.
+    pub(crate) async fn begin(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await
+    }
+
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }

@@ -35,7 +35,7 @@ impl Store {
     ) -> StoreResult<Workspace> {
         let id = WorkspaceId::new();
         let created_at = self.now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query("INSERT INTO workspaces (id, name, default_country, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
             .bind(id.as_uuid())
             .bind(name)

@@ -56,10 +56,11 @@ impl EngineStore for EnginePort {
     async fn due_contacts(
         &self,
         id: CampaignId,
+        agent: Option<AgentId>,
         now: DateTime<Utc>,
         limit: i64,
     ) -> PortResult<Vec<DueContact>> {
-        self.held(self.store.due_contacts(id, now, limit))
+        self.held(self.store.due_contacts(id, agent, now, limit))
             .await
             .map_err(port)
     }
@@ -82,17 +83,6 @@ impl EngineStore for EnginePort {
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
         self.held(self.store.exclude_contact(id, reason, now))
-            .await
-            .map_err(port)
-    }
-    async fn is_blocked(
-        &self,
-        ws: WorkspaceId,
-        agent: Option<AgentId>,
-        number: &str,
-        now: DateTime<Utc>,
-    ) -> PortResult<bool> {
-        self.held(self.store.is_blocked(ws, number, agent, now))
             .await
             .map_err(port)
     }
@@ -148,8 +138,7 @@ impl EngineStore for EnginePort {
             .held(self.store.finish_call(call, end))
             .await
             .map_err(port)?;
-        if charged
-            && end.cost_cents > 0
+        if charged == Some(true)
             && let Err(err) = self
                 .held(crate::billing::auto_topup(
                     &self.store,

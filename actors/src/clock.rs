@@ -54,11 +54,13 @@ impl Clock for TokioClock {
 ///
 /// A paused clock advances to the next timer whenever the runtime has nothing to run, and a
 /// task waiting on a database worker thread is "nothing to run". While any [`HoldGuard`] is
-/// alive, [`TimeHold::run`] keeps the runtime busy (yielding), so virtual time stands still
-/// until the work is done. Only used under a paused clock.
+/// alive, [`TimeHold::run`] keeps a blocking task open, and tokio does not auto-advance a
+/// paused clock while a blocking task runs: virtual time stands still until the work is done,
+/// without spinning. Only used under a paused clock.
 #[derive(Debug, Default)]
 pub struct TimeHold {
-    busy: std::sync::atomic::AtomicUsize,
+    busy: std::sync::Mutex<usize>,
+    idle: std::sync::Condvar,
     wake: tokio::sync::Notify,
 }
 
@@ -68,27 +70,49 @@ pub struct HoldGuard(Arc<TimeHold>);
 
 impl Drop for HoldGuard {
     fn drop(&mut self) {
-        self.0
-            .busy
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        let mut busy = self.0.lock();
+        *busy = busy.saturating_sub(1);
+        if *busy == 0 {
+            self.0.idle.notify_all();
+        }
     }
 }
 
 impl TimeHold {
+    fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
+        match self.busy.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
     pub fn enter(self: &Arc<Self>) -> HoldGuard {
-        self.busy.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.wake.notify_one();
+        let mut busy = self.lock();
+        *busy += 1;
+        if *busy == 1 {
+            self.wake.notify_one();
+        }
         HoldGuard(self.clone())
     }
 
     /// Spawn this on the paused runtime; it runs until the runtime stops.
     pub async fn run(self: Arc<Self>) {
         loop {
-            if self.busy.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            if *self.lock() == 0 {
                 self.wake.notified().await;
-            } else {
-                tokio::task::yield_now().await;
+                continue;
             }
+            let hold = self.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let mut busy = hold.lock();
+                while *busy > 0 {
+                    busy = match hold.idle.wait(busy) {
+                        Ok(g) => g,
+                        Err(poisoned) => poisoned.into_inner(),
+                    };
+                }
+            })
+            .await;
         }
     }
 }

@@ -110,6 +110,8 @@ pub struct DueContact {
     pub timezone: Option<String>,
     pub state: ContactState,
     pub attempts: i64,
+    /// On the workspace's do-not-call list (for every agent or for the campaign's) right now.
+    pub blocked: bool,
 }
 
 /// One call the queue will place.
@@ -245,10 +247,12 @@ pub trait EngineStore: Send + Sync + 'static {
     /// A campaign in any status (archived included); `None` if it does not exist.
     async fn campaign(&self, id: CampaignId) -> PortResult<Option<EngineCampaign>>;
     async fn contact_counts(&self, id: CampaignId) -> PortResult<ContactCounts>;
-    /// Up to `limit` pending or scheduled contacts with next_attempt_at <= now, earliest first.
+    /// Up to `limit` pending or scheduled contacts with next_attempt_at <= now, earliest first,
+    /// each with whether the do-not-call list blocks it for `agent`.
     async fn due_contacts(
         &self,
         id: CampaignId,
+        agent: Option<AgentId>,
         now: DateTime<Utc>,
         limit: i64,
     ) -> PortResult<Vec<DueContact>>;
@@ -265,13 +269,6 @@ pub trait EngineStore: Send + Sync + 'static {
         &self,
         id: ContactId,
         reason: ExclusionReason,
-        now: DateTime<Utc>,
-    ) -> PortResult<bool>;
-    async fn is_blocked(
-        &self,
-        ws: WorkspaceId,
-        agent: Option<AgentId>,
-        number: &str,
         now: DateTime<Utc>,
     ) -> PortResult<bool>;
     async fn funds(&self, ws: WorkspaceId) -> PortResult<Funds>;

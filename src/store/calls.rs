@@ -419,16 +419,26 @@ impl Store {
     pub async fn due_contacts(
         &self,
         id: CampaignId,
+        agent: Option<AgentId>,
         now: DateTime<Utc>,
         limit: i64,
     ) -> StoreResult<Vec<DueContact>> {
+        let at = ts(now);
         let rows = sqlx::query(
-            "SELECT id, phone_number, timezone, state, attempts FROM contacts \
-             WHERE campaign_id = ? AND next_attempt_at IS NOT NULL AND next_attempt_at <= ? \
-             ORDER BY next_attempt_at LIMIT ?",
+            "SELECT c.id, c.phone_number, c.timezone, c.state, c.attempts, \
+             EXISTS (SELECT 1 FROM dnc_entries e JOIN campaigns k ON k.id = c.campaign_id \
+                     WHERE e.workspace_id = k.workspace_id AND e.phone_number = c.phone_number \
+                     AND (e.expires_at IS NULL OR e.expires_at > ?) \
+                     AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
+                          OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?))) AS blocked \
+             FROM contacts c \
+             WHERE c.campaign_id = ? AND c.next_attempt_at IS NOT NULL AND c.next_attempt_at <= ? \
+             ORDER BY c.next_attempt_at LIMIT ?",
         )
+        .bind(&at)
+        .bind(agent.map(|a| a.as_uuid()))
         .bind(id.as_uuid())
-        .bind(ts(now))
+        .bind(&at)
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
@@ -442,6 +452,7 @@ impl Store {
                     state: ContactState::parse(&state)
                         .ok_or_else(|| corrupt("contact state", &state))?,
                     attempts: r.try_get("attempts")?,
+                    blocked: r.try_get("blocked")?,
                 })
             })
             .collect()
@@ -706,8 +717,9 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
-    /// Ends a call; `false` when it had already ended.
-    pub async fn finish_call(&self, spec: &CallSpec, end: &CallEnd) -> StoreResult<bool> {
+    /// Ends a call; `None` when it had already ended, else whether the charge took the balance
+    /// below the workspace's auto top-up threshold.
+    pub async fn finish_call(&self, spec: &CallSpec, end: &CallEnd) -> StoreResult<Option<bool>> {
         let at = ts(end.ended_at);
         let mut tx = self.begin().await?;
         let done = sqlx::query(
@@ -731,7 +743,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         if done.rows_affected() == 0 {
-            return Ok(false);
+            return Ok(None);
         }
         if let Some(campaign) = spec.campaign_id {
             sqlx::query(
@@ -743,6 +755,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         }
+        let mut low = false;
         if end.cost_cents > 0 {
             let description = format!(
                 "Call to {} ({} s at the outbound rate)",
@@ -758,9 +771,15 @@ impl Store {
                 end.ended_at,
             )
             .await?;
+            low = sqlx::query_scalar(
+                "SELECT auto_topup_enabled AND balance_cents < low_balance_threshold_cents FROM workspaces WHERE id = ?",
+            )
+            .bind(spec.workspace_id.as_uuid())
+            .fetch_one(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
-        Ok(true)
+        Ok(Some(low))
     }
 
     pub async fn cancel_call(

@@ -72,7 +72,7 @@ pub(crate) fn classify(err: sqlx::Error) -> StoreError {
     StoreError::Database(err)
 }
 
-/// Connections to the database file.
+/// Connections to the database file of a serving store.
 const POOL_SIZE: u32 = 8;
 
 #[derive(Clone)]
@@ -100,39 +100,42 @@ impl Store {
 
     /// Opens the store with the clock every timestamp it writes is read from (the engine's).
     pub async fn open_with_clock(url: &str, clock: SharedClock) -> StoreResult<Self> {
-        Self::connect(url, clock, SqlitePoolOptions::new()).await
+        Self::connect(url, clock, SqlitePoolOptions::new(), POOL_SIZE).await
     }
 
     /// Opens the store for a run under tokio's paused clock (tests, the campaign simulator).
     /// Call it *before* pausing the clock: a paused clock jumps to its next timer whenever the
     /// runtime waits on SQLite's worker threads, so every connection is opened here, in real
-    /// time, and the pool never closes, reopens or times out one afterwards.
+    /// time, and the pool never closes, reopens or times out one afterwards. One connection:
+    /// the simulated engine is the only user, and a single connection keeps its page cache
+    /// (another connection's write would invalidate it).
     pub async fn open_virtual(url: &str, clock: SharedClock) -> StoreResult<Self> {
         let options = SqlitePoolOptions::new()
             .acquire_timeout(Duration::from_secs(365 * 86_400))
             .idle_timeout(None)
             .max_lifetime(None)
             .test_before_acquire(false);
-        let store = Self::connect(url, clock, options).await?;
-        let mut held = Vec::new();
-        for _ in 0..POOL_SIZE {
-            held.push(store.pool.acquire().await?);
-        }
-        drop(held);
+        let store = Self::connect(url, clock, options, 1).await?;
+        drop(store.pool.acquire().await?);
         Ok(store)
     }
 
-    async fn connect(url: &str, clock: SharedClock, pool: SqlitePoolOptions) -> StoreResult<Self> {
+    async fn connect(
+        url: &str,
+        clock: SharedClock,
+        pool: SqlitePoolOptions,
+        size: u32,
+    ) -> StoreResult<Self> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10));
-        let pool = pool
-            .max_connections(POOL_SIZE)
-            .connect_with(options)
-            .await?;
+            .busy_timeout(Duration::from_secs(10))
+            // Reads through a memory map: a connection whose page cache another connection's
+            // write invalidated re-reads pages without copying them.
+            .pragma("mmap_size", "1073741824");
+        let pool = pool.max_connections(size).connect_with(options).await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         Ok(Self { pool, clock })
     }

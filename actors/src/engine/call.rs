@@ -59,13 +59,15 @@ impl Actor for CallActor {
             return Ok(());
         }
         state.started_at = Some(now);
+        // The dial instant as the carrier sees it (the commit above may have taken time).
+        let dialled_at = shared.clock.now();
         if let (Some(campaign), Some(contact)) = (spec.campaign_id, spec.contact_id) {
             shared.to_campaign(
                 campaign,
                 CampaignMsg::CallStarted {
                     contact,
                     call: spec.id,
-                    at: now,
+                    at: dialled_at,
                 },
             );
         }

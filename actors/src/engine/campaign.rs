@@ -88,6 +88,8 @@ pub struct CampaignState {
     rng: StdRng,
     closed: Option<ExclusionReason>,
     cancelled_queue: bool,
+    /// The last evaluation written: repeats within a second of it are not rewritten.
+    last_record: Option<(DateTime<Utc>, String)>,
 }
 
 impl CampaignState {
@@ -238,6 +240,13 @@ impl CampaignActor {
             return Ok(());
         };
         let now = state.shared.clock.now();
+        if last_error.is_none()
+            && let Some((at, previous)) = &state.last_record
+            && previous == result
+            && now - *at < Duration::seconds(1)
+        {
+            return Ok(());
+        }
         let reservation = reservation_of(c, state.shared.config.outbound_cents_per_minute);
         let remaining =
             (state.counts.open() * c.rules.max_attempts - state.counts.open_attempts).max(0);
@@ -248,6 +257,7 @@ impl CampaignActor {
             estimate_cents: remaining.saturating_mul(reservation),
         };
         state.shared.store.record_tick(state.id, &tick).await?;
+        state.last_record = Some((now, tick.result));
         Ok(())
     }
 
@@ -278,6 +288,28 @@ impl CampaignActor {
             state.dirty = true;
         }
         Ok(moved)
+    }
+
+    /// The balance does not cover a reservation: pause until a top-up clears it (checked on
+    /// fresh numbers; `false` if the balance covers it after all).
+    async fn pause_for_credit(state: &mut CampaignState, reservation: i64) -> Res<bool> {
+        let Some(ws) = state.campaign.as_ref().map(|c| c.workspace_id) else {
+            return Ok(false);
+        };
+        let funds = state.shared.store.funds(ws).await?;
+        if funds.covers(reservation) {
+            return Ok(false);
+        }
+        Self::transition(
+            state,
+            CampaignStatus::PausedInsufficientCredit,
+            "insufficient_credit",
+            Some(format!(
+                "workspace balance {} cents (less {} reserved by queued and live calls) does not cover one call's reservation of {} cents; top up to resume",
+                funds.balance_cents, funds.reserved_cents, reservation
+            )),
+        )
+        .await
     }
 
     /// Stopped, archived or completed: cancel what is queued, let live calls finish, then stop.
@@ -444,21 +476,6 @@ impl CampaignActor {
             return Ok(());
         }
 
-        let funds = shared.store.funds(c.workspace_id).await?;
-        if !funds.covers(reservation) {
-            Self::transition(
-                state,
-                CampaignStatus::PausedInsufficientCredit,
-                "insufficient_credit",
-                Some(format!(
-                    "workspace balance {} cents (less {} reserved) does not cover one call's reservation of {} cents; top up to resume",
-                    funds.balance_cents, funds.reserved_cents, reservation
-                )),
-            )
-            .await?;
-            Self::wake_at(myself, state, next_wake);
-            return Ok(());
-        }
         if let Some(budget) = rules.budget_cents
             && c.spent_cents + c.reserved_cents + reservation > budget
         {
@@ -505,9 +522,11 @@ impl CampaignActor {
             return Ok(());
         };
 
+        // Read a few more than the free slots: some may be outside their hours or blocked.
+        let limit = (slots * 2 + 8).min(config.scan_batch);
         let due = shared
             .store
-            .due_contacts(state.id, now, config.scan_batch)
+            .due_contacts(state.id, Some(agent_id), now, limit)
             .await?;
         let horizon = rules.ends_at.unwrap_or(now + Duration::days(8));
         let mut deferrals = Vec::new();
@@ -526,11 +545,7 @@ impl CampaignActor {
                 deferrals.push((d.id, next));
                 continue;
             }
-            if shared
-                .store
-                .is_blocked(c.workspace_id, Some(agent_id), &d.phone_number, now)
-                .await?
-            {
+            if d.blocked {
                 if shared
                     .store
                     .exclude_contact(d.id, ExclusionReason::DoNotCall, now)
@@ -603,7 +618,15 @@ impl CampaignActor {
                     outcome = Some("daily_cap_reached");
                     break;
                 }
-                AdmitResult::InsufficientCredit | AdmitResult::OverBudget => {
+                AdmitResult::InsufficientCredit => {
+                    if admitted == 0 && Self::pause_for_credit(state, reservation).await? {
+                        Self::wake_at(myself, state, next_wake);
+                        return Ok(());
+                    }
+                    outcome = Some("insufficient_credit_for_more");
+                    break;
+                }
+                AdmitResult::OverBudget => {
                     // Re-read money and decide at once.
                     state.dirty = true;
                     outcome = Some("funds_changed");
@@ -626,11 +649,14 @@ impl CampaignActor {
             "no_contacts_due".to_owned()
         };
         Self::record(state, &result, None).await?;
-        let scanned_all = (due.len() as i64) < config.scan_batch;
+        let scanned_all = (due.len() as i64) < limit;
         if outcome.is_some() || (!scanned_all && admitted < slots) {
             // More contacts to look at, or something changed under us: look again now.
             Self::request_eval(myself, state);
-        } else if let Some(at) = shared.store.next_due_at(state.id).await? {
+        } else if admitted < slots
+            && let Some(at) = shared.store.next_due_at(state.id).await?
+        {
+            // Slots are free but nobody is due yet: wake when the next contact is.
             next_wake = next_wake.min(at.max(now + Duration::seconds(1)));
         }
         Self::wake_at(myself, state, next_wake);
@@ -674,6 +700,7 @@ impl Actor for CampaignActor {
             rng: StdRng::seed_from_u64(seed),
             closed: None,
             cancelled_queue: false,
+            last_record: None,
         })
     }
 
@@ -804,6 +831,7 @@ impl Actor for CampaignActor {
                 Self::request_eval(&myself, state);
             }
             CampaignMsg::Resolved { contact, settled } => {
+                let held_slot = state.active.get(&contact).is_some_and(|a| a.dialing);
                 state.remove_active(contact);
                 match settled {
                     Some((from, to, attempts)) => state.counts.shift(from, to, attempts),
@@ -813,7 +841,11 @@ impl Actor for CampaignActor {
                     Self::retire(&myself, state);
                     return Ok(());
                 }
-                Self::request_eval(&myself, state);
+                // A freed slot admits the next contact; the last open contact completes.
+                let retry_soon = settled.is_some_and(|(_, to, _)| to == ContactState::Scheduled);
+                if held_slot || retry_soon || state.counts.open() == 0 || state.counts_dirty {
+                    Self::request_eval(&myself, state);
+                }
             }
             CampaignMsg::DispositionLanded { call } => {
                 for a in state.active.values().filter(|a| !a.dialing) {
@@ -831,13 +863,10 @@ impl Actor for CampaignActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match event {
+            // A contact actor stops right after sending `Resolved`, which does the bookkeeping;
+            // supervision events may overtake that message, so only the cell is forgotten here.
             SupervisionEvent::ActorTerminated(cell, _, _) => {
-                if let Some(contact) = state.cells.remove(&cell.get_id())
-                    && state.active.remove(&contact).is_some()
-                {
-                    // Stopped without settling (engine shutting down): recount later.
-                    state.counts_dirty = true;
-                }
+                state.cells.remove(&cell.get_id());
             }
             SupervisionEvent::ActorFailed(cell, err) => {
                 if let Some(contact) = state.cells.remove(&cell.get_id()) {

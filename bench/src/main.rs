@@ -1,0 +1,447 @@
+//! `switchboard-bench`: the load and simulation harness.
+//!
+//! - `campaign-sim`: the real engine and store against the simulated carrier under virtual
+//!   time; reports wall time, admissions per second, pacing as the carrier saw it, outcomes and
+//!   peak memory.
+//! - `enroll-csv`: enrolls a large CSV through the real HTTP API.
+//! - `eval-cost`: the wall time of one campaign evaluation at several campaign sizes.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use clap::{Parser, Subcommand};
+use serde_json::{Value, json};
+use switchboard::simulation::{VirtualRun, all_day};
+use switchboard::store::NewContact;
+use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::contact::ContactState;
+use switchboard_actors::ids::CampaignId;
+use switchboard_actors::sim::SecondsRange;
+
+#[derive(Parser)]
+#[command(
+    name = "switchboard-bench",
+    about = "Switchboard's load and simulation harness"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a campaign through the real engine and store against the simulated carrier, in
+    /// virtual time.
+    CampaignSim(SimArgs),
+    /// Enroll a generated CSV of contacts through the HTTP API of an in-process service.
+    EnrollCsv(EnrollArgs),
+    /// Measure one campaign evaluation's wall time at several campaign sizes.
+    EvalCost(EvalArgs),
+}
+
+#[derive(clap::Args)]
+struct SimArgs {
+    /// Contacts to enroll.
+    #[arg(long, default_value_t = 100_000)]
+    contacts: usize,
+    /// Virtual days to run at most.
+    #[arg(long, default_value_t = 120)]
+    days: u64,
+    /// max_attempts of the campaign.
+    #[arg(long, default_value_t = 3)]
+    max_attempts: i64,
+    #[arg(long, default_value_t = 8)]
+    max_in_flight: i64,
+    /// min_seconds_between_calls.
+    #[arg(long, default_value_t = 0)]
+    min_gap: i64,
+    #[arg(long, default_value_t = 100_000)]
+    max_calls_per_day: i64,
+    /// retry_no_answer_seconds (and retry_completed_seconds).
+    #[arg(long, default_value_t = 1800)]
+    retry_secs: i64,
+    /// Outcome weights of the simulated carrier.
+    #[arg(
+        long,
+        default_value = "answered=35,no_answer=35,busy=10,voicemail=15,failed=4,infra_error=1"
+    )]
+    mix: String,
+    /// Ring seconds, min-max.
+    #[arg(long, default_value = "3-25")]
+    ring: SecondsRange,
+    /// Talk seconds of answered calls, min-max.
+    #[arg(long, default_value = "20-180")]
+    talk: SecondsRange,
+    /// Calls one workspace may have live at once.
+    #[arg(long, default_value_t = 50)]
+    workspace_concurrency: usize,
+    /// The SQLite file (a temporary one when omitted).
+    #[arg(long)]
+    database: Option<std::path::PathBuf>,
+    /// Also write the report as JSON here.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct EnrollArgs {
+    #[arg(long, default_value_t = 1_000_000)]
+    contacts: usize,
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct EvalArgs {
+    /// Campaign sizes, comma-separated.
+    #[arg(long, default_value = "10000,1000000", value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Evaluations to time at each size.
+    #[arg(long, default_value_t = 3000)]
+    evaluations: u64,
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // Virtual time needs tokio's current-thread runtime (a paused clock).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let report = match cli.command {
+        Command::CampaignSim(args) => {
+            let json = args.json.clone();
+            (rt.block_on(campaign_sim(args))?, json)
+        }
+        Command::EnrollCsv(args) => {
+            let json = args.json.clone();
+            (rt.block_on(enroll_csv(args))?, json)
+        }
+        Command::EvalCost(args) => {
+            let json = args.json.clone();
+            (rt.block_on(eval_cost(args))?, json)
+        }
+    };
+    let (report, json_path) = report;
+    print_report(&report);
+    if let Some(path) = json_path {
+        std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn print_report(report: &Value) {
+    println!();
+    if let Value::Object(map) = report {
+        for (k, v) in map {
+            match v {
+                Value::Object(_) | Value::Array(_) => println!("{k:>28}: {v}"),
+                Value::String(s) => println!("{k:>28}: {s}"),
+                other => println!("{k:>28}: {other}"),
+            }
+        }
+    }
+}
+
+/// Peak resident memory of this process, in MiB (Linux).
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn contacts(n: usize, offset: usize) -> Vec<NewContact> {
+    (0..n)
+        .map(|i| NewContact {
+            // Israeli mobile numbers, 10 million apart per prefix.
+            phone_number: format!("+9725{:08}", offset + i),
+            timezone: None,
+            lead_id: None,
+            variables: json!({}),
+            metadata: json!({}),
+            excluded: None,
+        })
+        .collect()
+}
+
+struct Progress {
+    started: Instant,
+    last: Instant,
+}
+
+impl Progress {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            started: now,
+            last: now - Duration::from_secs(10),
+        }
+    }
+
+    /// Redraws at most twice a second.
+    fn show(&mut self, done: i64, total: i64, note: &str) {
+        if self.last.elapsed() < Duration::from_millis(500) && done < total {
+            return;
+        }
+        self.last = Instant::now();
+        let width = 30usize;
+        let frac = if total > 0 {
+            done as f64 / total as f64
+        } else {
+            1.0
+        };
+        let filled = ((frac * width as f64) as usize).min(width);
+        eprint!(
+            "\r[{}{}] {:5.1}% {done}/{total} {note} ({:.0?})   ",
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            frac * 100.0,
+            self.started.elapsed()
+        );
+        let _ = std::io::stderr().flush();
+    }
+}
+
+async fn campaign_sim(args: SimArgs) -> anyhow::Result<Value> {
+    if args.contacts == 0 {
+        bail!("--contacts must be positive");
+    }
+    let dir = tempfile::tempdir()?;
+    let path = args
+        .database
+        .clone()
+        .unwrap_or_else(|| dir.path().join("campaign-sim.db"));
+    let db_url = format!("sqlite://{}", path.display());
+    let start: DateTime<Utc> = "2026-05-04T00:00:00Z".parse()?;
+    let run = VirtualRun::new(&db_url, start, &args.mix, |config, sim| {
+        config.workspace_max_concurrent_calls = args.workspace_concurrency;
+        sim.ring_secs = args.ring;
+        sim.talk_secs = args.talk;
+    })
+    .await?;
+    let c: CampaignId = {
+        let _held = run.hold.enter();
+        let c = run
+            .campaign(|s| {
+                s.max_attempts = args.max_attempts;
+                s.max_in_flight = args.max_in_flight;
+                s.min_seconds_between_calls = args.min_gap;
+                s.max_calls_per_day = args.max_calls_per_day;
+                s.retry_no_answer_seconds = args.retry_secs;
+                s.retry_completed_seconds = args.retry_secs.max(60);
+                s.stop_on_unclassified = true;
+                s.calling_window = Some(all_day("UTC"));
+            })
+            .await;
+        for chunk_start in (0..args.contacts).step_by(50_000) {
+            let n = (args.contacts - chunk_start).min(50_000);
+            run.store
+                .enroll_contacts(c, &contacts(n, chunk_start), run.key)
+                .await?;
+        }
+        c
+    };
+    let total = args.contacts as i64;
+    let wall = Instant::now();
+    run.launch(c).await;
+    let mut progress = Progress::new();
+    let limit = start + chrono::Duration::days(args.days as i64);
+    let status = loop {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let (record, counts) = {
+            let _held = run.hold.enter();
+            (run.record(c).await, run.store.contact_counts(c).await?)
+        };
+        let done = total - counts.open();
+        let day = (run.now() - start).num_hours() as f64 / 24.0;
+        progress.show(done, total, &format!("virtual day {day:.1}"));
+        if record.status != CampaignStatus::Running || run.now() >= limit {
+            break record.status;
+        }
+    };
+    eprintln!();
+    let wall_secs = wall.elapsed().as_secs_f64();
+    let seen = run.carrier.observations();
+    let obs = seen.campaigns.get(&c).cloned().unwrap_or_default();
+    let counts = {
+        let _held = run.hold.enter();
+        run.store.contact_counts(c).await?
+    };
+    let states: BTreeMap<&str, i64> = ContactState::ALL
+        .iter()
+        .map(|s| (s.as_str(), counts.get(*s)))
+        .collect();
+    let outcomes: BTreeMap<&str, u64> = seen
+        .outcomes
+        .iter()
+        .map(|(o, n)| (o.as_str(), *n))
+        .collect();
+    let (evaluations, eval_time) = run.engine.stats().evaluations();
+    let virtual_secs = (run.now() - start).num_seconds();
+    run.engine.stop().await;
+    let report = json!({
+        "benchmark": "campaign-sim",
+        "contacts": args.contacts,
+        "final_status": status.as_str(),
+        "wall_secs": round(wall_secs),
+        "virtual_days": round(virtual_secs as f64 / 86_400.0),
+        "admissions": obs.dials,
+        "admissions_per_sec": round(obs.dials as f64 / wall_secs),
+        "evaluations": evaluations,
+        "mean_evaluation_us": round(eval_time.as_secs_f64() * 1e6 / evaluations.max(1) as f64),
+        "max_in_flight": args.max_in_flight,
+        "peak_observed_in_flight": obs.peak_live,
+        "min_seconds_between_calls": args.min_gap,
+        "smallest_observed_gap_secs": obs.min_gap_secs.map(round),
+        "pacing_held": obs.peak_live as i64 <= args.max_in_flight
+            && obs.min_gap_secs.is_none_or(|g| g >= args.min_gap as f64),
+        "contact_states": states,
+        "outcomes": outcomes,
+        "peak_rss_mib": peak_rss_mib().map(round),
+    });
+    Ok(report)
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
+    let dir = tempfile::tempdir()?;
+    let db_url = format!("sqlite://{}", dir.path().join("enroll.db").display());
+    let store = switchboard::Store::open(&db_url).await?;
+    let ws = store.create_workspace("bench", "IL").await?;
+    let (_, key) = store
+        .create_key(ws.id, "bench", &switchboard::auth::Scopes::All, None)
+        .await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let config = switchboard::Config {
+        database_url: db_url,
+        data_dir: dir.path().join("data"),
+        ..switchboard::Config::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(switchboard::serve(listener, store, config, async {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::new();
+    let base = format!("http://{addr}");
+    let created: Value = serde_json::from_slice(
+        &client
+            .post(format!("{base}/campaigns"))
+            .bearer_auth(&key)
+            .header("content-type", "application/json")
+            .body(json!({"name": "CSV benchmark"}).to_string())
+            .send()
+            .await?
+            .bytes()
+            .await?,
+    )?;
+    let id = created["id"]
+        .as_str()
+        .context("campaign not created")?
+        .to_owned();
+    let mut csv = String::with_capacity(args.contacts * 40);
+    csv.push_str("phone_number,timezone,first_name\n");
+    for i in 0..args.contacts {
+        csv.push_str(&format!("+9725{:08},Asia/Jerusalem,Name{i}\n", i));
+    }
+    let bytes = csv.len();
+    let started = Instant::now();
+    let resp = client
+        .post(format!("{base}/campaigns/{id}/contacts"))
+        .bearer_auth(&key)
+        .header("content-type", "text/csv")
+        .body(csv)
+        .send()
+        .await?;
+    let status = resp.status();
+    let body: Value = serde_json::from_slice(&resp.bytes().await?)?;
+    let secs = started.elapsed().as_secs_f64();
+    let _ = stop.send(());
+    let _ = server.await;
+    if !status.is_success() {
+        bail!("enrollment answered {status}: {body}");
+    }
+    Ok(json!({
+        "benchmark": "enroll-csv",
+        "rows": args.contacts,
+        "csv_bytes": bytes,
+        "enrolled": body["enrolled"],
+        "wall_secs": round(secs),
+        "rows_per_sec": round(args.contacts as f64 / secs),
+        "peak_rss_mib": peak_rss_mib().map(round),
+    }))
+}
+
+async fn eval_cost(args: EvalArgs) -> anyhow::Result<Value> {
+    let mut results = Vec::new();
+    for size in &args.sizes {
+        let size = *size;
+        // Each size runs on its own runtime-paused clock in a child process-free way: a fresh
+        // store and engine.
+        let dir = tempfile::tempdir()?;
+        let db_url = format!("sqlite://{}", dir.path().join("eval.db").display());
+        let start: DateTime<Utc> = "2026-05-04T00:00:00Z".parse()?;
+        let run = VirtualRun::new(&db_url, start, "no_answer=1", |_, _| {}).await?;
+        let c = {
+            let _held = run.hold.enter();
+            let c = run
+                .campaign(|s| {
+                    s.max_in_flight = 8;
+                    s.max_attempts = 3;
+                    s.calling_window = Some(all_day("UTC"));
+                })
+                .await;
+            for chunk_start in (0..size).step_by(50_000) {
+                let n = (size - chunk_start).min(50_000);
+                run.store
+                    .enroll_contacts(c, &contacts(n, chunk_start), run.key)
+                    .await?;
+            }
+            c
+        };
+        run.launch(c).await;
+        let mut progress = Progress::new();
+        let (base, base_time) = run.engine.stats().evaluations();
+        loop {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            let (n, _) = run.engine.stats().evaluations();
+            progress.show(
+                (n - base).min(args.evaluations) as i64,
+                args.evaluations as i64,
+                &format!("evaluations at {size} contacts"),
+            );
+            if n - base >= args.evaluations {
+                break;
+            }
+        }
+        eprintln!();
+        let (n, time) = run.engine.stats().evaluations();
+        let mean_us = (time - base_time).as_secs_f64() * 1e6 / (n - base) as f64;
+        run.engine.stop().await;
+        // A fresh clock for the next size.
+        tokio::time::resume();
+        results.push(json!({"contacts": size, "evaluations": n - base, "mean_evaluation_us": round(mean_us)}));
+    }
+    let means: Vec<f64> = results
+        .iter()
+        .filter_map(|r| r["mean_evaluation_us"].as_f64())
+        .collect();
+    let ratio = match (means.first(), means.last()) {
+        (Some(a), Some(b)) if *a > 0.0 => Some(round(b / a)),
+        _ => None,
+    };
+    Ok(json!({
+        "benchmark": "eval-cost",
+        "sizes": results,
+        "largest_to_smallest_ratio": ratio,
+    }))
+}

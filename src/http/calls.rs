@@ -324,6 +324,10 @@ async fn disposition(
     let ws = auth.workspace_id;
     let input: DispositionInput = parse_fields(body, &["disposition_id"])?;
     let disposition = DispositionId::from_uuid(required(input.disposition_id, "disposition_id")?);
+    let id = CallId::from_uuid(id);
+    if state.store.call(ws, id).await?.is_none() {
+        return Err(ApiError::NotFound { resource: "Call" });
+    }
     if state.store.disposition(ws, disposition).await?.is_none() {
         return Err(ApiError::bad_request(
             "Invalid field `disposition_id`: no such disposition in this workspace",
@@ -331,7 +335,7 @@ async fn disposition(
     }
     let result = state
         .store
-        .set_call_disposition(ws, CallId::from_uuid(id), disposition)
+        .set_call_disposition(ws, id, disposition)
         .await?
         .ok_or(ApiError::NotFound { resource: "Call" })?;
     match result {

@@ -8,7 +8,7 @@ use switchboard_actors::phone::{PhoneNumber, parse_country};
 use crate::helpers::{TestApp, spawn_app};
 
 /// An agent with the given duration cap.
-async fn agent(app: &TestApp, max_call_duration_secs: Option<i64>) -> String {
+pub async fn agent(app: &TestApp, max_call_duration_secs: Option<i64>) -> String {
     let resp = app
         .post(
             "/agents",
@@ -19,7 +19,7 @@ async fn agent(app: &TestApp, max_call_duration_secs: Option<i64>) -> String {
     resp.body["id"].as_str().unwrap().to_owned()
 }
 
-async fn number(app: &TestApp, e164: &str, status: &str) -> String {
+pub async fn number(app: &TestApp, e164: &str, status: &str) -> String {
     let parsed = PhoneNumber::parse(e164, parse_country("IL").unwrap()).unwrap();
     app.store
         .add_owned_number(app.workspace_id, &parsed, status)

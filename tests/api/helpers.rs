@@ -31,6 +31,14 @@ pub struct Resp {
 }
 
 impl Resp {
+    /// Asserts a 400 INVALID_REQUEST whose message mentions `needle`.
+    #[track_caller]
+    pub fn assert_invalid(&self, needle: &str) {
+        assert_eq!(self.status, StatusCode::BAD_REQUEST, "{}", self.text);
+        assert_eq!(self.error_code(), "INVALID_REQUEST");
+        assert!(self.text.contains(needle), "{needle}: {}", self.text);
+    }
+
     /// Asserts the spec's error shape and returns the code.
     #[track_caller]
     pub fn error_code(&self) -> &str {

@@ -1,0 +1,224 @@
+//! Crash safety of the real binary: `switchboard serve --carrier sim` is killed with SIGKILL
+//! mid-campaign, several times, and restarted on the same database file. The simulated
+//! carrier's dial log (written by every process in turn) must show no contact dialled twice for
+//! one attempt, and every contact must end in a terminal state.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use switchboard::auth::Scopes;
+use switchboard::store::{Agent, CampaignSettings, NewContact, StatusChange, Store};
+use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::phone::PhoneNumber;
+use switchboard_actors::window::CallingWindow;
+
+const CONTACTS: usize = 40;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn serve(db: &str, dir: &std::path::Path, port: u16) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["--database-url", db, "serve", "--http"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args([
+            "--carrier",
+            "sim",
+            "--sim-mix",
+            "answered=2,no_answer=2,busy=1,voicemail=1",
+            "--sim-ring-secs",
+            "0-1",
+            "--sim-talk-secs",
+            "1-3",
+            "--evaluation-interval-secs",
+            "1",
+            "--disposition-timeout-secs",
+            "1",
+        ])
+        .arg("--sim-dial-log")
+        .arg(dir.join("dials.log"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("switchboard starts")
+}
+
+#[tokio::test]
+async fn killing_the_service_mid_campaign_never_redials_an_attempt_nor_loses_a_contact() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("crash.db").display());
+
+    // A running campaign, prepared straight in the store.
+    let store = Store::open(&db).await.unwrap();
+    let ws = store.create_workspace("crash", "IL").await.unwrap();
+    store
+        .apply_ledger_entry(ws.id, 1_000_000, "credit", "test credit", None)
+        .await
+        .unwrap();
+    let (key, secret) = store
+        .create_key(ws.id, "crash", &Scopes::All, None)
+        .await
+        .unwrap();
+    let mut agent = Agent::new("Crash agent".into());
+    agent.max_call_duration_secs = Some(60);
+    let agent = store.create_agent(ws.id, &agent).await.unwrap();
+    let number = store
+        .add_owned_number(
+            ws.id,
+            &PhoneNumber::from_e164_unchecked("+972501119999".into()),
+            "active",
+        )
+        .await
+        .unwrap();
+    let mut s = CampaignSettings::defaults("Crash".into());
+    s.agent_id = Some(agent.id);
+    s.from_phone_number_id = Some(number.id);
+    s.max_in_flight = 4;
+    s.max_attempts = 2;
+    s.retry_no_answer_seconds = 30;
+    s.retry_completed_seconds = 60;
+    s.stop_on_unclassified = true;
+    s.calling_window = Some(
+        CallingWindow::from_json(
+            &serde_json::json!({"timezone": "UTC", "start": "00:00", "end": "24:00"}),
+        )
+        .unwrap(),
+    );
+    let c = store.create_campaign(ws.id, &s, key.id).await.unwrap();
+    let contacts: Vec<NewContact> = (0..CONTACTS)
+        .map(|i| NewContact {
+            phone_number: format!("+97252{:07}", 4_000_000 + i),
+            timezone: None,
+            lead_id: None,
+            variables: serde_json::json!({}),
+            metadata: serde_json::json!({}),
+            excluded: None,
+        })
+        .collect();
+    store
+        .enroll_contacts(c.id, &contacts, key.id)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .change_campaign_status(
+                ws.id,
+                c.id,
+                &StatusChange {
+                    from: CampaignStatus::Draft,
+                    to: CampaignStatus::Running,
+                    event: "launched",
+                    actor: Some(key.id),
+                    from_number: Some("+972501119999".into()),
+                    exclude: None,
+                },
+            )
+            .await
+            .unwrap()
+    );
+    store.close().await;
+
+    let log = dir.path().join("dials.log");
+    let dials = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    // Kill it abruptly three times, each time once more calls have been dialled.
+    for round in 1..=3 {
+        let port = free_port();
+        let mut child = serve(&db, dir.path(), port);
+        let before = dials();
+        let waited = tokio::time::timeout(Duration::from_secs(60), async {
+            while dials() < before + 3 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "round {round}: no calls were dialled");
+        child.kill().await.expect("SIGKILL");
+    }
+
+    // The last run goes to the end.
+    let port = free_port();
+    let _child = serve(&db, dir.path(), port);
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/campaigns/{}", c.id);
+    let finished = tokio::time::timeout(Duration::from_secs(240), async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let Ok(resp) = client.get(&url).bearer_auth(&secret).send().await else {
+                continue;
+            };
+            let body: serde_json::Value = resp.json().await.unwrap_or_default();
+            if body["status"] == "completed" {
+                return body;
+            }
+        }
+    })
+    .await
+    .expect("the campaign completes after the crashes");
+    assert_eq!(finished["reserved_cents"], 0);
+
+    // The carrier's view over all four processes: one dial per contact and attempt.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut per_attempt: HashMap<(String, String), usize> = HashMap::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!(fields.len(), 5, "dial log line {line:?}");
+        *per_attempt
+            .entry((fields[1].to_owned(), fields[2].to_owned()))
+            .or_default() += 1;
+    }
+    let twice: Vec<_> = per_attempt.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "dialled twice for one attempt: {twice:?}");
+
+    // Nobody lost: every contact is terminal, and every dial is a call on record.
+    let get = |url: String| {
+        let request = client.get(url).bearer_auth(&secret);
+        async move {
+            request
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let contacts = get(format!("{url}/contacts?limit=100")).await;
+    let rows = contacts["data"].as_array().unwrap();
+    assert_eq!(rows.len(), CONTACTS);
+    for row in rows {
+        assert!(
+            ["retired", "exhausted"].contains(&row["state"].as_str().unwrap()),
+            "{row}"
+        );
+        let id = row["id"].as_str().unwrap();
+        let dialled = per_attempt
+            .keys()
+            .filter(|(contact, _)| contact == id)
+            .count() as i64;
+        assert!(dialled <= row["attempts"].as_i64().unwrap(), "{row}");
+    }
+    let calls = get(format!(
+        "http://127.0.0.1:{port}/calls?campaign_id={}&limit=100",
+        c.id
+    ))
+    .await;
+    let dialled_calls = calls["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["started_at"].is_string())
+        .count();
+    assert!(dialled_calls >= per_attempt.len());
+}

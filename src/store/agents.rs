@@ -223,7 +223,7 @@ impl Store {
         )))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         row.map(agent_row).transpose()
     }
@@ -241,7 +241,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(is_active)
         .bind(is_active)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *self.conn().await?)
         .await?;
         let rows = sqlx::query(sql(format!(
             "SELECT {COLUMNS} FROM agents WHERE workspace_id = ? AND (? IS NULL OR is_active = ?) ORDER BY created_at, id LIMIT ? OFFSET ?"
@@ -251,7 +251,7 @@ impl Store {
         .bind(is_active)
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         let items = rows
             .into_iter()
@@ -271,7 +271,7 @@ impl Store {
             .bind(doc(agent)?)
             .bind(ts(agent.created_at))
             .bind(ts(agent.updated_at))
-            .execute(&self.pool)
+            .execute(&mut *self.conn().await?)
             .await
             .map_err(super::classify)?;
         self.agent(ws, agent.id)
@@ -289,7 +289,7 @@ impl Store {
             .bind(ts(self.now()))
             .bind(ws.as_uuid())
             .bind(agent.id.as_uuid())
-            .execute(&self.pool)
+            .execute(&mut *self.conn().await?)
             .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
@@ -309,7 +309,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::Connection;
 use sqlx::Row;
 use switchboard_actors::ids::WorkspaceId;
 use utoipa::ToSchema;
@@ -51,7 +52,7 @@ impl Store {
              auto_topup_amount_cents, low_balance_threshold_cents FROM workspaces WHERE id = ?",
         )
         .bind(ws.as_uuid())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         let Some(r) = row else { return Ok(None) };
         let method_id: Option<String> = r.try_get("payment_method_id")?;
@@ -79,7 +80,8 @@ impl Store {
         kind: &str,
         description: &str,
     ) -> StoreResult<Debit> {
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let balance: Option<i64> =
             sqlx::query_scalar("SELECT balance_cents FROM workspaces WHERE id = ?")
                 .bind(ws.as_uuid())
@@ -102,6 +104,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        drop(conn);
         Ok(Debit::Done(entry))
     }
 
@@ -115,7 +118,8 @@ impl Store {
         description: &str,
         reference: Option<&str>,
     ) -> StoreResult<Option<LedgerEntry>> {
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM workspaces WHERE id = ?")
             .bind(ws.as_uuid())
             .fetch_optional(&mut *tx)
@@ -134,6 +138,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        drop(conn);
         Ok(Some(entry))
     }
 
@@ -145,13 +150,13 @@ impl Store {
         let total: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM ledger_entries WHERE workspace_id = ?")
                 .bind(ws.as_uuid())
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *self.conn().await?)
                 .await?;
         let rows = sqlx::query("SELECT id, amount_cents, balance_after_cents, kind, description, reference, created_at FROM ledger_entries WHERE workspace_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?")
             .bind(ws.as_uuid())
             .bind(page.limit)
             .bind(page.offset)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         let items = rows
             .into_iter()
@@ -231,7 +236,7 @@ impl Store {
             .bind(method.map(|m| m.label.as_str()))
             .bind(ts(self.now()))
             .bind(ws.as_uuid())
-            .execute(&self.pool)
+            .execute(&mut *self.conn().await?)
             .await?;
         Ok(())
     }
@@ -254,7 +259,7 @@ impl Store {
         .bind(update.billing_email)
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{Connection, QueryBuilder, Row, Sqlite};
 use switchboard_actors::call::{CallDirection, CallStatus, END_INTERRUPTED};
 use switchboard_actors::campaign::{AgentFacts, CampaignStatus, NumberFacts};
 use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
@@ -321,7 +321,7 @@ impl Store {
         let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
             "SELECT id FROM campaigns WHERE status IN ('scheduled', 'running', 'paused', 'paused_insufficient_credit', 'paused_budget', 'paused_infra', 'paused_config') ORDER BY created_at",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         Ok(ids.into_iter().map(CampaignId::from_uuid).collect())
     }
@@ -331,7 +331,7 @@ impl Store {
             "SELECT {CAMPAIGN_COLUMNS} FROM campaigns WHERE id = ?"
         )))
         .bind(id.as_uuid())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         let Some(c) = row.as_ref().map(campaign_row).transpose()? else {
             return Ok(None);
@@ -402,7 +402,7 @@ impl Store {
             "SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = ? GROUP BY state",
         )
         .bind(id.as_uuid())
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         let mut counts = ContactCounts::default();
         for (state, n, attempts) in rows {
@@ -440,7 +440,7 @@ impl Store {
         .bind(id.as_uuid())
         .bind(&at)
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         rows.iter()
             .map(|r| {
@@ -463,7 +463,7 @@ impl Store {
             "SELECT next_attempt_at FROM contacts WHERE campaign_id = ? AND next_attempt_at IS NOT NULL ORDER BY next_attempt_at LIMIT 1",
         )
         .bind(id.as_uuid())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         Ok(at)
     }
@@ -473,7 +473,8 @@ impl Store {
         deferrals: &[(ContactId, DateTime<Utc>)],
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         for (id, at) in deferrals {
             sqlx::query(sql(format!(
                 "UPDATE contacts SET next_attempt_at = ?, updated_at = ? WHERE id = ? AND state IN {OPEN_STATES}"
@@ -485,6 +486,7 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
+        drop(conn);
         Ok(())
     }
 
@@ -500,19 +502,20 @@ impl Store {
         .bind(reason.as_str())
         .bind(ts(now))
         .bind(id.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
 
     pub async fn funds(&self, ws: WorkspaceId) -> StoreResult<Funds> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.conn().await?;
         funds_in(&mut conn, ws).await
     }
 
     pub async fn admit(&self, a: &Admission) -> StoreResult<AdmitResult> {
         let spec = &a.call;
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         if !funds_in(&mut tx, spec.workspace_id)
             .await?
             .covers(spec.reserved_cents)
@@ -572,6 +575,7 @@ impl Store {
         }
         insert_call(&mut tx, spec, "{}", "{}", (None, None)).await?;
         tx.commit().await?;
+        drop(conn);
         Ok(AdmitResult::Admitted)
     }
 
@@ -584,7 +588,7 @@ impl Store {
         .bind(tick.last_error.as_deref())
         .bind(tick.estimate_cents)
         .bind(id.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(())
     }
@@ -598,7 +602,8 @@ impl Store {
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let at = ts(now);
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let done = sqlx::query(
             "UPDATE campaigns SET status = ?, updated_at = ?, \
              started_at = CASE WHEN ? = 'running' AND started_at IS NULL THEN ? ELSE started_at END, \
@@ -638,6 +643,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        drop(conn);
         Ok(true)
     }
 
@@ -646,7 +652,7 @@ impl Store {
             "{OPEN_ATTEMPT_SELECT} WHERE c.campaign_id = ? AND c.state IN ('dialing', 'awaiting_disposition')"
         )))
         .bind(id.as_uuid())
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         rows.iter().map(open_attempt_row).collect()
     }
@@ -656,7 +662,7 @@ impl Store {
             "{OPEN_ATTEMPT_SELECT} WHERE c.id = ? AND c.state IN ('dialing', 'awaiting_disposition')"
         )))
         .bind(contact.as_uuid())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         row.as_ref().map(open_attempt_row).transpose()
     }
@@ -665,7 +671,7 @@ impl Store {
         let rows = sqlx::query(
             "SELECT * FROM calls WHERE status = 'queued' ORDER BY priority DESC, queued_at, id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         rows.iter().map(spec_row).collect()
     }
@@ -674,7 +680,7 @@ impl Store {
         let rows: Vec<(uuid::Uuid, i64)> = sqlx::query_as(
             "SELECT workspace_id, COUNT(*) FROM calls WHERE status = 'dialing' GROUP BY workspace_id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         Ok(rows
             .into_iter()
@@ -684,7 +690,8 @@ impl Store {
 
     pub async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> StoreResult<u64> {
         let at = ts(now);
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query(
             "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - \
              (SELECT COALESCE(SUM(k.reserved_cents), 0) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status = 'dialing')) \
@@ -701,6 +708,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        drop(conn);
         Ok(done.rows_affected())
     }
 
@@ -712,7 +720,7 @@ impl Store {
         .bind(&at)
         .bind(&at)
         .bind(call.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -721,7 +729,8 @@ impl Store {
     /// below the workspace's auto top-up threshold.
     pub async fn finish_call(&self, spec: &CallSpec, end: &CallEnd) -> StoreResult<Option<bool>> {
         let at = ts(end.ended_at);
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let done = sqlx::query(
             "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = ?, \
              ended_at = ?, duration_secs = ?, cost_cents = ?, updated_at = ?, \
@@ -779,6 +788,7 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
+        drop(conn);
         Ok(Some(low))
     }
 
@@ -789,7 +799,8 @@ impl Store {
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let at = ts(now);
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let done = sqlx::query(
             "UPDATE calls SET status = 'cancelled', end_reason = ?, ended_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'",
         )
@@ -812,11 +823,13 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
+        drop(conn);
         Ok(true)
     }
 
     pub async fn redial(&self, spec: &CallSpec, contact: ContactId) -> StoreResult<bool> {
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let moved = sqlx::query(
             "UPDATE contacts SET last_call_id = ?, updated_at = ? WHERE id = ? AND state = 'dialing'",
         )
@@ -837,6 +850,7 @@ impl Store {
                 .await?;
         }
         tx.commit().await?;
+        drop(conn);
         Ok(true)
     }
 
@@ -853,7 +867,7 @@ impl Store {
         .bind(ts(now))
         .bind(contact.as_uuid())
         .bind(call.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -862,7 +876,7 @@ impl Store {
         let d: Option<Option<uuid::Uuid>> =
             sqlx::query_scalar("SELECT disposition_id FROM calls WHERE id = ?")
                 .bind(call.as_uuid())
-                .fetch_optional(&self.pool)
+                .fetch_optional(&mut *self.conn().await?)
                 .await?;
         Ok(d.flatten().map(DispositionId::from_uuid))
     }
@@ -883,7 +897,7 @@ impl Store {
         .bind(ts(s.now))
         .bind(s.contact_id.as_uuid())
         .bind(s.call_id.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -900,7 +914,8 @@ impl Store {
         {
             return Ok(found);
         }
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let funds = funds_in(&mut tx, spec.workspace_id).await?;
         if !funds.covers(spec.reserved_cents) {
             return Ok(CallInsert::InsufficientFunds(funds));
@@ -918,6 +933,7 @@ impl Store {
             Ok(()) => {}
             Err(StoreError::Conflict { .. }) if new.idempotency_key.is_some() => {
                 drop(tx);
+                drop(conn);
                 let key = new.idempotency_key.as_deref().unwrap_or_default();
                 return self
                     .call_by_key(spec.workspace_id, key)
@@ -927,6 +943,7 @@ impl Store {
             Err(e) => return Err(e),
         }
         tx.commit().await?;
+        drop(conn);
         let call = self
             .call(spec.workspace_id, spec.id)
             .await?
@@ -938,7 +955,7 @@ impl Store {
         let row = sqlx::query("SELECT * FROM calls WHERE workspace_id = ? AND idempotency_key = ?")
             .bind(ws.as_uuid())
             .bind(key)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conn().await?)
             .await?;
         match row {
             None => Ok(None),
@@ -953,7 +970,7 @@ impl Store {
         let row = sqlx::query("SELECT * FROM calls WHERE workspace_id = ? AND id = ?")
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conn().await?)
             .await?;
         row.as_ref().map(call_row).transpose()
     }
@@ -987,14 +1004,17 @@ impl Store {
         }
         let mut q = QueryBuilder::<Sqlite>::new("SELECT COUNT(*) FROM calls");
         conditions(&mut q, ws, filter);
-        let total: i64 = q.build_query_scalar().fetch_one(&self.pool).await?;
+        let total: i64 = q
+            .build_query_scalar()
+            .fetch_one(&mut *self.conn().await?)
+            .await?;
         let mut q = QueryBuilder::<Sqlite>::new("SELECT * FROM calls");
         conditions(&mut q, ws, filter);
         q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
             .push_bind(page.limit)
             .push(" OFFSET ")
             .push_bind(page.offset);
-        let rows = q.build().fetch_all(&self.pool).await?;
+        let rows = q.build().fetch_all(&mut *self.conn().await?).await?;
         let items = rows.iter().map(call_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
     }
@@ -1014,7 +1034,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         let Some(call) = self.call(ws, id).await? else {
             return Ok(None);
@@ -1034,7 +1054,7 @@ impl Store {
     pub async fn contact_calls(&self, contact: ContactId) -> StoreResult<Vec<CallRecord>> {
         let rows = sqlx::query("SELECT * FROM calls WHERE contact_id = ? ORDER BY created_at, id")
             .bind(contact.as_uuid())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         rows.iter().map(call_row).collect()
     }
@@ -1045,7 +1065,7 @@ impl Store {
             "SELECT outcome, COUNT(*) FROM calls WHERE campaign_id = ? AND outcome IS NOT NULL GROUP BY outcome",
         )
         .bind(id.as_uuid())
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?)
     }
 }

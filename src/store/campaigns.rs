@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{Connection, QueryBuilder, Row, Sqlite};
 use switchboard_actors::campaign::{self, CampaignStatus, RegulatoryBasis};
 use switchboard_actors::contact::{ContactState, ExclusionReason};
 use switchboard_actors::ids::{
@@ -390,7 +390,8 @@ impl Store {
     ) -> StoreResult<CampaignRecord> {
         let id = CampaignId::new();
         let at = ts(self.now());
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query(
             "INSERT INTO campaigns (id, workspace_id, name, status, max_attempts, max_infra_retries, retry_no_answer_seconds, retry_completed_seconds, \
              double_dial_gap_seconds, max_calls_per_day, min_seconds_between_calls, max_in_flight, created_by, created_at, updated_at) \
@@ -421,6 +422,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        drop(conn);
         self.campaign_any(ws, id)
             .await?
             .ok_or_else(|| corrupt("campaign", "vanished after insert"))
@@ -437,7 +439,7 @@ impl Store {
         )))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         row.as_ref().map(campaign_row).transpose()
     }
@@ -466,7 +468,7 @@ impl Store {
             .bind(ws.as_uuid())
             .bind(status)
             .bind(status)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.conn().await?)
             .await?;
         let rows = sqlx::query(sql(format!(
             "SELECT {CAMPAIGN_COLUMNS} FROM campaigns WHERE workspace_id = ? AND status <> 'archived' AND (? IS NULL OR status = ?) \
@@ -477,7 +479,7 @@ impl Store {
         .bind(status)
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         let items = rows.iter().map(campaign_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
@@ -493,7 +495,8 @@ impl Store {
         changed: &[&str],
         actor: ApiKeyId,
     ) -> StoreResult<bool> {
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let mut q = QueryBuilder::new("UPDATE campaigns SET ");
         bind_settings(&mut q, settings, self.now())?;
         q.push(" WHERE workspace_id = ").push_bind(ws.as_uuid());
@@ -516,6 +519,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        drop(conn);
         Ok(true)
     }
 
@@ -527,7 +531,8 @@ impl Store {
         change: &StatusChange<'_>,
     ) -> StoreResult<bool> {
         let at = self.now();
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let started = matches!(
             change.to,
             CampaignStatus::Running | CampaignStatus::Scheduled
@@ -584,6 +589,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        drop(conn);
         Ok(true)
     }
 
@@ -595,7 +601,7 @@ impl Store {
         let total: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM campaign_events WHERE campaign_id = ?")
                 .bind(id.as_uuid())
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *self.conn().await?)
                 .await?;
         let rows = sqlx::query(
             "SELECT id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at FROM campaign_events \
@@ -604,7 +610,7 @@ impl Store {
         .bind(id.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         let items = rows
             .into_iter()
@@ -631,7 +637,7 @@ impl Store {
         }
         let rows: Vec<(String, i64, i64)> = sqlx::query_as("SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = ? GROUP BY state")
             .bind(id.as_uuid())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         for (state, count, attempts) in rows {
             stats.total_contacts += count;
@@ -641,7 +647,7 @@ impl Store {
         let outcomes: Vec<(String, i64)> =
             sqlx::query_as("SELECT last_outcome, COUNT(*) FROM contacts WHERE campaign_id = ? AND last_outcome IS NOT NULL GROUP BY last_outcome")
                 .bind(id.as_uuid())
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *self.conn().await?)
                 .await?;
         stats.last_outcomes = outcomes.into_iter().collect();
         stats.call_outcomes = self.campaign_outcomes(id).await?.into_iter().collect();
@@ -659,7 +665,8 @@ impl Store {
         const BATCH: usize = 500;
         let at = ts(self.now());
         let mut counts = EnrollCounts::default();
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         for chunk in contacts.chunks(BATCH) {
             let mut q = QueryBuilder::<Sqlite>::new(
                 "INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) ",
@@ -708,6 +715,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        drop(conn);
         Ok(counts)
     }
 
@@ -724,7 +732,7 @@ impl Store {
         .bind(campaign.as_uuid())
         .bind(state)
         .bind(state)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *self.conn().await?)
         .await?;
         let rows = sqlx::query("SELECT * FROM contacts WHERE campaign_id = ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ? OFFSET ?")
             .bind(campaign.as_uuid())
@@ -732,7 +740,7 @@ impl Store {
             .bind(state)
             .bind(page.limit)
             .bind(page.offset)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         let items = rows
             .into_iter()
@@ -749,7 +757,7 @@ impl Store {
         let row = sqlx::query("SELECT * FROM contacts WHERE campaign_id = ? AND id = ?")
             .bind(campaign.as_uuid())
             .bind(id.as_uuid())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conn().await?)
             .await?;
         row.map(contact_row).transpose()
     }

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::Connection;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{DispositionId, WorkspaceId};
@@ -47,7 +48,7 @@ impl Store {
     pub async fn list_dispositions(&self, ws: WorkspaceId) -> StoreResult<Vec<Disposition>> {
         let rows = sqlx::query(sql(format!("SELECT {COLUMNS} FROM dispositions WHERE workspace_id = ? ORDER BY position, created_at")))
             .bind(ws.as_uuid())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         Ok(rows
             .into_iter()
@@ -65,7 +66,7 @@ impl Store {
         )))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         Ok(row.map(disposition).transpose()?)
     }
@@ -93,7 +94,8 @@ impl Store {
     ) -> StoreResult<Disposition> {
         let id = DispositionId::new();
         let at = ts(self.now());
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let position = match position {
             Some(p) => {
                 // Make room: the new disposition takes the position, later ones move down.
@@ -123,6 +125,7 @@ impl Store {
             .await
             .map_err(classify)?;
         tx.commit().await?;
+        drop(conn);
         Ok(self.disposition(ws, id).await?.expect("row just inserted"))
     }
 
@@ -143,7 +146,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await
         .map_err(classify)?;
         if done.rows_affected() == 0 {
@@ -168,7 +171,7 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(DeleteOutcome::Deleted)
     }

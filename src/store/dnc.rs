@@ -5,6 +5,7 @@
 //! checked (lookup, blocking, the list); it can still be read, changed or removed by its id, and
 //! adding the number again replaces it.
 
+use sqlx::Connection;
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -118,7 +119,7 @@ impl Store {
             query = query.bind(e.id.as_uuid());
         }
         let mut by_entry: HashMap<uuid::Uuid, Vec<DncAgent>> = HashMap::new();
-        for r in query.fetch_all(&self.pool).await? {
+        for r in query.fetch_all(&mut *self.conn().await?).await? {
             let entry_id: uuid::Uuid = r.try_get("entry_id")?;
             by_entry.entry(entry_id).or_default().push(DncAgent {
                 id: AgentId::from_uuid(r.try_get("id")?),
@@ -141,7 +142,7 @@ impl Store {
         let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM dnc_entries WHERE workspace_id = ? AND (expires_at IS NULL OR expires_at > ?)")
             .bind(ws.as_uuid())
             .bind(ts(at))
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.conn().await?)
             .await?;
         let rows = sqlx::query(sql(format!(
             "SELECT {COLUMNS} FROM dnc_entries WHERE workspace_id = ? AND (expires_at IS NULL OR expires_at > ?) \
@@ -151,7 +152,7 @@ impl Store {
         .bind(ts(at))
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         let items = rows.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
         Ok(Paged {
@@ -171,7 +172,7 @@ impl Store {
         )))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         let Some(row) = row else { return Ok(None) };
         Ok(self.with_dnc_agents(vec![entry(&row)?]).await?.pop())
@@ -190,7 +191,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(number)
         .bind(ts(at))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         let Some(row) = row else { return Ok(None) };
         Ok(self.with_dnc_agents(vec![entry(&row)?]).await?.pop())
@@ -208,7 +209,7 @@ impl Store {
                 sqlx::query_scalar("SELECT 1 FROM agents WHERE workspace_id = ? AND id = ?")
                     .bind(ws.as_uuid())
                     .bind(id.as_uuid())
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(&mut *self.conn().await?)
                     .await?;
             if found.is_none() {
                 unknown.push(*id);
@@ -226,7 +227,8 @@ impl Store {
     ) -> StoreResult<DncEntry> {
         let id = DncEntryId::new();
         let at = ts(self.now());
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query("DELETE FROM dnc_entries WHERE workspace_id = ? AND phone_number = ? AND expires_at IS NOT NULL AND expires_at <= ?")
             .bind(ws.as_uuid())
             .bind(new.phone_number)
@@ -251,6 +253,7 @@ impl Store {
         .map_err(classify)?;
         insert_agents(&mut tx, id, new.agent_ids).await?;
         tx.commit().await?;
+        drop(conn);
         self.dnc_entry(ws, id).await?.ok_or_else(|| {
             super::StoreError::Corrupt("do-not-call entry vanished after insert".into())
         })
@@ -263,7 +266,8 @@ impl Store {
         id: DncEntryId,
         update: &DncUpdate<'_>,
     ) -> StoreResult<Option<DncEntry>> {
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let done = sqlx::query(
             "UPDATE dnc_entries SET reason = COALESCE(?, reason), expires_at = CASE WHEN ? THEN ? ELSE expires_at END, updated_at = ? \
              WHERE workspace_id = ? AND id = ?",
@@ -287,12 +291,14 @@ impl Store {
             insert_agents(&mut tx, id, agent_ids).await?;
         }
         tx.commit().await?;
+        drop(conn);
         self.dnc_entry(ws, id).await
     }
 
     /// Removes an entry; `false` when it is not in the workspace.
     pub async fn delete_dnc_entry(&self, ws: WorkspaceId, id: DncEntryId) -> StoreResult<bool> {
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let found: Option<i64> =
             sqlx::query_scalar("SELECT 1 FROM dnc_entries WHERE workspace_id = ? AND id = ?")
                 .bind(ws.as_uuid())
@@ -312,6 +318,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        drop(conn);
         Ok(true)
     }
 
@@ -331,7 +338,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(ts(at))
         .bind(agent_id.map(|a| a.as_uuid()))
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         Ok(numbers.into_iter().collect())
     }
@@ -354,7 +361,7 @@ impl Store {
         .bind(number)
         .bind(ts(at))
         .bind(agent_id.map(|a| a.as_uuid()))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         Ok(found.is_some())
     }

@@ -5,7 +5,9 @@
 //! one fixed form so that text order is time order.
 //!
 //! **Invariant:** a multi-row change (a campaign transition and its audit event, a balance change
-//! and its ledger entry) happens in one transaction.
+//! and its ledger entry) happens in one transaction. Write transactions `BEGIN IMMEDIATE`: the
+//! write lock is taken up front, so one that reads before it writes cannot fail on upgrade
+//! (SQLITE_BUSY_SNAPSHOT) when another writer commits in between.
 
 mod agents;
 mod billing;
@@ -32,8 +34,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection, SqliteConnection, SqlitePool};
 use switchboard_actors::clock::{SharedClock, SystemClock};
 
 pub use switchboard_actors::ids::WorkspaceId;
@@ -78,7 +80,35 @@ const POOL_SIZE: u32 = 8;
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
+    /// Set for virtual runs: every query goes through this one connection, without the pool's
+    /// per-query checkout and release round trips.
+    single: Option<Arc<tokio::sync::Mutex<SqliteConnection>>>,
     clock: SharedClock,
+}
+
+/// A connection for one query or transaction: from the pool, or the single one.
+pub(crate) enum Conn<'a> {
+    Pooled(sqlx::pool::PoolConnection<sqlx::Sqlite>),
+    Single(tokio::sync::MutexGuard<'a, SqliteConnection>),
+}
+
+impl std::ops::Deref for Conn<'_> {
+    type Target = SqliteConnection;
+    fn deref(&self) -> &SqliteConnection {
+        match self {
+            Self::Pooled(c) => c,
+            Self::Single(c) => c,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        match self {
+            Self::Pooled(c) => c,
+            Self::Single(c) => c,
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -106,18 +136,39 @@ impl Store {
     /// Opens the store for a run under tokio's paused clock (tests, the campaign simulator).
     /// Call it *before* pausing the clock: a paused clock jumps to its next timer whenever the
     /// runtime waits on SQLite's worker threads, so every connection is opened here, in real
-    /// time, and the pool never closes, reopens or times out one afterwards. One connection:
-    /// the simulated engine is the only user, and a single connection keeps its page cache
-    /// (another connection's write would invalidate it).
+    /// time and kept. Every query goes through one dedicated connection: the simulated engine is
+    /// the only user, a single connection keeps its page cache (another connection's write
+    /// would invalidate it), and it needs no per-query checkout from the pool.
     pub async fn open_virtual(url: &str, clock: SharedClock) -> StoreResult<Self> {
         let options = SqlitePoolOptions::new()
             .acquire_timeout(Duration::from_secs(365 * 86_400))
             .idle_timeout(None)
             .max_lifetime(None)
             .test_before_acquire(false);
-        let store = Self::connect(url, clock, options, 1).await?;
-        drop(store.pool.acquire().await?);
+        let mut store = Self::connect(url, clock, options, 1).await?;
+        let conn = SqliteConnection::connect_with(&Self::connect_options(url)?).await?;
+        store.single = Some(Arc::new(tokio::sync::Mutex::new(conn)));
         Ok(store)
+    }
+
+    fn connect_options(url: &str) -> StoreResult<SqliteConnectOptions> {
+        Ok(SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10))
+            // Reads through a memory map: a connection whose page cache another connection's
+            // write invalidated re-reads pages without copying them.
+            .pragma("mmap_size", "1073741824"))
+    }
+
+    /// A connection for one query, or for a transaction (`conn.begin_with(...)`).
+    pub(crate) async fn conn(&self) -> Result<Conn<'_>, sqlx::Error> {
+        match &self.single {
+            Some(single) => Ok(Conn::Single(single.lock().await)),
+            None => Ok(Conn::Pooled(self.pool.acquire().await?)),
+        }
     }
 
     async fn connect(
@@ -126,18 +177,14 @@ impl Store {
         pool: SqlitePoolOptions,
         size: u32,
     ) -> StoreResult<Self> {
-        let options = SqliteConnectOptions::from_str(url)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10))
-            // Reads through a memory map: a connection whose page cache another connection's
-            // write invalidated re-reads pages without copying them.
-            .pragma("mmap_size", "1073741824");
+        let options = Self::connect_options(url)?;
         let pool = pool.max_connections(size).connect_with(options).await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool, clock })
+        Ok(Self {
+            pool,
+            single: None,
+            clock,
+        })
     }
 
     /// The current time, at the store's precision, from the store's clock.
@@ -149,21 +196,14 @@ impl Store {
         self.clock.clone()
     }
 
-    /// A write transaction. `BEGIN IMMEDIATE` takes the write lock up front, so a transaction
-    /// that reads before it writes cannot fail on upgrade (SQLITE_BUSY_SNAPSHOT) when another
-    /// writer commits in between; writers queue on the busy timeout instead.
-    pub(crate) async fn begin(
-        &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
-        self.pool.begin_with("BEGIN IMMEDIATE").await
-    }
-
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
 
     pub async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query("SELECT 1")
+            .execute(&mut *self.conn().await?)
+            .await?;
         Ok(())
     }
 

@@ -99,7 +99,7 @@ impl Store {
         let row = sqlx::query(sql(format!("SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.id = ? AND n.released_at IS NULL")))
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *self.conn().await?)
             .await?;
         Ok(row.map(number_row).transpose()?)
     }
@@ -127,7 +127,7 @@ impl Store {
         .bind(ts(at))
         .bind(ts(at))
         .bind(ts(at))
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await
         .map_err(classify)?;
         Ok(self.phone_number(ws, id).await?.expect("row just inserted"))
@@ -142,7 +142,7 @@ impl Store {
         .bind(ts(at))
         .bind(ts(at))
         .bind(ts(at))
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         Ok(done.rows_affected())
     }
@@ -157,7 +157,7 @@ impl Store {
             "SELECT COUNT(*) FROM phone_numbers WHERE workspace_id = ? AND released_at IS NULL",
         )
         .bind(ws.as_uuid())
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *self.conn().await?)
         .await?;
         let rows = sqlx::query(sql(format!(
             "SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.released_at IS NULL ORDER BY n.created_at, n.id LIMIT ? OFFSET ?"
@@ -165,7 +165,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.conn().await?)
         .await?;
         let items = rows.into_iter().map(number_row).collect::<Result<_, _>>()?;
         Ok(Paged { items, total })
@@ -177,7 +177,7 @@ impl Store {
             "SELECT 1 FROM phone_numbers WHERE number = ? AND released_at IS NULL",
         )
         .bind(number)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         Ok(found.is_some())
     }
@@ -190,7 +190,7 @@ impl Store {
         let rows: Vec<String> = sqlx::query_scalar("SELECT number FROM phone_numbers WHERE released_at IS NULL AND substr(number, 1, length(?)) = ?")
             .bind(prefix)
             .bind(prefix)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.conn().await?)
             .await?;
         Ok(rows.into_iter().collect())
     }
@@ -220,7 +220,7 @@ impl Store {
         .bind(ts(activate_after))
         .bind(&at)
         .bind(&at)
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await
         .map_err(classify)?;
         self.phone_number(ws, id)
@@ -253,7 +253,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&self.pool)
+        .execute(&mut *self.conn().await?)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
@@ -274,7 +274,7 @@ impl Store {
             .bind(&at)
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .execute(&self.pool)
+            .execute(&mut *self.conn().await?)
             .await?;
         Ok(done.rows_affected() > 0)
     }

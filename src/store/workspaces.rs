@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::Connection;
 use sqlx::Row;
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::window::CallingWindow;
@@ -35,7 +36,8 @@ impl Store {
     ) -> StoreResult<Workspace> {
         let id = WorkspaceId::new();
         let created_at = self.now();
-        let mut tx = self.begin().await?;
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query("INSERT INTO workspaces (id, name, default_country, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
             .bind(id.as_uuid())
             .bind(name)
@@ -59,6 +61,7 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
+        drop(conn);
         Ok(Workspace {
             id,
             name: name.to_owned(),
@@ -72,7 +75,7 @@ impl Store {
             "SELECT id, name, default_country, created_at FROM workspaces WHERE id = ?",
         )
         .bind(id.as_uuid())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
         row.map(|r| {
             Ok(Workspace {
@@ -88,7 +91,7 @@ impl Store {
 
     pub async fn workspace_count(&self) -> StoreResult<i64> {
         Ok(sqlx::query_scalar("SELECT COUNT(*) FROM workspaces")
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *self.conn().await?)
             .await?)
     }
 
@@ -97,7 +100,7 @@ impl Store {
         let code: Option<String> =
             sqlx::query_scalar("SELECT default_country FROM workspaces WHERE id = ?")
                 .bind(id.as_uuid())
-                .fetch_optional(&self.pool)
+                .fetch_optional(&mut *self.conn().await?)
                 .await?;
         let code = code.unwrap_or_else(|| "IL".into());
         switchboard_actors::phone::parse_country(&code)
@@ -109,7 +112,7 @@ impl Store {
         let raw: Option<Option<String>> =
             sqlx::query_scalar("SELECT call_window FROM workspaces WHERE id = ?")
                 .bind(id.as_uuid())
-                .fetch_optional(&self.pool)
+                .fetch_optional(&mut *self.conn().await?)
                 .await?;
         match raw.flatten() {
             None => Ok(None),
@@ -128,7 +131,7 @@ impl Store {
             .bind(window.to_json().to_string())
             .bind(ts(self.now()))
             .bind(id.as_uuid())
-            .execute(&self.pool)
+            .execute(&mut *self.conn().await?)
             .await?;
         Ok(())
     }

@@ -55,11 +55,15 @@ async fn docs_health_and_metrics_are_served() {
     assert_eq!(health.body["status"], "ok");
     app.get("/dispositions").await;
     let metrics = app.send(Method::GET, "/metrics", None, None).await;
-    assert!(
-        metrics.text.contains("switchboard_http_requests_total"),
-        "{}",
-        metrics.text
-    );
+    for name in [
+        "switchboard_http_requests_total",
+        "switchboard_calls_waiting",
+        "switchboard_calls_live",
+        "switchboard_campaigns_running",
+        "switchboard_campaign_evaluations_total",
+    ] {
+        assert!(metrics.text.contains(name), "{name}: {}", metrics.text);
+    }
 }
 
 #[tokio::test]

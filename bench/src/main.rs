@@ -108,6 +108,12 @@ struct EvalArgs {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Ok(filter) = std::env::var("SWITCHBOARD_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     // Virtual time needs tokio's current-thread runtime (a paused clock).
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

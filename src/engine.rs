@@ -27,12 +27,32 @@ pub struct EnginePort {
     pub payments: Arc<dyn PaymentProvider>,
     /// Set under a paused clock: virtual time stands still while a query runs.
     pub hold: Option<Arc<TimeHold>>,
+    /// Resilience tests: an operation (by name, e.g. `due_contacts`) for which this answers
+    /// `true` fails as if the database had.
+    pub faults: Option<FaultHook>,
 }
+
+/// Decides, per store operation, whether to fail it (fault injection).
+pub type FaultHook = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 impl EnginePort {
     async fn held<T>(&self, work: impl std::future::Future<Output = T>) -> T {
         let _guard = self.hold.as_ref().map(|h| h.enter());
         work.await
+    }
+
+    /// Runs one store operation for the engine (failing it instead when a fault is injected).
+    async fn query<T>(
+        &self,
+        op: &'static str,
+        work: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> PortResult<T> {
+        if let Some(faults) = &self.faults
+            && faults(op)
+        {
+            return Err(PortError(format!("injected fault in {op}")));
+        }
+        self.held(work).await.map_err(port)
     }
 }
 
@@ -43,15 +63,16 @@ fn port(err: StoreError) -> PortError {
 #[async_trait::async_trait]
 impl EngineStore for EnginePort {
     async fn live_campaigns(&self) -> PortResult<Vec<CampaignId>> {
-        self.held(self.store.live_campaigns()).await.map_err(port)
+        self.query("live_campaigns", self.store.live_campaigns())
+            .await
     }
     async fn campaign(&self, id: CampaignId) -> PortResult<Option<EngineCampaign>> {
-        self.held(self.store.engine_campaign(id))
+        self.query("engine_campaign", self.store.engine_campaign(id))
             .await
-            .map_err(port)
     }
     async fn contact_counts(&self, id: CampaignId) -> PortResult<ContactCounts> {
-        self.held(self.store.contact_counts(id)).await.map_err(port)
+        self.query("contact_counts", self.store.contact_counts(id))
+            .await
     }
     async fn due_contacts(
         &self,
@@ -60,21 +81,22 @@ impl EngineStore for EnginePort {
         now: DateTime<Utc>,
         limit: i64,
     ) -> PortResult<Vec<DueContact>> {
-        self.held(self.store.due_contacts(id, agent, now, limit))
-            .await
-            .map_err(port)
+        self.query(
+            "due_contacts",
+            self.store.due_contacts(id, agent, now, limit),
+        )
+        .await
     }
     async fn next_due_at(&self, id: CampaignId) -> PortResult<Option<DateTime<Utc>>> {
-        self.held(self.store.next_due_at(id)).await.map_err(port)
+        self.query("next_due_at", self.store.next_due_at(id)).await
     }
     async fn defer_contacts(
         &self,
         deferrals: &[(ContactId, DateTime<Utc>)],
         now: DateTime<Utc>,
     ) -> PortResult<()> {
-        self.held(self.store.defer_contacts(deferrals, now))
+        self.query("defer_contacts", self.store.defer_contacts(deferrals, now))
             .await
-            .map_err(port)
     }
     async fn exclude_contact(
         &self,
@@ -82,20 +104,21 @@ impl EngineStore for EnginePort {
         reason: ExclusionReason,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.held(self.store.exclude_contact(id, reason, now))
-            .await
-            .map_err(port)
+        self.query(
+            "exclude_contact",
+            self.store.exclude_contact(id, reason, now),
+        )
+        .await
     }
     async fn funds(&self, ws: WorkspaceId) -> PortResult<Funds> {
-        self.held(self.store.funds(ws)).await.map_err(port)
+        self.query("funds", self.store.funds(ws)).await
     }
     async fn admit(&self, admission: &Admission) -> PortResult<AdmitResult> {
-        self.held(self.store.admit(admission)).await.map_err(port)
+        self.query("admit", self.store.admit(admission)).await
     }
     async fn record_tick(&self, id: CampaignId, tick: &TickRecord) -> PortResult<()> {
-        self.held(self.store.record_tick(id, tick))
+        self.query("record_tick", self.store.record_tick(id, tick))
             .await
-            .map_err(port)
     }
     async fn engine_transition(
         &self,
@@ -105,39 +128,38 @@ impl EngineStore for EnginePort {
         reason: &str,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.held(self.store.engine_transition(id, from, to, reason, now))
-            .await
-            .map_err(port)
+        self.query(
+            "engine_transition",
+            self.store.engine_transition(id, from, to, reason, now),
+        )
+        .await
     }
     async fn open_attempts(&self, id: CampaignId) -> PortResult<Vec<OpenAttempt>> {
-        self.held(self.store.open_attempts(id)).await.map_err(port)
+        self.query("open_attempts", self.store.open_attempts(id))
+            .await
     }
     async fn open_attempt(&self, contact: ContactId) -> PortResult<Option<OpenAttempt>> {
-        self.held(self.store.open_attempt(contact))
+        self.query("open_attempt", self.store.open_attempt(contact))
             .await
-            .map_err(port)
     }
     async fn queued_calls(&self) -> PortResult<Vec<CallSpec>> {
-        self.held(self.store.queued_calls()).await.map_err(port)
+        self.query("queued_calls", self.store.queued_calls()).await
     }
     async fn live_calls(&self) -> PortResult<HashMap<WorkspaceId, usize>> {
-        self.held(self.store.live_calls()).await.map_err(port)
+        self.query("live_calls", self.store.live_calls()).await
     }
     async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> PortResult<u64> {
-        self.held(self.store.interrupt_live_calls(now))
+        self.query("interrupt_live_calls", self.store.interrupt_live_calls(now))
             .await
-            .map_err(port)
     }
     async fn mark_dialing(&self, call: CallId, now: DateTime<Utc>) -> PortResult<bool> {
-        self.held(self.store.mark_dialing(call, now))
+        self.query("mark_dialing", self.store.mark_dialing(call, now))
             .await
-            .map_err(port)
     }
     async fn finish_call(&self, call: &CallSpec, end: &CallEnd) -> PortResult<()> {
         let charged = self
-            .held(self.store.finish_call(call, end))
-            .await
-            .map_err(port)?;
+            .query("finish_call", self.store.finish_call(call, end))
+            .await?;
         if charged == Some(true)
             && let Err(err) = self
                 .held(crate::billing::auto_topup(
@@ -157,14 +179,11 @@ impl EngineStore for EnginePort {
         reason: &str,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.held(self.store.cancel_call(call, reason, now))
+        self.query("cancel_call", self.store.cancel_call(call, reason, now))
             .await
-            .map_err(port)
     }
     async fn redial(&self, call: &CallSpec, contact: ContactId) -> PortResult<bool> {
-        self.held(self.store.redial(call, contact))
-            .await
-            .map_err(port)
+        self.query("redial", self.store.redial(call, contact)).await
     }
     async fn await_disposition(
         &self,
@@ -172,19 +191,19 @@ impl EngineStore for EnginePort {
         call: CallId,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
-        self.held(self.store.await_disposition(contact, call, now))
-            .await
-            .map_err(port)
+        self.query(
+            "await_disposition",
+            self.store.await_disposition(contact, call, now),
+        )
+        .await
     }
     async fn call_disposition(&self, call: CallId) -> PortResult<Option<DispositionId>> {
-        self.held(self.store.call_disposition(call))
+        self.query("call_disposition", self.store.call_disposition(call))
             .await
-            .map_err(port)
     }
     async fn settle_contact(&self, settlement: &Settlement) -> PortResult<bool> {
-        self.held(self.store.settle_contact(settlement))
+        self.query("settle_contact", self.store.settle_contact(settlement))
             .await
-            .map_err(port)
     }
 }
 
@@ -236,6 +255,7 @@ pub async fn start(
         store: store.clone(),
         payments,
         hold: None,
+        faults: None,
     });
     Ok(Engine::start(port, dialer, store.clock(), config).await?)
 }

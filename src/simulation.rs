@@ -11,7 +11,7 @@ use anyhow::Context;
 use std::time::Duration;
 
 use crate::auth::Scopes;
-use crate::engine::EnginePort;
+use crate::engine::{EnginePort, FaultHook};
 use crate::store::{
     Agent, CallFilter, CallRecord, CampaignRecord, CampaignSettings, Contact, NewContact, Page,
     StatusChange, Store,
@@ -37,6 +37,8 @@ pub struct VirtualRun {
     pub config: EngineConfig,
     pub sim: SimConfig,
     pub hold: Arc<TimeHold>,
+    /// Faults the next engine start (see [`VirtualRun::restart`]) injects into store operations.
+    pub faults: Option<FaultHook>,
 }
 
 /// A window open all day every day in `zone`.
@@ -100,7 +102,8 @@ impl VirtualRun {
         };
         tune(&mut config, &mut sim);
         let carrier = Arc::new(SimCarrier::new(sim.clone(), clock.clone()).context("carrier")?);
-        let engine = start_engine(&store, carrier.clone(), config.clone(), hold.clone()).await?;
+        let engine =
+            start_engine(&store, carrier.clone(), config.clone(), hold.clone(), None).await?;
         drop(setup);
         Ok(Self {
             store,
@@ -114,6 +117,7 @@ impl VirtualRun {
             config,
             sim,
             hold,
+            faults: None,
         })
     }
 
@@ -282,6 +286,7 @@ impl VirtualRun {
             self.carrier.clone(),
             self.config.clone(),
             self.hold.clone(),
+            self.faults.clone(),
         )
         .await
         .expect("engine restarts");
@@ -293,11 +298,13 @@ async fn start_engine(
     carrier: Arc<SimCarrier>,
     config: EngineConfig,
     hold: Arc<TimeHold>,
+    faults: Option<FaultHook>,
 ) -> anyhow::Result<Engine> {
     let port = Arc::new(EnginePort {
         store: store.clone(),
         payments: Arc::new(crate::billing::LocalPaymentProvider),
         hold: Some(hold),
+        faults,
     });
     Ok(Engine::start(port, carrier, store.clock(), config).await?)
 }

@@ -144,6 +144,8 @@ pub struct Admission {
     pub max_calls_per_day: i64,
     pub budget_cents: Option<i64>,
     pub now: DateTime<Utc>,
+    /// The evaluation's record, written with the admission.
+    pub tick: TickRecord,
 }
 
 /// What the store answered to an [`Admission`]; nothing was written unless `Admitted`.

@@ -202,6 +202,43 @@ pub enum DispositionSet {
     NotAnswered(CallRecord),
 }
 
+const CALL_COLUMNS: &str = "id, workspace_id, direction, status, agent_id, from_phone_number_id, from_number, to_number, campaign_id, contact_id, \
+     attempt, priority, metadata, variables, idempotency_key, request_hash, max_duration_secs, reserved_cents, queued_at, created_at, updated_at";
+const CALL_VALUES: &str =
+    "?, ?, 'outbound', 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
+
+type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// Binds a queued call's values, in `CALL_VALUES` order.
+fn bind_call<'q>(
+    q: SqliteQuery<'q>,
+    spec: &CallSpec,
+    metadata: &str,
+    variables: &str,
+    idempotency: (Option<&str>, Option<&str>),
+) -> SqliteQuery<'q> {
+    let at = ts(spec.queued_at);
+    q.bind(spec.id.as_uuid())
+        .bind(spec.workspace_id.as_uuid())
+        .bind(spec.agent_id.as_uuid())
+        .bind(spec.from_phone_number_id.map(|p| p.as_uuid()))
+        .bind(spec.from_number.clone())
+        .bind(spec.to_number.clone())
+        .bind(spec.campaign_id.map(|c| c.as_uuid()))
+        .bind(spec.contact_id.map(|c| c.as_uuid()))
+        .bind(spec.attempt)
+        .bind(spec.priority)
+        .bind(metadata.to_owned())
+        .bind(variables.to_owned())
+        .bind(idempotency.0.map(str::to_owned))
+        .bind(idempotency.1.map(str::to_owned))
+        .bind(spec.max_duration_secs)
+        .bind(spec.reserved_cents)
+        .bind(at.clone())
+        .bind(at.clone())
+        .bind(at)
+}
+
 async fn insert_call(
     tx: &mut sqlx::SqliteConnection,
     spec: &CallSpec,
@@ -209,33 +246,12 @@ async fn insert_call(
     variables: &str,
     idempotency: (Option<&str>, Option<&str>),
 ) -> Result<(), sqlx::Error> {
-    let at = ts(spec.queued_at);
-    sqlx::query(
-        "INSERT INTO calls (id, workspace_id, direction, status, agent_id, from_phone_number_id, from_number, to_number, campaign_id, contact_id, \
-         attempt, priority, metadata, variables, idempotency_key, request_hash, max_duration_secs, reserved_cents, queued_at, created_at, updated_at) \
-         VALUES (?, ?, 'outbound', 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(spec.id.as_uuid())
-    .bind(spec.workspace_id.as_uuid())
-    .bind(spec.agent_id.as_uuid())
-    .bind(spec.from_phone_number_id.map(|p| p.as_uuid()))
-    .bind(&spec.from_number)
-    .bind(&spec.to_number)
-    .bind(spec.campaign_id.map(|c| c.as_uuid()))
-    .bind(spec.contact_id.map(|c| c.as_uuid()))
-    .bind(spec.attempt)
-    .bind(spec.priority)
-    .bind(metadata)
-    .bind(variables)
-    .bind(idempotency.0)
-    .bind(idempotency.1)
-    .bind(spec.max_duration_secs)
-    .bind(spec.reserved_cents)
-    .bind(&at)
-    .bind(&at)
-    .bind(&at)
-    .execute(tx)
-    .await?;
+    let q = sqlx::query(sql(format!(
+        "INSERT INTO calls ({CALL_COLUMNS}) VALUES ({CALL_VALUES})"
+    )));
+    bind_call(q, spec, metadata, variables, idempotency)
+        .execute(tx)
+        .await?;
     Ok(())
 }
 
@@ -512,71 +528,83 @@ impl Store {
         funds_in(&mut conn, ws).await
     }
 
+    /// One round trip for the three writes: the contact moves to `dialing` only if the campaign
+    /// is running within its daily cap and budget and the balance covers the reservation; the
+    /// campaign's counters and the call row follow only if it did (`changes() = 1`).
     pub async fn admit(&self, a: &Admission) -> StoreResult<AdmitResult> {
         let spec = &a.call;
-        let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        if !funds_in(&mut tx, spec.workspace_id)
-            .await?
-            .covers(spec.reserved_cents)
-        {
-            return Ok(AdmitResult::InsufficientCredit);
-        }
         let date = a.daily_date.to_string();
         let now = ts(a.now);
-        let counted = sqlx::query(
-            "UPDATE campaigns SET \
-             daily_admitted_count = CASE WHEN daily_window_date = ? THEN daily_admitted_count + 1 ELSE 1 END, \
-             daily_window_date = ?, last_admitted_at = ?, reserved_cents = reserved_cents + ? \
-             WHERE id = ? AND status = 'running' \
-             AND (CASE WHEN daily_window_date = ? THEN daily_admitted_count ELSE 0 END) < ? \
-             AND (? IS NULL OR spent_cents + reserved_cents + ? <= ?)",
-        )
-        .bind(&date)
-        .bind(&date)
-        .bind(&now)
-        .bind(spec.reserved_cents)
-        .bind(a.campaign_id.as_uuid())
-        .bind(&date)
-        .bind(a.max_calls_per_day)
-        .bind(a.budget_cents)
-        .bind(spec.reserved_cents)
-        .bind(a.budget_cents)
-        .execute(&mut *tx)
-        .await?;
-        if counted.rows_affected() == 0 {
-            let row: Option<(String, Option<String>, i64)> = sqlx::query_as(
-                "SELECT status, daily_window_date, daily_admitted_count FROM campaigns WHERE id = ?",
-            )
-            .bind(a.campaign_id.as_uuid())
-            .fetch_optional(&mut *tx)
-            .await?;
-            return Ok(match row {
-                Some((status, _, _)) if status != "running" => AdmitResult::NotRunning,
-                None => AdmitResult::NotRunning,
-                Some((_, Some(d), n)) if d == date && n >= a.max_calls_per_day => {
-                    AdmitResult::DailyCap
-                }
-                Some(_) => AdmitResult::OverBudget,
-            });
-        }
-        let moved = sqlx::query(sql(format!(
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let script = sql(format!(
             "UPDATE contacts SET state = 'dialing', attempts = attempts + 1, next_attempt_at = NULL, last_call_id = ?, updated_at = ? \
-             WHERE id = ? AND campaign_id = ? AND state IN {OPEN_STATES}"
-        )))
-        .bind(spec.id.as_uuid())
-        .bind(&now)
+             WHERE id = ? AND campaign_id = ? AND state IN {OPEN_STATES} AND EXISTS ( \
+               SELECT 1 FROM campaigns k JOIN workspaces w ON w.id = k.workspace_id \
+               WHERE k.id = contacts.campaign_id AND k.status = 'running' \
+               AND (CASE WHEN k.daily_window_date = ? THEN k.daily_admitted_count ELSE 0 END) < ? \
+               AND (? IS NULL OR k.spent_cents + k.reserved_cents + ? <= ?) \
+               AND NOT w.is_suspended \
+               AND w.balance_cents - (SELECT COALESCE(SUM(c.reserved_cents), 0) FROM calls c \
+                                      WHERE c.workspace_id = w.id AND c.status IN ('queued', 'dialing')) >= ?); \
+             UPDATE campaigns SET \
+               daily_admitted_count = CASE WHEN daily_window_date = ? THEN daily_admitted_count + 1 ELSE 1 END, \
+               daily_window_date = ?, last_admitted_at = ?, reserved_cents = reserved_cents + ?, \
+               last_tick_at = ?, last_tick_result = ?, estimate_cents = ? \
+             WHERE id = ? AND changes() = 1; \
+             INSERT INTO calls ({CALL_COLUMNS}) SELECT {CALL_VALUES} WHERE changes() = 1"
+        ));
+        let q = sqlx::query(script)
+            .bind(spec.id.as_uuid())
+            .bind(now.clone())
+            .bind(a.contact_id.as_uuid())
+            .bind(a.campaign_id.as_uuid())
+            .bind(date.clone())
+            .bind(a.max_calls_per_day)
+            .bind(a.budget_cents)
+            .bind(spec.reserved_cents)
+            .bind(a.budget_cents)
+            .bind(spec.reserved_cents)
+            .bind(date.clone())
+            .bind(date.clone())
+            .bind(now.clone())
+            .bind(spec.reserved_cents)
+            .bind(ts(a.tick.at))
+            .bind(a.tick.result.clone())
+            .bind(a.tick.estimate_cents)
+            .bind(a.campaign_id.as_uuid());
+        let done = bind_call(q, spec, "{}", "{}", (None, None))
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 3 {
+            tx.commit().await?;
+            drop(conn);
+            return Ok(AdmitResult::Admitted);
+        }
+        // Nothing was written; say why (the transaction rolls back when dropped).
+        let row: Option<(String, Option<String>, i64, Option<String>)> = sqlx::query_as(
+            "SELECT k.status, k.daily_window_date, k.daily_admitted_count, \
+             (SELECT c.state FROM contacts c WHERE c.id = ?) FROM campaigns k WHERE k.id = ?",
+        )
         .bind(a.contact_id.as_uuid())
         .bind(a.campaign_id.as_uuid())
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
-        if moved.rows_affected() == 0 {
-            return Ok(AdmitResult::ContactGone);
-        }
-        insert_call(&mut tx, spec, "{}", "{}", (None, None)).await?;
-        tx.commit().await?;
-        drop(conn);
-        Ok(AdmitResult::Admitted)
+        let funds = funds_in(&mut tx, spec.workspace_id).await?;
+        Ok(match row {
+            None => AdmitResult::NotRunning,
+            Some((status, _, _, _)) if status != "running" => AdmitResult::NotRunning,
+            Some((_, _, _, state))
+                if !matches!(state.as_deref(), Some("pending") | Some("scheduled")) =>
+            {
+                AdmitResult::ContactGone
+            }
+            Some((_, Some(d), n, _)) if d == date && n >= a.max_calls_per_day => {
+                AdmitResult::DailyCap
+            }
+            Some(_) if !funds.covers(spec.reserved_cents) => AdmitResult::InsufficientCredit,
+            Some(_) => AdmitResult::OverBudget,
+        })
     }
 
     pub async fn record_tick(&self, id: CampaignId, tick: &TickRecord) -> StoreResult<()> {

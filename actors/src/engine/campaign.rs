@@ -231,6 +231,25 @@ impl CampaignActor {
         Ok(state.campaign.is_some())
     }
 
+    /// An evaluation's record: its result and the projected cost of the remaining attempts.
+    fn tick(
+        state: &CampaignState,
+        c: &EngineCampaign,
+        at: DateTime<Utc>,
+        result: &str,
+        last_error: Option<String>,
+    ) -> TickRecord {
+        let reservation = reservation_of(c, state.shared.config.outbound_cents_per_minute);
+        let remaining =
+            (state.counts.open() * c.rules.max_attempts - state.counts.open_attempts).max(0);
+        TickRecord {
+            at,
+            result: result.to_owned(),
+            last_error,
+            estimate_cents: remaining.saturating_mul(reservation),
+        }
+    }
+
     async fn record(
         state: &mut CampaignState,
         result: &str,
@@ -247,15 +266,7 @@ impl CampaignActor {
         {
             return Ok(());
         }
-        let reservation = reservation_of(c, state.shared.config.outbound_cents_per_minute);
-        let remaining =
-            (state.counts.open() * c.rules.max_attempts - state.counts.open_attempts).max(0);
-        let tick = TickRecord {
-            at: now,
-            result: result.to_owned(),
-            last_error,
-            estimate_cents: remaining.saturating_mul(reservation),
-        };
+        let tick = Self::tick(state, c, now, result, last_error);
         state.shared.store.record_tick(state.id, &tick).await?;
         state.last_record = Some((now, tick.result));
         Ok(())
@@ -572,6 +583,8 @@ impl CampaignActor {
                 reserved_cents: reservation,
                 queued_at: now,
             };
+            // The evaluation is recorded with each admission; the last one has the final count.
+            let tick = Self::tick(state, &c, now, &format!("admitted:{}", admitted + 1), None);
             let admission = Admission {
                 call: spec.clone(),
                 contact_id: d.id,
@@ -580,6 +593,7 @@ impl CampaignActor {
                 max_calls_per_day: rules.max_calls_per_day,
                 budget_cents: rules.budget_cents,
                 now,
+                tick,
             };
             match shared.store.admit(&admission).await? {
                 AdmitResult::Admitted => {
@@ -638,7 +652,10 @@ impl CampaignActor {
             shared.store.defer_contacts(&deferrals, now).await?;
         }
         let result = if admitted > 0 {
-            format!("admitted:{admitted}")
+            // Written with the last admission.
+            let result = format!("admitted:{admitted}");
+            state.last_record = Some((now, result.clone()));
+            result
         } else if let Some(reason) = outcome {
             reason.to_owned()
         } else if !deferrals.is_empty() {
@@ -648,7 +665,9 @@ impl CampaignActor {
         } else {
             "no_contacts_due".to_owned()
         };
-        Self::record(state, &result, None).await?;
+        if admitted == 0 {
+            Self::record(state, &result, None).await?;
+        }
         let scanned_all = (due.len() as i64) < limit;
         if outcome.is_some() || (!scanned_all && admitted < slots) {
             // More contacts to look at, or something changed under us: look again now.

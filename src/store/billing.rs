@@ -186,14 +186,29 @@ pub(crate) async fn ledger_entry_in(
     reference: Option<&str>,
     created_at: DateTime<Utc>,
 ) -> StoreResult<LedgerEntry> {
-    let balance_after_cents: i64 = sqlx::query_scalar("UPDATE workspaces SET balance_cents = balance_cents + ?, updated_at = ? WHERE id = ? RETURNING balance_cents")
-        .bind(amount_cents)
-        .bind(ts(created_at))
-        .bind(ws.as_uuid())
-        .fetch_one(&mut *tx)
-        .await?;
+    // One round trip: the balance change, then its ledger row carrying the new balance.
+    let id = uuid::Uuid::now_v7();
+    let at = ts(created_at);
+    let balance_after_cents: i64 = sqlx::query_scalar(
+        "UPDATE workspaces SET balance_cents = balance_cents + ?, updated_at = ? WHERE id = ?; \
+         INSERT INTO ledger_entries (id, workspace_id, amount_cents, balance_after_cents, kind, description, reference, created_at) \
+         SELECT ?, id, ?, balance_cents, ?, ?, ?, ? FROM workspaces WHERE id = ? AND changes() = 1 \
+         RETURNING balance_after_cents",
+    )
+    .bind(amount_cents)
+    .bind(at.clone())
+    .bind(ws.as_uuid())
+    .bind(id)
+    .bind(amount_cents)
+    .bind(kind.to_owned())
+    .bind(description.to_owned())
+    .bind(reference.map(str::to_owned))
+    .bind(at)
+    .bind(ws.as_uuid())
+    .fetch_one(&mut *tx)
+    .await?;
     let entry = LedgerEntry {
-        id: uuid::Uuid::now_v7(),
+        id,
         amount_cents,
         balance_after_cents,
         kind: kind.to_owned(),
@@ -201,17 +216,6 @@ pub(crate) async fn ledger_entry_in(
         reference: reference.map(str::to_owned),
         created_at,
     };
-    sqlx::query("INSERT INTO ledger_entries (id, workspace_id, amount_cents, balance_after_cents, kind, description, reference, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-        .bind(entry.id)
-        .bind(ws.as_uuid())
-        .bind(entry.amount_cents)
-        .bind(entry.balance_after_cents)
-        .bind(&entry.kind)
-        .bind(&entry.description)
-        .bind(&entry.reference)
-        .bind(ts(entry.created_at))
-        .execute(&mut *tx)
-        .await?;
     Ok(entry)
 }
 

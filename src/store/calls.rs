@@ -759,38 +759,35 @@ impl Store {
         let at = ts(end.ended_at);
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        // The call's end and its campaign's money in one round trip; the campaign follows only
+        // if the call was still open (`changes() = 1`), so ending a call twice charges once.
         let done = sqlx::query(
             "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = ?, \
              ended_at = ?, duration_secs = ?, cost_cents = ?, updated_at = ?, \
              disposition_id = COALESCE(disposition_id, (SELECT d.id FROM dispositions d WHERE d.workspace_id = calls.workspace_id AND d.label = ?)), \
              disposition_source = CASE WHEN disposition_id IS NULL AND ? IS NOT NULL THEN 'agent' ELSE disposition_source END \
-             WHERE id = ? AND status IN ('queued', 'dialing')",
+             WHERE id = ? AND status IN ('queued', 'dialing'); \
+             UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?), spent_cents = spent_cents + ? \
+             WHERE id = ? AND changes() = 1",
         )
         .bind(end.outcome.as_str())
-        .bind(&end.end_reason)
+        .bind(end.end_reason.clone())
         .bind(end.started_at.map(ts))
         .bind(end.answered_at.map(ts))
-        .bind(&at)
+        .bind(at.clone())
         .bind(end.billable_secs)
         .bind(end.cost_cents)
-        .bind(&at)
-        .bind(end.disposition_label.as_deref())
-        .bind(end.disposition_label.as_deref())
+        .bind(at.clone())
+        .bind(end.disposition_label.clone())
+        .bind(end.disposition_label.clone())
         .bind(spec.id.as_uuid())
+        .bind(spec.reserved_cents)
+        .bind(end.cost_cents)
+        .bind(spec.campaign_id.map(|c| c.as_uuid()))
         .execute(&mut *tx)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
-        }
-        if let Some(campaign) = spec.campaign_id {
-            sqlx::query(
-                "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?), spent_cents = spent_cents + ? WHERE id = ?",
-            )
-            .bind(spec.reserved_cents)
-            .bind(end.cost_cents)
-            .bind(campaign.as_uuid())
-            .execute(&mut *tx)
-            .await?;
         }
         let mut low = false;
         if end.cost_cents > 0 {

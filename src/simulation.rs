@@ -43,8 +43,16 @@ pub struct VirtualRun {
 
 /// A window open all day every day in `zone`.
 pub fn all_day(zone: &str) -> CallingWindow {
-    CallingWindow::from_json(&serde_json::json!({"timezone": zone, "start": "00:00", "end": "24:00", "use_contact_timezone": false}))
-        .expect("window")
+    hours(zone, "00:00", "24:00", false)
+}
+
+/// A window open every day from `start` to `end` (`HH:MM`) in `zone`; panics on a malformed one.
+pub fn hours(zone: &str, start: &str, end: &str, use_contact_timezone: bool) -> CallingWindow {
+    CallingWindow::from_json(
+        &serde_json::json!({"timezone": zone, "start": start, "end": end,
+        "use_contact_timezone": use_contact_timezone}),
+    )
+    .expect("window")
 }
 
 impl VirtualRun {
@@ -143,21 +151,25 @@ impl VirtualRun {
 
     /// Enrolls `n` Israeli mobile numbers (with an optional time zone each).
     pub async fn enroll(&self, c: CampaignId, n: usize, timezone: Option<&str>) {
+        const CHUNK: usize = 50_000;
         let _held = self.hold.enter();
-        let contacts: Vec<NewContact> = (0..n)
-            .map(|i| NewContact {
-                phone_number: format!("+97252{:07}", 1_000_000 + i),
-                timezone: timezone.map(str::to_owned),
-                lead_id: None,
-                variables: serde_json::json!({}),
-                metadata: serde_json::json!({}),
-                excluded: None,
-            })
-            .collect();
-        self.store
-            .enroll_contacts(c, &contacts, self.key)
-            .await
-            .expect("enroll");
+        for first in (0..n).step_by(CHUNK) {
+            let contacts: Vec<NewContact> = (first..n.min(first + CHUNK))
+                .map(|i| NewContact {
+                    // Israeli mobile numbers: up to 8,999,999 distinct ones.
+                    phone_number: format!("+9725{:08}", 21_000_000 + i),
+                    timezone: timezone.map(str::to_owned),
+                    lead_id: None,
+                    variables: serde_json::json!({}),
+                    metadata: serde_json::json!({}),
+                    excluded: None,
+                })
+                .collect();
+            self.store
+                .enroll_contacts(c, &contacts, self.key)
+                .await
+                .expect("enroll");
+        }
         if self.record(c).await.status != CampaignStatus::Draft {
             self.engine.campaign_changed(c);
         }

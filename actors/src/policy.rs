@@ -225,21 +225,6 @@ pub fn settle(
     }
 }
 
-/// Whether the window is open at `now` for a contact read in `zone`, and if not, when it opens
-/// next (before `until`).
-pub fn window_gate(
-    window: &CallingWindow,
-    zone: Tz,
-    now: DateTime<Utc>,
-    until: DateTime<Utc>,
-) -> Result<(), Option<DateTime<Utc>>> {
-    if window.is_open_at(now, zone) {
-        Ok(())
-    } else {
-        Err(window.next_open(now, until, zone))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,7 +63,6 @@ pub struct EngineCampaign {
     pub last_admitted_at: Option<DateTime<Utc>>,
     pub spent_cents: i64,
     pub reserved_cents: i64,
-    pub started_at: Option<DateTime<Utc>>,
 }
 
 /// Contacts of a campaign per state, and the attempts already made by the open ones.

@@ -15,7 +15,6 @@ use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
 use switchboard::simulation::{VirtualRun, all_day};
-use switchboard::store::NewContact;
 use switchboard_actors::campaign::CampaignStatus;
 use switchboard_actors::contact::ContactState;
 use switchboard_actors::ids::CampaignId;
@@ -162,20 +161,6 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-fn contacts(n: usize, offset: usize) -> Vec<NewContact> {
-    (0..n)
-        .map(|i| NewContact {
-            // Israeli mobile numbers, 10 million apart per prefix.
-            phone_number: format!("+9725{:08}", offset + i),
-            timezone: None,
-            lead_id: None,
-            variables: json!({}),
-            metadata: json!({}),
-            excluded: None,
-        })
-        .collect()
-}
-
 struct Progress {
     started: Instant,
     last: Instant,
@@ -245,12 +230,7 @@ async fn campaign_sim(args: SimArgs) -> anyhow::Result<Value> {
                 s.calling_window = Some(all_day("UTC"));
             })
             .await;
-        for chunk_start in (0..args.contacts).step_by(50_000) {
-            let n = (args.contacts - chunk_start).min(50_000);
-            run.store
-                .enroll_contacts(c, &contacts(n, chunk_start), run.key)
-                .await?;
-        }
+        run.enroll(c, args.contacts, None).await;
         c
     };
     let total = args.contacts as i64;
@@ -422,12 +402,7 @@ async fn eval_cost(args: EvalArgs) -> anyhow::Result<Value> {
                     s.calling_window = Some(all_day("UTC"));
                 })
                 .await;
-            for chunk_start in (0..size).step_by(50_000) {
-                let n = (size - chunk_start).min(50_000);
-                run.store
-                    .enroll_contacts(c, &contacts(n, chunk_start), run.key)
-                    .await?;
-            }
+            run.enroll(c, size, None).await;
             c
         };
         run.launch(c).await;

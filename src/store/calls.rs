@@ -27,7 +27,7 @@ use utoipa::ToSchema;
 
 use super::billing::ledger_entry_in;
 use super::campaigns::{CAMPAIGN_COLUMNS, campaign_row, insert_event};
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, sql, ts};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, corrupt, opt_id, sql, ts};
 
 const OPEN_STATES: &str = "('pending', 'scheduled')";
 
@@ -81,10 +81,6 @@ pub struct CallRecord {
     pub updated_at: DateTime<Utc>,
 }
 
-fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {err}"))
-}
-
 fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
     let metadata: String = r.try_get("metadata")?;
     let variables: String = r.try_get("variables")?;
@@ -94,20 +90,12 @@ fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
         status: r.try_get("status")?,
         outcome: r.try_get("outcome")?,
         end_reason: r.try_get("end_reason")?,
-        agent_id: r
-            .try_get::<Option<uuid::Uuid>, _>("agent_id")?
-            .map(AgentId::from_uuid),
-        from_phone_number_id: r
-            .try_get::<Option<uuid::Uuid>, _>("from_phone_number_id")?
-            .map(PhoneNumberId::from_uuid),
+        agent_id: opt_id(r, "agent_id")?,
+        from_phone_number_id: opt_id(r, "from_phone_number_id")?,
         from_number: r.try_get("from_number")?,
         to_number: r.try_get("to_number")?,
-        campaign_id: r
-            .try_get::<Option<uuid::Uuid>, _>("campaign_id")?
-            .map(CampaignId::from_uuid),
-        contact_id: r
-            .try_get::<Option<uuid::Uuid>, _>("contact_id")?
-            .map(ContactId::from_uuid),
+        campaign_id: opt_id(r, "campaign_id")?,
+        contact_id: opt_id(r, "contact_id")?,
         attempt: r.try_get("attempt")?,
         priority: r.try_get("priority")?,
         metadata: serde_json::from_str(&metadata).map_err(|e| corrupt("metadata", e))?,
@@ -117,9 +105,7 @@ fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
         reserved_cents: r.try_get("reserved_cents")?,
         cost_cents: r.try_get("cost_cents")?,
         duration_secs: r.try_get("duration_secs")?,
-        disposition_id: r
-            .try_get::<Option<uuid::Uuid>, _>("disposition_id")?
-            .map(DispositionId::from_uuid),
+        disposition_id: opt_id(r, "disposition_id")?,
         recording_url: None,
         queued_at: r.try_get("queued_at")?,
         started_at: r.try_get("started_at")?,
@@ -134,19 +120,11 @@ fn spec_row(r: &SqliteRow) -> StoreResult<CallSpec> {
     Ok(CallSpec {
         id: CallId::from_uuid(r.try_get("id")?),
         workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
-        campaign_id: r
-            .try_get::<Option<uuid::Uuid>, _>("campaign_id")?
-            .map(CampaignId::from_uuid),
-        contact_id: r
-            .try_get::<Option<uuid::Uuid>, _>("contact_id")?
-            .map(ContactId::from_uuid),
-        agent_id: r
-            .try_get::<Option<uuid::Uuid>, _>("agent_id")?
-            .map(AgentId::from_uuid)
+        campaign_id: opt_id(r, "campaign_id")?,
+        contact_id: opt_id(r, "contact_id")?,
+        agent_id: opt_id(r, "agent_id")?
             .ok_or_else(|| corrupt("calls.agent_id", "missing on an outbound call"))?,
-        from_phone_number_id: r
-            .try_get::<Option<uuid::Uuid>, _>("from_phone_number_id")?
-            .map(PhoneNumberId::from_uuid),
+        from_phone_number_id: opt_id(r, "from_phone_number_id")?,
         from_number: r.try_get("from_number")?,
         to_number: r.try_get("to_number")?,
         priority: r.try_get("priority")?,
@@ -298,9 +276,7 @@ fn open_attempt_row(r: &SqliteRow) -> StoreResult<OpenAttempt> {
                     .transpose()?,
                 end_reason: r.try_get("end_reason")?,
                 ended_at: r.try_get("ended_at")?,
-                disposition_id: r
-                    .try_get::<Option<uuid::Uuid>, _>("disposition_id")?
-                    .map(DispositionId::from_uuid),
+                disposition_id: opt_id(r, "disposition_id")?,
             })
         }
     };
@@ -409,7 +385,6 @@ impl Store {
             last_admitted_at: c.last_admitted_at,
             spent_cents: c.spent_cents,
             reserved_cents: c.reserved_cents,
-            started_at: c.started_at,
         }))
     }
 

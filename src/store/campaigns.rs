@@ -18,7 +18,7 @@ use switchboard_actors::ids::{
 use switchboard_actors::window::CallingWindow;
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, sql, ts};
+use super::{Page, Paged, Store, StoreResult, classify, corrupt, opt_id, sql, ts};
 
 /// The settings a client writes (create and PATCH), with the campaign's current values.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,10 +187,6 @@ pub(crate) const CAMPAIGN_COLUMNS: &str = "id, workspace_id, name, description, 
     min_seconds_between_calls, max_in_flight, budget_cents, starts_at, ends_at, daily_admitted_count, daily_window_date, last_admitted_at, \
     estimate_cents, spent_cents, reserved_cents, last_tick_at, last_tick_result, last_error, started_at, completed_at, created_by, created_at, updated_at";
 
-fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {err}"))
-}
-
 pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
     let status: String = r.try_get("status")?;
     let window: Option<String> = r.try_get("calling_window")?;
@@ -200,12 +196,8 @@ pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
     let settings = CampaignSettings {
         name: r.try_get("name")?,
         description: r.try_get("description")?,
-        agent_id: r
-            .try_get::<Option<uuid::Uuid>, _>("agent_id")?
-            .map(AgentId::from_uuid),
-        from_phone_number_id: r
-            .try_get::<Option<uuid::Uuid>, _>("from_phone_number_id")?
-            .map(PhoneNumberId::from_uuid),
+        agent_id: opt_id(r, "agent_id")?,
+        from_phone_number_id: opt_id(r, "from_phone_number_id")?,
         regulatory_basis: basis
             .as_deref()
             .map(|b| RegulatoryBasis::parse(b).ok_or_else(|| corrupt("regulatory_basis", b)))
@@ -251,9 +243,7 @@ pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
         last_error: r.try_get("last_error")?,
         started_at: r.try_get("started_at")?,
         completed_at: r.try_get("completed_at")?,
-        created_by: r
-            .try_get::<Option<uuid::Uuid>, _>("created_by")?
-            .map(ApiKeyId::from_uuid),
+        created_by: opt_id(r, "created_by")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })
@@ -265,9 +255,7 @@ fn contact_row(r: SqliteRow) -> StoreResult<Contact> {
     Ok(Contact {
         id: ContactId::from_uuid(r.try_get("id")?),
         campaign_id: CampaignId::from_uuid(r.try_get("campaign_id")?),
-        lead_id: r
-            .try_get::<Option<uuid::Uuid>, _>("lead_id")?
-            .map(LeadId::from_uuid),
+        lead_id: opt_id(&r, "lead_id")?,
         phone_number: r.try_get("phone_number")?,
         timezone: r.try_get("timezone")?,
         variables: serde_json::from_str(&variables).map_err(|e| corrupt("variables", e))?,

@@ -226,6 +226,20 @@ pub struct Paged<T> {
     pub total: i64,
 }
 
+/// A stored value that does not parse.
+pub(crate) fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {err}"))
+}
+
+/// A nullable id column as its typed id.
+pub(crate) fn opt_id<T: From<uuid::Uuid>>(
+    r: &sqlx::sqlite::SqliteRow,
+    column: &str,
+) -> Result<Option<T>, sqlx::Error> {
+    use sqlx::Row;
+    Ok(r.try_get::<Option<uuid::Uuid>, _>(column)?.map(T::from))
+}
+
 /// Marks a query built with `format!` as safe. Only constant column lists, table names and `?`
 /// placeholders are ever formatted into SQL; values are always bound.
 pub(crate) fn sql(text: String) -> sqlx::AssertSqlSafe<String> {

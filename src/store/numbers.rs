@@ -9,7 +9,7 @@ use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, sql, ts};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, opt_id, sql, ts};
 
 /// The carrier account a number is on (embedded).
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -73,12 +73,8 @@ pub(crate) fn number_row(r: SqliteRow) -> Result<PhoneNumberRecord, sqlx::Error>
         provider: r.try_get("provider")?,
         status: r.try_get("status")?,
         is_active: r.try_get("is_active")?,
-        inbound_agent_id: r
-            .try_get::<Option<uuid::Uuid>, _>("inbound_agent_id")?
-            .map(AgentId::from_uuid),
-        outbound_agent_id: r
-            .try_get::<Option<uuid::Uuid>, _>("outbound_agent_id")?
-            .map(AgentId::from_uuid),
+        inbound_agent_id: opt_id(&r, "inbound_agent_id")?,
+        outbound_agent_id: opt_id(&r, "outbound_agent_id")?,
         sip_inbound_configured: r.try_get("sip_inbound_configured")?,
         sip_outbound_configured: r.try_get("sip_outbound_configured")?,
         country_code: r.try_get("country_code")?,

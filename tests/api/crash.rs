@@ -10,7 +10,6 @@ use switchboard::auth::Scopes;
 use switchboard::store::{Agent, CampaignSettings, NewContact, StatusChange, Store};
 use switchboard_actors::campaign::CampaignStatus;
 use switchboard_actors::phone::PhoneNumber;
-use switchboard_actors::window::CallingWindow;
 
 const CONTACTS: usize = 40;
 
@@ -85,12 +84,7 @@ async fn killing_the_service_mid_campaign_never_redials_an_attempt_nor_loses_a_c
     s.retry_no_answer_seconds = 30;
     s.retry_completed_seconds = 60;
     s.stop_on_unclassified = true;
-    s.calling_window = Some(
-        CallingWindow::from_json(
-            &serde_json::json!({"timezone": "UTC", "start": "00:00", "end": "24:00"}),
-        )
-        .unwrap(),
-    );
+    s.calling_window = Some(switchboard::simulation::all_day("UTC"));
     let c = store.create_campaign(ws.id, &s, key.id).await.unwrap();
     let contacts: Vec<NewContact> = (0..CONTACTS)
         .map(|i| NewContact {

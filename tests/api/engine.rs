@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use switchboard_actors::campaign::CampaignStatus;
 
-use crate::rig::{Rig, at, min_dial_gap, peak_concurrency};
+use crate::rig::{Rig, at, hours, min_dial_gap, peak_concurrency};
 
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -208,13 +208,7 @@ async fn calling_hours_follow_the_zone_across_a_dst_change() {
         .campaign(|s| {
             s.stop_on_no_answer = true;
             s.max_calls_per_day = 2;
-            s.calling_window = Some(
-                switchboard_actors::window::CallingWindow::from_json(&serde_json::json!({
-                    "timezone": "America/New_York", "start": "09:00", "end": "10:00",
-                    "use_contact_timezone": false
-                }))
-                .unwrap(),
-            );
+            s.calling_window = Some(hours("America/New_York", "09:00", "10:00", false));
         })
         .await;
     rig.enroll(c, 8, None).await;
@@ -245,13 +239,7 @@ async fn each_contact_is_called_within_the_hours_of_its_own_zone() {
         .campaign(|s| {
             s.stop_on_no_answer = true;
             s.max_in_flight = 2;
-            s.calling_window = Some(
-                switchboard_actors::window::CallingWindow::from_json(&serde_json::json!({
-                    "timezone": "UTC", "start": "09:00", "end": "17:00",
-                    "use_contact_timezone": true
-                }))
-                .unwrap(),
-            );
+            s.calling_window = Some(hours("UTC", "09:00", "17:00", true));
         })
         .await;
     rig.enroll(c, 5, Some("Asia/Tokyo")).await;

@@ -8,7 +8,7 @@ use switchboard::simulation::VirtualRun;
 use switchboard_actors::engine::EngineConfig;
 use switchboard_actors::sim::SimConfig;
 
-pub use switchboard::simulation::{all_day, min_dial_gap, peak_concurrency};
+pub use switchboard::simulation::{all_day, hours, min_dial_gap, peak_concurrency};
 
 pub fn at(s: &str) -> DateTime<Utc> {
     s.parse().expect("timestamp")

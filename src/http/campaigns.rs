@@ -501,10 +501,13 @@ pub async fn effective_window(
     ws: WorkspaceId,
     settings: &CampaignSettings,
 ) -> Result<CallingWindow, ApiError> {
-    if let Some(w) = &settings.calling_window {
-        return Ok(w.clone());
-    }
-    Ok(super::call_windows::workspace_window(state, ws).await?.0)
+    state
+        .store
+        .campaign_window(ws, settings)
+        .await?
+        .ok_or(ApiError::NotFound {
+            resource: "Workspace",
+        })
 }
 
 async fn preflight(

@@ -26,7 +26,7 @@ use switchboard_actors::window::CallingWindow;
 use utoipa::ToSchema;
 
 use super::billing::ledger_entry_in;
-use super::campaigns::{CAMPAIGN_COLUMNS, campaign_row, insert_event};
+use super::campaigns::{CAMPAIGN_COLUMNS, CampaignSettings, campaign_row, insert_event};
 use super::{Page, Paged, Store, StoreError, StoreResult, classify, corrupt, opt_id, sql, ts};
 
 const OPEN_STATES: &str = "('pending', 'scheduled')";
@@ -307,6 +307,19 @@ impl Store {
         }))
     }
 
+    /// The window a campaign runs in: its own, else the workspace's calling hours. `None` if
+    /// there is no workspace.
+    pub async fn campaign_window(
+        &self,
+        ws: WorkspaceId,
+        settings: &CampaignSettings,
+    ) -> StoreResult<Option<CallingWindow>> {
+        if let Some(w) = &settings.calling_window {
+            return Ok(Some(w.clone()));
+        }
+        Ok(self.workspace_window(ws).await?.map(|(w, _)| w))
+    }
+
     // ---- the engine's port ----
 
     pub async fn live_campaigns(&self) -> StoreResult<Vec<CampaignId>> {
@@ -345,12 +358,8 @@ impl Store {
             }),
             None => None,
         };
-        let window = match &s.calling_window {
-            Some(w) => w.clone(),
-            None => match self.workspace_window(ws).await? {
-                Some((w, _)) => w,
-                None => return Ok(None),
-            },
+        let Some(window) = self.campaign_window(ws, s).await? else {
+            return Ok(None);
         };
         Ok(Some(EngineCampaign {
             id,

@@ -12,7 +12,7 @@ use switchboard_actors::engine::{Engine, EngineConfig};
 use switchboard_actors::ids::{AgentId, CallId, CampaignId, ContactId, DispositionId, WorkspaceId};
 use switchboard_actors::ports::{
     Admission, AdmitResult, CallEnd, CallSpec, ContactCounts, DialRequest, DialResult, Dialer,
-    DueContact, EngineCampaign, EngineStore, Funds, OpenAttempt, PortError, PortResult, Settlement,
+    DueScan, EngineCampaign, EngineStore, Funds, OpenAttempt, PortError, PortResult, Settlement,
     TickRecord,
 };
 use switchboard_actors::sim::SimCarrier;
@@ -80,15 +80,12 @@ impl EngineStore for EnginePort {
         agent: Option<AgentId>,
         now: DateTime<Utc>,
         limit: i64,
-    ) -> PortResult<Vec<DueContact>> {
+    ) -> PortResult<DueScan> {
         self.query(
             "due_contacts",
             self.store.due_contacts(id, agent, now, limit),
         )
         .await
-    }
-    async fn next_due_at(&self, id: CampaignId) -> PortResult<Option<DateTime<Utc>>> {
-        self.query("next_due_at", self.store.next_due_at(id)).await
     }
     async fn defer_contacts(
         &self,
@@ -190,7 +187,7 @@ impl EngineStore for EnginePort {
         contact: ContactId,
         call: CallId,
         now: DateTime<Utc>,
-    ) -> PortResult<bool> {
+    ) -> PortResult<Option<Option<DispositionId>>> {
         self.query(
             "await_disposition",
             self.store.await_disposition(contact, call, now),

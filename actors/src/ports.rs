@@ -113,6 +113,15 @@ pub struct DueContact {
     pub blocked: bool,
 }
 
+/// One read of a campaign's due contacts.
+#[derive(Debug, Clone, Default)]
+pub struct DueScan {
+    /// Due now, earliest first.
+    pub due: Vec<DueContact>,
+    /// The next_attempt_at of the earliest contact not yet due.
+    pub next_due_at: Option<DateTime<Utc>>,
+}
+
 /// One call the queue will place.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallSpec {
@@ -161,6 +170,8 @@ pub enum AdmitResult {
     OverBudget,
     /// The daily cap was reached.
     DailyCap,
+    /// The contact's number is on the do-not-call list (checked again at admission).
+    DoNotCall,
 }
 
 /// A workspace's money as admission sees it.
@@ -249,16 +260,15 @@ pub trait EngineStore: Send + Sync + 'static {
     async fn campaign(&self, id: CampaignId) -> PortResult<Option<EngineCampaign>>;
     async fn contact_counts(&self, id: CampaignId) -> PortResult<ContactCounts>;
     /// Up to `limit` pending or scheduled contacts with next_attempt_at <= now, earliest first,
-    /// each with whether the do-not-call list blocks it for `agent`.
+    /// each with whether the do-not-call list blocks it for `agent`; and when the next contact
+    /// not yet due is.
     async fn due_contacts(
         &self,
         id: CampaignId,
         agent: Option<AgentId>,
         now: DateTime<Utc>,
         limit: i64,
-    ) -> PortResult<Vec<DueContact>>;
-    /// The earliest next_attempt_at of the campaign's pending and scheduled contacts.
-    async fn next_due_at(&self, id: CampaignId) -> PortResult<Option<DateTime<Utc>>>;
+    ) -> PortResult<DueScan>;
     /// Moves contacts whose window is closed to their next opening.
     async fn defer_contacts(
         &self,
@@ -309,13 +319,14 @@ pub trait EngineStore: Send + Sync + 'static {
     /// Commits another call within the same attempt (double dial); `false` if the contact left
     /// `dialing`.
     async fn redial(&self, call: &CallSpec, contact: ContactId) -> PortResult<bool>;
-    /// `dialing` -> `awaiting_disposition` for an answered call.
+    /// `dialing` -> `awaiting_disposition` for an answered call: `None` if the contact had left
+    /// `dialing`, else the disposition the call already has, if any.
     async fn await_disposition(
         &self,
         contact: ContactId,
         call: CallId,
         now: DateTime<Utc>,
-    ) -> PortResult<bool>;
+    ) -> PortResult<Option<Option<DispositionId>>>;
     async fn call_disposition(&self, call: CallId) -> PortResult<Option<DispositionId>>;
     /// Writes a settlement; `false` if the contact had already left the attempt.
     async fn settle_contact(&self, settlement: &Settlement) -> PortResult<bool>;

@@ -19,17 +19,26 @@ use switchboard_actors::ids::{
 };
 use switchboard_actors::policy::country_zone;
 use switchboard_actors::ports::{
-    Admission, AdmitResult, CallEnd, CallSpec, CampaignRules, ContactCounts, DueContact,
+    Admission, AdmitResult, CallEnd, CallSpec, CampaignRules, ContactCounts, DueContact, DueScan,
     EngineCampaign, Funds, OpenAttempt, Settlement, StoredCall, TickRecord,
 };
 use switchboard_actors::window::CallingWindow;
 use utoipa::ToSchema;
 
-use super::billing::ledger_entry_in;
 use super::campaigns::{CAMPAIGN_COLUMNS, CampaignSettings, campaign_row, insert_event};
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, corrupt, opt_id, sql, ts};
+use super::{
+    Page, Paged, Store, StoreError, StoreResult, atomic_sql, classify, corrupt, opt_id, sql, ts,
+};
 
 const OPEN_STATES: &str = "('pending', 'scheduled')";
+
+/// Whether the `contacts` row at hand is on its workspace's do-not-call list for the agent
+/// that would call it. Binds: the current time, the agent's id.
+const BLOCKED: &str = "EXISTS (SELECT 1 FROM dnc_entries e \
+     WHERE e.workspace_id = (SELECT k.workspace_id FROM campaigns k WHERE k.id = contacts.campaign_id) \
+     AND e.phone_number = contacts.phone_number AND (e.expires_at IS NULL OR e.expires_at > ?) \
+     AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
+          OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?)))";
 
 /// A call as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -422,50 +431,50 @@ impl Store {
         agent: Option<AgentId>,
         now: DateTime<Utc>,
         limit: i64,
-    ) -> StoreResult<Vec<DueContact>> {
+    ) -> StoreResult<DueScan> {
         let at = ts(now);
-        let rows = sqlx::query(
-            "SELECT c.id, c.phone_number, c.timezone, c.state, c.attempts, \
-             EXISTS (SELECT 1 FROM dnc_entries e JOIN campaigns k ON k.id = c.campaign_id \
-                     WHERE e.workspace_id = k.workspace_id AND e.phone_number = c.phone_number \
-                     AND (e.expires_at IS NULL OR e.expires_at > ?) \
-                     AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
-                          OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?))) AS blocked \
-             FROM contacts c \
-             WHERE c.campaign_id = ? AND c.next_attempt_at IS NOT NULL AND c.next_attempt_at <= ? \
-             ORDER BY c.next_attempt_at LIMIT ?",
-        )
-        .bind(&at)
+        // The due contacts and, after them, the first one not yet due: one read, two index
+        // range scans.
+        const COLUMNS: &str =
+            "id, campaign_id, phone_number, timezone, state, attempts, next_attempt_at";
+        let rows = sqlx::query(sql(format!(
+            "SELECT id, phone_number, timezone, state, attempts, next_attempt_at, {BLOCKED} AS blocked FROM ( \
+               SELECT * FROM (SELECT {COLUMNS} FROM contacts \
+                 WHERE campaign_id = ? AND next_attempt_at IS NOT NULL AND next_attempt_at <= ? \
+                 ORDER BY next_attempt_at LIMIT ?) \
+               UNION ALL \
+               SELECT * FROM (SELECT {COLUMNS} FROM contacts \
+                 WHERE campaign_id = ? AND next_attempt_at > ? ORDER BY next_attempt_at LIMIT 1) \
+             ) AS contacts"
+        )))
+        .bind(at.clone())
         .bind(agent.map(|a| a.as_uuid()))
         .bind(id.as_uuid())
-        .bind(&at)
+        .bind(at.clone())
         .bind(limit)
+        .bind(id.as_uuid())
+        .bind(at)
         .fetch_all(&mut *self.conn().await?)
         .await?;
-        rows.iter()
-            .map(|r| {
-                let state: String = r.try_get("state")?;
-                Ok(DueContact {
-                    id: ContactId::from_uuid(r.try_get("id")?),
-                    phone_number: r.try_get("phone_number")?,
-                    timezone: r.try_get("timezone")?,
-                    state: ContactState::parse(&state)
-                        .ok_or_else(|| corrupt("contact state", &state))?,
-                    attempts: r.try_get("attempts")?,
-                    blocked: r.try_get("blocked")?,
-                })
-            })
-            .collect()
-    }
-
-    pub async fn next_due_at(&self, id: CampaignId) -> StoreResult<Option<DateTime<Utc>>> {
-        let at: Option<DateTime<Utc>> = sqlx::query_scalar(
-            "SELECT next_attempt_at FROM contacts WHERE campaign_id = ? AND next_attempt_at IS NOT NULL ORDER BY next_attempt_at LIMIT 1",
-        )
-        .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
-        .await?;
-        Ok(at)
+        let mut scan = DueScan::default();
+        for r in &rows {
+            let next: DateTime<Utc> = r.try_get("next_attempt_at")?;
+            if next > now {
+                scan.next_due_at = Some(next);
+                continue;
+            }
+            let state: String = r.try_get("state")?;
+            scan.due.push(DueContact {
+                id: ContactId::from_uuid(r.try_get("id")?),
+                phone_number: r.try_get("phone_number")?,
+                timezone: r.try_get("timezone")?,
+                state: ContactState::parse(&state)
+                    .ok_or_else(|| corrupt("contact state", &state))?,
+                attempts: r.try_get("attempts")?,
+                blocked: r.try_get("blocked")?,
+            });
+        }
+        Ok(scan)
     }
 
     pub async fn defer_contacts(
@@ -519,18 +528,17 @@ impl Store {
         let spec = &a.call;
         let date = a.daily_date.to_string();
         let now = ts(a.now);
-        let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let script = sql(format!(
+        let script = atomic_sql(&format!(
             "UPDATE contacts SET state = 'dialing', attempts = attempts + 1, next_attempt_at = NULL, last_call_id = ?, updated_at = ? \
-             WHERE id = ? AND campaign_id = ? AND state IN {OPEN_STATES} AND EXISTS ( \
+             WHERE id = ? AND campaign_id = ? AND phone_number = ? AND state IN {OPEN_STATES} AND EXISTS ( \
                SELECT 1 FROM campaigns k JOIN workspaces w ON w.id = k.workspace_id \
                WHERE k.id = contacts.campaign_id AND k.status = 'running' \
                AND (CASE WHEN k.daily_window_date = ? THEN k.daily_admitted_count ELSE 0 END) < ? \
                AND (? IS NULL OR k.spent_cents + k.reserved_cents + ? <= ?) \
                AND NOT w.is_suspended \
                AND w.balance_cents - (SELECT COALESCE(SUM(c.reserved_cents), 0) FROM calls c \
-                                      WHERE c.workspace_id = w.id AND c.status IN ('queued', 'dialing')) >= ?); \
+                                      WHERE c.workspace_id = w.id AND c.status IN ('queued', 'dialing')) >= ?) \
+             AND NOT {BLOCKED}; \
              UPDATE campaigns SET \
                daily_admitted_count = CASE WHEN daily_window_date = ? THEN daily_admitted_count + 1 ELSE 1 END, \
                daily_window_date = ?, last_admitted_at = ?, reserved_cents = reserved_cents + ?, \
@@ -543,12 +551,15 @@ impl Store {
             .bind(now.clone())
             .bind(a.contact_id.as_uuid())
             .bind(a.campaign_id.as_uuid())
+            .bind(spec.to_number.clone())
             .bind(date.clone())
             .bind(a.max_calls_per_day)
             .bind(a.budget_cents)
             .bind(spec.reserved_cents)
             .bind(a.budget_cents)
             .bind(spec.reserved_cents)
+            .bind(now.clone())
+            .bind(spec.agent_id.as_uuid())
             .bind(date.clone())
             .bind(date.clone())
             .bind(now.clone())
@@ -557,33 +568,43 @@ impl Store {
             .bind(a.tick.result.clone())
             .bind(a.tick.estimate_cents)
             .bind(a.campaign_id.as_uuid());
-        let done = bind_call(q, spec, "{}", "{}", (None, None))
-            .execute(&mut *tx)
+        let done = self
+            .atomic(bind_call(q, spec, "{}", "{}", (None, None)))
             .await?;
-        if done.rows_affected() == 3 {
-            tx.commit().await?;
-            drop(conn);
+        if done.changed(2) == 1 {
             return Ok(AdmitResult::Admitted);
         }
-        // Nothing was written; say why (the transaction rolls back when dropped).
-        let row: Option<(String, Option<String>, i64, Option<String>)> = sqlx::query_as(
+        // Nothing was written; say why.
+        let mut conn = self.conn().await?;
+        // status, daily_window_date, daily_admitted_count, the contact's state (if its number
+        // is unchanged), whether the number is blocked.
+        type Why = (String, Option<String>, i64, Option<String>, Option<bool>);
+        let row: Option<Why> = sqlx::query_as(sql(format!(
             "SELECT k.status, k.daily_window_date, k.daily_admitted_count, \
-             (SELECT c.state FROM contacts c WHERE c.id = ?) FROM campaigns k WHERE k.id = ?",
-        )
+                 (SELECT state FROM contacts WHERE id = ? AND phone_number = ?), \
+                 (SELECT {BLOCKED} FROM contacts WHERE id = ?) \
+                 FROM campaigns k WHERE k.id = ?"
+        )))
+        .bind(a.contact_id.as_uuid())
+        .bind(spec.to_number.clone())
+        .bind(now.clone())
+        .bind(spec.agent_id.as_uuid())
         .bind(a.contact_id.as_uuid())
         .bind(a.campaign_id.as_uuid())
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut *conn)
         .await?;
-        let funds = funds_in(&mut tx, spec.workspace_id).await?;
+        let funds = funds_in(&mut conn, spec.workspace_id).await?;
+        drop(conn);
         Ok(match row {
             None => AdmitResult::NotRunning,
-            Some((status, _, _, _)) if status != "running" => AdmitResult::NotRunning,
-            Some((_, _, _, state))
+            Some((status, ..)) if status != "running" => AdmitResult::NotRunning,
+            Some((_, _, _, state, _))
                 if !matches!(state.as_deref(), Some("pending") | Some("scheduled")) =>
             {
                 AdmitResult::ContactGone
             }
-            Some((_, Some(d), n, _)) if d == date && n >= a.max_calls_per_day => {
+            Some((.., Some(true))) => AdmitResult::DoNotCall,
+            Some((_, Some(d), n, _, _)) if d == date && n >= a.max_calls_per_day => {
                 AdmitResult::DailyCap
             }
             Some(_) if !funds.covers(spec.reserved_cents) => AdmitResult::InsufficientCredit,
@@ -741,63 +762,82 @@ impl Store {
     /// below the workspace's auto top-up threshold.
     pub async fn finish_call(&self, spec: &CallSpec, end: &CallEnd) -> StoreResult<Option<bool>> {
         let at = ts(end.ended_at);
-        let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        // The call's end and its campaign's money in one round trip; the campaign follows only
-        // if the call was still open (`changes() = 1`), so ending a call twice charges once.
-        let done = sqlx::query(
+        // One round trip. Each write follows only if the one before it happened
+        // (`changes() = 1`), starting with the call's end, so ending a call twice charges once:
+        // the call's end; its charge in the ledger (with the balance it leaves) and on the
+        // balance; its campaign's money; then whether auto top-up is due.
+        let charged = end.cost_cents > 0;
+        let mut body = String::from(
             "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = ?, \
              ended_at = ?, duration_secs = ?, cost_cents = ?, updated_at = ?, \
              disposition_id = COALESCE(disposition_id, (SELECT d.id FROM dispositions d WHERE d.workspace_id = calls.workspace_id AND d.label = ?)), \
              disposition_source = CASE WHEN disposition_id IS NULL AND ? IS NOT NULL THEN 'agent' ELSE disposition_source END \
-             WHERE id = ? AND status IN ('queued', 'dialing'); \
-             UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?), spent_cents = spent_cents + ? \
-             WHERE id = ? AND changes() = 1",
-        )
-        .bind(end.outcome.as_str())
-        .bind(end.end_reason.clone())
-        .bind(end.started_at.map(ts))
-        .bind(end.answered_at.map(ts))
-        .bind(at.clone())
-        .bind(end.billable_secs)
-        .bind(end.cost_cents)
-        .bind(at.clone())
-        .bind(end.disposition_label.clone())
-        .bind(end.disposition_label.clone())
-        .bind(spec.id.as_uuid())
-        .bind(spec.reserved_cents)
-        .bind(end.cost_cents)
-        .bind(spec.campaign_id.map(|c| c.as_uuid()))
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
+             WHERE id = ? AND status IN ('queued', 'dialing')",
+        );
+        if charged {
+            body.push_str(
+                "; INSERT INTO ledger_entries (id, workspace_id, amount_cents, balance_after_cents, kind, description, reference, created_at) \
+                 SELECT ?, id, ?, balance_cents + ?, 'call', ?, ?, ? FROM workspaces WHERE id = ? AND changes() = 1; \
+                 UPDATE workspaces SET balance_cents = balance_cents + ?, updated_at = ? WHERE id = ? AND changes() = 1",
+            );
+        }
+        if spec.campaign_id.is_some() {
+            body.push_str(
+                "; UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?), spent_cents = spent_cents + ? \
+                 WHERE id = ? AND changes() = 1",
+            );
+        }
+        if charged {
+            body.push_str(
+                "; SELECT auto_topup_enabled AND balance_cents < low_balance_threshold_cents FROM workspaces WHERE id = ?",
+            );
+        }
+        let mut q = sqlx::query(atomic_sql(&body))
+            .bind(end.outcome.as_str())
+            .bind(end.end_reason.clone())
+            .bind(end.started_at.map(ts))
+            .bind(end.answered_at.map(ts))
+            .bind(at.clone())
+            .bind(end.billable_secs)
+            .bind(end.cost_cents)
+            .bind(at.clone())
+            .bind(end.disposition_label.clone())
+            .bind(end.disposition_label.clone())
+            .bind(spec.id.as_uuid());
+        if charged {
+            let amount = -end.cost_cents;
+            q = q
+                .bind(uuid::Uuid::now_v7())
+                .bind(amount)
+                .bind(amount)
+                .bind(format!(
+                    "Call to {} ({} s at the outbound rate)",
+                    spec.to_number, end.billable_secs
+                ))
+                .bind(spec.id.to_string())
+                .bind(at.clone())
+                .bind(spec.workspace_id.as_uuid())
+                .bind(amount)
+                .bind(at.clone())
+                .bind(spec.workspace_id.as_uuid());
+        }
+        if let Some(campaign) = spec.campaign_id {
+            q = q
+                .bind(spec.reserved_cents)
+                .bind(end.cost_cents)
+                .bind(campaign.as_uuid());
+        }
+        if charged {
+            q = q.bind(spec.workspace_id.as_uuid());
+        }
+        let done = self.atomic(q).await?;
+        if done.changed(0) == 0 {
             return Ok(None);
         }
-        let mut low = false;
-        if end.cost_cents > 0 {
-            let description = format!(
-                "Call to {} ({} s at the outbound rate)",
-                spec.to_number, end.billable_secs
-            );
-            ledger_entry_in(
-                &mut tx,
-                spec.workspace_id,
-                -end.cost_cents,
-                "call",
-                &description,
-                Some(&spec.id.to_string()),
-                end.ended_at,
-            )
-            .await?;
-            low = sqlx::query_scalar(
-                "SELECT auto_topup_enabled AND balance_cents < low_balance_threshold_cents FROM workspaces WHERE id = ?",
-            )
-            .bind(spec.workspace_id.as_uuid())
-            .fetch_one(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        drop(conn);
+        let low = match done.rows.first() {
+            Some(row) => row.try_get::<bool, _>(0)?,
+            None => false,
+        };
         Ok(Some(low))
     }
 
@@ -808,77 +848,57 @@ impl Store {
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let at = ts(now);
-        let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let done = sqlx::query(
-            "UPDATE calls SET status = 'cancelled', end_reason = ?, ended_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'",
-        )
-        .bind(reason)
-        .bind(&at)
-        .bind(&at)
-        .bind(spec.id.as_uuid())
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Ok(false);
-        }
-        if let Some(campaign) = spec.campaign_id {
-            sqlx::query(
-                "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?) WHERE id = ?",
+        let done = self
+            .atomic(
+                sqlx::query(atomic_sql(
+                    "UPDATE calls SET status = 'cancelled', end_reason = ?, ended_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'; \
+                     UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?) WHERE id = ? AND changes() = 1",
+                ))
+                .bind(reason.to_owned())
+                .bind(at.clone())
+                .bind(at)
+                .bind(spec.id.as_uuid())
+                .bind(spec.reserved_cents)
+                .bind(spec.campaign_id.map(|c| c.as_uuid())),
             )
-            .bind(spec.reserved_cents)
-            .bind(campaign.as_uuid())
-            .execute(&mut *tx)
             .await?;
-        }
-        tx.commit().await?;
-        drop(conn);
-        Ok(true)
+        Ok(done.changed(0) == 1)
     }
 
     pub async fn redial(&self, spec: &CallSpec, contact: ContactId) -> StoreResult<bool> {
-        let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let moved = sqlx::query(
-            "UPDATE contacts SET last_call_id = ?, updated_at = ? WHERE id = ? AND state = 'dialing'",
-        )
+        let q = sqlx::query(atomic_sql(&format!(
+            "UPDATE contacts SET last_call_id = ?, updated_at = ? WHERE id = ? AND state = 'dialing'; \
+             INSERT INTO calls ({CALL_COLUMNS}) SELECT {CALL_VALUES} WHERE changes() = 1; \
+             UPDATE campaigns SET reserved_cents = reserved_cents + ? WHERE id = ? AND changes() = 1"
+        )))
         .bind(spec.id.as_uuid())
         .bind(ts(spec.queued_at))
-        .bind(contact.as_uuid())
-        .execute(&mut *tx)
-        .await?;
-        if moved.rows_affected() == 0 {
-            return Ok(false);
-        }
-        insert_call(&mut tx, spec, "{}", "{}", (None, None)).await?;
-        if let Some(campaign) = spec.campaign_id {
-            sqlx::query("UPDATE campaigns SET reserved_cents = reserved_cents + ? WHERE id = ?")
-                .bind(spec.reserved_cents)
-                .bind(campaign.as_uuid())
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        drop(conn);
-        Ok(true)
+        .bind(contact.as_uuid());
+        let q = bind_call(q, spec, "{}", "{}", (None, None))
+            .bind(spec.reserved_cents)
+            .bind(spec.campaign_id.map(|c| c.as_uuid()));
+        Ok(self.atomic(q).await?.changed(0) == 1)
     }
 
+    /// Moves an answered attempt to `awaiting_disposition`: `None` when the contact left the
+    /// attempt, else the disposition the call already has, if any.
     pub async fn await_disposition(
         &self,
         contact: ContactId,
         call: CallId,
         now: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(
+    ) -> StoreResult<Option<Option<DispositionId>>> {
+        let row: Option<Option<uuid::Uuid>> = sqlx::query_scalar(
             "UPDATE contacts SET state = 'awaiting_disposition', last_outcome = 'answered', updated_at = ? \
-             WHERE id = ? AND state = 'dialing' AND last_call_id = ?",
+             WHERE id = ? AND state = 'dialing' AND last_call_id = ? \
+             RETURNING (SELECT disposition_id FROM calls WHERE calls.id = contacts.last_call_id)",
         )
         .bind(ts(now))
         .bind(contact.as_uuid())
         .bind(call.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .fetch_optional(&mut *self.conn().await?)
         .await?;
-        Ok(done.rows_affected() > 0)
+        Ok(row.map(|d| d.map(DispositionId::from_uuid)))
     }
 
     pub async fn call_disposition(&self, call: CallId) -> StoreResult<Option<DispositionId>> {

@@ -83,6 +83,9 @@ pub struct Store {
     /// Set for virtual runs: every query goes through this one connection, without the pool's
     /// per-query checkout and release round trips.
     single: Option<Arc<tokio::sync::Mutex<SqliteConnection>>>,
+    /// Set when a script on the single connection was given up half way: its next user rolls
+    /// back whatever transaction was left open.
+    abandoned: Arc<std::sync::atomic::AtomicBool>,
     clock: SharedClock,
 }
 
@@ -166,7 +169,17 @@ impl Store {
     /// A connection for one query, or for a transaction (`conn.begin_with(...)`).
     pub(crate) async fn conn(&self) -> Result<Conn<'_>, sqlx::Error> {
         match &self.single {
-            Some(single) => Ok(Conn::Single(single.lock().await)),
+            Some(single) => {
+                let mut conn = single.lock().await;
+                if self
+                    .abandoned
+                    .swap(false, std::sync::atomic::Ordering::SeqCst)
+                {
+                    use sqlx::Executor;
+                    let _ = conn.execute("ROLLBACK").await;
+                }
+                Ok(Conn::Single(conn))
+            }
             None => Ok(Conn::Pooled(self.pool.acquire().await?)),
         }
     }
@@ -183,6 +196,7 @@ impl Store {
         Ok(Self {
             pool,
             single: None,
+            abandoned: Arc::default(),
             clock,
         })
     }
@@ -238,6 +252,96 @@ pub(crate) fn opt_id<T: From<uuid::Uuid>>(
 ) -> Result<Option<T>, sqlx::Error> {
     use sqlx::Row;
     Ok(r.try_get::<Option<uuid::Uuid>, _>(column)?.map(T::from))
+}
+
+/// A write script for [`Store::atomic`]: the statements of `body` (separated by `;`) as one
+/// transaction.
+pub(crate) fn atomic_sql(body: &str) -> sqlx::AssertSqlSafe<String> {
+    sql(format!("BEGIN IMMEDIATE; {body}; COMMIT"))
+}
+
+/// What a script run by [`Store::atomic`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Script {
+    /// Rows changed by each statement of the body, in order.
+    pub changes: Vec<u64>,
+    /// Rows the body's statements returned, in order.
+    pub rows: Vec<sqlx::sqlite::SqliteRow>,
+}
+
+impl Script {
+    /// Rows changed by the body's statement at `index` (0 when there is no such statement).
+    pub fn changed(&self, index: usize) -> u64 {
+        self.changes.get(index).copied().unwrap_or(0)
+    }
+}
+
+pub(crate) type ScriptQuery =
+    sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// Armed while a script runs: if the caller gives up half way (a dropped request), the
+/// connection may be left inside the script's transaction, so it is not reused as it is. A
+/// pooled connection is closed (SQLite rolls the transaction back); the single connection of a
+/// virtual run is rolled back by its next user.
+struct ScriptGuard<'a> {
+    conn: Conn<'a>,
+    abandoned: &'a std::sync::atomic::AtomicBool,
+    armed: bool,
+}
+
+impl Drop for ScriptGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        match &mut self.conn {
+            Conn::Pooled(c) => c.close_on_drop(),
+            Conn::Single(_) => self
+                .abandoned
+                .store(true, std::sync::atomic::Ordering::SeqCst),
+        }
+    }
+}
+
+impl Store {
+    /// Runs a script made with [`atomic_sql`]: several writes, one transaction, one round trip
+    /// to the database. Later statements guard on earlier ones with `changes()`, so a script
+    /// writes all of its rows or none of them. A failing statement rolls the whole script
+    /// back, and so does a caller that gives up half way (see [`ScriptGuard`]).
+    pub(crate) async fn atomic(&self, query: ScriptQuery) -> StoreResult<Script> {
+        use futures_util::TryStreamExt;
+        use sqlx::Executor;
+        let mut guard = ScriptGuard {
+            conn: self.conn().await?,
+            abandoned: &self.abandoned,
+            armed: true,
+        };
+        let mut script = Script::default();
+        let outcome: Result<(), sqlx::Error> = async {
+            let mut stream = guard.conn.fetch_many(query);
+            while let Some(step) = stream.try_next().await? {
+                match step {
+                    sqlx::Either::Left(done) => script.changes.push(done.rows_affected()),
+                    sqlx::Either::Right(row) => script.rows.push(row),
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(err) = outcome {
+            // Ends the transaction the script opened; fails harmlessly if none is open.
+            let _ = guard.conn.execute("ROLLBACK").await;
+            guard.armed = false;
+            return Err(classify(err));
+        }
+        guard.armed = false;
+        // The first and last entries are BEGIN's and COMMIT's.
+        script.changes.pop();
+        if !script.changes.is_empty() {
+            script.changes.remove(0);
+        }
+        Ok(script)
+    }
 }
 
 /// Marks a query built with `format!` as safe. Only constant column lists, table names and `?`

@@ -398,43 +398,65 @@ async fn a_deactivated_agent_pauses_for_configuration() {
     assert!(paused.last_error.is_some());
 }
 
+/// Puts `number` on the rig's workspace's do-not-call list for every agent.
+async fn block(rig: &Rig, number: &str) {
+    let _held = rig.hold.enter();
+    rig.store
+        .create_dnc_entry(
+            rig.ws,
+            &switchboard::store::NewDncEntry {
+                phone_number: number,
+                reason: "asked",
+                source: "api",
+                expires_at: None,
+                agent_ids: &[],
+                created_by: None,
+            },
+        )
+        .await
+        .unwrap();
+}
+
+/// The contact with `number` was excluded for do-not-call and never dialled.
+async fn excluded_unreached(rig: &Rig, c: switchboard_actors::ids::CampaignId, number: &str) {
+    let contacts = rig.contacts(c).await;
+    let blocked = contacts.iter().find(|x| x.phone_number == number).unwrap();
+    assert_eq!(blocked.state, "excluded");
+    assert_eq!(blocked.excluded_reason.as_deref(), Some("do_not_call"));
+    assert!(rig.calls(c).await.iter().all(|k| k.to_number != number));
+}
+
 #[tokio::test]
 async fn do_not_call_is_checked_at_admission() {
     let rig = Rig::new("2026-05-04T08:00:00Z", "busy=1", |_, _| {}).await;
     let c = rig.campaign(|s| s.stop_on_no_answer = true).await;
     rig.enroll(c, 3, None).await;
-    {
-        let _held = rig.hold.enter();
-        rig.store
-            .create_dnc_entry(
-                rig.ws,
-                &switchboard::store::NewDncEntry {
-                    phone_number: "+972521000001",
-                    reason: "asked",
-                    source: "api",
-                    expires_at: None,
-                    agent_ids: &[],
-                    created_by: None,
-                },
-            )
-            .await
-            .unwrap();
-    }
+    block(&rig, "+972521000001").await;
     rig.launch(c).await;
     rig.run_to(c, CampaignStatus::Completed, DAY).await;
-    let contacts = rig.contacts(c).await;
-    let blocked = contacts
-        .iter()
-        .find(|x| x.phone_number == "+972521000001")
-        .unwrap();
-    assert_eq!(blocked.state, "excluded");
-    assert_eq!(blocked.excluded_reason.as_deref(), Some("do_not_call"));
-    assert!(
-        rig.calls(c)
-            .await
-            .iter()
-            .all(|k| k.to_number != "+972521000001")
-    );
+    excluded_unreached(&rig, c, "+972521000001").await;
+}
+
+#[tokio::test]
+async fn a_number_blocked_while_its_contact_waits_in_line_is_not_dialled() {
+    // One call at a time: the last contact waits in line, already read as due, while the
+    // first is on the phone; its number is put on the list then.
+    let rig = Rig::new("2026-05-04T08:00:00Z", "busy=1", |_, _| {}).await;
+    let c = rig
+        .campaign(|s| {
+            s.max_in_flight = 1;
+            s.stop_on_no_answer = true;
+        })
+        .await;
+    rig.enroll(c, 3, None).await;
+    rig.launch(c).await;
+    while rig.carrier.observations().dials == 0 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    block(&rig, "+972521000002").await;
+    rig.run_to(c, CampaignStatus::Completed, DAY).await;
+    excluded_unreached(&rig, c, "+972521000002").await;
+    assert_eq!(rig.calls(c).await.len(), 2);
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@
 //! reads at most `scan_batch` due contacts through an index, and keeps per-state counts in
 //! memory (recounted only when the API changes the campaign's contacts).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
@@ -27,8 +27,8 @@ use crate::contact::{CallOutcome, ContactState, ExclusionReason};
 use crate::ids::{CallId, CampaignId, ContactId, WorkspaceId};
 use crate::policy::{contact_zone, cost_cents, local_date, next_local_midnight};
 use crate::ports::{
-    Admission, AdmitResult, CallEnd, CallSpec, ContactCounts, EngineCampaign, OpenAttempt,
-    TickRecord,
+    Admission, AdmitResult, CallEnd, CallSpec, ContactCounts, DueContact, EngineCampaign,
+    OpenAttempt, TickRecord,
 };
 
 pub enum CampaignMsg {
@@ -90,6 +90,14 @@ pub struct CampaignState {
     cancelled_queue: bool,
     /// The last evaluation written: repeats within a second of it are not rewritten.
     last_record: Option<(DateTime<Utc>, String)>,
+    /// Due contacts read ahead, earliest first: evaluations admit from here and read again
+    /// only when it runs dry. Emptied whenever the campaign is reloaded, so nothing in it is
+    /// older than an evaluation interval; admission re-checks each contact in the store.
+    due: VecDeque<DueContact>,
+    /// Admissions since the last reload, and in the interval before it: a read of due
+    /// contacts asks for about what the next interval will use.
+    admitted_since_load: i64,
+    admitted_last_interval: i64,
 }
 
 impl CampaignState {
@@ -224,6 +232,8 @@ impl CampaignActor {
         state.campaign = state.shared.store.campaign(state.id).await?;
         state.loaded_at = Some(now);
         state.dirty = false;
+        state.due.clear();
+        state.admitted_last_interval = std::mem::take(&mut state.admitted_since_load);
         if state.counts_dirty {
             state.counts = state.shared.store.contact_counts(state.id).await?;
             state.counts_dirty = false;
@@ -345,6 +355,25 @@ impl CampaignActor {
         if state.active.is_empty() {
             Self::retire(myself, state);
         }
+    }
+
+    /// A due contact whose number is on the do-not-call list leaves the campaign, `excluded`.
+    async fn exclude_blocked(
+        state: &mut CampaignState,
+        d: &DueContact,
+        now: DateTime<Utc>,
+    ) -> Res<()> {
+        if state
+            .shared
+            .store
+            .exclude_contact(d.id, ExclusionReason::DoNotCall, now)
+            .await?
+        {
+            state
+                .counts
+                .shift(d.state, ContactState::Excluded, d.attempts);
+        }
+        Ok(())
     }
 
     async fn evaluate(myself: &ActorRef<CampaignMsg>, state: &mut CampaignState) -> Res<()> {
@@ -533,20 +562,33 @@ impl CampaignActor {
             return Ok(());
         };
 
-        // Read a few more than the free slots: some may be outside their hours or blocked.
-        let limit = (slots * 2 + 8).min(config.scan_batch);
-        let due = shared
-            .store
-            .due_contacts(state.id, Some(agent_id), now, limit)
-            .await?;
         let horizon = rules.ends_at.unwrap_or(now + Duration::days(8));
         let mut deferrals = Vec::new();
         let mut admitted = 0i64;
         let mut outcome: Option<&str> = None;
-        for d in &due {
-            if admitted >= slots {
-                break;
-            }
+        // Whether this evaluation read the store, what it found was everything due, and when
+        // the next contact falls due.
+        let mut read: Option<(bool, Option<DateTime<Utc>>)> = None;
+        while admitted < slots {
+            let Some(d) = state.due.pop_front() else {
+                if read.is_some() {
+                    break;
+                }
+                // A few more than the free slots (some may be outside their hours or blocked),
+                // and about as many as the last interval admitted.
+                let limit =
+                    (slots * 2 + 8 + state.admitted_last_interval * 5 / 4).min(config.scan_batch);
+                let scan = shared
+                    .store
+                    .due_contacts(state.id, Some(agent_id), now, limit)
+                    .await?;
+                read = Some(((scan.due.len() as i64) < limit, scan.next_due_at));
+                if scan.due.is_empty() {
+                    break;
+                }
+                state.due = scan.due.into();
+                continue;
+            };
             let contact_tz = contact_zone(&c.window, d.timezone.as_deref(), &d.phone_number);
             if !c.window.is_open_at(now, contact_tz) {
                 let next = c
@@ -557,15 +599,7 @@ impl CampaignActor {
                 continue;
             }
             if d.blocked {
-                if shared
-                    .store
-                    .exclude_contact(d.id, ExclusionReason::DoNotCall, now)
-                    .await?
-                {
-                    state
-                        .counts
-                        .shift(d.state, ContactState::Excluded, d.attempts);
-                }
+                Self::exclude_blocked(state, &d, now).await?;
                 continue;
             }
             let spec = CallSpec {
@@ -595,9 +629,11 @@ impl CampaignActor {
                 now,
                 tick,
             };
-            match shared.store.admit(&admission).await? {
+            let result = shared.store.admit(&admission).await?;
+            match result {
                 AdmitResult::Admitted => {
                     admitted += 1;
+                    state.admitted_since_load += 1;
                     state
                         .counts
                         .shift(d.state, ContactState::Dialing, d.attempts + 1);
@@ -623,6 +659,12 @@ impl CampaignActor {
                     .await?;
                 }
                 AdmitResult::ContactGone => {}
+                AdmitResult::DoNotCall => Self::exclude_blocked(state, &d, now).await?,
+                // The contact is still due: it stays first in line.
+                _ => state.due.push_front(d),
+            }
+            match result {
+                AdmitResult::Admitted | AdmitResult::ContactGone | AdmitResult::DoNotCall => {}
                 AdmitResult::NotRunning => {
                     state.dirty = true;
                     outcome = Some("status_changed");
@@ -668,13 +710,11 @@ impl CampaignActor {
         if admitted == 0 {
             Self::record(state, &result, None).await?;
         }
-        let scanned_all = (due.len() as i64) < limit;
-        if outcome.is_some() || (!scanned_all && admitted < slots) {
+        let dry = admitted < slots && state.due.is_empty();
+        if outcome.is_some() || (dry && matches!(read, Some((false, _)))) {
             // More contacts to look at, or something changed under us: look again now.
             Self::request_eval(myself, state);
-        } else if admitted < slots
-            && let Some(at) = shared.store.next_due_at(state.id).await?
-        {
+        } else if dry && let Some((true, Some(at))) = read {
             // Slots are free but nobody is due yet: wake when the next contact is.
             next_wake = next_wake.min(at.max(now + Duration::seconds(1)));
         }
@@ -720,6 +760,9 @@ impl Actor for CampaignActor {
             closed: None,
             cancelled_queue: false,
             last_record: None,
+            due: VecDeque::new(),
+            admitted_since_load: 0,
+            admitted_last_interval: 0,
         })
     }
 

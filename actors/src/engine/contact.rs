@@ -128,14 +128,16 @@ impl ContactActor {
     ) -> Result<(), ActorProcessingErr> {
         let shared = state.shared.clone();
         let now = shared.clock.now();
-        if !state.awaiting {
-            if !shared
+        let known = if state.awaiting {
+            shared.store.call_disposition(call).await?
+        } else {
+            let Some(known) = shared
                 .store
                 .await_disposition(state.contact, call, now)
                 .await?
-            {
+            else {
                 return Self::abandon(myself, state);
-            }
+            };
             state.awaiting = true;
             shared.to_campaign(
                 state.campaign,
@@ -143,8 +145,9 @@ impl ContactActor {
                     contact: state.contact,
                 },
             );
-        }
-        if let Some(d) = shared.store.call_disposition(call).await? {
+            known
+        };
+        if let Some(d) = known {
             return Self::settle(myself, state, Verdict::Answered(Some(d))).await;
         }
         let timeout = shared.config.disposition_timeout;

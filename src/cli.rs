@@ -115,6 +115,10 @@ pub struct ServeArgs {
     /// Calls this node places at once over all workspaces.
     #[arg(long, env = "SWITCHBOARD_NODE_CAPACITY", default_value_t = 1000)]
     pub node_capacity: usize,
+    /// The host in SIP endpoint URIs (`sip:<slug>@<host>`): the name or address SIP trunks
+    /// reach this service at.
+    #[arg(long, env = "SWITCHBOARD_SIP_HOST", default_value = "localhost")]
+    pub sip_host: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -347,6 +351,7 @@ impl ServeArgs {
             disposition_timeout: Duration::from_secs(self.disposition_timeout_secs),
             workspace_max_concurrent_calls: self.workspace_concurrency.max(1),
             node_capacity: self.node_capacity.max(1),
+            sip_host: self.sip_host.clone(),
             ..Config::default()
         }
     }

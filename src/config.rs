@@ -54,6 +54,10 @@ pub struct Config {
     pub workspace_max_concurrent_calls: usize,
     /// Calls this node places at once.
     pub node_capacity: usize,
+    /// The host in SIP endpoint URIs.
+    pub sip_host: String,
+    /// SIP endpoints one workspace may create per day.
+    pub sip_endpoint_daily_limit: i64,
 }
 
 impl Default for Config {
@@ -75,6 +79,8 @@ impl Default for Config {
             disposition_timeout: Duration::from_secs(300),
             workspace_max_concurrent_calls: 10,
             node_capacity: 1000,
+            sip_host: "localhost".into(),
+            sip_endpoint_daily_limit: 20,
         }
     }
 }

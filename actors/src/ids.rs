@@ -81,6 +81,8 @@ id_type!(
     CallId,
     /// A lead.
     LeadId,
+    /// A SIP endpoint: a `sip:<slug>@host` address that routes inbound calls to an agent.
+    SipEndpointId,
 );
 
 #[cfg(test)]

@@ -271,15 +271,9 @@ async fn delete(
     auth: Auth,
     PathId(id): PathId,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    if state
+    let removed = state
         .store
         .delete_dnc_entry(auth.workspace_id, DncEntryId::from_uuid(id))
-        .await?
-    {
-        Ok(Json(serde_json::json!({"success": true, "id": id})))
-    } else {
-        Err(ApiError::NotFound {
-            resource: "Do-not-call entry",
-        })
-    }
+        .await?;
+    super::extract::deleted(removed, id, "Do-not-call entry")
 }

@@ -62,6 +62,9 @@ pub enum ApiError {
     /// 429 RATE_LIMIT
     #[error("Rate limit exceeded: {limit} requests per minute")]
     RateLimited { limit: u32 },
+    /// 429 RATE_LIMIT: a daily quota of creations is used up.
+    #[error("{message}")]
+    Quota { message: String },
     /// 500 INTERNAL_ERROR: logged here; the detail never reaches the client.
     #[error("Internal error")]
     Internal(#[source] anyhow::Error),
@@ -90,7 +93,7 @@ impl ApiError {
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::CampaignNotReady { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } | Self::Quota { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -110,7 +113,7 @@ impl ApiError {
             Self::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
             Self::UnsupportedMediaType { .. } => "UNSUPPORTED_MEDIA_TYPE",
             Self::CampaignNotReady { .. } => "CAMPAIGN_NOT_READY",
-            Self::RateLimited { .. } => "RATE_LIMIT",
+            Self::RateLimited { .. } | Self::Quota { .. } => "RATE_LIMIT",
             Self::Internal(_) => "INTERNAL_ERROR",
         }
     }

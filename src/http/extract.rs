@@ -282,3 +282,15 @@ impl<T> ListResponse<T> {
 pub struct Data<T> {
     pub data: T,
 }
+
+/// The answer to a DELETE: `{success: true, id}` when something was removed, else 404.
+pub fn deleted(
+    removed: bool,
+    id: Uuid,
+    resource: &'static str,
+) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    if !removed {
+        return Err(ApiError::NotFound { resource });
+    }
+    Ok(axum::Json(serde_json::json!({"success": true, "id": id})))
+}

@@ -19,6 +19,7 @@ mod campaigns;
 mod dispositions;
 mod dnc;
 mod phone_numbers;
+mod sip_endpoints;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -100,6 +101,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(call_windows::router())
         .merge(campaigns::router())
         .merge(calls::router())
+        .merge(sip_endpoints::router())
 }
 
 /// The complete service router.

@@ -325,7 +325,7 @@ async fn refund(
     Ok(())
 }
 
-async fn workspace_agent(
+pub(super) async fn workspace_agent(
     state: &AppState,
     ws: WorkspaceId,
     field: &str,
@@ -405,14 +405,9 @@ async fn release(
     auth: Auth,
     PathId(id): PathId,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    if !state
+    let removed = state
         .store
         .release_phone_number(auth.workspace_id, PhoneNumberId::from_uuid(id))
-        .await?
-    {
-        return Err(ApiError::NotFound {
-            resource: "Phone number",
-        });
-    }
-    Ok(Json(serde_json::json!({"success": true, "id": id})))
+        .await?;
+    super::extract::deleted(removed, id, "Phone number")
 }

@@ -17,6 +17,7 @@ mod dispositions;
 mod dnc;
 mod keys;
 mod numbers;
+mod sip_endpoints;
 mod workspaces;
 
 pub use agents::*;
@@ -27,6 +28,7 @@ pub use dispositions::*;
 pub use dnc::*;
 pub use keys::*;
 pub use numbers::*;
+pub use sip_endpoints::*;
 pub use workspaces::*;
 
 use std::str::FromStr;
@@ -252,6 +254,32 @@ pub(crate) fn opt_id<T: From<uuid::Uuid>>(
 ) -> Result<Option<T>, sqlx::Error> {
     use sqlx::Row;
     Ok(r.try_get::<Option<uuid::Uuid>, _>(column)?.map(T::from))
+}
+
+impl Store {
+    /// Marks a workspace's row as gone for good: `column` (e.g. `released_at`) set to now and
+    /// `is_active` cleared; `false` if there was no such row or it was gone already. `table` and
+    /// `column` are constants of the caller.
+    pub(crate) async fn retire_row(
+        &self,
+        table: &str,
+        column: &str,
+        ws: WorkspaceId,
+        id: uuid::Uuid,
+    ) -> StoreResult<bool> {
+        let at = ts(self.now());
+        let done = sqlx::query(sql(format!(
+            "UPDATE {table} SET {column} = ?, is_active = 0, updated_at = ? \
+             WHERE workspace_id = ? AND id = ? AND {column} IS NULL"
+        )))
+        .bind(at.clone())
+        .bind(at)
+        .bind(ws.as_uuid())
+        .bind(id)
+        .execute(&mut *self.conn().await?)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
 }
 
 /// A write script for [`Store::atomic`]: the statements of `body` (separated by `;`) as one

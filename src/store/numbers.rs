@@ -264,14 +264,7 @@ impl Store {
         ws: WorkspaceId,
         id: PhoneNumberId,
     ) -> StoreResult<bool> {
-        let at = ts(self.now());
-        let done = sqlx::query("UPDATE phone_numbers SET released_at = ?, is_active = 0, updated_at = ? WHERE workspace_id = ? AND id = ? AND released_at IS NULL")
-            .bind(&at)
-            .bind(&at)
-            .bind(ws.as_uuid())
-            .bind(id.as_uuid())
-            .execute(&mut *self.conn().await?)
-            .await?;
-        Ok(done.rows_affected() > 0)
+        self.retire_row("phone_numbers", "released_at", ws, id.as_uuid())
+            .await
     }
 }

@@ -15,3 +15,4 @@ mod dnc;
 mod engine;
 mod phone_numbers;
 mod rig;
+mod sip_endpoints;

@@ -1,0 +1,5 @@
+//! Switchboard's SIP layer. It knows nothing of campaigns, SQL or HTTP: the service hands it
+//! settings and answers its questions (which endpoint a slug names, who may call it) through
+//! plain types.
+
+pub mod acl;

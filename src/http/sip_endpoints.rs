@@ -1,0 +1,424 @@
+//! SIP endpoints: `sip:<slug>@host` addresses that route inbound calls to an agent. The slug is
+//! the caller's only credential, so it carries 24 random characters; deleting an endpoint is
+//! the only way to rotate it.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use switchboard_actors::ids::{AgentId, SipEndpointId};
+use switchboard_sip::acl::IpNet;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{
+    Data, JsonObject, ListResponse, Pagination, Patch, PathId, deleted, parse_fields,
+};
+use super::gate::Auth;
+use super::phone_numbers::workspace_agent;
+use crate::store::{NewSipEndpoint, SipEndpoint, SipEndpointCreation, SipEndpointUpdate};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(get_one, update, delete))
+}
+
+const CREATE_FIELDS: &[&str] = &["name", "inbound_agent_id", "slug", "allowed_source_ips"];
+const UPDATE_FIELDS: &[&str] = &[
+    "name",
+    "inbound_agent_id",
+    "is_active",
+    "allowed_source_ips",
+];
+/// Characters of a slug's random part: lowercase letters and digits, 24 of them (about 124 bits).
+const RANDOM_ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+const RANDOM_LEN: usize = 24;
+const PREFIX_MAX: usize = 12;
+const NAME_MAX: usize = 120;
+const SOURCES_MAX: usize = 100;
+
+/// A SIP endpoint as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SipEndpointView {
+    #[schema(value_type = uuid::Uuid)]
+    pub id: SipEndpointId,
+    pub name: String,
+    /// The prefix, a hyphen and 24 random characters; the caller's only credential.
+    pub slug: String,
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub inbound_agent_id: Option<AgentId>,
+    pub is_active: bool,
+    pub last_call_at: Option<DateTime<Utc>>,
+    /// Addresses and CIDR blocks calls may come from; `null` accepts any source.
+    pub allowed_source_ips: Option<Vec<String>>,
+    /// `sip:<slug>@<sip host>`
+    pub sip_uri: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+fn view(state: &AppState, e: SipEndpoint) -> SipEndpointView {
+    SipEndpointView {
+        sip_uri: format!("sip:{}@{}", e.slug, state.config.sip_host),
+        id: e.id,
+        name: e.name,
+        slug: e.slug,
+        inbound_agent_id: e.inbound_agent_id,
+        is_active: e.is_active,
+        last_call_at: e.last_call_at,
+        allowed_source_ips: e.allowed_source_ips,
+        created_at: e.created_at,
+        updated_at: e.updated_at,
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct CreateInput {
+    /// Label, 1-120 characters.
+    name: Option<String>,
+    /// The agent answering calls.
+    #[serde(default)]
+    #[schema(value_type = Option<uuid::Uuid>)]
+    inbound_agent_id: Patch<uuid::Uuid>,
+    /// Prefix of the slug: at most 12 lowercase letters, digits and single hyphens (derived
+    /// from the name when omitted).
+    slug: Option<String>,
+    /// Addresses or CIDR blocks calls may come from; `null` or omitted accepts any source.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>)]
+    allowed_source_ips: Patch<Vec<String>>,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct UpdateInput {
+    name: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<uuid::Uuid>)]
+    inbound_agent_id: Patch<uuid::Uuid>,
+    is_active: Option<bool>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>)]
+    allowed_source_ips: Patch<Vec<String>>,
+}
+
+fn check_name(name: &str) -> Result<String, ApiError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > NAME_MAX || name.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(format!(
+            "Invalid field `name`: must be 1-{NAME_MAX} characters without control characters"
+        )));
+    }
+    Ok(name.to_owned())
+}
+
+/// A requested slug prefix, as given: 1-12 lowercase letters, digits and single hyphens, not
+/// starting or ending with a hyphen.
+fn check_prefix(prefix: &str) -> Result<String, ApiError> {
+    let ok = !prefix.is_empty()
+        && prefix.len() <= PREFIX_MAX
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !prefix.starts_with('-')
+        && !prefix.ends_with('-')
+        && !prefix.contains("--");
+    if !ok {
+        return Err(ApiError::bad_request(format!(
+            "Invalid field `slug`: a prefix of 1-{PREFIX_MAX} lowercase letters, digits and single hyphens, not starting or ending with a hyphen"
+        )));
+    }
+    Ok(prefix.to_owned())
+}
+
+/// A prefix derived from a name: its letters and digits, lowercased, runs of anything else as
+/// one hyphen, cut to 12 characters.
+fn prefix_from_name(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+        if out.len() >= PREFIX_MAX {
+            break;
+        }
+    }
+    out.truncate(PREFIX_MAX);
+    let trimmed = out.trim_end_matches('-');
+    if trimmed.is_empty() {
+        "endpoint".to_owned()
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+/// `prefix-` and 24 characters from the operating system's CSPRNG-seeded generator.
+fn new_slug(prefix: &str) -> String {
+    let mut rng = rand::rng();
+    let random: String = (0..RANDOM_LEN)
+        .map(|_| char::from(RANDOM_ALPHABET[rng.random_range(0..RANDOM_ALPHABET.len())]))
+        .collect();
+    format!("{prefix}-{random}")
+}
+
+/// Validates and normalizes a source list (`None` for null: any source).
+fn check_sources(list: Option<Vec<String>>) -> Result<Option<Vec<String>>, ApiError> {
+    let Some(list) = list else {
+        return Ok(None);
+    };
+    if list.is_empty() {
+        return Err(ApiError::bad_request(
+            "Invalid field `allowed_source_ips`: an empty list would refuse every caller; send null to accept any source, or set is_active to false",
+        ));
+    }
+    if list.len() > SOURCES_MAX {
+        return Err(ApiError::bad_request(format!(
+            "Invalid field `allowed_source_ips`: at most {SOURCES_MAX} entries"
+        )));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(list.len());
+    for (i, entry) in list.iter().enumerate() {
+        let net: IpNet = entry.parse().map_err(|err| {
+            ApiError::bad_request(format!("Invalid field `allowed_source_ips[{i}]`: {err}"))
+        })?;
+        let text = net.to_string();
+        if !out.contains(&text) {
+            out.push(text);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// List SIP endpoints, oldest first
+#[utoipa::path(get, path = "/sip-endpoints", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:search"])),
+    params(Pagination), responses((status = 200, body = ListResponse<SipEndpointView>)))]
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    Query(pagination): Query<Pagination>,
+) -> Result<Json<ListResponse<SipEndpointView>>, ApiError> {
+    let page = pagination.page()?;
+    let paged = state
+        .store
+        .list_sip_endpoints(auth.workspace_id, page)
+        .await?;
+    let mut list = ListResponse::new(paged, page);
+    let items = std::mem::take(&mut list.data);
+    Ok(Json(ListResponse {
+        data: items.into_iter().map(|e| view(&state, e)).collect(),
+        pagination: list.pagination,
+    }))
+}
+
+/// Get a SIP endpoint
+#[utoipa::path(get, path = "/sip-endpoints/{id}", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:search"])),
+    params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Data<SipEndpointView>), (status = 404)))]
+async fn get_one(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<Data<SipEndpointView>>, ApiError> {
+    let found = state
+        .store
+        .sip_endpoint(auth.workspace_id, SipEndpointId::from_uuid(id))
+        .await?
+        .ok_or(ApiError::NotFound {
+            resource: "SIP endpoint",
+        })?;
+    Ok(Json(Data {
+        data: view(&state, found),
+    }))
+}
+
+/// Create a SIP endpoint (at most 20 per workspace per day)
+#[utoipa::path(post, path = "/sip-endpoints", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
+    request_body = CreateInput, responses((status = 201, body = Data<SipEndpointView>), (status = 400), (status = 429)))]
+async fn create(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonObject(body): JsonObject,
+) -> Result<(StatusCode, Json<Data<SipEndpointView>>), ApiError> {
+    let input: CreateInput = parse_fields(body, CREATE_FIELDS)?;
+    let name = check_name(
+        input
+            .name
+            .as_deref()
+            .ok_or_else(|| ApiError::bad_request("Missing field `name`"))?,
+    )?;
+    let prefix = match input.slug.as_deref() {
+        Some(prefix) => check_prefix(prefix)?,
+        None => prefix_from_name(&name),
+    };
+    let sources = check_sources(input.allowed_source_ips.into_option().flatten())?;
+    let agent = workspace_agent(
+        &state,
+        auth.workspace_id,
+        "inbound_agent_id",
+        input.inbound_agent_id,
+    )
+    .await?
+    .flatten();
+    // A slug collision needs two equal 24-character draws; one more draw settles it.
+    for _ in 0..3 {
+        let slug = new_slug(&prefix);
+        let new = NewSipEndpoint {
+            name: &name,
+            slug: &slug,
+            inbound_agent_id: agent,
+            allowed_source_ips: sources.as_deref(),
+        };
+        match state
+            .store
+            .create_sip_endpoint(
+                auth.workspace_id,
+                &new,
+                state.config.sip_endpoint_daily_limit,
+            )
+            .await?
+        {
+            SipEndpointCreation::Created(e) => {
+                return Ok((
+                    StatusCode::CREATED,
+                    Json(Data {
+                        data: view(&state, e),
+                    }),
+                ));
+            }
+            SipEndpointCreation::DailyLimit => {
+                return Err(ApiError::Quota {
+                    message: format!(
+                        "At most {} SIP endpoints may be created per workspace per day",
+                        state.config.sip_endpoint_daily_limit
+                    ),
+                });
+            }
+            SipEndpointCreation::SlugTaken => continue,
+        }
+    }
+    Err(ApiError::Internal(anyhow::anyhow!(
+        "no free SIP endpoint slug after three draws"
+    )))
+}
+
+/// Update a SIP endpoint
+#[utoipa::path(patch, path = "/sip-endpoints/{id}", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
+    params(("id" = uuid::Uuid, Path)), request_body = UpdateInput,
+    responses((status = 200, body = Data<SipEndpointView>), (status = 400), (status = 404)))]
+async fn update(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+    JsonObject(body): JsonObject,
+) -> Result<Json<Data<SipEndpointView>>, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "No writable field given. Writable fields: {}",
+            UPDATE_FIELDS.join(", ")
+        )));
+    }
+    let input: UpdateInput = parse_fields(body, UPDATE_FIELDS)?;
+    let name = input.name.as_deref().map(check_name).transpose()?;
+    let sources = match input.allowed_source_ips.into_option() {
+        None => None,
+        Some(list) => Some(check_sources(list)?),
+    };
+    let agent = workspace_agent(
+        &state,
+        auth.workspace_id,
+        "inbound_agent_id",
+        input.inbound_agent_id,
+    )
+    .await?;
+    let change = SipEndpointUpdate {
+        name: name.as_deref(),
+        inbound_agent_id: agent,
+        is_active: input.is_active,
+        allowed_source_ips: sources.as_ref().map(|s| s.as_deref()),
+    };
+    let updated = state
+        .store
+        .update_sip_endpoint(auth.workspace_id, SipEndpointId::from_uuid(id), &change)
+        .await?
+        .ok_or(ApiError::NotFound {
+            resource: "SIP endpoint",
+        })?;
+    Ok(Json(Data {
+        data: view(&state, updated),
+    }))
+}
+
+/// Delete a SIP endpoint: its URI answers 404 at once (the way to rotate access)
+#[utoipa::path(delete, path = "/sip-endpoints/{id}", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
+    params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id}"), (status = 404)))]
+async fn delete(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let removed = state
+        .store
+        .delete_sip_endpoint(auth.workspace_id, SipEndpointId::from_uuid(id))
+        .await?;
+    deleted(removed, id, "SIP endpoint")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_derive_from_names() {
+        assert_eq!(prefix_from_name("Front Desk"), "front-desk");
+        assert_eq!(prefix_from_name("  Sales -- EU / West  "), "sales-eu-wes");
+        assert_eq!(prefix_from_name("Ünïcode Line 2"), "n-code-line");
+        assert_eq!(prefix_from_name("!!!"), "endpoint");
+        assert_eq!(prefix_from_name("abcdefghijk-lmn"), "abcdefghijk");
+        for name in [
+            "Front Desk",
+            "x",
+            "Ünïcode Line 2",
+            "!!!",
+            "a-b-c-d-e-f-g-h",
+        ] {
+            let p = prefix_from_name(name);
+            assert_eq!(check_prefix(&p).unwrap(), p, "{name}");
+        }
+    }
+
+    #[test]
+    fn prefixes_given_are_checked() {
+        for ok in ["a", "front-desk", "abc123", "a-b-c", "twelve-chars"] {
+            assert!(check_prefix(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "a--b",
+            "Front",
+            "thirteen-char",
+            "a_b",
+            "a b",
+            "é",
+        ] {
+            assert!(check_prefix(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn slugs_carry_24_random_characters() {
+        let a = new_slug("desk");
+        let b = new_slug("desk");
+        assert_ne!(a, b);
+        let random = a.strip_prefix("desk-").unwrap();
+        assert_eq!(random.len(), RANDOM_LEN);
+        assert!(random.bytes().all(|c| RANDOM_ALPHABET.contains(&c)));
+    }
+}

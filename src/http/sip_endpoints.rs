@@ -21,7 +21,7 @@ use super::extract::{
 };
 use super::gate::Auth;
 use super::phone_numbers::workspace_agent;
-use crate::store::{NewSipEndpoint, SipEndpoint, SipEndpointCreation, SipEndpointUpdate};
+use crate::store::{NewSipEndpoint, Paged, SipEndpoint, SipEndpointCreation, SipEndpointUpdate};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -209,12 +209,11 @@ async fn list(
         .store
         .list_sip_endpoints(auth.workspace_id, page)
         .await?;
-    let mut list = ListResponse::new(paged, page);
-    let items = std::mem::take(&mut list.data);
-    Ok(Json(ListResponse {
-        data: items.into_iter().map(|e| view(&state, e)).collect(),
-        pagination: list.pagination,
-    }))
+    let paged = Paged {
+        items: paged.items.into_iter().map(|e| view(&state, e)).collect(),
+        total: paged.total,
+    };
+    Ok(Json(ListResponse::new(paged, page)))
 }
 
 /// Get a SIP endpoint

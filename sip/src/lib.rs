@@ -3,3 +3,6 @@
 //! plain types.
 
 pub mod acl;
+pub mod media;
+pub mod rtp;
+pub mod sdp;

@@ -1,0 +1,598 @@
+//! One call's audio: RTP in and out every 20 ms, decoding and encoding, voice activity
+//! detection on the caller's side, and the stereo recording (caller left, other side right).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::BufWriter;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use audio_codec::{Decoder, Encoder};
+use rtp_rs::{RtpPacketBuilder, RtpReader, Seq};
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use crate::rtp::{JitterBuffer, LossCounter, Slot};
+use crate::sdp::Codec;
+
+/// How a caller's speech is told from silence.
+#[derive(Debug, Clone, Copy)]
+pub struct VadSettings {
+    /// Speech must last this long before it counts as the caller speaking.
+    pub start_secs: f64,
+    /// Silence must last this long before the caller counts as done.
+    pub stop_secs: f64,
+    /// 0-1: how sure a frame must be to count as speech (higher ignores more noise).
+    pub confidence: f64,
+}
+
+impl Default for VadSettings {
+    fn default() -> Self {
+        VadSettings {
+            start_secs: 0.2,
+            stop_secs: 0.8,
+            confidence: 0.7,
+        }
+    }
+}
+
+/// Energy-based voice activity detection over 20 ms frames. A frame's speech probability grows
+/// linearly from 0 at 6 dB above the noise floor to 1 at 36 dB above it; the floor follows the
+/// quietest recent frames and rises slowly, so steady line noise is not taken for speech.
+#[derive(Debug, Clone)]
+pub struct Vad {
+    settings: VadSettings,
+    floor_db: f64,
+    run_speech: f64,
+    run_silence: f64,
+    speaking: bool,
+}
+
+/// What one frame changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VadChange {
+    Started,
+    Stopped,
+}
+
+const FRAME_SECS: f64 = 0.02;
+
+impl Vad {
+    pub fn new(settings: VadSettings) -> Vad {
+        Vad {
+            settings,
+            floor_db: -70.0,
+            run_speech: 0.0,
+            run_silence: 0.0,
+            speaking: false,
+        }
+    }
+
+    pub fn speaking(&self) -> bool {
+        self.speaking
+    }
+
+    /// The speech probability of one frame, after updating the noise floor.
+    pub fn probability(&mut self, frame: &[i16]) -> f64 {
+        let db = level_db(frame);
+        if db < self.floor_db {
+            self.floor_db = db.max(-90.0);
+        } else {
+            // About 1.5 dB per second, and never above a level that would hide speech.
+            self.floor_db = (self.floor_db + 0.03).min(-45.0);
+        }
+        ((db - self.floor_db - 6.0) / 30.0).clamp(0.0, 1.0)
+    }
+
+    pub fn feed(&mut self, frame: &[i16]) -> Option<VadChange> {
+        let speech = self.probability(frame) >= self.settings.confidence;
+        if speech {
+            self.run_speech += FRAME_SECS;
+            self.run_silence = 0.0;
+            if !self.speaking && self.run_speech + 1e-9 >= self.settings.start_secs {
+                self.speaking = true;
+                return Some(VadChange::Started);
+            }
+        } else {
+            self.run_silence += FRAME_SECS;
+            self.run_speech = 0.0;
+            if self.speaking && self.run_silence + 1e-9 >= self.settings.stop_secs {
+                self.speaking = false;
+                return Some(VadChange::Stopped);
+            }
+        }
+        None
+    }
+}
+
+/// A frame's RMS level in dBFS (-100 for digital silence).
+pub fn level_db(frame: &[i16]) -> f64 {
+    if frame.is_empty() {
+        return -100.0;
+    }
+    let sum: f64 = frame.iter().map(|&s| f64::from(s) * f64::from(s)).sum();
+    let rms = (sum / frame.len() as f64).sqrt();
+    if rms < 1.0 {
+        -100.0
+    } else {
+        20.0 * (rms / 32768.0).log10()
+    }
+}
+
+/// What happens on a call's media, as the agent needs to know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaEvent {
+    /// The caller started speaking.
+    SpeechStarted,
+    /// The caller stopped speaking.
+    SpeechStopped,
+    /// Everything queued with [`MediaHandle::play`] has been sent.
+    PlayoutDone,
+}
+
+/// Figures for one call's media, once it ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MediaStats {
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    /// Packets the caller sent that never arrived (from the sequence numbers).
+    pub packets_lost: u64,
+    /// Packets that arrived too late or twice.
+    pub packets_discarded: u64,
+    /// Packets that were not RTP, or from another source, or of another payload type.
+    pub packets_ignored: u64,
+}
+
+/// How to run one call's media.
+pub struct MediaConfig {
+    pub codec: Codec,
+    /// The payload type the peer gave the codec.
+    pub payload_type: u8,
+    /// Where the peer asked for audio.
+    pub remote: SocketAddr,
+    /// Where to write the stereo WAV; none for no recording.
+    pub recording: Option<PathBuf>,
+    pub vad: VadSettings,
+    /// Packets held back to reorder (each 20 ms).
+    pub jitter_depth: usize,
+}
+
+enum Command {
+    Play(Arc<[i16]>),
+    Clear,
+    Retarget(SocketAddr),
+}
+
+/// The control side of a running media session.
+pub struct MediaHandle {
+    commands: mpsc::UnboundedSender<Command>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<MediaStats, MediaError>>,
+    pub local: SocketAddr,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    #[error("media socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("recording: {0}")]
+    Recording(#[from] hound::Error),
+    #[error("the media task stopped abnormally")]
+    Aborted,
+}
+
+impl MediaHandle {
+    /// Queues audio (mono, at the codec's sample rate) after what is already queued.
+    pub fn play(&self, samples: Arc<[i16]>) {
+        let _ = self.commands.send(Command::Play(samples));
+    }
+
+    /// Drops whatever is still queued to play (the caller spoke over the agent).
+    pub fn clear(&self) {
+        let _ = self.commands.send(Command::Clear);
+    }
+
+    /// Sends audio somewhere else from now on (a re-INVITE moved the peer).
+    pub fn retarget(&self, remote: SocketAddr) {
+        let _ = self.commands.send(Command::Retarget(remote));
+    }
+
+    /// Stops the session, closes the recording and returns the figures.
+    pub async fn finish(self) -> Result<MediaStats, MediaError> {
+        self.stop.cancel();
+        self.task.await.map_err(|_| MediaError::Aborted)?
+    }
+}
+
+/// Starts a call's media on `socket`. Events go to `events`.
+pub fn start(
+    socket: UdpSocket,
+    config: MediaConfig,
+    events: mpsc::UnboundedSender<MediaEvent>,
+) -> Result<MediaHandle, MediaError> {
+    let local = socket.local_addr()?;
+    let recorder = match &config.recording {
+        Some(path) => Some(Recorder::create(path, config.codec.sample_rate())?),
+        None => None,
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    let session = Session::new(socket, config, recorder, events, rx);
+    let task = tokio::spawn(session.run(stop.clone()));
+    Ok(MediaHandle {
+        commands: tx,
+        stop,
+        task,
+        local,
+    })
+}
+
+/// The stereo WAV writer.
+struct Recorder {
+    writer: hound::WavWriter<BufWriter<File>>,
+}
+
+impl Recorder {
+    fn create(path: &PathBuf, rate: u32) -> Result<Recorder, hound::Error> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let spec = hound::WavSpec {
+            channels: 2,
+            sample_rate: rate,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        Ok(Recorder {
+            writer: hound::WavWriter::create(path, spec)?,
+        })
+    }
+
+    fn frame(&mut self, left: &[i16], right: &[i16]) -> Result<(), hound::Error> {
+        let mut w = self.writer.get_i16_writer((left.len() * 2) as u32);
+        for (l, r) in left.iter().zip(right) {
+            w.write_sample(*l);
+            w.write_sample(*r);
+        }
+        w.flush()
+    }
+}
+
+struct Session {
+    socket: UdpSocket,
+    codec: Codec,
+    payload_type: u8,
+    remote: SocketAddr,
+    latched: bool,
+    recorder: Option<Recorder>,
+    events: mpsc::UnboundedSender<MediaEvent>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    encoder: Box<dyn Encoder>,
+    decoder: Box<dyn Decoder>,
+    jitter: JitterBuffer,
+    loss: LossCounter,
+    vad: Vad,
+    playout: VecDeque<Arc<[i16]>>,
+    play_offset: usize,
+    playing: bool,
+    ssrc: u32,
+    seq: u16,
+    timestamp: u32,
+    stats: MediaStats,
+}
+
+impl Session {
+    fn new(
+        socket: UdpSocket,
+        config: MediaConfig,
+        recorder: Option<Recorder>,
+        events: mpsc::UnboundedSender<MediaEvent>,
+        commands: mpsc::UnboundedReceiver<Command>,
+    ) -> Session {
+        Session {
+            socket,
+            codec: config.codec,
+            payload_type: config.payload_type,
+            remote: config.remote,
+            latched: false,
+            recorder,
+            events,
+            commands,
+            encoder: audio_codec::create_encoder(config.codec.codec_type()),
+            decoder: audio_codec::create_decoder(config.codec.codec_type()),
+            jitter: JitterBuffer::new(config.jitter_depth),
+            loss: LossCounter::default(),
+            vad: Vad::new(config.vad),
+            playout: VecDeque::new(),
+            play_offset: 0,
+            playing: false,
+            ssrc: rand::random(),
+            seq: rand::random(),
+            timestamp: rand::random(),
+            stats: MediaStats::default(),
+        }
+    }
+
+    async fn run(mut self, stop: CancellationToken) -> Result<MediaStats, MediaError> {
+        let mut tick = tokio::time::interval_at(Instant::now(), Duration::from_millis(20));
+        tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
+        let mut buf = vec![0u8; 2048];
+        let n = self.codec.frame_samples();
+        let mut caller = vec![0i16; n];
+        let mut agent = vec![0i16; n];
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => break,
+                Some(cmd) = self.commands.recv() => self.command(cmd),
+                received = self.socket.recv_from(&mut buf) => {
+                    match received {
+                        Ok((len, from)) => self.receive(&buf[..len], from),
+                        // ICMP port unreachable and the like surface here on some systems;
+                        // the peer may come back, so keep going.
+                        Err(_) => continue,
+                    }
+                }
+                _ = tick.tick() => {
+                    self.frame(&mut caller, &mut agent).await?;
+                }
+            }
+        }
+        if let Some(rec) = self.recorder.take() {
+            rec.writer.finalize()?;
+        }
+        self.stats.packets_received = self.loss.received;
+        self.stats.packets_lost = self.loss.lost();
+        self.stats.packets_discarded = self.jitter.discarded;
+        Ok(self.stats)
+    }
+
+    fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Play(samples) => {
+                if !samples.is_empty() {
+                    self.playout.push_back(samples);
+                    self.playing = true;
+                }
+            }
+            Command::Clear => {
+                self.playout.clear();
+                self.play_offset = 0;
+            }
+            Command::Retarget(addr) => {
+                self.remote = addr;
+                self.latched = false;
+            }
+        }
+    }
+
+    fn receive(&mut self, packet: &[u8], from: SocketAddr) {
+        let Ok(rtp) = RtpReader::new(packet) else {
+            self.stats.packets_ignored += 1;
+            return;
+        };
+        // Symmetric RTP: the first packet from the peer's host fixes where we send, which
+        // gets through NATs that rewrite the port. Packets from elsewhere are ignored.
+        if from != self.remote {
+            if !self.latched && from.ip() == self.remote.ip() {
+                self.remote = from;
+            } else {
+                self.stats.packets_ignored += 1;
+                return;
+            }
+        }
+        self.latched = true;
+        if rtp.payload_type() != self.payload_type {
+            self.stats.packets_ignored += 1;
+            return;
+        }
+        let seq = u16::from(rtp.sequence_number());
+        self.loss.record(seq);
+        self.jitter.push(seq, rtp.payload().to_vec());
+    }
+
+    async fn frame(&mut self, caller: &mut [i16], agent: &mut [i16]) -> Result<(), MediaError> {
+        // The caller's side.
+        caller.fill(0);
+        if let Slot::Packet(payload) = self.jitter.pop() {
+            let _ = self.decoder.decode_into(&payload, caller);
+        }
+        if let Some(change) = self.vad.feed(caller) {
+            let _ = self.events.send(match change {
+                VadChange::Started => MediaEvent::SpeechStarted,
+                VadChange::Stopped => MediaEvent::SpeechStopped,
+            });
+        }
+        // The agent's side.
+        self.fill_agent(agent);
+        let mut payload = [0u8; 400];
+        let len = self.encoder.encode_into(agent, &mut payload).unwrap_or(0);
+        if len > 0 {
+            let packet = RtpPacketBuilder::new()
+                .payload_type(self.payload_type)
+                .ssrc(self.ssrc)
+                .sequence(Seq::from(self.seq))
+                .timestamp(self.timestamp)
+                .marked(self.stats.packets_sent == 0)
+                .payload(&payload[..len])
+                .build();
+            if let Ok(packet) = packet
+                && self.socket.send_to(&packet, self.remote).await.is_ok()
+            {
+                self.stats.packets_sent += 1;
+            }
+            self.seq = self.seq.wrapping_add(1);
+            self.timestamp = self.timestamp.wrapping_add(Codec::TIMESTAMP_STEP);
+        }
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.frame(caller, agent)?;
+        }
+        Ok(())
+    }
+
+    fn fill_agent(&mut self, out: &mut [i16]) {
+        let mut filled = 0;
+        while filled < out.len() {
+            let Some(front) = self.playout.front() else { break };
+            let take = (front.len() - self.play_offset).min(out.len() - filled);
+            out[filled..filled + take]
+                .copy_from_slice(&front[self.play_offset..self.play_offset + take]);
+            filled += take;
+            self.play_offset += take;
+            if self.play_offset == front.len() {
+                self.playout.pop_front();
+                self.play_offset = 0;
+            }
+        }
+        out[filled..].fill(0);
+        if self.playing && self.playout.is_empty() {
+            self.playing = false;
+            let _ = self.events.send(MediaEvent::PlayoutDone);
+        }
+    }
+}
+
+/// Converts mono 16-bit audio between sample rates by linear interpolation (enough for speech
+/// prompts; the codecs band-limit the result anyway).
+pub fn resample(input: &[i16], from: u32, to: u32) -> Vec<i16> {
+    if from == to || input.is_empty() {
+        return input.to_vec();
+    }
+    let out_len = (input.len() as u64 * u64::from(to) / u64::from(from)) as usize;
+    let step = f64::from(from) / f64::from(to);
+    (0..out_len)
+        .map(|i| {
+            let pos = i as f64 * step;
+            let j = pos as usize;
+            let frac = pos - j as f64;
+            let a = f64::from(input[j.min(input.len() - 1)]);
+            let b = f64::from(input[(j + 1).min(input.len() - 1)]);
+            (a + (b - a) * frac).round() as i16
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tone(n: usize, amplitude: f64, rate: f64) -> Vec<i16> {
+        (0..n)
+            .map(|i| (amplitude * (2.0 * std::f64::consts::PI * 440.0 * i as f64 / rate).sin()) as i16)
+            .collect()
+    }
+
+    #[test]
+    fn vad_waits_for_start_and_stop_durations() {
+        let mut vad = Vad::new(VadSettings {
+            start_secs: 0.1,
+            stop_secs: 0.2,
+            confidence: 0.5,
+        });
+        let quiet = vec![0i16; 160];
+        let loud = tone(160, 8000.0, 8000.0);
+        for _ in 0..20 {
+            assert_eq!(vad.feed(&quiet), None);
+        }
+        let changes: Vec<_> = (0..5).map(|_| vad.feed(&loud)).collect();
+        assert_eq!(changes[..4], [None, None, None, None]);
+        assert_eq!(changes[4], Some(VadChange::Started));
+        let changes: Vec<_> = (0..10).map(|_| vad.feed(&quiet)).collect();
+        assert_eq!(changes.iter().flatten().count(), 1);
+        assert_eq!(changes[9], Some(VadChange::Stopped));
+    }
+
+    #[test]
+    fn vad_confidence_sets_how_loud_speech_must_be() {
+        let soft = tone(160, 300.0, 8000.0); // about -41 dBFS
+        let mut strict = Vad::new(VadSettings { start_secs: 0.02, stop_secs: 0.2, confidence: 0.95 });
+        let mut lenient = Vad::new(VadSettings { start_secs: 0.02, stop_secs: 0.2, confidence: 0.3 });
+        assert_eq!(strict.feed(&soft), None);
+        assert_eq!(lenient.feed(&soft), Some(VadChange::Started));
+    }
+
+    #[test]
+    fn resampling_keeps_duration() {
+        let x = tone(2205, 1000.0, 22050.0);
+        assert_eq!(resample(&x, 22050, 8000).len(), 800);
+        assert_eq!(resample(&x, 22050, 22050), x);
+    }
+
+    #[tokio::test]
+    async fn media_flows_both_ways_and_is_recorded() {
+        let dir = std::env::temp_dir().join(format!("sb-media-{}", std::process::id()));
+        let path = dir.join("call.wav");
+        let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let ours = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let ours_addr = ours.local_addr().unwrap();
+        let (etx, mut erx) = mpsc::unbounded_channel();
+        let handle = start(
+            ours,
+            MediaConfig {
+                codec: Codec::Pcmu,
+                payload_type: 0,
+                remote: peer.local_addr().unwrap(),
+                recording: Some(path.clone()),
+                vad: VadSettings { start_secs: 0.04, stop_secs: 0.2, confidence: 0.5 },
+                jitter_depth: 2,
+            },
+            etx,
+        )
+        .unwrap();
+        handle.play(tone(1600, 6000.0, 8000.0).into());
+        // The peer sends 0.4 s of tone, out of order in pairs.
+        let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
+        let frames: Vec<Vec<u8>> = (0..20)
+            .map(|i| {
+                let pcm = tone(160, 8000.0, 8000.0);
+                RtpPacketBuilder::new()
+                    .payload_type(0)
+                    .ssrc(7)
+                    .sequence(Seq::from(100 + i as u16))
+                    .timestamp(160 * i)
+                    .payload(&enc.encode(&pcm))
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        for pair in frames.chunks(2) {
+            peer.send_to(&pair[1], ours_addr).await.unwrap();
+            peer.send_to(&pair[0], ours_addr).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        let mut got = 0;
+        let mut buf = [0u8; 1500];
+        while got < 10 {
+            let (len, _) = peer.recv_from(&mut buf).await.unwrap();
+            let rtp = RtpReader::new(&buf[..len]).unwrap();
+            assert_eq!(rtp.payload_type(), 0);
+            assert_eq!(rtp.payload().len(), 160);
+            got += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let stats = handle.finish().await.unwrap();
+        assert_eq!(stats.packets_received, 20);
+        assert_eq!(stats.packets_lost, 0);
+        assert_eq!(stats.packets_discarded, 0);
+        let mut events = Vec::new();
+        while let Ok(e) = erx.try_recv() {
+            events.push(e);
+        }
+        assert!(events.contains(&MediaEvent::SpeechStarted), "{events:?}");
+        assert!(events.contains(&MediaEvent::SpeechStopped), "{events:?}");
+        assert!(events.contains(&MediaEvent::PlayoutDone), "{events:?}");
+        let reader = hound::WavReader::open(&path).unwrap();
+        assert_eq!(reader.spec().channels, 2);
+        assert_eq!(reader.spec().sample_rate, 8000);
+        let samples: Vec<i16> = reader.into_samples().map(|s| s.unwrap()).collect();
+        let left: Vec<i16> = samples.iter().step_by(2).copied().collect();
+        let right: Vec<i16> = samples.iter().skip(1).step_by(2).copied().collect();
+        assert!(level_db(&left) > -30.0, "caller channel holds the tone");
+        assert!(level_db(&right) > -30.0, "agent channel holds the prompt");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

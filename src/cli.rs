@@ -15,7 +15,7 @@ use switchboard_actors::phone::PhoneNumber;
 use switchboard_actors::sim::{OutcomeMix, SecondsRange, SimConfig};
 
 use crate::auth::Scopes;
-use crate::config::{Carrier, Config};
+use crate::config::{Carrier, Config, Tts};
 use crate::store::Store;
 
 #[derive(Parser, Debug)]
@@ -119,6 +119,81 @@ pub struct ServeArgs {
     /// reach this service at.
     #[arg(long, env = "SWITCHBOARD_SIP_HOST", default_value = "localhost")]
     pub sip_host: String,
+    /// Run the SIP server (UDP and TCP; TLS too with --sip-tls-cert and --sip-tls-key).
+    #[arg(long, env = "SWITCHBOARD_SIP")]
+    pub sip: bool,
+    /// SIP listen address (UDP and TCP).
+    #[arg(long, env = "SWITCHBOARD_SIP_LISTEN", default_value = "0.0.0.0:5060")]
+    pub sip_listen: SocketAddr,
+    /// The address peers reach this node at, written into Contact and SDP (default: the
+    /// listen address, or the first non-loopback address when listening on 0.0.0.0).
+    #[arg(long, env = "SWITCHBOARD_SIP_PUBLIC_IP")]
+    pub sip_public_ip: Option<std::net::IpAddr>,
+    /// SIP over TLS listen address.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_SIP_TLS_LISTEN",
+        default_value = "0.0.0.0:5061"
+    )]
+    pub sip_tls_listen: SocketAddr,
+    /// PEM certificate chain for SIP over TLS.
+    #[arg(long, env = "SWITCHBOARD_SIP_TLS_CERT", requires = "sip_tls_key")]
+    pub sip_tls_cert: Option<PathBuf>,
+    /// PEM private key for SIP over TLS.
+    #[arg(long, env = "SWITCHBOARD_SIP_TLS_KEY", requires = "sip_tls_cert")]
+    pub sip_tls_key: Option<PathBuf>,
+    /// UDP ports for call media, `low-high` (even ports are used).
+    #[arg(long, env = "SWITCHBOARD_RTP_PORTS", default_value = "20000-39999")]
+    pub rtp_ports: PortRange,
+    /// INVITEs accepted per second from one source address; more get 503.
+    #[arg(long, env = "SWITCHBOARD_SIP_INVITES_PER_SECOND", default_value_t = 20)]
+    pub sip_invites_per_second: u32,
+    /// Milliseconds an inbound call rings before the agent answers.
+    #[arg(long, env = "SWITCHBOARD_SIP_RING_MS", default_value_t = 200)]
+    pub sip_ring_ms: u64,
+    /// SIP timer T1 in milliseconds (retransmissions; the wait for ACK is 64 x T1).
+    #[arg(long, env = "SWITCHBOARD_SIP_T1_MS", default_value_t = 500)]
+    pub sip_t1_ms: u64,
+    /// Text to speech: `auto` (espeak-ng if installed, else the chime fallback), `espeak`,
+    /// `openai` (an OpenAI-compatible speech endpoint) or `tones` (the chime fallback).
+    #[arg(long, env = "SWITCHBOARD_TTS", default_value = "auto", value_parser = ["auto", "espeak", "openai", "tones"])]
+    pub tts: String,
+    /// OpenAI-compatible speech: the API base URL.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_TTS_URL",
+        default_value = "https://api.openai.com/v1"
+    )]
+    pub tts_url: String,
+    /// OpenAI-compatible speech: the API key.
+    #[arg(long, env = "SWITCHBOARD_TTS_API_KEY", hide_env_values = true)]
+    pub tts_api_key: Option<String>,
+    /// OpenAI-compatible speech: the model.
+    #[arg(long, env = "SWITCHBOARD_TTS_MODEL", default_value = "gpt-4o-mini-tts")]
+    pub tts_model: String,
+    /// The base URL clients reach the HTTP API at, for recording links (default
+    /// `http://<--http>`).
+    #[arg(long, env = "SWITCHBOARD_PUBLIC_URL")]
+    pub public_url: Option<String>,
+}
+
+/// A `low-high` range of UDP ports.
+#[derive(Debug, Clone, Copy)]
+pub struct PortRange(pub u16, pub u16);
+
+impl std::str::FromStr for PortRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, b) = s
+            .split_once('-')
+            .ok_or_else(|| format!("expected low-high, got {s:?}"))?;
+        let low: u16 = a.trim().parse().map_err(|_| format!("bad port {a:?}"))?;
+        let high: u16 = b.trim().parse().map_err(|_| format!("bad port {b:?}"))?;
+        if low == 0 || low > high {
+            return Err(format!("the range {s:?} is empty"));
+        }
+        Ok(PortRange(low, high))
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -330,8 +405,36 @@ pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()>
 }
 
 impl ServeArgs {
-    pub fn config(&self, database_url: String) -> Config {
-        Config {
+    /// The SIP settings, reading the TLS files if configured.
+    fn sip_settings(&self) -> anyhow::Result<Option<switchboard_sip::server::SipSettings>> {
+        if !self.sip {
+            return Ok(None);
+        }
+        let tls = match (&self.sip_tls_cert, &self.sip_tls_key) {
+            (Some(cert), Some(key)) => Some(switchboard_sip::server::TlsSettings {
+                listen: self.sip_tls_listen,
+                cert_pem: std::fs::read(cert)
+                    .with_context(|| format!("reading {}", cert.display()))?,
+                key_pem: std::fs::read(key)
+                    .with_context(|| format!("reading {}", key.display()))?,
+            }),
+            _ => None,
+        };
+        Ok(Some(switchboard_sip::server::SipSettings {
+            listen: self.sip_listen,
+            tls,
+            public_ip: self.sip_public_ip,
+            rtp_ip: None,
+            rtp_ports: (self.rtp_ports.0, self.rtp_ports.1),
+            invites_per_second: self.sip_invites_per_second,
+            ring: Duration::from_millis(self.sip_ring_ms),
+            t1: Duration::from_millis(self.sip_t1_ms.max(10)),
+            ..Default::default()
+        }))
+    }
+
+    pub fn config(&self, database_url: String) -> anyhow::Result<Config> {
+        Ok(Config {
             http: self.http,
             database_url,
             data_dir: self.data_dir.clone(),
@@ -352,7 +455,19 @@ impl ServeArgs {
             workspace_max_concurrent_calls: self.workspace_concurrency.max(1),
             node_capacity: self.node_capacity.max(1),
             sip_host: self.sip_host.clone(),
+            sip: self.sip_settings()?,
+            tts: match self.tts.as_str() {
+                "espeak" => Tts::Espeak,
+                "openai" => Tts::OpenAi {
+                    base_url: self.tts_url.clone(),
+                    api_key: self.tts_api_key.clone(),
+                    model: self.tts_model.clone(),
+                },
+                "tones" => Tts::Tones,
+                _ => Tts::Auto,
+            },
+            public_url: self.public_url.clone(),
             ..Config::default()
-        }
+        })
     }
 }

@@ -18,6 +18,23 @@ pub enum Carrier {
     Sim(SimConfig),
 }
 
+/// Which text-to-speech engine speaks agents' prompts.
+#[derive(Debug, Clone, Default)]
+pub enum Tts {
+    /// `espeak-ng` when it is installed, else the chime fallback.
+    #[default]
+    Auto,
+    Espeak,
+    /// An OpenAI-compatible `POST {base_url}/audio/speech` endpoint.
+    OpenAi {
+        base_url: String,
+        api_key: Option<String>,
+        model: String,
+    },
+    /// The fallback: a chime as long as the text, no words.
+    Tones,
+}
+
 /// Settings of a running service.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -58,6 +75,15 @@ pub struct Config {
     pub sip_host: String,
     /// SIP endpoints one workspace may create per day.
     pub sip_endpoint_daily_limit: i64,
+    /// The SIP server, when `serve --sip` runs one.
+    pub sip: Option<switchboard_sip::server::SipSettings>,
+    /// Text to speech for agents' prompts.
+    pub tts: Tts,
+    /// The address clients reach the HTTP API at, for links the service hands out (recording
+    /// URLs); by default `http://<http listen address>`.
+    pub public_url: Option<String>,
+    /// Longest inbound call when the agent sets no `max_call_duration_secs`.
+    pub inbound_max_call_secs: u64,
 }
 
 impl Default for Config {
@@ -81,6 +107,10 @@ impl Default for Config {
             node_capacity: 1000,
             sip_host: "localhost".into(),
             sip_endpoint_daily_limit: 20,
+            sip: None,
+            tts: Tts::Auto,
+            public_url: None,
+            inbound_max_call_secs: 3600,
         }
     }
 }

@@ -10,6 +10,8 @@
 //! - [`engine`]: the campaign engine wired to the store and the configured carrier.
 //! - [`jobs`]: background work, such as activating purchased numbers.
 //! - [`simulation`]: the engine and store against the simulated carrier under virtual time.
+//! - [`inbound`]: inbound SIP calls: routing slugs to endpoints and agents, and their records.
+//! - [`speech`]: text to speech for agents' prompts (espeak-ng, OpenAI-compatible, fallback).
 //!
 //! [`serve`] runs the whole service on listeners the caller binds, until a shutdown future
 //! resolves, so tests run the real service in-process on port 0.
@@ -20,8 +22,10 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod http;
+pub mod inbound;
 pub mod jobs;
 pub mod simulation;
+pub mod speech;
 pub mod store;
 
 use std::future::Future;
@@ -33,6 +37,43 @@ use tokio::net::TcpListener;
 pub use config::Config;
 pub use store::Store;
 
+/// The text-to-speech engine the settings ask for.
+fn speech_engine(config: &Config) -> anyhow::Result<Arc<dyn switchboard_actors::inbound::Speech>> {
+    let engine: Arc<dyn switchboard_actors::inbound::Speech> = match &config.tts {
+        config::Tts::Auto => match speech::Espeak::find() {
+            Some(espeak) => Arc::new(espeak),
+            None => {
+                tracing::info!("espeak-ng is not installed: prompts play as chimes");
+                Arc::new(speech::Tones)
+            }
+        },
+        config::Tts::Espeak => Arc::new(
+            speech::Espeak::find()
+                .ok_or_else(|| anyhow::anyhow!("--tts espeak: espeak-ng is not installed"))?,
+        ),
+        config::Tts::OpenAi {
+            base_url,
+            api_key,
+            model,
+        } => Arc::new(speech::OpenAiSpeech {
+            base_url: base_url.clone(),
+            api_key: api_key.clone(),
+            model: model.clone(),
+            client: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(30))
+                .build()?,
+        }),
+        config::Tts::Tones => Arc::new(speech::Tones),
+    };
+    Ok(Arc::new(speech::Cached::new(engine)))
+}
+
+/// Installs the process's TLS crypto provider (ring), shared by SIP over TLS and outbound
+/// HTTPS. Calling it again is harmless.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Runs the service on `listener` until `shutdown` resolves, then drains in-flight requests.
 pub async fn serve(
     listener: TcpListener,
@@ -40,6 +81,7 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    install_crypto();
     let config = Arc::new(config);
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
     let dialer = engine::dialer(&config, &store)?;
@@ -50,6 +92,30 @@ pub async fn serve(
         engine::engine_config(&config),
     )
     .await?;
+    let sip_stop = tokio_util::sync::CancellationToken::new();
+    let sip = match &config.sip {
+        Some(settings) => {
+            let router = inbound::SipRouter {
+                store: store.clone(),
+                config: config.clone(),
+                port: Arc::new(inbound::InboundPort::new(
+                    store.clone(),
+                    payments.clone(),
+                    config.inbound_cents_per_minute,
+                )),
+                speech: speech_engine(&config)?,
+                clock: Arc::new(switchboard_actors::clock::SystemClock),
+                stop: sip_stop.clone(),
+                live: Default::default(),
+            };
+            let live = router.live.clone();
+            let server =
+                switchboard_sip::server::SipServer::start(settings.clone(), router).await?;
+            tracing::info!(udp = %server.udp, tcp = %server.tcp, tls = ?server.tls, "SIP listening");
+            Some((server, live))
+        }
+        None => None,
+    };
     let state = http::AppState::new(store.clone(), config.clone(), engine.clone(), payments)?;
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
@@ -61,6 +127,17 @@ pub async fn serve(
     )
     .with_graceful_shutdown(shutdown)
     .await?;
+    if let Some((server, live)) = sip {
+        server.shutdown().await;
+        // Live calls end with a BYE and record their end before the service stops.
+        sip_stop.cancel();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while live.load(std::sync::atomic::Ordering::SeqCst) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
     let _ = stop_jobs.send(true);
     let _ = jobs.await;
     engine.stop().await;

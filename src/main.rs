@@ -10,8 +10,9 @@ use tracing_subscriber::EnvFilter;
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let json_logs = matches!(&cli.command, Command::Serve(args) if args.log_format == "json");
-    let filter =
-        EnvFilter::try_from_env("SWITCHBOARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // The SIP stack logs every datagram at info; only its warnings are kept by default.
+    let filter = EnvFilter::try_from_env("SWITCHBOARD_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,rsipstack=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -33,7 +34,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let store = Store::open(&cli.database_url).await?;
     match cli.command {
         Command::Serve(args) => {
-            let config = args.config(cli.database_url.clone());
+            let config = args.config(cli.database_url.clone())?;
             std::fs::create_dir_all(&config.data_dir)?;
             if let Some((workspace, key)) = store.bootstrap().await? {
                 println!(

@@ -12,6 +12,7 @@
 //! - [`ports`]: what the engine needs from outside: the store and the dialer.
 //! - [`engine`]: the ractor runtime: supervisor, campaign and contact actors, call queue, calls.
 //! - [`sim`]: the simulated carrier.
+//! - [`inbound`]: the call actor of an answered inbound SIP call and its agent.
 //!
 //! **Invariant:** this crate does no HTTP and no SQL. Storage and dialing are ports (traits) that
 //! the service implements.
@@ -22,6 +23,7 @@ pub mod clock;
 pub mod contact;
 pub mod engine;
 pub mod ids;
+pub mod inbound;
 pub mod phone;
 pub mod policy;
 pub mod ports;

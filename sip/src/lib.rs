@@ -6,3 +6,4 @@ pub mod acl;
 pub mod media;
 pub mod rtp;
 pub mod sdp;
+pub mod server;

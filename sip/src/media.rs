@@ -167,9 +167,35 @@ enum Command {
     Retarget(SocketAddr),
 }
 
+/// Where a session's events go.
+pub type EventSink = Box<dyn Fn(MediaEvent) + Send + Sync>;
+
+/// A cloneable way to steer a running session.
+#[derive(Clone)]
+pub struct MediaControl {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl MediaControl {
+    /// Queues audio (mono, at the codec's sample rate) after what is already queued.
+    pub fn play(&self, samples: Arc<[i16]>) {
+        let _ = self.commands.send(Command::Play(samples));
+    }
+
+    /// Drops whatever is still queued to play (the caller spoke over the agent).
+    pub fn clear(&self) {
+        let _ = self.commands.send(Command::Clear);
+    }
+
+    /// Sends audio somewhere else from now on (a re-INVITE moved the peer).
+    pub fn retarget(&self, remote: SocketAddr) {
+        let _ = self.commands.send(Command::Retarget(remote));
+    }
+}
+
 /// The control side of a running media session.
 pub struct MediaHandle {
-    commands: mpsc::UnboundedSender<Command>,
+    control: MediaControl,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<Result<MediaStats, MediaError>>,
     pub local: SocketAddr,
@@ -186,19 +212,18 @@ pub enum MediaError {
 }
 
 impl MediaHandle {
+    pub fn control(&self) -> MediaControl {
+        self.control.clone()
+    }
+
     /// Queues audio (mono, at the codec's sample rate) after what is already queued.
     pub fn play(&self, samples: Arc<[i16]>) {
-        let _ = self.commands.send(Command::Play(samples));
+        self.control.play(samples)
     }
 
-    /// Drops whatever is still queued to play (the caller spoke over the agent).
+    /// Drops whatever is still queued to play.
     pub fn clear(&self) {
-        let _ = self.commands.send(Command::Clear);
-    }
-
-    /// Sends audio somewhere else from now on (a re-INVITE moved the peer).
-    pub fn retarget(&self, remote: SocketAddr) {
-        let _ = self.commands.send(Command::Retarget(remote));
+        self.control.clear()
     }
 
     /// Stops the session, closes the recording and returns the figures.
@@ -212,7 +237,7 @@ impl MediaHandle {
 pub fn start(
     socket: UdpSocket,
     config: MediaConfig,
-    events: mpsc::UnboundedSender<MediaEvent>,
+    events: EventSink,
 ) -> Result<MediaHandle, MediaError> {
     let local = socket.local_addr()?;
     let recorder = match &config.recording {
@@ -224,7 +249,7 @@ pub fn start(
     let session = Session::new(socket, config, recorder, events, rx);
     let task = tokio::spawn(session.run(stop.clone()));
     Ok(MediaHandle {
-        commands: tx,
+        control: MediaControl { commands: tx },
         stop,
         task,
         local,
@@ -269,7 +294,7 @@ struct Session {
     remote: SocketAddr,
     latched: bool,
     recorder: Option<Recorder>,
-    events: mpsc::UnboundedSender<MediaEvent>,
+    events: EventSink,
     commands: mpsc::UnboundedReceiver<Command>,
     encoder: Box<dyn Encoder>,
     decoder: Box<dyn Decoder>,
@@ -290,7 +315,7 @@ impl Session {
         socket: UdpSocket,
         config: MediaConfig,
         recorder: Option<Recorder>,
-        events: mpsc::UnboundedSender<MediaEvent>,
+        events: EventSink,
         commands: mpsc::UnboundedReceiver<Command>,
     ) -> Session {
         Session {
@@ -375,10 +400,11 @@ impl Session {
             self.stats.packets_ignored += 1;
             return;
         };
-        // Symmetric RTP: the first packet from the peer's host fixes where we send, which
-        // gets through NATs that rewrite the port. Packets from elsewhere are ignored.
+        // Symmetric RTP: the first packet fixes where we send from then on, which gets through
+        // NATs (and peers whose SDP names another of their addresses). Packets from anywhere
+        // else after that are ignored.
         if from != self.remote {
-            if !self.latched && from.ip() == self.remote.ip() {
+            if !self.latched {
                 self.remote = from;
             } else {
                 self.stats.packets_ignored += 1;
@@ -402,7 +428,7 @@ impl Session {
             let _ = self.decoder.decode_into(&payload, caller);
         }
         if let Some(change) = self.vad.feed(caller) {
-            let _ = self.events.send(match change {
+            (self.events)(match change {
                 VadChange::Started => MediaEvent::SpeechStarted,
                 VadChange::Stopped => MediaEvent::SpeechStopped,
             });
@@ -437,7 +463,9 @@ impl Session {
     fn fill_agent(&mut self, out: &mut [i16]) {
         let mut filled = 0;
         while filled < out.len() {
-            let Some(front) = self.playout.front() else { break };
+            let Some(front) = self.playout.front() else {
+                break;
+            };
             let take = (front.len() - self.play_offset).min(out.len() - filled);
             out[filled..filled + take]
                 .copy_from_slice(&front[self.play_offset..self.play_offset + take]);
@@ -451,7 +479,7 @@ impl Session {
         out[filled..].fill(0);
         if self.playing && self.playout.is_empty() {
             self.playing = false;
-            let _ = self.events.send(MediaEvent::PlayoutDone);
+            (self.events)(MediaEvent::PlayoutDone);
         }
     }
 }
@@ -482,7 +510,9 @@ mod tests {
 
     fn tone(n: usize, amplitude: f64, rate: f64) -> Vec<i16> {
         (0..n)
-            .map(|i| (amplitude * (2.0 * std::f64::consts::PI * 440.0 * i as f64 / rate).sin()) as i16)
+            .map(|i| {
+                (amplitude * (2.0 * std::f64::consts::PI * 440.0 * i as f64 / rate).sin()) as i16
+            })
             .collect()
     }
 
@@ -509,8 +539,16 @@ mod tests {
     #[test]
     fn vad_confidence_sets_how_loud_speech_must_be() {
         let soft = tone(160, 300.0, 8000.0); // about -41 dBFS
-        let mut strict = Vad::new(VadSettings { start_secs: 0.02, stop_secs: 0.2, confidence: 0.95 });
-        let mut lenient = Vad::new(VadSettings { start_secs: 0.02, stop_secs: 0.2, confidence: 0.3 });
+        let mut strict = Vad::new(VadSettings {
+            start_secs: 0.02,
+            stop_secs: 0.2,
+            confidence: 0.95,
+        });
+        let mut lenient = Vad::new(VadSettings {
+            start_secs: 0.02,
+            stop_secs: 0.2,
+            confidence: 0.3,
+        });
         assert_eq!(strict.feed(&soft), None);
         assert_eq!(lenient.feed(&soft), Some(VadChange::Started));
     }
@@ -537,10 +575,16 @@ mod tests {
                 payload_type: 0,
                 remote: peer.local_addr().unwrap(),
                 recording: Some(path.clone()),
-                vad: VadSettings { start_secs: 0.04, stop_secs: 0.2, confidence: 0.5 },
+                vad: VadSettings {
+                    start_secs: 0.04,
+                    stop_secs: 0.2,
+                    confidence: 0.5,
+                },
                 jitter_depth: 2,
             },
-            etx,
+            Box::new(move |e| {
+                let _ = etx.send(e);
+            }),
         )
         .unwrap();
         handle.play(tone(1600, 6000.0, 8000.0).into());

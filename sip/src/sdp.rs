@@ -206,7 +206,10 @@ fn codec_of(pt: u8, rtpmaps: &[(u8, String)]) -> Option<Codec> {
     if let Some((_, enc)) = rtpmaps.iter().find(|(p, _)| *p == pt) {
         let mut it = enc.split('/');
         let name = it.next()?.to_ascii_uppercase();
-        let rate = it.next().and_then(|r| r.parse::<u32>().ok()).unwrap_or(8000);
+        let rate = it
+            .next()
+            .and_then(|r| r.parse::<u32>().ok())
+            .unwrap_or(8000);
         return match (name.as_str(), rate) {
             ("PCMU", 8000) => Some(Codec::Pcmu),
             ("PCMA", 8000) => Some(Codec::Pcma),
@@ -225,7 +228,12 @@ fn codec_of(pt: u8, rtpmaps: &[(u8, String)]) -> Option<Codec> {
 /// Writes a session description for one audio stream at `addr` with the given payloads.
 /// `session_id` and `version` fill the `o=` line (the version grows with each new offer or
 /// answer in a dialog).
-pub fn describe(addr: SocketAddr, payloads: &[(u8, Codec)], session_id: u64, version: u64) -> String {
+pub fn describe(
+    addr: SocketAddr,
+    payloads: &[(u8, Codec)],
+    session_id: u64,
+    version: u64,
+) -> String {
     let family = if addr.is_ipv4() { "IP4" } else { "IP6" };
     let ip = addr.ip();
     let mut pts = String::new();
@@ -254,7 +262,10 @@ mod tests {
     fn the_offer_order_decides_the_codec() {
         let d = MediaDescription::parse(BARESIP.as_bytes()).unwrap();
         assert_eq!(d.addr, "127.0.0.1:10000".parse().unwrap());
-        assert_eq!(d.codecs, vec![(9, Codec::G722), (0, Codec::Pcmu), (8, Codec::Pcma)]);
+        assert_eq!(
+            d.codecs,
+            vec![(9, Codec::G722), (0, Codec::Pcmu), (8, Codec::Pcma)]
+        );
         assert_eq!(d.choose(&Codec::ALL), Ok((9, Codec::G722)));
         assert_eq!(d.choose(&[Codec::Pcma, Codec::Pcmu]), Ok((0, Codec::Pcmu)));
         assert!(!d.on_hold);
@@ -267,7 +278,8 @@ mod tests {
         let d = MediaDescription::parse(sdp.as_bytes()).unwrap();
         assert_eq!(d.codecs, vec![(8, Codec::Pcma)]);
         assert_eq!(d.addr.port(), 4000);
-        let opus_only = "v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 4000 RTP/AVP 96\r\na=rtpmap:96 opus/48000/2\r\n";
+        let opus_only =
+            "v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 4000 RTP/AVP 96\r\na=rtpmap:96 opus/48000/2\r\n";
         let d = MediaDescription::parse(opus_only.as_bytes()).unwrap();
         assert_eq!(d.choose(&Codec::ALL), Err(SdpError::NoCommonCodec));
     }
@@ -283,7 +295,10 @@ mod tests {
     #[test]
     fn broken_bodies_are_refused_with_a_reason() {
         assert_eq!(MediaDescription::parse(b"\xff\xfe"), Err(SdpError::NotText));
-        assert_eq!(MediaDescription::parse(b"v=0\r\nc=IN IP4 1.2.3.4\r\n"), Err(SdpError::NoAudio));
+        assert_eq!(
+            MediaDescription::parse(b"v=0\r\nc=IN IP4 1.2.3.4\r\n"),
+            Err(SdpError::NoAudio)
+        );
         assert_eq!(
             MediaDescription::parse(b"v=0\r\nm=audio 4000 RTP/AVP 0\r\n"),
             Err(SdpError::NoAddress)
@@ -296,7 +311,12 @@ mod tests {
 
     #[test]
     fn an_answer_round_trips() {
-        let sdp = describe("192.0.2.7:20000".parse().unwrap(), &[(9, Codec::G722)], 42, 1);
+        let sdp = describe(
+            "192.0.2.7:20000".parse().unwrap(),
+            &[(9, Codec::G722)],
+            42,
+            1,
+        );
         let d = MediaDescription::parse(sdp.as_bytes()).unwrap();
         assert_eq!(d.addr, "192.0.2.7:20000".parse().unwrap());
         assert_eq!(d.codecs, vec![(9, Codec::G722)]);

@@ -15,7 +15,8 @@ use switchboard_actors::call::{CallDirection, CallStatus, END_INTERRUPTED};
 use switchboard_actors::campaign::{AgentFacts, CampaignStatus, NumberFacts};
 use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
 use switchboard_actors::ids::{
-    AgentId, CallId, CampaignId, ContactId, DispositionId, PhoneNumberId, WorkspaceId,
+    AgentId, CallId, CampaignId, ContactId, DispositionId, PhoneNumberId, SipEndpointId,
+    WorkspaceId,
 };
 use switchboard_actors::policy::country_zone;
 use switchboard_actors::ports::{
@@ -81,7 +82,15 @@ pub struct CallRecord {
     pub duration_secs: i64,
     #[schema(value_type = Option<uuid::Uuid>)]
     pub disposition_id: Option<DispositionId>,
+    /// A permanent signed link to the call's stereo recording (caller left, agent right).
     pub recording_url: Option<String>,
+    /// The SIP endpoint an inbound call came through.
+    #[schema(value_type = Option<uuid::Uuid>)]
+    pub sip_endpoint_id: Option<SipEndpointId>,
+    /// The audio codec of a SIP call: `pcmu`, `pcma` or `g722`.
+    pub codec: Option<String>,
+    #[serde(skip)]
+    pub recorded: bool,
     pub queued_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub answered_at: Option<DateTime<Utc>>,
@@ -116,6 +125,9 @@ fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
         duration_secs: r.try_get("duration_secs")?,
         disposition_id: opt_id(r, "disposition_id")?,
         recording_url: None,
+        sip_endpoint_id: opt_id(r, "sip_endpoint_id")?,
+        codec: r.try_get("codec")?,
+        recorded: r.try_get("recorded")?,
         queued_at: r.try_get("queued_at")?,
         started_at: r.try_get("started_at")?,
         answered_at: r.try_get("answered_at")?,
@@ -761,6 +773,20 @@ impl Store {
     /// Ends a call; `None` when it had already ended, else whether the charge took the balance
     /// below the workspace's auto top-up threshold.
     pub async fn finish_call(&self, spec: &CallSpec, end: &CallEnd) -> StoreResult<Option<bool>> {
+        let description = format!(
+            "Call to {} ({} s at the outbound rate)",
+            spec.to_number, end.billable_secs
+        );
+        self.end_call(spec, end, &description).await
+    }
+
+    /// Ends a live call as [`Store::finish_call`] does, with `description` on its ledger entry.
+    pub(crate) async fn end_call(
+        &self,
+        spec: &CallSpec,
+        end: &CallEnd,
+        description: &str,
+    ) -> StoreResult<Option<bool>> {
         let at = ts(end.ended_at);
         // One round trip. Each write follows only if the one before it happened
         // (`changes() = 1`), starting with the call's end, so ending a call twice charges once:
@@ -810,10 +836,7 @@ impl Store {
                 .bind(uuid::Uuid::now_v7())
                 .bind(amount)
                 .bind(amount)
-                .bind(format!(
-                    "Call to {} ({} s at the outbound rate)",
-                    spec.to_number, end.billable_secs
-                ))
+                .bind(description.to_string())
                 .bind(spec.id.to_string())
                 .bind(at.clone())
                 .bind(spec.workspace_id.as_uuid())

@@ -1,0 +1,714 @@
+//! The SIP server: UDP and TCP listeners (and TLS with a certificate), the inbound INVITE path
+//! and the dialogs of live calls.
+//!
+//! An INVITE for `sip:<slug>@host` is checked in this order, each step answering before any
+//! provisional response: the source's INVITE rate, the slug ([`InboundRouter::route`]: unknown,
+//! deleted and inactive all answer the same 404), the source address (403), the SDP offer (488
+//! without a common codec). Then 100 and 180, a short ring, 200 with the SDP answer, and the call
+//! is handed to [`InboundRouter::run_call`] with its media running.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rsipstack::EndpointBuilder;
+use rsipstack::dialog::DialogId;
+use rsipstack::dialog::dialog::{DialogState, DialogStateSender, TerminatedReason};
+use rsipstack::dialog::dialog_layer::DialogLayer;
+use rsipstack::dialog::invite_dialog::InviteDialog;
+use rsipstack::sip::prelude::HeadersExt;
+use rsipstack::sip::{self as rsip, Header, Method, StatusCode};
+use rsipstack::transaction::Transaction;
+use rsipstack::transaction::endpoint::EndpointOption;
+use rsipstack::transport::udp::UdpConnection;
+use rsipstack::transport::{
+    TcpListenerConnection, TlsConfig, TlsListenerConnection, TransportLayer,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::media::{self, MediaConfig, MediaControl, MediaEvent, MediaHandle, VadSettings};
+use crate::rtp::RtpPorts;
+use crate::sdp::{self, Codec, MediaDescription, SdpError};
+
+/// Where and how the server listens.
+#[derive(Debug, Clone)]
+pub struct SipSettings {
+    /// UDP and TCP listen on this address.
+    pub listen: SocketAddr,
+    /// TLS listens here when a certificate and key are given.
+    pub tls: Option<TlsSettings>,
+    /// The address peers should use, written into Via, Contact and SDP. Defaults to the
+    /// listen address (or the first non-loopback address when listening on 0.0.0.0).
+    pub public_ip: Option<IpAddr>,
+    /// Media sockets are bound on `rtp_ip` (default: the listen IP) in `rtp_ports`.
+    pub rtp_ip: Option<IpAddr>,
+    pub rtp_ports: (u16, u16),
+    /// INVITEs accepted from one source address per second (and as a burst).
+    pub invites_per_second: u32,
+    /// How long the call rings (180) before it is answered.
+    pub ring: Duration,
+    /// SIP timer T1; retransmissions and the wait for ACK (64*T1) follow from it.
+    pub t1: Duration,
+    /// Reordering depth of the caller's audio, in 20 ms packets.
+    pub jitter_depth: usize,
+    pub user_agent: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    pub listen: SocketAddr,
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+}
+
+impl Default for SipSettings {
+    fn default() -> Self {
+        SipSettings {
+            listen: SocketAddr::from(([0, 0, 0, 0], 5060)),
+            tls: None,
+            public_ip: None,
+            rtp_ip: None,
+            rtp_ports: (20_000, 39_999),
+            invites_per_second: 20,
+            ring: Duration::from_millis(200),
+            t1: Duration::from_millis(500),
+            jitter_depth: 3,
+            user_agent: "Switchboard".into(),
+        }
+    }
+}
+
+/// What the service decides about an inbound INVITE.
+pub enum Routing<T> {
+    /// No such endpoint, or it is deleted or inactive: 404, the same for every reason.
+    Unknown,
+    /// The source address is not allowed to call this endpoint: 403.
+    Forbidden,
+    /// No capacity for another call now: 503.
+    Busy,
+    /// Answer, with what the service needs to run the call.
+    Answer(Answer<T>),
+}
+
+/// How to answer a routed call.
+pub struct Answer<T> {
+    pub target: T,
+    /// Where to record the call; none for no recording.
+    pub recording: Option<std::path::PathBuf>,
+    pub vad: VadSettings,
+}
+
+/// The service's side of inbound calls.
+#[async_trait]
+pub trait InboundRouter: Send + Sync + 'static {
+    type Target: Send + 'static;
+
+    /// Which endpoint `slug` names and whether `source` may call it.
+    async fn route(&self, slug: &str, source: IpAddr) -> Routing<Self::Target>;
+
+    /// Runs an answered call to its end. The call's media is already flowing; end it with
+    /// [`InboundCall::hangup`] or wait for [`CallEvent::Ended`], then [`InboundCall::finish`].
+    async fn run_call(&self, target: Self::Target, call: InboundCall);
+}
+
+/// Why a call's dialog ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndCause {
+    /// The caller sent BYE.
+    CallerHangup,
+    /// We sent BYE.
+    LocalHangup,
+    /// The caller cancelled before the answer.
+    CallerCancelled,
+    /// The caller never acknowledged the answer.
+    AckTimeout,
+    /// Anything else the dialog reported.
+    Failed,
+}
+
+impl EndCause {
+    pub fn name(self) -> &'static str {
+        match self {
+            EndCause::CallerHangup => "caller_hangup",
+            EndCause::LocalHangup => "agent_hangup",
+            EndCause::CallerCancelled => "caller_cancelled",
+            EndCause::AckTimeout => "ack_timeout",
+            EndCause::Failed => "signalling_error",
+        }
+    }
+}
+
+/// What happens on a live call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallEvent {
+    Media(MediaEvent),
+    Ended(EndCause),
+}
+
+/// An answered inbound call, as the service runs it.
+pub struct InboundCall {
+    /// The SIP Call-ID.
+    pub call_id: String,
+    /// The caller's user part (a number or a name), or the whole From URI without one.
+    pub from: String,
+    /// The slug called.
+    pub to: String,
+    pub source: SocketAddr,
+    pub codec: Codec,
+    pub media: MediaHandle,
+    events: mpsc::UnboundedReceiver<CallEvent>,
+    dialog: InviteDialog,
+    ended: Option<EndCause>,
+}
+
+impl InboundCall {
+    /// The next thing that happens on the call; `None` once it has ended and said so.
+    pub async fn next_event(&mut self) -> Option<CallEvent> {
+        if self.ended.is_some() {
+            return None;
+        }
+        let event = self.events.recv().await;
+        match event {
+            Some(CallEvent::Ended(cause)) => self.ended = Some(cause),
+            None => self.ended = Some(EndCause::Failed),
+            _ => {}
+        }
+        event.or(Some(CallEvent::Ended(EndCause::Failed)))
+    }
+
+    /// Ends the call from our side with a BYE (nothing happens if it already ended).
+    pub async fn hangup(&mut self) {
+        if self.ended.is_none() {
+            let _ = self.dialog.bye().await;
+            self.ended = Some(EndCause::LocalHangup);
+        }
+    }
+
+    /// How the call ended, once it has.
+    pub fn end_cause(&self) -> Option<EndCause> {
+        self.ended
+    }
+
+    /// Stops the media and closes the recording.
+    pub async fn finish(self) -> Result<media::MediaStats, media::MediaError> {
+        self.media.finish().await
+    }
+}
+
+/// Counts INVITEs per source over one-second windows.
+struct RateLimiter {
+    per_second: u32,
+    window: Mutex<(Instant, HashMap<IpAddr, u32>)>,
+}
+
+impl RateLimiter {
+    fn allow(&self, ip: IpAddr) -> bool {
+        let Ok(mut w) = self.window.lock() else {
+            return true;
+        };
+        let now = Instant::now();
+        if now.duration_since(w.0) >= Duration::from_secs(1) {
+            w.0 = now;
+            w.1.clear();
+        }
+        let n = w.1.entry(ip).or_insert(0);
+        *n += 1;
+        *n <= self.per_second
+    }
+}
+
+/// A live call's dialog, as the state loop needs it.
+struct LiveDialog {
+    events: mpsc::UnboundedSender<CallEvent>,
+    media: Option<MediaControl>,
+    answer: (SocketAddr, u8, Codec),
+    session_id: u64,
+    version: u64,
+}
+
+struct Shared<R: InboundRouter> {
+    router: R,
+    settings: SipSettings,
+    ports: RtpPorts,
+    media_ip: IpAddr,
+    dialogs: Arc<DialogLayer>,
+    states: DialogStateSender,
+    live: Mutex<HashMap<DialogId, LiveDialog>>,
+    limiter: RateLimiter,
+    contacts: HashMap<&'static str, rsip::Uri>,
+}
+
+/// A running SIP server.
+pub struct SipServer {
+    pub udp: SocketAddr,
+    pub tcp: SocketAddr,
+    pub tls: Option<SocketAddr>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SipError {
+    #[error("SIP transport: {0}")]
+    Transport(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl SipServer {
+    /// Binds the listeners and starts serving.
+    pub async fn start<R: InboundRouter>(
+        settings: SipSettings,
+        router: R,
+    ) -> Result<SipServer, SipError> {
+        let stop = CancellationToken::new();
+        let transport = |e: rsipstack::Error| SipError::Transport(e.to_string());
+        let listen_ip = settings.listen.ip();
+        let public_ip = match settings.public_ip {
+            Some(ip) => ip,
+            None if listen_ip.is_unspecified() => {
+                rsipstack::transport::SipConnection::resolve_bind_address(settings.listen).ip()
+            }
+            None => listen_ip,
+        };
+        let layer = TransportLayer::new(stop.child_token());
+        // UDP first: its actual port (the listen port may be 0) is used for TCP too.
+        let udp = UdpConnection::create_connection(settings.listen, None, Some(stop.child_token()))
+            .await
+            .map_err(transport)?;
+        let udp_local = udp.get_addr().get_socketaddr().map_err(transport)?;
+        let port = udp_local.port();
+        let udp_public = SocketAddr::new(public_ip, port);
+        drop(udp);
+        let udp = UdpConnection::create_connection(
+            SocketAddr::new(listen_ip, port),
+            Some(udp_public),
+            Some(stop.child_token()),
+        )
+        .await
+        .map_err(transport)?;
+        layer.add_transport(udp.into());
+        // TCP binds when the endpoint serves; bind here first to report a taken port.
+        let tcp_addr = SocketAddr::new(listen_ip, port);
+        std::net::TcpListener::bind(tcp_addr)?;
+        let tcp = TcpListenerConnection::new(tcp_addr, Some(udp_public))
+            .await
+            .map_err(transport)?;
+        layer.add_transport(tcp.into());
+        let mut tls_addr = None;
+        if let Some(tls) = &settings.tls {
+            std::net::TcpListener::bind(tls.listen)?;
+            let public = SocketAddr::new(public_ip, tls.listen.port());
+            let conn = TlsListenerConnection::new(
+                tls.listen,
+                Some(public),
+                TlsConfig {
+                    cert: Some(tls.cert_pem.clone()),
+                    key: Some(tls.key_pem.clone()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(transport)?;
+            layer.add_transport(conn.into());
+            tls_addr = Some(tls.listen);
+        }
+        let option = EndpointOption {
+            t1: settings.t1,
+            t1x64: settings.t1 * 64,
+            ..Default::default()
+        };
+        let endpoint = EndpointBuilder::new()
+            .with_cancel_token(stop.child_token())
+            .with_transport_layer(layer)
+            .with_user_agent(&settings.user_agent)
+            .with_option(option)
+            .with_allows(vec![
+                Method::Invite,
+                Method::Ack,
+                Method::Bye,
+                Method::Cancel,
+                Method::Options,
+            ])
+            .build();
+        let incoming = endpoint.incoming_transactions().map_err(transport)?;
+        let dialogs = Arc::new(DialogLayer::new(endpoint.inner.clone()));
+        let (states, state_rx) = dialogs.new_dialog_state_channel();
+        let contact = |transport: Option<rsip::Transport>, port: u16| rsip::Uri {
+            scheme: Some(rsip::Scheme::Sip),
+            auth: Some(rsip::Auth {
+                user: "switchboard".into(),
+                password: None,
+            }),
+            host_with_port: SocketAddr::new(public_ip, port).into(),
+            params: transport.map(rsip::Param::Transport).into_iter().collect(),
+            headers: vec![],
+        };
+        let mut contacts = HashMap::new();
+        contacts.insert("udp", contact(None, port));
+        contacts.insert("tcp", contact(Some(rsip::Transport::Tcp), port));
+        if let Some(tls) = &settings.tls {
+            contacts.insert(
+                "tls",
+                contact(Some(rsip::Transport::Tls), tls.listen.port()),
+            );
+        }
+        let rtp_ip = settings.rtp_ip.unwrap_or(listen_ip);
+        let ports = RtpPorts::new(rtp_ip, settings.rtp_ports.0, settings.rtp_ports.1)?;
+        let shared = Arc::new(Shared {
+            router,
+            limiter: RateLimiter {
+                per_second: settings.invites_per_second.max(1),
+                window: Mutex::new((Instant::now(), HashMap::new())),
+            },
+            settings,
+            ports,
+            media_ip: public_ip,
+            dialogs,
+            states,
+            live: Mutex::new(HashMap::new()),
+            contacts,
+        });
+        let task_stop = stop.clone();
+        let task = tokio::spawn(async move {
+            let serve = endpoint.serve();
+            let accept = accept_loop(shared.clone(), incoming);
+            let states = state_loop(shared, state_rx);
+            tokio::select! {
+                _ = serve => {}
+                _ = accept => {}
+                _ = states => {}
+                _ = task_stop.cancelled() => {}
+            }
+        });
+        Ok(SipServer {
+            udp: SocketAddr::new(listen_ip, port),
+            tcp: tcp_addr,
+            tls: tls_addr,
+            stop,
+            task,
+        })
+    }
+
+    /// Stops listening. Live calls' media keeps running until their owners finish them.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+async fn accept_loop<R: InboundRouter>(
+    shared: Arc<Shared<R>>,
+    mut incoming: rsipstack::transaction::TransactionReceiver,
+) {
+    while let Some(tx) = incoming.recv().await {
+        let shared = shared.clone();
+        tokio::spawn(async move { shared.incoming(tx).await });
+    }
+}
+
+async fn state_loop<R: InboundRouter>(
+    shared: Arc<Shared<R>>,
+    mut states: mpsc::UnboundedReceiver<DialogState>,
+) {
+    while let Some(state) = states.recv().await {
+        match state {
+            DialogState::Terminated(id, reason) => {
+                shared.dialogs.remove_dialog(&id);
+                let entry = shared.live.lock().ok().and_then(|mut l| l.remove(&id));
+                if let Some(entry) = entry {
+                    let cause = match reason {
+                        TerminatedReason::UacBye => EndCause::CallerHangup,
+                        TerminatedReason::UasBye => EndCause::LocalHangup,
+                        TerminatedReason::UacCancel => EndCause::CallerCancelled,
+                        TerminatedReason::Timeout => EndCause::AckTimeout,
+                        _ => EndCause::Failed,
+                    };
+                    let _ = entry.events.send(CallEvent::Ended(cause));
+                }
+            }
+            DialogState::Updated(id, req, handle) => {
+                let reply = shared.reinvite(&id, &req);
+                tokio::spawn(async move {
+                    let _ = match reply {
+                        Ok(body) => {
+                            handle
+                                .respond(StatusCode::OK, Some(vec![sdp_type()]), Some(body))
+                                .await
+                        }
+                        Err(code) => handle.respond(code, None, None).await,
+                    };
+                });
+            }
+            DialogState::Options(_, _, handle) | DialogState::Info(_, _, handle) => {
+                tokio::spawn(async move {
+                    let _ = handle.reply(StatusCode::OK).await;
+                });
+            }
+            DialogState::Message(_, _, handle)
+            | DialogState::Notify(_, _, handle)
+            | DialogState::Refer(_, _, handle)
+            | DialogState::Publish(_, _, handle) => {
+                tokio::spawn(async move {
+                    let _ = handle.reply(StatusCode::NotImplemented).await;
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+fn sdp_type() -> Header {
+    Header::ContentType("application/sdp".into())
+}
+
+fn source_of(tx: &Transaction) -> Option<SocketAddr> {
+    tx.connection
+        .as_ref()
+        .and_then(|c| c.get_remote_addr())
+        .and_then(|a| a.get_socketaddr().ok())
+}
+
+impl<R: InboundRouter> Shared<R> {
+    async fn incoming(self: Arc<Self>, mut tx: Transaction) {
+        let in_dialog = tx
+            .original
+            .to_header()
+            .ok()
+            .and_then(|to| to.tag().ok().flatten())
+            .is_some();
+        if in_dialog {
+            match self.dialogs.match_dialog(&tx) {
+                Some(mut dialog) => {
+                    let _ = dialog.handle(&mut tx).await;
+                }
+                None => {
+                    let _ = tx.reply(StatusCode::CallTransactionDoesNotExist).await;
+                }
+            }
+            return;
+        }
+        match tx.original.method {
+            Method::Invite => self.invite(tx).await,
+            Method::Options => {
+                let allow = Header::Allow("INVITE, ACK, BYE, CANCEL, OPTIONS".into());
+                let _ = tx.reply_with(StatusCode::OK, vec![allow], None).await;
+            }
+            Method::Bye => {
+                let _ = tx.reply(StatusCode::CallTransactionDoesNotExist).await;
+            }
+            _ => {
+                let allow = Header::Allow("INVITE, ACK, BYE, CANCEL, OPTIONS".into());
+                let _ = tx
+                    .reply_with(StatusCode::MethodNotAllowed, vec![allow], None)
+                    .await;
+            }
+        }
+    }
+
+    async fn invite(self: Arc<Self>, mut tx: Transaction) {
+        let Some(source) = source_of(&tx) else {
+            let _ = tx.reply(StatusCode::BadRequest).await;
+            return;
+        };
+        if !self.limiter.allow(source.ip()) {
+            let retry = Header::RetryAfter("1".into());
+            let _ = tx
+                .reply_with(StatusCode::ServiceUnavailable, vec![retry], None)
+                .await;
+            return;
+        }
+        let slug = tx.original.uri.user().unwrap_or_default().to_string();
+        let answer = match self.router.route(&slug, source.ip()).await {
+            Routing::Unknown => {
+                let _ = tx.reply(StatusCode::NotFound).await;
+                return;
+            }
+            Routing::Forbidden => {
+                let _ = tx.reply(StatusCode::Forbidden).await;
+                return;
+            }
+            Routing::Busy => {
+                let _ = tx.reply(StatusCode::ServiceUnavailable).await;
+                return;
+            }
+            Routing::Answer(answer) => answer,
+        };
+        let offer = match MediaDescription::parse(&tx.original.body) {
+            Ok(offer) => offer,
+            Err(SdpError::NotText | SdpError::Malformed(_)) if !tx.original.body.is_empty() => {
+                let _ = tx.reply(StatusCode::BadRequest).await;
+                return;
+            }
+            Err(_) => {
+                let _ = tx.reply(StatusCode::NotAcceptableHere).await;
+                return;
+            }
+        };
+        let Ok((payload_type, codec)) = offer.choose(&Codec::ALL) else {
+            let _ = tx.reply(StatusCode::NotAcceptableHere).await;
+            return;
+        };
+        if offer.addr.port() == 0 {
+            let _ = tx.reply(StatusCode::NotAcceptableHere).await;
+            return;
+        }
+        let socket = match self.ports.bind().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "no RTP port for an inbound call");
+                let _ = tx.reply(StatusCode::ServiceUnavailable).await;
+                return;
+            }
+        };
+        let transport = tx
+            .connection
+            .as_ref()
+            .map(|c| c.transport())
+            .unwrap_or(rsip::Transport::Udp);
+        let contact_key = match transport {
+            rsip::Transport::Tcp => "tcp",
+            rsip::Transport::Tls => "tls",
+            _ => "udp",
+        };
+        let contact = self.contacts.get(contact_key).cloned();
+        let mut dialog =
+            match self
+                .dialogs
+                .get_or_create_server_invite(&tx, self.states.clone(), None, contact)
+            {
+                Ok(d) => d,
+                Err(_) => {
+                    // No Contact header, or a malformed From/To.
+                    let _ = tx.reply(StatusCode::BadRequest).await;
+                    return;
+                }
+            };
+        let id = dialog.id();
+        let local = match socket.local_addr() {
+            Ok(a) => SocketAddr::new(self.media_ip, a.port()),
+            Err(_) => {
+                let _ = tx.reply(StatusCode::ServerInternalError).await;
+                return;
+            }
+        };
+        let session_id: u64 = rand::random::<u32>().into();
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        if let Ok(mut live) = self.live.lock() {
+            live.insert(
+                id.clone(),
+                LiveDialog {
+                    events: events_tx.clone(),
+                    media: None,
+                    answer: (local, payload_type, codec),
+                    session_id,
+                    version: 1,
+                },
+            );
+        }
+        let control = dialog.clone();
+        tokio::spawn(async move {
+            let _ = dialog.handle(&mut tx).await;
+        });
+        let _ = control.ringing(None, None);
+        tokio::time::sleep(self.settings.ring).await;
+        let still_live = self
+            .live
+            .lock()
+            .map(|l| l.contains_key(&id))
+            .unwrap_or(false);
+        if !still_live {
+            // Cancelled while ringing.
+            return;
+        }
+        let body = sdp::describe(local, &[(payload_type, codec)], session_id, 1);
+        if control
+            .accept(Some(vec![sdp_type()]), Some(body.into_bytes()))
+            .is_err()
+        {
+            return;
+        }
+        let sink = events_tx.clone();
+        let media = match media::start(
+            socket,
+            MediaConfig {
+                codec,
+                payload_type,
+                remote: offer.addr,
+                recording: answer.recording,
+                vad: answer.vad,
+                jitter_depth: self.settings.jitter_depth,
+            },
+            Box::new(move |e| {
+                let _ = sink.send(CallEvent::Media(e));
+            }),
+        ) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "inbound call media did not start");
+                let _ = control.bye().await;
+                return;
+            }
+        };
+        if let Ok(mut live) = self.live.lock()
+            && let Some(entry) = live.get_mut(&id)
+        {
+            entry.media = Some(media.control());
+        }
+        let from = tx_from(&control);
+        let call = InboundCall {
+            call_id: id.call_id.clone(),
+            from,
+            to: slug,
+            source,
+            codec,
+            media,
+            events: events_rx,
+            dialog: control,
+            ended: None,
+        };
+        self.router.run_call(answer.target, call).await;
+    }
+
+    /// Answers a re-INVITE: the same codec at the same media address, or 488 if the new offer
+    /// no longer includes it. A new peer address moves the media there.
+    fn reinvite(&self, id: &DialogId, req: &rsip::Request) -> Result<Vec<u8>, StatusCode> {
+        let mut live = self
+            .live
+            .lock()
+            .map_err(|_| StatusCode::ServerInternalError)?;
+        let entry = live
+            .get_mut(id)
+            .ok_or(StatusCode::CallTransactionDoesNotExist)?;
+        let (local, pt, codec) = entry.answer;
+        if !req.body.is_empty() {
+            let offer =
+                MediaDescription::parse(&req.body).map_err(|_| StatusCode::NotAcceptableHere)?;
+            if !offer.codecs.iter().any(|(_, c)| *c == codec) {
+                return Err(StatusCode::NotAcceptableHere);
+            }
+            if let Some(media) = &entry.media
+                && offer.addr.port() != 0
+                && !offer.addr.ip().is_unspecified()
+            {
+                media.retarget(offer.addr);
+            }
+        }
+        entry.version += 1;
+        Ok(sdp::describe(local, &[(pt, codec)], entry.session_id, entry.version).into_bytes())
+    }
+}
+
+fn tx_from(dialog: &InviteDialog) -> String {
+    let req = dialog.initial_request();
+    match req.from_header().ok().and_then(|f| f.uri().ok()) {
+        Some(uri) => match uri.user() {
+            Some(user) => user.to_string(),
+            None => uri.to_string(),
+        },
+        None => String::new(),
+    }
+}

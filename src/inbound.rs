@@ -1,0 +1,187 @@
+//! Inbound SIP calls wired to the store: the router that turns `sip:<slug>@host` into an
+//! endpoint, its agent and a call plan, and the store port of the inbound call actor.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use switchboard_actors::clock::SharedClock;
+use switchboard_actors::ids::{AgentId, CallId};
+use switchboard_actors::inbound::{
+    InboundEnd, InboundPlan, InboundStart, InboundStore, Speech, run_call,
+};
+use switchboard_actors::ports::{PortError, PortResult};
+use switchboard_sip::acl::{IpNet, SourceFilter};
+use switchboard_sip::media::VadSettings;
+use switchboard_sip::server::{Answer, InboundCall, InboundRouter, Routing};
+use tokio_util::sync::CancellationToken;
+
+use crate::billing::PaymentProvider;
+use crate::config::Config;
+use crate::store::Store;
+
+/// Where a call's recording lives.
+pub fn recording_path(data_dir: &std::path::Path, call: CallId) -> PathBuf {
+    data_dir.join("recordings").join(format!("{call}.wav"))
+}
+
+/// The store port of inbound calls; a charge is followed by auto top-up.
+pub struct InboundPort {
+    pub store: Store,
+    pub payments: Arc<dyn PaymentProvider>,
+    pub cents_per_minute: i64,
+    /// The agent of each live call, for its end's record.
+    agents: std::sync::Mutex<std::collections::HashMap<CallId, AgentId>>,
+}
+
+impl InboundPort {
+    pub fn new(store: Store, payments: Arc<dyn PaymentProvider>, cents_per_minute: i64) -> Self {
+        InboundPort {
+            store,
+            payments,
+            cents_per_minute,
+            agents: Default::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl InboundStore for InboundPort {
+    async fn inbound_started(&self, call: &InboundStart) -> PortResult<()> {
+        self.store
+            .inbound_started(call)
+            .await
+            .map_err(|e| PortError(e.to_string()))?;
+        if let Ok(mut agents) = self.agents.lock() {
+            agents.insert(call.id, call.plan.agent_id);
+        }
+        Ok(())
+    }
+
+    async fn inbound_ended(&self, call: &InboundEnd) -> PortResult<()> {
+        let agent = self
+            .agents
+            .lock()
+            .ok()
+            .and_then(|a| a.get(&call.id).copied())
+            .ok_or_else(|| PortError(format!("call {} was never started", call.id)))?;
+        let low = self
+            .store
+            .inbound_ended(call, agent, self.cents_per_minute)
+            .await
+            .map_err(|e| PortError(e.to_string()))?;
+        if let Ok(mut agents) = self.agents.lock() {
+            agents.remove(&call.id);
+        }
+        if low == Some(true)
+            && let Err(err) =
+                crate::billing::auto_topup(&self.store, self.payments.as_ref(), call.workspace_id)
+                    .await
+        {
+            tracing::warn!(workspace = %call.workspace_id, error = %err, "auto top-up failed");
+        }
+        Ok(())
+    }
+}
+
+/// Routes INVITEs to endpoints and runs their calls.
+pub struct SipRouter {
+    pub store: Store,
+    pub config: Arc<Config>,
+    pub port: Arc<InboundPort>,
+    pub speech: Arc<dyn Speech>,
+    pub clock: SharedClock,
+    pub stop: CancellationToken,
+    /// Calls running now.
+    pub live: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait]
+impl InboundRouter for SipRouter {
+    type Target = InboundPlan;
+
+    async fn route(&self, slug: &str, source: IpAddr) -> Routing<InboundPlan> {
+        // Slugs are lowercase letters, digits and hyphens; anything else cannot exist.
+        if slug.is_empty()
+            || slug.len() > 64
+            || !slug
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return Routing::Unknown;
+        }
+        let route = match self.store.sip_route(slug).await {
+            Ok(Some(route)) => route,
+            Ok(None) => return Routing::Unknown,
+            Err(e) => {
+                tracing::warn!(error = %e, "SIP routing lookup failed");
+                return Routing::Busy;
+            }
+        };
+        let filter = match &route.allowed_source_ips {
+            None => SourceFilter::any(),
+            Some(list) => SourceFilter::only(
+                list.iter()
+                    .filter_map(|s| s.parse::<IpNet>().ok())
+                    .collect(),
+            ),
+        };
+        if !filter.allows(source) || route.workspace_suspended {
+            return Routing::Forbidden;
+        }
+        let agent = match self.store.agent(route.workspace_id, route.agent_id).await {
+            Ok(Some(agent)) => agent,
+            Ok(None) => return Routing::Unknown,
+            Err(e) => {
+                tracing::warn!(error = %e, "SIP routing lookup failed");
+                return Routing::Busy;
+            }
+        };
+        let call_id = CallId::new();
+        let max_secs = agent
+            .max_call_duration_secs
+            .filter(|s| *s > 0)
+            .map(|s| s as u64)
+            .unwrap_or(self.config.inbound_max_call_secs);
+        let plan = InboundPlan {
+            call_id,
+            workspace_id: route.workspace_id,
+            endpoint_id: route.endpoint_id,
+            agent_id: route.agent_id,
+            sip_uri: format!("sip:{}@{}", route.slug, self.config.sip_host),
+            greeting: agent.greeting_message.clone(),
+            agent_speaks_first: agent.agent_speaks_first,
+            voice: agent.voice.clone(),
+            language: agent.language.clone(),
+            silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
+            max_duration: Duration::from_secs(max_secs),
+            recorded: true,
+        };
+        Routing::Answer(Answer {
+            target: plan,
+            recording: Some(recording_path(&self.config.data_dir, call_id)),
+            vad: VadSettings {
+                start_secs: agent.vad_start_secs,
+                stop_secs: agent.vad_stop_secs,
+                confidence: agent.vad_confidence,
+            },
+        })
+    }
+
+    async fn run_call(&self, plan: InboundPlan, call: InboundCall) {
+        use std::sync::atomic::Ordering;
+        self.live.fetch_add(1, Ordering::SeqCst);
+        run_call(
+            call,
+            plan,
+            self.port.clone(),
+            self.speech.clone(),
+            self.clock.clone(),
+            self.stop.clone(),
+        )
+        .await;
+        self.live.fetch_sub(1, Ordering::SeqCst);
+    }
+}

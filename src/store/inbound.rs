@@ -1,0 +1,149 @@
+//! Inbound SIP calls: routing a slug to its endpoint and agent, recording a call's start and
+//! end, and the service's own secrets (the recording URL signing key).
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use switchboard_actors::call::PRIORITY_DEFAULT;
+use switchboard_actors::contact::CallOutcome;
+use switchboard_actors::ids::{AgentId, SipEndpointId, WorkspaceId};
+use switchboard_actors::inbound::{InboundEnd, InboundStart};
+use switchboard_actors::ports::{CallEnd, CallSpec};
+
+use super::{Store, StoreResult, atomic_sql, corrupt, sql, ts};
+
+/// What an INVITE for a slug is checked against.
+#[derive(Debug, Clone)]
+pub struct SipRoute {
+    pub endpoint_id: SipEndpointId,
+    pub workspace_id: WorkspaceId,
+    pub slug: String,
+    pub agent_id: AgentId,
+    /// Canonical addresses and CIDR blocks; `None` accepts any source.
+    pub allowed_source_ips: Option<Vec<String>>,
+    pub workspace_suspended: bool,
+}
+
+impl Store {
+    /// The live endpoint a slug names, with an active agent; `None` for an unknown, deleted or
+    /// inactive endpoint, or one without an active agent (all answered alike).
+    pub async fn sip_route(&self, slug: &str) -> StoreResult<Option<SipRoute>> {
+        let row = sqlx::query(
+            "SELECT e.id, e.workspace_id, e.slug, e.inbound_agent_id, e.allowed_source_ips, w.is_suspended \
+             FROM sip_endpoints e JOIN agents a ON a.id = e.inbound_agent_id AND a.workspace_id = e.workspace_id \
+             JOIN workspaces w ON w.id = e.workspace_id \
+             WHERE e.slug = ? AND e.deleted_at IS NULL AND e.is_active = 1 AND a.is_active = 1",
+        )
+        .bind(slug)
+        .fetch_optional(&mut *self.conn().await?)
+        .await?;
+        let Some(r) = row else { return Ok(None) };
+        let ips: Option<String> = r.try_get("allowed_source_ips")?;
+        Ok(Some(SipRoute {
+            endpoint_id: SipEndpointId::from_uuid(r.try_get("id")?),
+            workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
+            slug: r.try_get("slug")?,
+            agent_id: AgentId::from_uuid(r.try_get("inbound_agent_id")?),
+            allowed_source_ips: ips
+                .map(|t| serde_json::from_str(&t).map_err(|e| corrupt("allowed_source_ips", e)))
+                .transpose()?,
+            workspace_suspended: r.try_get("is_suspended")?,
+        }))
+    }
+
+    /// Records an answered inbound call as live, and the endpoint's `last_call_at`, together.
+    pub async fn inbound_started(&self, call: &InboundStart) -> StoreResult<()> {
+        let at = ts(call.started_at);
+        let p = &call.plan;
+        let q = sqlx::query(atomic_sql(
+            "INSERT INTO calls (id, workspace_id, direction, status, agent_id, from_number, to_number, priority, \
+             max_duration_secs, queued_at, started_at, answered_at, created_at, updated_at, sip_endpoint_id, codec, recorded) \
+             VALUES (?, ?, 'inbound', 'dialing', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?); \
+             UPDATE sip_endpoints SET last_call_at = ? WHERE id = ?",
+        ))
+        .bind(call.id.as_uuid())
+        .bind(p.workspace_id.as_uuid())
+        .bind(p.agent_id.as_uuid())
+        .bind(&call.from)
+        .bind(&p.sip_uri)
+        .bind(PRIORITY_DEFAULT)
+        .bind(p.max_duration.as_secs() as i64)
+        .bind(at.clone())
+        .bind(at.clone())
+        .bind(at.clone())
+        .bind(at.clone())
+        .bind(at.clone())
+        .bind(p.endpoint_id.as_uuid())
+        .bind(&call.codec)
+        .bind(p.recorded)
+        .bind(at)
+        .bind(p.endpoint_id.as_uuid());
+        self.atomic(q).await?;
+        Ok(())
+    }
+
+    /// Records an inbound call's end and charges its connected seconds at `cents_per_minute`;
+    /// `Some(true)` when the charge left the balance under the auto top-up threshold.
+    pub async fn inbound_ended(
+        &self,
+        call: &InboundEnd,
+        agent_id: AgentId,
+        cents_per_minute: i64,
+    ) -> StoreResult<Option<bool>> {
+        let cost = switchboard_actors::policy::cost_cents(call.duration_secs, cents_per_minute);
+        let spec = CallSpec {
+            id: call.id,
+            workspace_id: call.workspace_id,
+            campaign_id: None,
+            contact_id: None,
+            agent_id,
+            from_phone_number_id: None,
+            from_number: call.from.clone(),
+            to_number: String::new(),
+            priority: PRIORITY_DEFAULT,
+            attempt: 1,
+            max_duration_secs: 0,
+            reserved_cents: 0,
+            queued_at: call.answered_at,
+        };
+        let end = CallEnd {
+            outcome: CallOutcome::Answered,
+            started_at: None,
+            answered_at: Some(call.answered_at),
+            ended_at: call.ended_at,
+            billable_secs: call.duration_secs,
+            cost_cents: cost,
+            end_reason: call.end_reason.clone(),
+            disposition_label: None,
+        };
+        let description = format!(
+            "Call from {} ({} s at the inbound rate)",
+            call.from, call.duration_secs
+        );
+        self.end_call(&spec, &end, &description).await
+    }
+
+    /// The secret named `name`, made from `make` and kept on first use.
+    pub async fn service_secret(
+        &self,
+        name: &str,
+        make: impl FnOnce() -> Vec<u8>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<u8>> {
+        let mut conn = self.conn().await?;
+        sqlx::query(
+            "INSERT INTO service_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT(name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(make())
+        .bind(ts(now))
+        .execute(&mut *conn)
+        .await?;
+        let value: Vec<u8> = sqlx::query_scalar(sql(
+            "SELECT value FROM service_secrets WHERE name = ?".to_string(),
+        ))
+        .bind(name)
+        .fetch_one(&mut *conn)
+        .await?;
+        Ok(value)
+    }
+}

@@ -40,7 +40,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the service.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Manage workspaces.
     #[command(subcommand)]
     Workspace(WorkspaceCommand),

@@ -82,6 +82,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     install_crypto();
+    let mut config = config;
+    if config.public_url.is_none() {
+        config.public_url = Some(format!("http://{}", listener.local_addr()?));
+    }
     let config = Arc::new(config);
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
     let dialer = engine::dialer(&config, &store)?;
@@ -116,7 +120,20 @@ pub async fn serve(
         }
         None => None,
     };
-    let state = http::AppState::new(store.clone(), config.clone(), engine.clone(), payments)?;
+    let recording_key = store
+        .service_secret(
+            "recording_url",
+            || rand::random::<[u8; 32]>().to_vec(),
+            chrono::Utc::now(),
+        )
+        .await?;
+    let state = http::AppState::new(
+        store.clone(),
+        config.clone(),
+        engine.clone(),
+        payments,
+        recording_key.into(),
+    )?;
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
     let jobs = tokio::spawn(jobs::run(store, config, jobs_stopped));

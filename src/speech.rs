@@ -222,7 +222,7 @@ impl Speech for Tones {
             .map(|i| {
                 let t = i as f64 / rate;
                 // Two notes alternating every 250 ms, faded in and out over 20 ms.
-                let freq = if (t / 0.25) as u64 % 2 == 0 {
+                let freq = if ((t / 0.25) as u64).is_multiple_of(2) {
                     660.0
                 } else {
                     880.0

@@ -333,6 +333,7 @@ async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
     let server = tokio::spawn(switchboard::serve(listener, store, config, async {
         let _ = stopped.await;
     }));
+    switchboard::install_crypto();
     let client = reqwest::Client::new();
     let base = format!("http://{addr}");
     let created: Value = serde_json::from_slice(

@@ -279,13 +279,16 @@ async fn list(
         created_after: q.created_after,
         created_before: q.created_before,
     };
-    Ok(Json(ListResponse::new(
-        state
-            .store
-            .list_calls(auth.workspace_id, &filter, page)
-            .await?,
-        page,
-    )))
+    let mut calls = state
+        .store
+        .list_calls(auth.workspace_id, &filter, page)
+        .await?;
+    calls.items = calls
+        .items
+        .into_iter()
+        .map(|c| super::recordings::present(&state, c))
+        .collect();
+    Ok(Json(ListResponse::new(calls, page)))
 }
 
 /// Get a call
@@ -300,7 +303,7 @@ async fn get_one(
         .store
         .call(auth.workspace_id, CallId::from_uuid(id))
         .await?
-        .map(Json)
+        .map(|c| Json(super::recordings::present(&state, c)))
         .ok_or(ApiError::NotFound { resource: "Call" })
 }
 
@@ -343,9 +346,9 @@ async fn disposition(
             if let Some(campaign) = call.campaign_id {
                 state.engine.disposition_landed(campaign, call.id);
             }
-            Ok(Json(call))
+            Ok(Json(super::recordings::present(&state, call)))
         }
-        DispositionSet::Unchanged(call) => Ok(Json(call)),
+        DispositionSet::Unchanged(call) => Ok(Json(super::recordings::present(&state, call))),
         DispositionSet::Conflict(_) => Err(ApiError::Conflict {
             message: "Another disposition is already set on this call".into(),
         }),

@@ -38,6 +38,13 @@ pub enum ApiError {
     /// 402 BILLING_ERROR: no payment method or insufficient balance.
     #[error("{message}")]
     Billing { message: String },
+    /// 403 INVALID_SIGNATURE: a signed link (recordings) with a missing, altered or expired
+    /// signature; it never says whether the resource exists.
+    #[error("Invalid or expired signature")]
+    InvalidSignature,
+    /// 416 RANGE_NOT_SATISFIABLE
+    #[error("Range not satisfiable: the file has {size} bytes")]
+    RangeNotSatisfiable { size: u64 },
     /// 404 NOT_FOUND: missing, in another workspace, or archived; all read the same.
     #[error("{resource} not found")]
     NotFound { resource: &'static str },
@@ -87,6 +94,8 @@ impl ApiError {
             | Self::ExpiredKey
             | Self::InsufficientScope { .. } => StatusCode::UNAUTHORIZED,
             Self::Billing { .. } => StatusCode::PAYMENT_REQUIRED,
+            Self::InvalidSignature => StatusCode::FORBIDDEN,
+            Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::NotFound { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict { .. } => StatusCode::CONFLICT,
@@ -107,6 +116,8 @@ impl ApiError {
             Self::ExpiredKey => "EXPIRED_KEY",
             Self::InsufficientScope { .. } => "INSUFFICIENT_SCOPE",
             Self::Billing { .. } => "BILLING_ERROR",
+            Self::InvalidSignature => "INVALID_SIGNATURE",
+            Self::RangeNotSatisfiable { .. } => "RANGE_NOT_SATISFIABLE",
             Self::NotFound { .. } | Self::NoRoute { .. } => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::Conflict { .. } => "CONFLICT",
@@ -149,6 +160,15 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if let Self::Internal(err) = &self {
             tracing::error!(error = ?err, "internal error");
+        }
+        if let Self::RangeNotSatisfiable { size } = &self {
+            let range = format!("bytes */{size}");
+            return (
+                self.status_code(),
+                [(axum::http::header::CONTENT_RANGE, range)],
+                Json(self.body()),
+            )
+                .into_response();
         }
         (self.status_code(), Json(self.body())).into_response()
     }

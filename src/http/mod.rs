@@ -19,6 +19,7 @@ mod campaigns;
 mod dispositions;
 mod dnc;
 mod phone_numbers;
+mod recordings;
 mod sip_endpoints;
 
 use std::sync::Arc;
@@ -53,6 +54,8 @@ pub struct AppState {
     pub payments: Arc<dyn PaymentProvider>,
     /// The campaign engine and call queue.
     pub engine: Engine,
+    /// Signs recording URLs.
+    pub recording_key: Arc<[u8]>,
 }
 
 impl AppState {
@@ -61,6 +64,7 @@ impl AppState {
         config: Arc<Config>,
         engine: Engine,
         payments: Arc<dyn PaymentProvider>,
+        recording_key: Arc<[u8]>,
     ) -> anyhow::Result<Self> {
         let (_, openapi) = api().split_for_parts();
         let routes = routes::RouteTable::from_openapi(serde_json::to_value(&openapi)?)?;
@@ -72,7 +76,16 @@ impl AppState {
             metrics: routes::metrics_handle()?,
             payments,
             engine,
+            recording_key,
         })
+    }
+
+    /// The base URL of links the service hands out.
+    pub fn public_url(&self) -> String {
+        match &self.config.public_url {
+            Some(url) => url.trim_end_matches('/').to_string(),
+            None => format!("http://{}", self.config.http),
+        }
     }
 }
 
@@ -102,6 +115,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(campaigns::router())
         .merge(calls::router())
         .merge(sip_endpoints::router())
+        .merge(recordings::router())
 }
 
 /// The complete service router.

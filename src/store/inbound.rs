@@ -122,6 +122,17 @@ impl Store {
         self.end_call(&spec, &end, &description).await
     }
 
+    /// Whether a call's recording is complete (the call has ended).
+    pub async fn recording_ready(&self, id: switchboard_actors::ids::CallId) -> StoreResult<bool> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM calls WHERE id = ? AND recorded = 1 AND status = 'ended'",
+        )
+        .bind(id.as_uuid())
+        .fetch_optional(&mut *self.conn().await?)
+        .await?;
+        Ok(found.is_some())
+    }
+
     /// The secret named `name`, made from `make` and kept on first use.
     pub async fn service_secret(
         &self,

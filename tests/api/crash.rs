@@ -144,6 +144,7 @@ async fn killing_the_service_mid_campaign_never_redials_an_attempt_nor_loses_a_c
     // The last run goes to the end.
     let port = free_port();
     let _child = serve(&db, dir.path(), port);
+    switchboard::install_crypto();
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/campaigns/{}", c.id);
     let finished = tokio::time::timeout(Duration::from_secs(240), async {

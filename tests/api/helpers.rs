@@ -58,6 +58,7 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
+    switchboard::install_crypto();
     let dir = tempfile::tempdir().expect("temp dir");
     let db_url = format!("sqlite://{}", dir.path().join("switchboard.db").display());
     let store = Store::open(&db_url).await.expect("store opens");

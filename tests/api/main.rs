@@ -15,4 +15,6 @@ mod dnc;
 mod engine;
 mod phone_numbers;
 mod rig;
+mod sip_calls;
 mod sip_endpoints;
+mod sip_ua;

@@ -1,0 +1,520 @@
+//! Inbound SIP calls end to end: real SIP over UDP and TCP on loopback to the real service,
+//! baresip (Debian's package) as the caller, recordings fetched over HTTP.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use switchboard_sip::server::SipSettings;
+
+use crate::helpers::{TestApp, spawn_app_with};
+use crate::sip_ua::{Ua, free_sip_port, media_addr, offer, tcp_request};
+
+const SECS: Duration = Duration::from_secs(5);
+
+struct SipApp {
+    app: TestApp,
+    sip: SocketAddr,
+}
+
+async fn sip_app(ring_ms: u64, invites_per_second: u32) -> SipApp {
+    let port = free_sip_port();
+    let sip: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let app = spawn_app_with(|c| {
+        c.sip = Some(SipSettings {
+            listen: sip,
+            rtp_ports: (40_000, 49_999),
+            ring: Duration::from_millis(ring_ms),
+            t1: Duration::from_millis(50),
+            invites_per_second,
+            ..SipSettings::default()
+        });
+        c.sip_host = "sip.test".into();
+        c.tts = switchboard::config::Tts::Tones;
+    })
+    .await;
+    SipApp { app, sip }
+}
+
+/// An agent and an endpoint answering with it; returns (agent id, endpoint id, slug).
+async fn endpoint(app: &TestApp, agent: Value, endpoint: Value) -> (String, String, String) {
+    let mut body = json!({"name": "Desk", "greeting_message": "Hello, you have reached the front desk.",
+        "max_call_duration_secs": 60, "silence_timeout_secs": 30});
+    for (k, v) in agent.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    let a = app.post("/agents", body).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
+    let agent_id = a.body["id"].as_str().unwrap().to_string();
+    let mut body = json!({"name": "desk", "inbound_agent_id": agent_id});
+    for (k, v) in endpoint.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    let e = app.post("/sip-endpoints", body).await;
+    assert_eq!(e.status, StatusCode::CREATED, "{}", e.text);
+    let d = &e.body["data"];
+    (
+        agent_id,
+        d["id"].as_str().unwrap().to_string(),
+        d["slug"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Waits until the workspace has `n` ended calls and returns the newest.
+async fn ended_call(app: &TestApp, n: usize) -> Value {
+    for _ in 0..200 {
+        let list = app.get("/calls?status=ended").await;
+        let calls = list.body["data"].as_array().unwrap();
+        if calls.len() >= n {
+            return calls[0].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no ended call");
+}
+
+#[tokio::test]
+async fn unknown_deleted_and_inactive_slugs_all_get_the_same_404() {
+    let s = sip_app(0, 100).await;
+    let (_, id, slug) = endpoint(&s.app, json!({}), json!({})).await;
+    let (_, inactive_id, inactive) = endpoint(&s.app, json!({}), json!({})).await;
+    let r = s
+        .app
+        .patch(
+            &format!("/sip-endpoints/{inactive_id}"),
+            json!({"is_active": false}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let deleted = s.app.delete(&format!("/sip-endpoints/{id}")).await;
+    assert!(deleted.status.is_success(), "{}", deleted.text);
+
+    let mut shapes = Vec::new();
+    for target in [
+        slug.as_str(),
+        inactive.as_str(),
+        "desk-nosuchendpoint0000000000",
+        "x",
+    ] {
+        let mut ua = Ua::new(s.sip, target).await;
+        ua.invite_with_offer().await;
+        let (provisional, r) = ua.final_reply("INVITE", SECS).await;
+        assert_eq!(r.code, 404, "{target}: {}", r.text);
+        assert!(provisional.is_empty(), "{target}: {provisional:?}");
+        ua.ack_error().await;
+        shapes.push(r.shape());
+    }
+    assert!(shapes.windows(2).all(|w| w[0] == w[1]), "{shapes:?}");
+    // Over TCP too.
+    let ua = Ua::new(s.sip, "desk-nosuchendpoint0000000000").await;
+    let text = ua
+        .invite_text(&offer(ua.media_port(), &[(0, "PCMU/8000")]))
+        .replace("SIP/2.0/UDP", "SIP/2.0/TCP");
+    let r = tcp_request(s.sip, &text).await.expect("a TCP answer");
+    assert_eq!(r.code, 404, "{}", r.text);
+}
+
+#[tokio::test]
+async fn sources_outside_the_allow_list_get_403_before_any_provisional() {
+    let s = sip_app(0, 100).await;
+    let (_, _, slug) = endpoint(
+        &s.app,
+        json!({}),
+        json!({"allowed_source_ips": ["10.0.0.0/8"]}),
+    )
+    .await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite_with_offer().await;
+    let (provisional, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 403, "{}", r.text);
+    assert!(provisional.is_empty(), "{provisional:?}");
+    ua.ack_error().await;
+
+    let (_, _, open) = endpoint(
+        &s.app,
+        json!({}),
+        json!({"allowed_source_ips": ["127.0.0.0/8"]}),
+    )
+    .await;
+    let mut ua = Ua::new(s.sip, &open).await;
+    ua.invite_with_offer().await;
+    let (provisional, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200, "{}", r.text);
+    assert!(provisional.contains(&180), "{provisional:?}");
+    ua.ack_2xx().await;
+    ua.bye().await;
+    let (_, r) = ua.final_reply("BYE", SECS).await;
+    assert_eq!(r.code, 200);
+}
+
+#[tokio::test]
+async fn an_offer_without_a_common_codec_gets_488_and_the_answer_follows_the_offer_order() {
+    let s = sip_app(0, 100).await;
+    let (_, _, slug) = endpoint(&s.app, json!({}), json!({})).await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite(&offer(
+        ua.media_port(),
+        &[(18, "G729/8000"), (96, "opus/48000/2")],
+    ))
+    .await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 488, "{}", r.text);
+    ua.ack_error().await;
+
+    for (offered, expected) in [
+        (vec![(8, "PCMA/8000"), (0, "PCMU/8000")], "8 PCMA/8000"),
+        (vec![(9, "G722/8000"), (0, "PCMU/8000")], "9 G722/8000"),
+    ] {
+        let mut ua = Ua::new(s.sip, &slug).await;
+        ua.invite(&offer(ua.media_port(), &offered)).await;
+        let (_, r) = ua.final_reply("INVITE", SECS).await;
+        assert_eq!(r.code, 200, "{}", r.text);
+        assert_eq!(r.header("Content-Type").as_deref(), Some("application/sdp"));
+        assert!(
+            r.body().contains(&format!("a=rtpmap:{expected}")),
+            "{}",
+            r.body()
+        );
+        ua.ack_2xx().await;
+        ua.bye().await;
+        let (_, bye) = ua.final_reply("BYE", SECS).await;
+        assert_eq!(bye.code, 200);
+    }
+    let call = ended_call(&s.app, 2).await;
+    assert_eq!(call["codec"], "g722");
+}
+
+#[tokio::test]
+async fn a_caller_may_cancel_while_it_rings() {
+    let s = sip_app(1500, 100).await;
+    let (_, _, slug) = endpoint(&s.app, json!({}), json!({})).await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite_with_offer().await;
+    loop {
+        let r = ua.reply(SECS).await.expect("ringing");
+        if r.code == 180 {
+            break;
+        }
+    }
+    ua.cancel().await;
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let r = ua.reply(SECS).await.expect("answers to CANCEL");
+        if r.code >= 200 {
+            got.push((r.cseq_method(), r.code));
+        }
+    }
+    got.sort();
+    assert_eq!(got, vec![("CANCEL".into(), 200), ("INVITE".into(), 487)]);
+    ua.ack_error().await;
+    // Nothing was answered, so nothing was recorded as a call.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.app.get("/calls").await.body["data"], json!([]));
+}
+
+#[tokio::test]
+async fn the_caller_hangs_up_and_the_call_is_recorded_with_its_audio() {
+    let s = sip_app(0, 100).await;
+    let (agent_id, endpoint_id, slug) = endpoint(&s.app, json!({}), json!({})).await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite_with_offer().await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200, "{}", r.text);
+    ua.ack_2xx().await;
+    // One second of a loud square wave, then BYE.
+    ua.stream_tone(media_addr(r.body()), 50).await;
+    ua.bye().await;
+    let (_, bye) = ua.final_reply("BYE", SECS).await;
+    assert_eq!(bye.code, 200);
+
+    let call = ended_call(&s.app, 1).await;
+    assert_eq!(call["direction"], "inbound");
+    assert_eq!(call["outcome"], "answered");
+    assert_eq!(call["end_reason"], "caller_hangup");
+    assert_eq!(call["from_number"], "+15550001111");
+    assert_eq!(call["to_number"], format!("sip:{slug}@sip.test"));
+    assert_eq!(call["agent_id"], agent_id.as_str());
+    assert_eq!(call["sip_endpoint_id"], endpoint_id.as_str());
+    assert_eq!(call["codec"], "pcmu");
+    assert!(call["ended_at"].is_string() && call["answered_at"].is_string());
+    let e = s.app.get(&format!("/sip-endpoints/{endpoint_id}")).await;
+    assert!(e.body["data"]["last_call_at"].is_string(), "{}", e.text);
+
+    let wav = fetch_recording(&call).await;
+    let (left, right) = channels(&wav, 8000);
+    assert!(
+        switchboard_sip::media::level_db(&left) > -20.0,
+        "caller channel"
+    );
+    assert!(
+        switchboard_sip::media::level_db(&right) > -30.0,
+        "agent channel"
+    );
+}
+
+#[tokio::test]
+async fn the_agent_hangs_up_on_silence_and_without_an_ack() {
+    let s = sip_app(0, 100).await;
+    let (_, _, slug) = endpoint(
+        &s.app,
+        json!({"silence_timeout_secs": 1, "agent_speaks_first": false}),
+        json!({}),
+    )
+    .await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite_with_offer().await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200);
+    ua.ack_2xx().await;
+    ua.expect_request("BYE", SECS).await;
+    let call = ended_call(&s.app, 1).await;
+    assert_eq!(call["end_reason"], "silence_timeout");
+
+    // No ACK for the 200: after 64 x T1 (3.2 s here) the service gives up with a BYE.
+    let (_, _, patient) = endpoint(
+        &s.app,
+        json!({"silence_timeout_secs": 60, "agent_speaks_first": false}),
+        json!({}),
+    )
+    .await;
+    let mut ua = Ua::new(s.sip, &patient).await;
+    ua.invite_with_offer().await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200);
+    ua.expect_request("BYE", Duration::from_secs(10)).await;
+    let call = ended_call(&s.app, 2).await;
+    assert_eq!(call["end_reason"], "ack_timeout");
+}
+
+#[tokio::test]
+async fn malformed_input_and_floods_never_stop_valid_calls() {
+    let s = sip_app(0, 10).await;
+    let (_, _, slug) = endpoint(&s.app, json!({}), json!({})).await;
+    let ua = Ua::new(s.sip, &slug).await;
+    // Garbage, an oversized datagram, requests missing mandatory headers, a broken SDP.
+    ua.send_raw(b"\x00\xff\xfe garbage \r\n\r\n").await;
+    ua.send_raw(&vec![b'A'; 60_000]).await;
+    let full = ua.invite_text(&offer(ua.media_port(), &[(0, "PCMU/8000")]));
+    for header in ["Call-ID", "CSeq", "From", "Via", "Contact"] {
+        let broken: String = full
+            .split("\r\n")
+            .filter(|l| !l.starts_with(&format!("{header}:")))
+            .collect::<Vec<_>>()
+            .join("\r\n");
+        ua.send_raw(broken.as_bytes()).await;
+    }
+    let mut bad_sdp = Ua::new(s.sip, &slug).await;
+    bad_sdp
+        .invite("v=0\r\nm=audio notaport RTP/AVP 0\r\n")
+        .await;
+    let (_, r) = bad_sdp.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 400, "{}", r.text);
+    bad_sdp.ack_error().await;
+
+    // A flood from one source: past 10 INVITEs a second it gets 503.
+    let mut flood = Ua::from_ip(s.sip, "desk-flood000000000000000000", "127.0.0.2").await;
+    for i in 0..30 {
+        flood.branch = format!("z9hG4bKflood{i}");
+        flood.call_id = format!("flood{i}@test");
+        flood.invite_with_offer().await;
+    }
+    let mut codes = Vec::new();
+    while let Some(r) = flood.reply(Duration::from_millis(500)).await {
+        if r.code >= 200 {
+            codes.push(r.code);
+        }
+    }
+    assert!(codes.contains(&503), "{codes:?}");
+    assert!(codes.contains(&404), "{codes:?}");
+
+    // Another source still gets through, and OPTIONS is answered.
+    let mut ok = Ua::new(s.sip, &slug).await;
+    ok.invite_with_offer().await;
+    let (_, r) = ok.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200, "{}", r.text);
+    ok.ack_2xx().await;
+    ok.bye().await;
+    assert_eq!(ok.final_reply("BYE", SECS).await.1.code, 200);
+    let options = ok
+        .invite_text("")
+        .replacen("INVITE ", "OPTIONS ", 1)
+        .replace("CSeq: 1 INVITE", "CSeq: 1 OPTIONS")
+        .replace("z9hG4bK", "z9hG4bKopt");
+    ok.send_raw(options.as_bytes()).await;
+    assert_eq!(ok.final_reply("OPTIONS", SECS).await.1.code, 200);
+}
+
+/// Follows a call's recording_url (302) and downloads the WAV, checking the signature rules
+/// and range requests on the way.
+async fn fetch_recording(call: &Value) -> Vec<u8> {
+    let url = call["recording_url"]
+        .as_str()
+        .expect("recording_url")
+        .to_string();
+    assert!(url.contains("/recording?sig="), "{url}");
+    switchboard::install_crypto();
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let first = client.get(&url).send().await.unwrap();
+    assert_eq!(first.status(), StatusCode::FOUND);
+    let location = first.headers()["location"].to_str().unwrap().to_string();
+    let again = client.get(&url).send().await.unwrap();
+    assert_ne!(again.headers()["location"].to_str().unwrap(), location);
+
+    // Altered or missing signatures, and unknown calls, all read the same.
+    let id = call["id"].as_str().unwrap();
+    let mut altered = url.clone();
+    let last = altered.pop().unwrap();
+    altered.push(if last == '0' { '1' } else { '0' });
+    let unknown = url.replace(id, "01a1fc49-0000-7000-8000-000000000000");
+    let unsigned = url.split('?').next().unwrap().to_string();
+    let mut bodies = Vec::new();
+    for bad in [altered, unknown, unsigned] {
+        let r = client.get(&bad).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{bad}");
+        bodies.push(r.text().await.unwrap());
+    }
+    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "{bodies:?}");
+    assert!(bodies[0].contains("INVALID_SIGNATURE"));
+
+    let full = client.get(&location).send().await.unwrap();
+    assert_eq!(full.status(), StatusCode::OK);
+    assert_eq!(full.headers()["content-type"], "audio/wav");
+    assert_eq!(full.headers()["accept-ranges"], "bytes");
+    let bytes = full.bytes().await.unwrap().to_vec();
+    let part = client
+        .get(&location)
+        .header("range", "bytes=0-43")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(part.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(
+        part.headers()["content-range"],
+        format!("bytes 0-43/{}", bytes.len()).as_str()
+    );
+    assert_eq!(part.bytes().await.unwrap().to_vec(), bytes[..44].to_vec());
+    let beyond = client
+        .get(&location)
+        .header("range", format!("bytes={}-", bytes.len()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(beyond.status(), StatusCode::RANGE_NOT_SATISFIABLE);
+    let tampered = location.replace("token=", "token=00");
+    assert_eq!(
+        client.get(&tampered).send().await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    bytes
+}
+
+/// The left and right channels of a stereo 16-bit WAV at `rate`.
+fn channels(wav: &[u8], rate: u32) -> (Vec<i16>, Vec<i16>) {
+    let reader = hound::WavReader::new(std::io::Cursor::new(wav)).expect("a WAV file");
+    assert_eq!(reader.spec().channels, 2);
+    assert_eq!(reader.spec().sample_rate, rate);
+    let samples: Vec<i16> = reader.into_samples().map(|s| s.unwrap()).collect();
+    (
+        samples.iter().step_by(2).copied().collect(),
+        samples.iter().skip(1).step_by(2).copied().collect(),
+    )
+}
+
+/// The strength of `freq` in `x` relative to its total energy (Goertzel), 0 to 1.
+fn tone_share(x: &[i16], rate: f64, freq: f64) -> f64 {
+    let w = 2.0 * std::f64::consts::PI * freq / rate;
+    let (mut s1, mut s2) = (0.0f64, 0.0f64);
+    for &v in x {
+        let s = f64::from(v) + 2.0 * w.cos() * s1 - s2;
+        s2 = s1;
+        s1 = s;
+    }
+    let power = s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2;
+    let energy: f64 = x.iter().map(|&v| f64::from(v).powi(2)).sum();
+    if energy == 0.0 {
+        0.0
+    } else {
+        2.0 * power / (x.len() as f64 * energy)
+    }
+}
+
+/// A mono 16-bit WAV: `silence` seconds of silence, then `tone` seconds of 440 Hz.
+fn caller_wav(path: &std::path::Path, rate: u32, silence: f64, tone: f64) {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    let quiet = (silence * f64::from(rate)) as usize;
+    let loud = (tone * f64::from(rate)) as usize;
+    for i in 0..quiet + loud {
+        let v = if i < quiet {
+            0.0
+        } else {
+            9000.0 * (2.0 * std::f64::consts::PI * 440.0 * i as f64 / f64::from(rate)).sin()
+        };
+        w.write_sample(v as i16).unwrap();
+    }
+    w.finalize().unwrap();
+}
+
+#[tokio::test]
+async fn baresip_calls_an_endpoint_and_the_recording_holds_both_sides() {
+    let s = sip_app(0, 100).await;
+    let (_, _, slug) = endpoint(&s.app, json!({"silence_timeout_secs": 30}), json!({})).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wav = dir.path().join("caller.wav");
+    // The agent greets during the caller's first 2.5 s; then the caller plays a 440 Hz tone
+    // and hangs up when the file ends.
+    caller_wav(&wav, 8000, 2.5, 2.0);
+    let config = format!(
+        "sip_listen 127.0.0.1:{port}\naudio_player aufile,{dir}/heard.wav\naudio_source aufile,{wav}\n\
+         audio_alert aufile,{wav}\naudio_srate 8000\naudio_channels 1\nmodule_path /usr/lib/baresip/modules\n\
+         module g711.so\nmodule aufile.so\nmodule_app account.so\nmodule_app menu.so\nrtp_ports 50000-50100\n",
+        port = crate::sip_ua::free_sip_port(),
+        dir = dir.path().display(),
+        wav = wav.display()
+    );
+    std::fs::write(dir.path().join("config"), config).unwrap();
+    std::fs::write(
+        dir.path().join("accounts"),
+        "<sip:caller@127.0.0.1>;regint=0;audio_codecs=PCMU\n",
+    )
+    .unwrap();
+    let out = tokio::process::Command::new("baresip")
+        .arg("-f")
+        .arg(dir.path())
+        .arg("-e")
+        .arg(format!("/dial sip:{slug}@{}", s.sip))
+        .arg("-t")
+        .arg("8")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("baresip is installed (scripts/test installs it)");
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(log.contains("Call established"), "{log}");
+
+    let call = ended_call(&s.app, 1).await;
+    assert_eq!(call["end_reason"], "caller_hangup", "{call}");
+    assert_eq!(call["from_number"], "caller");
+    let audio = fetch_recording(&call).await;
+    let (left, right) = channels(&audio, 8000);
+    let at = |secs: f64| (secs * 8000.0) as usize;
+    // The caller's channel: the tone where the file has it, little before.
+    let tone = &left[at(3.0)..at(4.2)];
+    assert!(
+        tone_share(tone, 8000.0, 440.0) > 0.5,
+        "440 Hz in the caller's channel"
+    );
+    assert!(switchboard_sip::media::level_db(&left[..at(2.0)]) < -40.0);
+    // The agent's channel: the greeting (the chime fallback here) at the start.
+    assert!(switchboard_sip::media::level_db(&right[..at(2.0)]) > -30.0);
+    assert!(tone_share(&right[..at(2.0)], 8000.0, 440.0) < 0.1);
+}

@@ -308,11 +308,16 @@ mod tests {
     async fn the_fallback_is_as_long_as_the_text_and_audible() {
         let short = Tones.speak("Hi", "", "en", 8000).await.unwrap();
         let long = Tones
-            .speak(&"word ".repeat(20), "", "en", 16000)
+            .speak(&"word ".repeat(10), "", "en", 16000)
+            .await
+            .unwrap();
+        let longest = Tones
+            .speak(&"word ".repeat(100), "", "en", 16000)
             .await
             .unwrap();
         assert_eq!(short.len(), 3200); // 0.4 s floor
-        assert_eq!(long.len(), 96000); // 100 chars * 60 ms at 16 kHz
+        assert_eq!(long.len(), 48000); // 50 chars * 60 ms at 16 kHz
+        assert_eq!(longest.len(), 64000); // the 4 s ceiling
         assert!(switchboard_sip::media::level_db(&long) > -20.0);
     }
 }

@@ -5,6 +5,9 @@
 //!   peak memory.
 //! - `enroll-csv`: enrolls a large CSV through the real HTTP API.
 //! - `eval-cost`: the wall time of one campaign evaluation at several campaign sizes.
+//! - `sip-load`: a SIP load generator against a running (or spawned) server.
+
+mod sip_load;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -39,6 +42,8 @@ enum Command {
     EnrollCsv(EnrollArgs),
     /// Measure one campaign evaluation's wall time at several campaign sizes.
     EvalCost(EvalArgs),
+    /// Place SIP calls at a steady rate, stream audio, and measure the server.
+    SipLoad(sip_load::SipLoadArgs),
 }
 
 #[derive(clap::Args)]
@@ -129,6 +134,15 @@ fn main() -> anyhow::Result<()> {
         Command::EvalCost(args) => {
             let json = args.json.clone();
             (rt.block_on(eval_cost(args))?, json)
+        }
+        Command::SipLoad(args) => {
+            // Real time on every core: a multi-threaded runtime.
+            switchboard::install_crypto();
+            let json = args.json.clone();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            (rt.block_on(sip_load::run(args))?, json)
         }
     };
     let (report, json_path) = report;

@@ -7,3 +7,6 @@ pub mod media;
 pub mod rtp;
 pub mod sdp;
 pub mod server;
+
+/// The codec implementations (PCMU, PCMA, G.722), for peers such as the load generator.
+pub use audio_codec;

@@ -69,7 +69,7 @@ impl Codec {
         }
     }
 
-    pub(crate) fn codec_type(self) -> audio_codec::CodecType {
+    pub fn codec_type(self) -> audio_codec::CodecType {
         match self {
             Codec::Pcmu => audio_codec::CodecType::PCMU,
             Codec::Pcma => audio_codec::CodecType::PCMA,

@@ -1,0 +1,757 @@
+//! `sip-load`: a SIP user agent load generator. It places calls at a steady rate to one SIP
+//! URI over UDP or TCP, streams a WAV file (or a tone) as RTP for the hold time, counts the RTP
+//! coming back, hangs up, and reports setup latency, failures by status, RTP figures and the
+//! server's CPU and memory over the run (text, JSON and an HTML page with charts).
+//!
+//! With `--spawn <switchboard binary>` it starts its own server on a temporary database, with an
+//! agent and an endpoint, and measures that process.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use switchboard_sip::sdp::{Codec, MediaDescription};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpStream, UdpSocket};
+use tokio::sync::Mutex;
+
+#[derive(clap::Args, Clone)]
+pub struct SipLoadArgs {
+    /// The server's SIP address (host:port). Not needed with --spawn.
+    #[arg(long)]
+    target: Option<SocketAddr>,
+    /// The endpoint's slug (the user part of the URI). Not needed with --spawn.
+    #[arg(long)]
+    slug: Option<String>,
+    /// Start this switchboard binary as the server (temporary database, an agent and an
+    /// endpoint) and measure it.
+    #[arg(long)]
+    spawn: Option<PathBuf>,
+    /// The server's process id, to sample its CPU and memory (set by --spawn).
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// `udp` or `tcp`.
+    #[arg(long, default_value = "udp", value_parser = ["udp", "tcp"])]
+    transport: String,
+    /// New calls per second.
+    #[arg(long, default_value_t = 50.0)]
+    rate: f64,
+    /// Calls to place in all.
+    #[arg(long, default_value_t = 500)]
+    total: u64,
+    /// Seconds each answered call is held, streaming audio.
+    #[arg(long, default_value_t = 10.0)]
+    hold: f64,
+    /// `pcmu`, `pcma` or `g722`.
+    #[arg(long, default_value = "pcmu")]
+    codec: String,
+    /// A mono 16-bit WAV to stream (looped); a 440 Hz tone when omitted.
+    #[arg(long)]
+    wav: Option<PathBuf>,
+    /// The address to place calls from.
+    #[arg(long, default_value = "127.0.0.1")]
+    local_ip: std::net::IpAddr,
+    /// Seconds to wait for a final answer to an INVITE.
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write an HTML report with charts here.
+    #[arg(long)]
+    html: Option<PathBuf>,
+}
+
+#[derive(Default)]
+struct Totals {
+    started: AtomicU64,
+    answered: AtomicU64,
+    completed: AtomicU64,
+    live: AtomicI64,
+    rtp_sent: AtomicU64,
+    rtp_received: AtomicU64,
+    rtp_lost: AtomicU64,
+}
+
+struct Shared {
+    args: SipLoadArgs,
+    target: SocketAddr,
+    slug: String,
+    codec: Codec,
+    audio: Vec<i16>,
+    totals: Totals,
+    latencies: Mutex<Vec<f64>>,
+    /// When the last call was answered, since the run started.
+    last_answer: Mutex<f64>,
+    run_started: Instant,
+    failures: Mutex<BTreeMap<String, u64>>,
+}
+
+/// Runs the load and returns the report.
+pub async fn run(mut args: SipLoadArgs) -> anyhow::Result<Value> {
+    let codec = Codec::parse(&args.codec).context("--codec: pcmu, pcma or g722")?;
+    let mut spawned = None;
+    if let Some(bin) = args.spawn.clone() {
+        let server = spawn_server(&bin).await?;
+        args.target = Some(server.sip);
+        args.slug = Some(server.slug.clone());
+        args.server_pid = Some(server.child.id().context("server pid")?);
+        spawned = Some(server);
+    }
+    let target = args.target.context("--target (or --spawn) is required")?;
+    let slug = args
+        .slug
+        .clone()
+        .context("--slug (or --spawn) is required")?;
+    let audio = match &args.wav {
+        Some(path) => load_wav(path, codec.sample_rate())?,
+        None => tone(codec.sample_rate()),
+    };
+    let shared = Arc::new(Shared {
+        target,
+        slug,
+        codec,
+        audio,
+        totals: Totals::default(),
+        latencies: Mutex::new(Vec::new()),
+        last_answer: Mutex::new(0.0),
+        run_started: Instant::now(),
+        failures: Mutex::new(BTreeMap::new()),
+        args: args.clone(),
+    });
+    let started = Instant::now();
+    let samples = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let sampler = tokio::spawn(sample_server(
+        args.server_pid,
+        shared.clone(),
+        samples.clone(),
+        started,
+    ));
+    let interval = Duration::from_secs_f64(1.0 / args.rate.max(0.001));
+    let mut calls = Vec::with_capacity(args.total as usize);
+    let mut next = tokio::time::Instant::now();
+    let mut progress = crate::Progress::new();
+    for i in 0..args.total {
+        tokio::time::sleep_until(next).await;
+        next += interval;
+        let s = shared.clone();
+        calls.push(tokio::spawn(async move { one_call(s, i).await }));
+        let t = &shared.totals;
+        progress.show(
+            t.completed.load(Ordering::Relaxed) as i64,
+            args.total as i64,
+            &format!("live {}", t.live.load(Ordering::Relaxed)),
+        );
+    }
+    for call in calls {
+        let _ = call.await;
+        let t = &shared.totals;
+        progress.show(
+            t.completed.load(Ordering::Relaxed) as i64,
+            args.total as i64,
+            &format!("live {}", t.live.load(Ordering::Relaxed)),
+        );
+    }
+    eprintln!();
+    let wall = started.elapsed().as_secs_f64();
+    sampler.abort();
+    let samples = samples.lock().await.clone();
+    if let Some(mut server) = spawned {
+        let _ = server.child.start_kill();
+        let _ = server.child.wait().await;
+    }
+    let report = report(&shared, wall, &samples).await;
+    if let Some(path) = &args.html {
+        std::fs::write(path, html(&report, &samples))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(report)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn report(s: &Shared, wall: f64, samples: &[Value]) -> Value {
+    let mut lat = s.latencies.lock().await.clone();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let t = &s.totals;
+    let failures = s.failures.lock().await.clone();
+    let failed: u64 = failures.values().sum();
+    let peak_live = samples
+        .iter()
+        .filter_map(|v| v["live_calls"].as_i64())
+        .max()
+        .unwrap_or(0);
+    let rss: Vec<f64> = samples
+        .iter()
+        .filter_map(|v| v["rss_kib"].as_f64())
+        .collect();
+    let base_rss = rss.first().copied().unwrap_or(0.0);
+    let peak_rss = rss.iter().copied().fold(0.0, f64::max);
+    // CPU while the most calls were live: the samples within 90% of the peak.
+    let plateau: Vec<f64> = samples
+        .iter()
+        .filter(|v| v["live_calls"].as_i64().unwrap_or(0) as f64 >= 0.9 * peak_live as f64)
+        .filter_map(|v| v["cpu_percent"].as_f64())
+        .collect();
+    let plateau_cpu = if plateau.is_empty() {
+        0.0
+    } else {
+        plateau.iter().sum::<f64>() / plateau.len() as f64
+    };
+    let answered = t.answered.load(Ordering::Relaxed);
+    let span = *s.last_answer.lock().await;
+    let setup_rate = if span > 0.0 {
+        answered as f64 / span
+    } else {
+        0.0
+    };
+    json!({
+        "transport": s.args.transport,
+        "codec": s.codec.name(),
+        "rate_per_second": s.args.rate,
+        "hold_secs": s.args.hold,
+        "calls_placed": t.started.load(Ordering::Relaxed),
+        "calls_answered": answered,
+        "calls_failed": failed,
+        "failures_by_status": failures,
+        "achieved_setup_rate": setup_rate,
+        "setup_ms_p50": percentile(&lat, 50.0),
+        "setup_ms_p99": percentile(&lat, 99.0),
+        "setup_ms_max": lat.last().copied().unwrap_or(0.0),
+        "rtp_sent": t.rtp_sent.load(Ordering::Relaxed),
+        "rtp_received": t.rtp_received.load(Ordering::Relaxed),
+        "rtp_lost": t.rtp_lost.load(Ordering::Relaxed),
+        "peak_concurrent_calls": peak_live,
+        "server_rss_base_mib": base_rss / 1024.0,
+        "server_rss_peak_mib": peak_rss / 1024.0,
+        "server_rss_per_call_kib": if peak_live > 0 { (peak_rss - base_rss) / peak_live as f64 } else { 0.0 },
+        "server_cpu_percent_at_peak": plateau_cpu,
+        "server_cpu_percent_per_call": if peak_live > 0 { plateau_cpu / peak_live as f64 } else { 0.0 },
+        "wall_secs": wall,
+        "samples": samples.len(),
+    })
+}
+
+async fn fail(s: &Shared, why: String) {
+    *s.failures.lock().await.entry(why).or_insert(0) += 1;
+}
+
+/// A SIP conversation over UDP or TCP.
+enum Signal {
+    Udp(UdpSocket),
+    Tcp(BufReader<TcpStream>),
+}
+
+impl Signal {
+    async fn send(&mut self, to: SocketAddr, text: &str) -> std::io::Result<()> {
+        match self {
+            Signal::Udp(sock) => sock.send_to(text.as_bytes(), to).await.map(|_| ()),
+            Signal::Tcp(stream) => stream.get_mut().write_all(text.as_bytes()).await,
+        }
+    }
+
+    /// The next SIP message.
+    async fn recv(&mut self) -> std::io::Result<String> {
+        match self {
+            Signal::Udp(sock) => {
+                let mut buf = vec![0u8; 8192];
+                let (n, _) = sock.recv_from(&mut buf).await?;
+                Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+            }
+            Signal::Tcp(stream) => {
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    if stream.read_line(&mut line).await? == 0 {
+                        return Err(std::io::ErrorKind::UnexpectedEof.into());
+                    }
+                    if line == "\r\n" && head.is_empty() {
+                        continue; // keep-alive
+                    }
+                    head.push_str(&line);
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let len = header(&head, "content-length")
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0)
+                    .min(65_535);
+                let mut body = vec![0u8; len];
+                stream.read_exact(&mut body).await?;
+                head.push_str(&String::from_utf8_lossy(&body));
+                Ok(head)
+            }
+        }
+    }
+}
+
+fn header(msg: &str, name: &str) -> Option<String> {
+    let head = msg.split("\r\n\r\n").next()?;
+    head.lines().skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_string())
+    })
+}
+
+fn status(msg: &str) -> Option<u16> {
+    msg.strip_prefix("SIP/2.0 ")?.get(..3)?.parse().ok()
+}
+
+async fn one_call(s: Arc<Shared>, n: u64) {
+    s.totals.started.fetch_add(1, Ordering::Relaxed);
+    if let Err(why) = call(&s, n).await {
+        fail(&s, why).await;
+    }
+    s.totals.completed.fetch_add(1, Ordering::Relaxed);
+}
+
+async fn call(s: &Shared, n: u64) -> Result<(), String> {
+    let ip = s.args.local_ip;
+    let media = UdpSocket::bind((ip, 0))
+        .await
+        .map_err(|e| format!("local media socket: {e}"))?;
+    let media_port = media.local_addr().map_err(|e| e.to_string())?.port();
+    let tcp = s.args.transport == "tcp";
+    let mut signal = if tcp {
+        let stream = TcpStream::connect(s.target)
+            .await
+            .map_err(|e| format!("tcp connect: {}", e.kind()))?;
+        Signal::Tcp(BufReader::new(stream))
+    } else {
+        Signal::Udp(
+            UdpSocket::bind((ip, 0))
+                .await
+                .map_err(|e| format!("local SIP socket: {e}"))?,
+        )
+    };
+    let me = match &signal {
+        Signal::Udp(sock) => sock.local_addr(),
+        Signal::Tcp(stream) => stream.get_ref().local_addr(),
+    }
+    .map_err(|e| e.to_string())?;
+    let proto = if tcp { "TCP" } else { "UDP" };
+    let call_id = format!("{n}-{:x}@switchboard-bench", rand::random::<u64>());
+    let tag = format!("{:x}", rand::random::<u32>());
+    let branch = format!("z9hG4bK{:x}", rand::random::<u64>());
+    let pt = s.codec.payload_type();
+    let sdp = format!(
+        "v=0\r\no=- {n} 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {media_port} RTP/AVP {pt}\r\n\
+         a=rtpmap:{pt} {}/8000\r\na=sendrecv\r\n",
+        s.codec.encoding_name()
+    );
+    let uri = format!("sip:{}@{}", s.slug, s.target);
+    let transport_param = if tcp { ";transport=tcp" } else { "" };
+    let common = |method: &str, cseq: u32, branch: &str, to_tag: &str| {
+        format!(
+            "Via: SIP/2.0/{proto} {me};branch={branch};rport\r\nMax-Forwards: 70\r\nFrom: <sip:bench@{ip}>;tag={tag}\r\n\
+             To: <{uri}>{to_tag}\r\nCall-ID: {call_id}\r\nCSeq: {cseq} {method}\r\nContact: <sip:bench@{me}{transport_param}>\r\n"
+        )
+    };
+    let invite = format!(
+        "INVITE {uri} SIP/2.0\r\n{}Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        common("INVITE", 1, &branch, ""),
+        sdp.len()
+    );
+    let started = Instant::now();
+    signal
+        .send(s.target, &invite)
+        .await
+        .map_err(|e| format!("send: {}", e.kind()))?;
+    // Wait for the final answer, retransmitting over UDP until something provisional comes.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(s.args.timeout);
+    let mut retransmit = Duration::from_millis(500);
+    let mut heard = false;
+    let answer = loop {
+        let wait = if heard || tcp {
+            deadline
+        } else {
+            (tokio::time::Instant::now() + retransmit).min(deadline)
+        };
+        match tokio::time::timeout_at(wait, signal.recv()).await {
+            Ok(Ok(msg)) => {
+                let Some(code) = status(&msg) else { continue };
+                if !header(&msg, "cseq").unwrap_or_default().ends_with("INVITE") {
+                    continue;
+                }
+                heard = true;
+                if code >= 200 {
+                    break (code, msg);
+                }
+            }
+            Ok(Err(e)) => return Err(format!("receive: {}", e.kind())),
+            Err(_) if tokio::time::Instant::now() >= deadline => {
+                return Err("timeout".into());
+            }
+            Err(_) => {
+                retransmit = (retransmit * 2).min(Duration::from_secs(4));
+                let _ = signal.send(s.target, &invite).await;
+            }
+        }
+    };
+    let (code, msg) = answer;
+    let to = header(&msg, "to").unwrap_or_default();
+    let to_tag = to
+        .split_once(";tag=")
+        .map(|(_, t)| format!(";tag={}", t.split(';').next().unwrap_or(t)))
+        .unwrap_or_default();
+    if code != 200 {
+        let ack = format!(
+            "ACK {uri} SIP/2.0\r\n{}Content-Length: 0\r\n\r\n",
+            common("ACK", 1, &branch, &to_tag)
+        );
+        let _ = signal.send(s.target, &ack).await;
+        return Err(code.to_string());
+    }
+    s.latencies
+        .lock()
+        .await
+        .push(started.elapsed().as_secs_f64() * 1000.0);
+    s.totals.answered.fetch_add(1, Ordering::Relaxed);
+    {
+        let mut last = s.last_answer.lock().await;
+        *last = last.max(s.run_started.elapsed().as_secs_f64());
+    }
+    let remote_contact = header(&msg, "contact")
+        .map(|c| {
+            c.trim_start_matches('<')
+                .split('>')
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .unwrap_or_else(|| uri.clone());
+    let ack = format!(
+        "ACK {remote_contact} SIP/2.0\r\n{}Content-Length: 0\r\n\r\n",
+        common(
+            "ACK",
+            1,
+            &format!("z9hG4bK{:x}", rand::random::<u64>()),
+            &to_tag
+        )
+    );
+    let _ = signal.send(s.target, &ack).await;
+    let body = msg.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    let remote = MediaDescription::parse(body.as_bytes())
+        .map_err(|e| format!("answer SDP: {e}"))?
+        .addr;
+    s.totals.live.fetch_add(1, Ordering::Relaxed);
+    let streamed = stream_media(s, &media, remote).await;
+    s.totals.live.fetch_sub(1, Ordering::Relaxed);
+    let bye = format!(
+        "BYE {remote_contact} SIP/2.0\r\n{}Content-Length: 0\r\n\r\n",
+        common(
+            "BYE",
+            2,
+            &format!("z9hG4bK{:x}", rand::random::<u64>()),
+            &to_tag
+        )
+    );
+    signal
+        .send(s.target, &bye)
+        .await
+        .map_err(|e| format!("send BYE: {}", e.kind()))?;
+    let bye_deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(bye_deadline, signal.recv()).await {
+            Ok(Ok(msg)) => {
+                if status(&msg).is_some()
+                    && header(&msg, "cseq").unwrap_or_default().ends_with("BYE")
+                {
+                    break;
+                }
+                if msg.starts_with("BYE ") {
+                    // The server hung up first (silence or duration cap).
+                    break;
+                }
+            }
+            _ => return Err("BYE unanswered".into()),
+        }
+    }
+    streamed
+}
+
+/// Sends the audio every 20 ms for the hold time and counts what comes back.
+async fn stream_media(s: &Shared, sock: &UdpSocket, remote: SocketAddr) -> Result<(), String> {
+    let mut encoder = switchboard_sip::audio_codec::create_encoder(s.codec.codec_type());
+    let frame = s.codec.frame_samples();
+    let frames = (s.args.hold * 50.0).round() as u64;
+    let ssrc: u32 = rand::random();
+    let mut seq: u16 = rand::random();
+    let mut ts: u32 = rand::random();
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let mut buf = [0u8; 2048];
+    let (mut first, mut max_seq, mut received, mut cycles) = (None::<u16>, 0u16, 0u64, 0u64);
+    let mut offset = 0usize;
+    let mut pcm = vec![0i16; frame];
+    for _ in 0..frames {
+        tokio::select! {
+            _ = tick.tick() => {}
+        }
+        for v in pcm.iter_mut() {
+            *v = s.audio[offset % s.audio.len()];
+            offset += 1;
+        }
+        let payload = encoder.encode(&pcm);
+        let mut pkt = Vec::with_capacity(12 + payload.len());
+        pkt.extend_from_slice(&[0x80, s.codec.payload_type()]);
+        pkt.extend_from_slice(&seq.to_be_bytes());
+        pkt.extend_from_slice(&ts.to_be_bytes());
+        pkt.extend_from_slice(&ssrc.to_be_bytes());
+        pkt.extend_from_slice(&payload);
+        if sock.send_to(&pkt, remote).await.is_ok() {
+            s.totals.rtp_sent.fetch_add(1, Ordering::Relaxed);
+        }
+        seq = seq.wrapping_add(1);
+        ts = ts.wrapping_add(Codec::TIMESTAMP_STEP);
+        // Drain what arrived.
+        while let Ok((n, _)) = sock.try_recv_from(&mut buf) {
+            if n < 12 {
+                continue;
+            }
+            let q = u16::from_be_bytes([buf[2], buf[3]]);
+            received += 1;
+            match first {
+                None => {
+                    first = Some(q);
+                    max_seq = q;
+                }
+                Some(_) => {
+                    if switchboard_sip::rtp::seq_before(max_seq, q) {
+                        if q < max_seq {
+                            cycles += 1;
+                        }
+                        max_seq = q;
+                    }
+                }
+            }
+        }
+    }
+    s.totals.rtp_received.fetch_add(received, Ordering::Relaxed);
+    if let Some(first) = first {
+        let expected = cycles * 65_536 + u64::from(max_seq) + 1 - u64::from(first);
+        s.totals
+            .rtp_lost
+            .fetch_add(expected.saturating_sub(received), Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+fn tone(rate: u32) -> Vec<i16> {
+    (0..rate)
+        .map(|i| {
+            (8000.0 * (2.0 * std::f64::consts::PI * 440.0 * f64::from(i) / f64::from(rate)).sin())
+                as i16
+        })
+        .collect()
+}
+
+fn load_wav(path: &PathBuf, rate: u32) -> anyhow::Result<Vec<i16>> {
+    let reader =
+        hound::WavReader::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let spec = reader.spec();
+    if spec.bits_per_sample != 16 || spec.sample_format != hound::SampleFormat::Int {
+        bail!("{}: a 16-bit PCM WAV is needed", path.display());
+    }
+    let channels = usize::from(spec.channels.max(1));
+    let samples: Vec<i16> = reader
+        .into_samples::<i16>()
+        .step_by(channels)
+        .collect::<Result<_, _>>()?;
+    if samples.is_empty() {
+        bail!("{}: no audio", path.display());
+    }
+    Ok(switchboard_sip::media::resample(
+        &samples,
+        spec.sample_rate,
+        rate,
+    ))
+}
+
+/// Samples the server's CPU (percent of one core) and RSS every half second.
+async fn sample_server(
+    pid: Option<u32>,
+    s: Arc<Shared>,
+    out: Arc<Mutex<Vec<Value>>>,
+    started: Instant,
+) {
+    let tick_hz = 100.0; // USER_HZ on Linux
+    let mut last: Option<(f64, Instant)> = None;
+    loop {
+        let cpu_ticks = pid.and_then(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let rest = stat.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?)
+        });
+        let rss = pid.and_then(|p| {
+            let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        });
+        let now = Instant::now();
+        let cpu = match (cpu_ticks, last) {
+            (Some(t), Some((t0, at))) => {
+                Some((t - t0) / tick_hz / now.duration_since(at).as_secs_f64() * 100.0)
+            }
+            _ => None,
+        };
+        if let Some(t) = cpu_ticks {
+            last = Some((t, now));
+        }
+        out.lock().await.push(json!({
+            "t": started.elapsed().as_secs_f64(),
+            "live_calls": s.totals.live.load(Ordering::Relaxed),
+            "cpu_percent": cpu,
+            "rss_kib": rss,
+        }));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn polyline(samples: &[Value], key: &str, w: f64, h: f64) -> (String, f64) {
+    let points: Vec<(f64, f64)> = samples
+        .iter()
+        .filter_map(|v| Some((v["t"].as_f64()?, v[key].as_f64()?)))
+        .collect();
+    let tmax = points.iter().map(|p| p.0).fold(1.0, f64::max);
+    let vmax = points.iter().map(|p| p.1).fold(1.0, f64::max);
+    let line = points
+        .iter()
+        .map(|(t, v)| format!("{:.1},{:.1}", t / tmax * w, h - v / vmax * h))
+        .collect::<Vec<_>>()
+        .join(" ");
+    (line, vmax)
+}
+
+fn html(report: &Value, samples: &[Value]) -> String {
+    let (w, h) = (800.0, 160.0);
+    let chart = |key: &str, title: &str, color: &str| {
+        let (line, max) = polyline(samples, key, w, h);
+        format!(
+            "<h2>{title} (max {max:.1})</h2><svg width=\"{w}\" height=\"{h}\" style=\"border:1px solid #ccc\">\
+             <polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{line}\"/></svg>"
+        )
+    };
+    let rows: String = report
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("<tr><th>{k}</th><td>{v}</td></tr>"))
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Switchboard SIP load</title>\
+         <style>body{{font-family:sans-serif;margin:2em}}th{{text-align:left;padding-right:1em}}</style></head><body>\
+         <h1>Switchboard SIP load</h1><table>{rows}</table>{}{}{}</body></html>",
+        chart("live_calls", "Concurrent calls", "#2a6"),
+        chart("cpu_percent", "Server CPU (% of one core)", "#c33"),
+        chart("rss_kib", "Server RSS (KiB)", "#36c"),
+    )
+}
+
+struct Spawned {
+    child: tokio::process::Child,
+    sip: SocketAddr,
+    slug: String,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts `bin serve --sip` on a temporary database and creates an agent and an endpoint.
+async fn spawn_server(bin: &PathBuf) -> anyhow::Result<Spawned> {
+    let dir = tempfile::tempdir()?;
+    let http = free_port()?;
+    let sip_port = free_port()?;
+    let mut child = tokio::process::Command::new(bin)
+        .arg("--database-url")
+        .arg(format!(
+            "sqlite://{}",
+            dir.path().join("bench.db").display()
+        ))
+        .args(["serve", "--sip", "--tts", "tones", "--rate-limit", "100000"])
+        .arg("--http")
+        .arg(format!("127.0.0.1:{http}"))
+        .arg("--sip-listen")
+        .arg(format!("127.0.0.1:{sip_port}"))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--sip-invites-per-second", "1000000", "--sip-ring-ms", "0"])
+        .env("SWITCHBOARD_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let stdout = child.stdout.take().context("server stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let key = loop {
+        let line = lines
+            .next_line()
+            .await?
+            .context("the server exited before printing its key")?;
+        if let Some(k) = line.split("store it now): ").nth(1) {
+            break k.trim().to_string();
+        }
+    };
+    let base = format!("http://127.0.0.1:{http}");
+    let client = reqwest::Client::new();
+    let mut agent = None;
+    for _ in 0..100 {
+        let resp = client
+            .post(format!("{base}/agents"))
+            .bearer_auth(&key)
+            .json(
+                &json!({"name": "Bench", "greeting_message": "Hello, this is the load test agent.",
+                "max_call_duration_secs": 3600, "silence_timeout_secs": 3600}),
+            )
+            .send()
+            .await;
+        if let Ok(r) = resp {
+            agent = Some(r.json::<Value>().await?);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let agent = agent.context("the server's HTTP API did not come up")?;
+    let endpoint: Value = client
+        .post(format!("{base}/sip-endpoints"))
+        .bearer_auth(&key)
+        .json(&json!({"name": "bench", "inbound_agent_id": agent["id"]}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let slug = endpoint["data"]["slug"]
+        .as_str()
+        .context("no endpoint created")?
+        .to_string();
+    Ok(Spawned {
+        child,
+        sip: format!("127.0.0.1:{sip_port}").parse()?,
+        slug,
+        _dir: dir,
+    })
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        let port = udp.local_addr()?.port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+}

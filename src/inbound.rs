@@ -75,6 +75,11 @@ impl InboundStore for InboundPort {
         if let Ok(mut agents) = self.agents.lock() {
             agents.remove(&call.id);
         }
+        metrics::counter!("switchboard_inbound_calls_total").increment(1);
+        metrics::counter!("switchboard_rtp_packets_sent_total").increment(call.packets_sent);
+        metrics::counter!("switchboard_rtp_packets_received_total")
+            .increment(call.packets_received);
+        metrics::counter!("switchboard_rtp_packets_lost_total").increment(call.packets_lost);
         if low == Some(true)
             && let Err(err) =
                 crate::billing::auto_topup(&self.store, self.payments.as_ref(), call.workspace_id)

@@ -160,11 +160,18 @@ pub async fn run(mut args: SipLoadArgs) -> anyhow::Result<Value> {
     let wall = started.elapsed().as_secs_f64();
     sampler.abort();
     let samples = samples.lock().await.clone();
+    let mut server_rtp = Value::Null;
+    if let Some(server) = &spawned {
+        // The server's own RTP counters, once its calls have recorded their ends.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        server_rtp = scrape_rtp(&server.http).await.unwrap_or(Value::Null);
+    }
     if let Some(mut server) = spawned {
         let _ = server.child.start_kill();
         let _ = server.child.wait().await;
     }
-    let report = report(&shared, wall, &samples).await;
+    let mut report = report(&shared, wall, &samples).await;
+    report["server_rtp"] = server_rtp;
     if let Some(path) = &args.html {
         std::fs::write(path, html(&report, &samples))
             .with_context(|| format!("writing {}", path.display()))?;
@@ -663,8 +670,34 @@ fn html(report: &Value, samples: &[Value]) -> String {
     )
 }
 
+/// The server's RTP counters from its Prometheus endpoint.
+async fn scrape_rtp(base: &str) -> anyhow::Result<Value> {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await?
+        .text()
+        .await?;
+    let mut out = serde_json::Map::new();
+    for line in text.lines() {
+        for name in [
+            "switchboard_inbound_calls_total",
+            "switchboard_rtp_packets_sent_total",
+            "switchboard_rtp_packets_received_total",
+            "switchboard_rtp_packets_lost_total",
+        ] {
+            if let Some(v) = line
+                .strip_prefix(name)
+                .and_then(|r| r.trim().parse::<f64>().ok())
+            {
+                out.insert(name.to_string(), json!(v));
+            }
+        }
+    }
+    Ok(Value::Object(out))
+}
+
 struct Spawned {
     child: tokio::process::Child,
+    http: String,
     sip: SocketAddr,
     slug: String,
     _dir: tempfile::TempDir,
@@ -740,6 +773,7 @@ async fn spawn_server(bin: &PathBuf) -> anyhow::Result<Spawned> {
         .to_string();
     Ok(Spawned {
         child,
+        http: base,
         sip: format!("127.0.0.1:{sip_port}").parse()?,
         slug,
         _dir: dir,

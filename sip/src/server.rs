@@ -2,7 +2,8 @@
 //! and the dialogs of live calls.
 //!
 //! An INVITE for `sip:<slug>@host` is checked in this order, each step answering before any
-//! provisional response: the source's INVITE rate, the slug ([`InboundRouter::route`]: unknown,
+//! provisional response: the source's INVITE rate (over UDP an INVITE past it is dropped
+//! unanswered; over TCP and TLS it gets 503), the slug ([`InboundRouter::route`]: unknown,
 //! deleted and inactive all answer the same 404), the source address (403), the SDP offer (488
 //! without a common codec). Then 100 and 180, a short ring, 200 with the SDP answer, and the call
 //! is handed to [`InboundRouter::run_call`] with its media running.
@@ -515,10 +516,17 @@ impl<R: InboundRouter> Shared<R> {
             return;
         };
         if !self.limiter.allow(source.ip()) {
-            let retry = Header::RetryAfter("1".into());
-            let _ = tx
-                .reply_with(StatusCode::ServiceUnavailable, vec![retry], None)
-                .await;
+            // Over UDP the INVITE is dropped unanswered: the caller's own retransmissions
+            // retry it after the window, a spoofed flood gets nothing reflected, and a scanner
+            // cannot tell an over-limit INVITE from any other. Over TCP and TLS (no
+            // retransmissions, no spoofing) the caller is told to come back.
+            let reliable = tx.connection.as_ref().is_some_and(|c| c.is_reliable());
+            if reliable {
+                let retry = Header::RetryAfter("1".into());
+                let _ = tx
+                    .reply_with(StatusCode::ServiceUnavailable, vec![retry], None)
+                    .await;
+            }
             return;
         }
         let slug = tx.original.uri.user().unwrap_or_default().to_string();

@@ -312,7 +312,8 @@ async fn malformed_input_and_floods_never_stop_valid_calls() {
     assert_eq!(r.code, 400, "{}", r.text);
     bad_sdp.ack_error().await;
 
-    // A flood from one source: past 10 INVITEs a second it gets 503.
+    // A flood from one source over UDP: past 10 INVITEs a second they go unanswered (nothing
+    // reflected, nothing for a scanner to tell apart).
     let mut flood = Ua::from_ip(s.sip, "desk-flood000000000000000000", "127.0.0.2").await;
     for i in 0..30 {
         flood.branch = format!("z9hG4bKflood{i}");
@@ -325,8 +326,8 @@ async fn malformed_input_and_floods_never_stop_valid_calls() {
             codes.push(r.code);
         }
     }
-    assert!(codes.contains(&503), "{codes:?}");
-    assert!(codes.contains(&404), "{codes:?}");
+    assert!(codes.iter().all(|c| *c == 404), "{codes:?}");
+    assert!((5..=12).contains(&codes.len()), "{codes:?}");
 
     // Another source still gets through, and OPTIONS is answered.
     let mut ok = Ua::new(s.sip, &slug).await;

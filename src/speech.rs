@@ -304,6 +304,89 @@ mod tests {
         assert!(wav_samples(b"not a wav at all, not at all, not at all, really").is_err());
     }
 
+    /// A stand-in for an OpenAI-compatible speech server: checks the request and answers one
+    /// second of 24 kHz PCM.
+    async fn speech_server() -> (
+        String,
+        tokio::sync::mpsc::UnboundedReceiver<serde_json::Value>,
+    ) {
+        use axum::routing::post;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let app = axum::Router::new().route(
+            "/v1/audio/speech",
+            post(
+                move |headers: axum::http::HeaderMap, body: axum::Json<serde_json::Value>| {
+                    let tx = tx.clone();
+                    async move {
+                        let auth = headers
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("")
+                            .to_string();
+                        let _ = tx.send(serde_json::json!({"auth": auth, "body": body.0}));
+                        if auth != "Bearer test-key" {
+                            return (axum::http::StatusCode::UNAUTHORIZED, Vec::new());
+                        }
+                        let pcm: Vec<u8> = (0..24_000)
+                            .flat_map(|i| (((i % 24) as i16 - 12) * 1000).to_le_bytes())
+                            .collect();
+                        (axum::http::StatusCode::OK, pcm)
+                    }
+                },
+            ),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}/v1"), rx)
+    }
+
+    #[tokio::test]
+    async fn the_openai_compatible_client_asks_for_pcm_and_resamples_it() {
+        crate::install_crypto();
+        let (base, mut seen) = speech_server().await;
+        let speech = OpenAiSpeech {
+            base_url: base.clone(),
+            api_key: Some("test-key".into()),
+            model: "tts-test".into(),
+            client: reqwest::Client::new(),
+        };
+        let audio = speech
+            .speak("Hello there", "nova", "en", 8000)
+            .await
+            .unwrap();
+        assert_eq!(audio.len(), 8000, "one second at 8 kHz");
+        let req = seen.recv().await.unwrap();
+        assert_eq!(req["body"]["model"], "tts-test");
+        assert_eq!(req["body"]["input"], "Hello there");
+        assert_eq!(req["body"]["voice"], "nova");
+        assert_eq!(req["body"]["response_format"], "pcm");
+        let wrong = OpenAiSpeech {
+            api_key: Some("other".into()),
+            ..speech
+        };
+        let err = wrong.speak("Hi", "", "en", 8000).await.unwrap_err();
+        assert!(err.0.contains("401"), "{err}");
+        assert!(!err.0.contains("other"), "the key never shows: {err}");
+    }
+
+    #[tokio::test]
+    async fn espeak_speaks_when_installed() {
+        let Some(espeak) = Espeak::find() else {
+            // scripts/test installs espeak-ng; a machine without it uses the fallback.
+            return;
+        };
+        let audio = espeak
+            .speak("Hello, front desk.", "", "en-US", 16000)
+            .await
+            .unwrap();
+        assert!(audio.len() > 8000, "at least half a second of speech");
+        assert!(switchboard_sip::media::level_db(&audio) > -40.0);
+        // An unknown language falls back to English rather than to nothing.
+        let audio = espeak.speak("Hello", "", "xx-unknown", 8000).await.unwrap();
+        assert!(!audio.is_empty());
+    }
+
     #[tokio::test]
     async fn the_fallback_is_as_long_as_the_text_and_audible() {
         let short = Tones.speak("Hi", "", "en", 8000).await.unwrap();

@@ -2,6 +2,7 @@
 //! baresip (Debian's package) as the caller, recordings fetched over HTTP.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -19,11 +20,20 @@ struct SipApp {
 }
 
 async fn sip_app(ring_ms: u64, invites_per_second: u32) -> SipApp {
+    sip_app_with(ring_ms, invites_per_second, None).await
+}
+
+async fn sip_app_with(
+    ring_ms: u64,
+    invites_per_second: u32,
+    tls: Option<switchboard_sip::server::TlsSettings>,
+) -> SipApp {
     let port = free_sip_port();
     let sip: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let app = spawn_app_with(|c| {
         c.sip = Some(SipSettings {
             listen: sip,
+            tls,
             rtp_ports: (40_000, 49_999),
             ring: Duration::from_millis(ring_ms),
             t1: Duration::from_millis(50),
@@ -113,6 +123,142 @@ async fn unknown_deleted_and_inactive_slugs_all_get_the_same_404() {
         .replace("SIP/2.0/UDP", "SIP/2.0/TCP");
     let r = tcp_request(s.sip, &text).await.expect("a TCP answer");
     assert_eq!(r.code, 404, "{}", r.text);
+}
+
+#[tokio::test]
+async fn sip_over_tls_is_served_with_the_configured_certificate() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+
+    // A test CA and a certificate it signs for localhost / 127.0.0.1.
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    std::fs::write(
+        p("leaf.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .expect("openssl is installed");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=Test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "leaf.csr",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "leaf.ext",
+        "-out",
+        "cert.pem",
+    ]);
+    let (cert, key, ca) = (p("cert.pem"), p("key.pem"), p("ca.pem"));
+    let tls_addr: SocketAddr = format!("127.0.0.1:{}", free_sip_port()).parse().unwrap();
+    let s = sip_app_with(
+        0,
+        100,
+        Some(switchboard_sip::server::TlsSettings {
+            listen: tls_addr,
+            cert_pem: std::fs::read(&cert).unwrap(),
+            key_pem: std::fs::read(&key).unwrap(),
+        }),
+    )
+    .await;
+    let (_, _, slug) = endpoint(&s.app, json!({}), json!({})).await;
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(&ca).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let ask = |target: String| {
+        let connector = connector.clone();
+        async move {
+            let tcp = tokio::net::TcpStream::connect(tls_addr).await.unwrap();
+            let mut stream = connector
+                .connect(ServerName::try_from("localhost").unwrap(), tcp)
+                .await
+                .expect("TLS handshake with the configured certificate");
+            let ua = Ua::new(s.sip, &target).await;
+            let text = ua
+                .invite_text(&offer(40_000, &[(0, "PCMU/8000")]))
+                .replace("SIP/2.0/UDP", "SIP/2.0/TLS");
+            stream.write_all(text.as_bytes()).await.unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = tokio::time::timeout(SECS, stream.read(&mut buf))
+                    .await
+                    .expect("an answer over TLS")
+                    .unwrap();
+                assert!(n > 0, "the server closed the connection");
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got).to_string();
+                let finals: Vec<u16> = text
+                    .split("SIP/2.0 ")
+                    .skip(1)
+                    .filter_map(|m| m.get(..3)?.parse().ok())
+                    .filter(|c| *c >= 200)
+                    .collect();
+                if let Some(code) = finals.first() {
+                    return *code;
+                }
+            }
+        }
+    };
+    assert_eq!(ask("desk-nosuchendpoint0000000000".into()).await, 404);
+    assert_eq!(ask(slug).await, 200);
 }
 
 #[tokio::test]
@@ -251,6 +397,44 @@ async fn the_caller_hangs_up_and_the_call_is_recorded_with_its_audio() {
         switchboard_sip::media::level_db(&right) > -30.0,
         "agent channel"
     );
+}
+
+#[tokio::test]
+async fn a_reinvite_keeps_the_codec_and_moves_the_media() {
+    let s = sip_app(0, 100).await;
+    let (_, _, slug) = endpoint(&s.app, json!({"agent_speaks_first": false}), json!({})).await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite(&offer(ua.media_port(), &[(8, "PCMA/8000")]))
+        .await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200);
+    let first_answer = r.body().to_string();
+    ua.ack_2xx().await;
+    // Let any retransmission of the first 200 pass before the re-INVITE.
+    while ua.reply(Duration::from_millis(300)).await.is_some() {}
+    // The caller moves its media to a new socket and offers PCMU first this time.
+    let moved = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let port = moved.local_addr().unwrap().port();
+    ua.reinvite(&offer(port, &[(0, "PCMU/8000"), (8, "PCMA/8000")]))
+        .await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200, "{}", r.text);
+    assert!(r.body().contains("a=rtpmap:8 PCMA/8000"), "{}", r.body());
+    assert_eq!(media_addr(r.body()), media_addr(&first_answer));
+    ua.ack_reinvite().await;
+    let mut buf = [0u8; 1500];
+    let (n, _) = tokio::time::timeout(SECS, moved.recv_from(&mut buf))
+        .await
+        .expect("media at the new address")
+        .unwrap();
+    assert_eq!(buf[1] & 0x7f, 8, "still PCMA");
+    assert_eq!(n, 12 + 160);
+    // An offer without the call's codec is refused, and the call goes on.
+    ua.reinvite(&offer(port, &[(9, "G722/8000")])).await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 488, "{}", r.text);
+    ua.bye().await;
+    assert_eq!(ua.final_reply("BYE", SECS).await.1.code, 200);
 }
 
 #[tokio::test]

@@ -67,6 +67,10 @@ fn rand_token() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
 
+fn new_branch() -> String {
+    format!("z9hG4bK{}", rand_token())
+}
+
 /// An SDP offer for `payloads` (`pt name/rate`) at `port`.
 pub fn offer(port: u16, payloads: &[(u8, &str)]) -> String {
     let pts: Vec<String> = payloads.iter().map(|(pt, _)| pt.to_string()).collect();
@@ -220,14 +224,40 @@ impl Ua {
         )
     }
 
+    /// A re-INVITE in the dialog (CSeq 2) offering `sdp`.
+    pub async fn reinvite(&self, sdp: &str) {
+        let head = self.in_dialog("INVITE", 2, &new_branch(), &self.target());
+        let text = head.replace(
+            "Content-Length: 0\r\n\r\n",
+            &format!(
+                "Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+                sdp.len()
+            ),
+        );
+        self.send_raw(text.as_bytes()).await;
+    }
+
+    /// Where in-dialog requests go: the server's Contact.
+    fn target(&self) -> String {
+        self.remote_contact
+            .clone()
+            .unwrap_or_else(|| format!("sip:{}@{}", self.slug, self.server))
+    }
+
+    /// An in-dialog request without a body, as a new transaction.
+    async fn send_in_dialog(&self, method: &str, cseq: u32) {
+        let text = self.in_dialog(method, cseq, &new_branch(), &self.target());
+        self.send_raw(text.as_bytes()).await;
+    }
+
+    /// ACK for the 2xx of the re-INVITE.
+    pub async fn ack_reinvite(&self) {
+        self.send_in_dialog("ACK", 2).await;
+    }
+
     /// ACK for a 2xx (a new transaction to the remote Contact).
     pub async fn ack_2xx(&self) {
-        let uri = self
-            .remote_contact
-            .clone()
-            .unwrap_or_else(|| format!("sip:{}@{}", self.slug, self.server));
-        let text = self.in_dialog("ACK", 1, &format!("z9hG4bK{}", rand_token()), &uri);
-        self.send_raw(text.as_bytes()).await;
+        self.send_in_dialog("ACK", 1).await;
     }
 
     /// ACK for a non-2xx final response (same branch as the INVITE).
@@ -253,12 +283,7 @@ impl Ua {
     }
 
     pub async fn bye(&self) {
-        let uri = self
-            .remote_contact
-            .clone()
-            .unwrap_or_else(|| format!("sip:{}@{}", self.slug, self.server));
-        let text = self.in_dialog("BYE", 2, &format!("z9hG4bK{}", rand_token()), &uri);
-        self.send_raw(text.as_bytes()).await;
+        self.send_in_dialog("BYE", 3).await;
     }
 
     /// Waits for a request from the server (e.g. its BYE) and answers it 200.

@@ -7,6 +7,7 @@
 //! - [`billing`]: balances, the ledger and the payment-provider port.
 //! - [`http`]: the REST control plane (axum), its discovery documents and its gate (auth and
 //!   rate limits).
+//! - [`egress`]: the outbound URL policy every request to a workspace-supplied URL obeys.
 //! - [`engine`]: the campaign engine wired to the store and the configured carrier.
 //! - [`jobs`]: background work, such as activating purchased numbers.
 //! - [`simulation`]: the engine and store against the simulated carrier under virtual time.
@@ -20,6 +21,7 @@ pub mod auth;
 pub mod billing;
 pub mod cli;
 pub mod config;
+pub mod egress;
 pub mod engine;
 pub mod http;
 pub mod inbound;

@@ -175,6 +175,10 @@ pub struct ServeArgs {
     /// `http://<--http>`).
     #[arg(long, env = "SWITCHBOARD_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Private address ranges webhooks may reach (comma-separated CIDRs); none by default, so
+    /// webhooks reach public addresses only.
+    #[arg(long, env = "SWITCHBOARD_EGRESS_ALLOW", value_delimiter = ',')]
+    pub egress_allow: Vec<switchboard_sip::acl::IpNet>,
 }
 
 /// A `low-high` range of UDP ports.
@@ -467,6 +471,7 @@ impl ServeArgs {
                 _ => Tts::Auto,
             },
             public_url: self.public_url.clone(),
+            egress_allow: self.egress_allow.clone(),
             ..Config::default()
         })
     }

@@ -84,6 +84,8 @@ pub struct Config {
     pub public_url: Option<String>,
     /// Longest inbound call when the agent sets no `max_call_duration_secs`.
     pub inbound_max_call_secs: u64,
+    /// Private ranges webhooks may reach anyway (none by default: only public addresses).
+    pub egress_allow: Vec<switchboard_sip::acl::IpNet>,
 }
 
 impl Default for Config {
@@ -111,6 +113,7 @@ impl Default for Config {
             tts: Tts::Auto,
             public_url: None,
             inbound_max_call_secs: 3600,
+            egress_allow: Vec::new(),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! - [`jobs`]: background work, such as activating purchased numbers.
 //! - [`simulation`]: the engine and store against the simulated carrier under virtual time.
 //! - [`inbound`]: inbound SIP calls: routing slugs to endpoints and agents, and their records.
+//! - [`webhooks`]: webhook tools: configuration rules, the payload contract, one delivery.
 //! - [`speech`]: text to speech for agents' prompts (espeak-ng, OpenAI-compatible, fallback).
 //!
 //! [`serve`] runs the whole service on listeners the caller binds, until a shutdown future
@@ -29,6 +30,7 @@ pub mod jobs;
 pub mod simulation;
 pub mod speech;
 pub mod store;
+pub mod webhooks;
 
 use std::future::Future;
 use std::net::SocketAddr;

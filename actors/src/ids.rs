@@ -83,6 +83,10 @@ id_type!(
     LeadId,
     /// A SIP endpoint: a `sip:<slug>@host` address that routes inbound calls to an agent.
     SipEndpointId,
+    /// A tool agents call during calls (a webhook or a function).
+    ToolId,
+    /// One logged delivery of a webhook tool.
+    DeliveryId,
 );
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use switchboard_actors::call::{
     CallDirection, CallStatus, PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN,
 };
@@ -22,7 +21,9 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{JsonObject, ListResponse, Pagination, PathId, Q, parse_fields};
+use super::extract::{
+    JsonObject, ListResponse, Pagination, PathId, Q, parse_fields, replayed, request_hash,
+};
 use super::gate::Auth;
 use crate::store::{CallFilter, CallInsert, CallRecord, DispositionSet, NewCall};
 
@@ -92,7 +93,7 @@ async fn create(
     JsonObject(body): JsonObject,
 ) -> Result<(StatusCode, Json<CallRecord>), ApiError> {
     let ws = auth.workspace_id;
-    let request_hash = hex::encode(Sha256::digest(Value::Object(body.clone()).to_string()));
+    let request_hash = request_hash(&body);
     let input: CreateCall = parse_fields(body, CREATE_FIELDS)?;
     let key = match input.idempotency_key {
         Some(k) if k.is_empty() || k.len() > 255 => {
@@ -188,15 +189,7 @@ async fn create(
         CallInsert::Replayed {
             call,
             request_hash: first,
-        } => {
-            if first.as_deref() == Some(request_hash.as_str()) {
-                Ok((StatusCode::OK, Json(call)))
-            } else {
-                Err(ApiError::bad_request(
-                    "idempotency_key was already used with a different request body",
-                ))
-            }
-        }
+        } => replayed(call, first.as_deref(), &request_hash),
         CallInsert::InsufficientFunds(funds) => Err(ApiError::Billing {
             message: if funds.is_suspended {
                 "The workspace is suspended; no calls are placed".into()

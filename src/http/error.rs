@@ -72,6 +72,16 @@ pub enum ApiError {
     /// 429 RATE_LIMIT: a daily quota of creations is used up.
     #[error("{message}")]
     Quota { message: String },
+    /// 502/504 from a tool test delivery: `code` is DOWNSTREAM_HTTP_ERROR,
+    /// WEBHOOK_NETWORK_ERROR or WEBHOOK_TIMEOUT; `extra` adds details, status_code,
+    /// downstream_response, payload_sent and delivery_id.
+    #[error("{message}")]
+    Webhook {
+        status: StatusCode,
+        code: &'static str,
+        message: String,
+        extra: Value,
+    },
     /// 500 INTERNAL_ERROR: logged here; the detail never reaches the client.
     #[error("Internal error")]
     Internal(#[source] anyhow::Error),
@@ -103,6 +113,7 @@ impl ApiError {
             Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::CampaignNotReady { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } | Self::Quota { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Webhook { status, .. } => *status,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -125,6 +136,7 @@ impl ApiError {
             Self::UnsupportedMediaType { .. } => "UNSUPPORTED_MEDIA_TYPE",
             Self::CampaignNotReady { .. } => "CAMPAIGN_NOT_READY",
             Self::RateLimited { .. } | Self::Quota { .. } => "RATE_LIMIT",
+            Self::Webhook { code, .. } => code,
             Self::Internal(_) => "INTERNAL_ERROR",
         }
     }
@@ -149,6 +161,12 @@ impl ApiError {
             }
             Self::CampaignNotReady { message } => {
                 body.insert("message".into(), Value::String(message.clone()));
+            }
+            Self::Webhook {
+                extra: Value::Object(extra),
+                ..
+            } => {
+                body.extend(extra.clone());
             }
             _ => {}
         }

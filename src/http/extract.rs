@@ -294,3 +294,27 @@ pub fn deleted(
     }
     Ok(axum::Json(serde_json::json!({"success": true, "id": id})))
 }
+
+/// The fingerprint of a create request, for idempotency keys.
+pub fn request_hash(body: &Map<String, Value>) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(
+        Value::Object(body.clone()).to_string(),
+    ))
+}
+
+/// The answer to a repeated idempotency key: the first resource (200) when the body is the
+/// same, else 400.
+pub fn replayed<T>(
+    first: T,
+    first_hash: Option<&str>,
+    hash: &str,
+) -> Result<(axum::http::StatusCode, axum::Json<T>), ApiError> {
+    if first_hash == Some(hash) {
+        Ok((axum::http::StatusCode::OK, axum::Json(first)))
+    } else {
+        Err(ApiError::bad_request(
+            "idempotency_key was already used with a different request body",
+        ))
+    }
+}

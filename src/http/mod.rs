@@ -21,6 +21,7 @@ mod dnc;
 mod phone_numbers;
 mod recordings;
 mod sip_endpoints;
+mod tools;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -56,6 +57,8 @@ pub struct AppState {
     pub engine: Engine,
     /// Signs recording URLs.
     pub recording_key: Arc<[u8]>,
+    /// The outbound URL policy (webhooks).
+    pub egress: crate::egress::Egress,
 }
 
 impl AppState {
@@ -68,6 +71,7 @@ impl AppState {
     ) -> anyhow::Result<Self> {
         let (_, openapi) = api().split_for_parts();
         let routes = routes::RouteTable::from_openapi(serde_json::to_value(&openapi)?)?;
+        let egress = crate::egress::Egress::system(config.egress_allow.clone());
         Ok(Self {
             store,
             limiter: Arc::new(gate::RateLimiter::new(config.rate_limit_per_minute)),
@@ -76,6 +80,7 @@ impl AppState {
             metrics: routes::metrics_handle()?,
             payments,
             engine,
+            egress,
             recording_key,
         })
     }
@@ -116,6 +121,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(calls::router())
         .merge(sip_endpoints::router())
         .merge(recordings::router())
+        .merge(tools::router())
 }
 
 /// The complete service router.

@@ -19,6 +19,7 @@ mod inbound;
 mod keys;
 mod numbers;
 mod sip_endpoints;
+mod tools;
 mod workspaces;
 
 pub use agents::*;
@@ -31,6 +32,7 @@ pub use inbound::*;
 pub use keys::*;
 pub use numbers::*;
 pub use sip_endpoints::*;
+pub use tools::*;
 pub use workspaces::*;
 
 use std::str::FromStr;

@@ -18,3 +18,4 @@ mod rig;
 mod sip_calls;
 mod sip_endpoints;
 mod sip_ua;
+mod tools;

@@ -1,0 +1,473 @@
+//! Webhook tools: validating their configuration, building the payload the production contract
+//! sends, and delivering it once through the egress policy.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use crate::egress::{Egress, EgressError};
+
+/// Header names a webhook may not set (the HTTP client owns them).
+const FORBIDDEN_HEADERS: [&str; 10] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "expect",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-",
+];
+
+pub const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/// Longest downstream response preview, in characters.
+pub const PREVIEW_CHARS: usize = 2000;
+/// Most of a downstream response read at all.
+const READ_LIMIT: usize = 64 * 1024;
+
+/// `get weather`, `get_weather`, `GetWeather` → `getWeather`.
+pub fn camel_case(name: &str) -> String {
+    let mut out = String::new();
+    for (i, word) in name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .enumerate()
+    {
+        let mut chars = word.chars();
+        let Some(first) = chars.next() else { continue };
+        if i == 0 {
+            if word.chars().all(|c| !c.is_ascii_lowercase()) {
+                out.push_str(&word.to_ascii_lowercase());
+            } else {
+                out.push(first.to_ascii_lowercase());
+                out.push_str(chars.as_str());
+            }
+        } else {
+            out.push(first.to_ascii_uppercase());
+            out.push_str(chars.as_str());
+        }
+    }
+    out
+}
+
+fn invalid(field: &str, why: impl std::fmt::Display) -> String {
+    format!("Invalid field `{field}`: {why}")
+}
+
+/// A checked camelCase name: 1-64 characters, starting with a letter.
+pub fn tool_name(field: &str, raw: &str) -> Result<String, String> {
+    let name = camel_case(raw);
+    if name.is_empty() || name.len() > 64 || !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return Err(invalid(
+            field,
+            "must hold 1-64 letters or digits (normalized to camelCase), starting with a letter",
+        ));
+    }
+    Ok(name)
+}
+
+/// Validates a webhook configuration and returns it normalized, with defaults filled in.
+/// The URL is checked against the egress policy, its name resolved.
+pub async fn webhook_config(egress: &Egress, config: &Value) -> Result<Value, String> {
+    let Some(obj) = config.as_object() else {
+        return Err(invalid("config", "must be an object"));
+    };
+    if obj.is_empty() {
+        return Err(invalid("config", "is required for webhook tools"));
+    }
+    if obj.contains_key("retry_count") {
+        return Err(invalid(
+            "config.retry_count",
+            "is not supported: webhook tools are dispatched exactly once",
+        ));
+    }
+    const KEYS: [&str; 5] = [
+        "url",
+        "method",
+        "timeout_seconds",
+        "headers",
+        "payload_config",
+    ];
+    if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(invalid(
+            &format!("config.{k}"),
+            format!("is not a webhook setting (allowed: {})", KEYS.join(", ")),
+        ));
+    }
+    let url = obj
+        .get("url")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("config.url", "is required (a string)"))?;
+    if url.len() > 2048 {
+        return Err(invalid("config.url", "must be at most 2048 characters"));
+    }
+    let checked = egress
+        .check(url)
+        .await
+        .map_err(|e| invalid("config.url", e))?;
+    let method = match obj.get("method") {
+        None => "POST".to_string(),
+        Some(Value::String(m)) if METHODS.contains(&m.to_ascii_uppercase().as_str()) => {
+            m.to_ascii_uppercase()
+        }
+        Some(_) => {
+            return Err(invalid(
+                "config.method",
+                "must be one of GET, POST, PUT, PATCH, DELETE",
+            ));
+        }
+    };
+    let timeout = match obj.get("timeout_seconds") {
+        None => 30,
+        Some(v) => match v.as_i64() {
+            Some(n) if (1..=60).contains(&n) && v.is_i64() => n,
+            _ => {
+                return Err(invalid(
+                    "config.timeout_seconds",
+                    "must be an integer from 1 to 60",
+                ));
+            }
+        },
+    };
+    let mut headers = Map::new();
+    match obj.get("headers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(h)) => {
+            for (name, value) in h {
+                let field = format!("config.headers.{name}");
+                let valid_name = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if !valid_name {
+                    return Err(invalid(&field, "is not a valid header name"));
+                }
+                let lower = name.to_ascii_lowercase();
+                if FORBIDDEN_HEADERS.iter().any(|f| {
+                    if f.ends_with('-') {
+                        lower.starts_with(f)
+                    } else {
+                        lower == *f
+                    }
+                }) {
+                    return Err(invalid(
+                        &field,
+                        "is set by the HTTP client and may not be configured",
+                    ));
+                }
+                let Some(text) = value.as_str() else {
+                    return Err(invalid(&field, "must be a string"));
+                };
+                if text.chars().any(|c| c == '\r' || c == '\n' || c == '\0') || text.len() > 8192 {
+                    return Err(invalid(
+                        &field,
+                        "must be one line of at most 8192 characters",
+                    ));
+                }
+                headers.insert(name.clone(), Value::String(text.to_string()));
+            }
+        }
+        Some(_) => return Err(invalid("config.headers", "must be an object of strings")),
+    }
+    let payload = payload_config(obj.get("payload_config"))?;
+    Ok(json!({
+        "url": checked.url.as_str(),
+        "method": method,
+        "timeout_seconds": timeout,
+        "headers": headers,
+        "payload_config": payload,
+    }))
+}
+
+fn payload_config(value: Option<&Value>) -> Result<Value, String> {
+    let empty = Map::new();
+    let obj = match value {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(o)) => o,
+        Some(_) => return Err(invalid("config.payload_config", "must be an object")),
+    };
+    const KEYS: [&str; 3] = [
+        "extraction_parameters",
+        "static_parameters",
+        "include_standard_metadata",
+    ];
+    if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(invalid(
+            &format!("config.payload_config.{k}"),
+            format!("is not a payload setting (allowed: {})", KEYS.join(", ")),
+        ));
+    }
+    let mut params = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    match obj.get("extraction_parameters") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) => {
+            for (i, p) in list.iter().enumerate() {
+                let field = format!("config.payload_config.extraction_parameters[{i}]");
+                let Some(p) = p.as_object() else {
+                    return Err(invalid(
+                        &field,
+                        "must be an object {name, description, required}",
+                    ));
+                };
+                if let Some(k) = p
+                    .keys()
+                    .find(|k| !["name", "description", "required"].contains(&k.as_str()))
+                {
+                    return Err(invalid(
+                        &format!("{field}.{k}"),
+                        "is not a parameter setting",
+                    ));
+                }
+                let name = p
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid(&format!("{field}.name"), "is required"))?;
+                let name = tool_name(&format!("{field}.name"), name)?;
+                if !seen.insert(name.clone()) {
+                    return Err(invalid(
+                        &format!("{field}.name"),
+                        format!("`{name}` is listed twice"),
+                    ));
+                }
+                let description = p
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    .filter(|d| !d.is_empty())
+                    .ok_or_else(|| invalid(&format!("{field}.description"), "is required"))?;
+                let required = match p.get("required") {
+                    None => true,
+                    Some(Value::Bool(b)) => *b,
+                    Some(_) => {
+                        return Err(invalid(&format!("{field}.required"), "must be a boolean"));
+                    }
+                };
+                params
+                    .push(json!({"name": name, "description": description, "required": required}));
+            }
+        }
+        Some(_) => {
+            return Err(invalid(
+                "config.payload_config.extraction_parameters",
+                "must be a list",
+            ));
+        }
+    }
+    let statics = match obj.get("static_parameters") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => {
+            return Err(invalid(
+                "config.payload_config.static_parameters",
+                "must be an object",
+            ));
+        }
+    };
+    let include = match obj.get("include_standard_metadata") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(invalid(
+                "config.payload_config.include_standard_metadata",
+                "must be a boolean",
+            ));
+        }
+    };
+    Ok(json!({
+        "extraction_parameters": params,
+        "static_parameters": statics,
+        "include_standard_metadata": include,
+    }))
+}
+
+/// The names of a webhook's extraction parameters.
+pub fn parameter_names(config: &Value) -> Vec<String> {
+    config["payload_config"]["extraction_parameters"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter_map(|p| p["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The flat payload: the nine standard metadata fields (when included), then static
+/// parameters, then the arguments.
+pub fn payload(
+    config: &Value,
+    metadata: &Map<String, Value>,
+    arguments: &Map<String, Value>,
+) -> Map<String, Value> {
+    let pc = &config["payload_config"];
+    let mut flat = Map::new();
+    if pc["include_standard_metadata"].as_bool().unwrap_or(true) {
+        flat.extend(metadata.clone());
+    }
+    if let Some(statics) = pc["static_parameters"].as_object() {
+        flat.extend(statics.clone());
+    }
+    flat.extend(arguments.clone());
+    flat
+}
+
+/// How one delivery went.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A 2xx.
+    Delivered {
+        status: u16,
+        body: String,
+    },
+    /// Any other status (redirects included: they are never followed).
+    Status {
+        status: u16,
+        body: String,
+    },
+    Timeout,
+    Network(String),
+}
+
+impl Outcome {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Delivered { .. } => "delivered",
+            Outcome::Status { .. } => "http_error",
+            Outcome::Timeout => "timeout",
+            Outcome::Network(_) => "network_error",
+        }
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Outcome::Delivered { status, .. } | Outcome::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// Text safe to show: control characters (other than newline and tab) removed, capped.
+pub fn preview(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+        .take(PREVIEW_CHARS)
+        .collect()
+}
+
+/// A value as a query parameter: strings as they are, everything else as compact JSON.
+fn query_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Sends the payload once, as the production contract does.
+pub async fn deliver(egress: &Egress, config: &Value, payload: &Map<String, Value>) -> Outcome {
+    let url = config["url"].as_str().unwrap_or_default();
+    let method = config["method"].as_str().unwrap_or("POST");
+    let timeout = Duration::from_secs(config["timeout_seconds"].as_u64().unwrap_or(30));
+    // Checked again now: a name may resolve elsewhere than it did at save time.
+    let checked = match egress.check(url).await {
+        Ok(c) => c,
+        Err(e @ EgressError::Unresolved(_)) => return Outcome::Network(e.to_string()),
+        Err(e) => return Outcome::Network(format!("the URL is not allowed: {e}")),
+    };
+    let client = match egress.client(&checked, timeout) {
+        Ok(c) => c,
+        Err(_) => return Outcome::Network("the HTTP client could not be built".into()),
+    };
+    let mut url = checked.url.clone();
+    let verb = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::POST);
+    if verb == reqwest::Method::GET {
+        let mut pairs = url.query_pairs_mut();
+        for (k, v) in payload {
+            pairs.append_pair(k, &query_value(v));
+        }
+        drop(pairs);
+    }
+    let mut req = client.request(verb.clone(), url);
+    let mut has_content_type = false;
+    if let Some(headers) = config["headers"].as_object() {
+        for (name, value) in headers {
+            has_content_type |= name.eq_ignore_ascii_case("content-type");
+            req = req.header(name.as_str(), value.as_str().unwrap_or_default());
+        }
+    }
+    if verb != reqwest::Method::GET {
+        if !has_content_type {
+            req = req.header("content-type", "application/json");
+        }
+        req = req.body(Value::Object(payload.clone()).to_string());
+    }
+    let started = Instant::now();
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => return Outcome::Timeout,
+        Err(e) => return Outcome::Network(network_reason(&e)),
+    };
+    let status = resp.status().as_u16();
+    let mut body = Vec::new();
+    let mut resp = resp;
+    loop {
+        let left = timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, resp.chunk()).await {
+            Err(_) => return Outcome::Timeout,
+            Ok(Ok(Some(chunk))) => {
+                body.extend_from_slice(&chunk);
+                if body.len() >= READ_LIMIT {
+                    break;
+                }
+            }
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) if e.is_timeout() => return Outcome::Timeout,
+            Ok(Err(e)) => return Outcome::Network(network_reason(&e)),
+        }
+    }
+    let body = preview(&body);
+    if (200..300).contains(&status) {
+        Outcome::Delivered { status, body }
+    } else {
+        Outcome::Status { status, body }
+    }
+}
+
+/// Why a request failed, without the URL (it may carry secrets in its query).
+fn network_reason(e: &reqwest::Error) -> String {
+    if e.is_connect() {
+        "the connection failed".into()
+    } else if e.is_request() {
+        "the request could not be sent".into()
+    } else {
+        "the exchange failed".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_camel_case() {
+        assert_eq!(camel_case("get weather"), "getWeather");
+        assert_eq!(camel_case("get_weather-now"), "getWeatherNow");
+        assert_eq!(camel_case("GetWeather"), "getWeather");
+        assert_eq!(camel_case("HTTP request"), "httpRequest");
+        assert_eq!(camel_case("lookup2 order"), "lookup2Order");
+        assert!(tool_name("name", "  __ ").is_err());
+        assert!(tool_name("name", "2fast").is_err());
+    }
+
+    #[test]
+    fn previews_are_sanitized_and_capped() {
+        let raw = format!("ok\u{1b}[31m\u{0}\n{}", "x".repeat(5000));
+        let p = preview(raw.as_bytes());
+        assert!(p.starts_with("ok[31m\n"));
+        assert_eq!(p.chars().count(), PREVIEW_CHARS);
+    }
+}

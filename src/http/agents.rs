@@ -245,21 +245,16 @@ fn integer(field: &str, value: i64, min: i64, max: i64) -> Result<(), ApiError> 
     Ok(())
 }
 
-fn check_url(field: &str, url: &str) -> Result<(), ApiError> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"));
-    let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or_default());
-    let ok = url.len() <= 2048
-        && host.is_some_and(|h| !h.is_empty() && !h.starts_with(':') && !h.contains('@'))
-        && !url.chars().any(|c| c.is_whitespace() || c.is_control());
-    if !ok {
-        return Err(invalid(
-            field,
-            "must be an http or https URL of at most 2048 characters",
-        ));
+/// A webhook URL: at most 2048 characters and allowed by the outbound URL policy (its form and
+/// any literal address now; names are resolved when it is called).
+fn check_url(field: &str, url: &str, egress: &crate::egress::Egress) -> Result<(), ApiError> {
+    if url.len() > 2048 {
+        return Err(invalid(field, "must be at most 2048 characters"));
     }
-    Ok(())
+    egress
+        .check_form(url)
+        .map(|_| ())
+        .map_err(|e| invalid(field, &e.to_string()))
 }
 
 fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
@@ -315,7 +310,7 @@ fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
 }
 
 /// Every bound of the Agent object.
-fn validate(agent: &Agent) -> Result<(), ApiError> {
+fn validate(agent: &Agent, egress: &crate::egress::Egress) -> Result<(), ApiError> {
     chars("name", &agent.name, 1, 200)?;
     chars("system_prompt", &agent.system_prompt, 0, 100_000)?;
     chars("description", &agent.description, 0, 2000)?;
@@ -359,7 +354,7 @@ fn validate(agent: &Agent) -> Result<(), ApiError> {
         ));
     }
     if let Some(url) = &agent.webhook_url {
-        check_url("webhook_url", url)?;
+        check_url("webhook_url", url, egress)?;
     }
     if agent.webhook_events.len() > 50 {
         return Err(invalid(
@@ -487,7 +482,7 @@ async fn create(
     };
     let mut agent = Agent::new(name.trim().to_owned());
     apply(&mut agent, input);
-    validate(&agent)?;
+    validate(&agent, &state.egress)?;
     let created = state.store.create_agent(auth.workspace_id, &agent).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
@@ -516,7 +511,7 @@ async fn update(
         return Err(ApiError::NotFound { resource: "Agent" });
     };
     apply(&mut agent, input);
-    validate(&agent)?;
+    validate(&agent, &state.egress)?;
     let updated = state.store.update_agent(auth.workspace_id, &agent).await?;
     updated
         .map(Json)

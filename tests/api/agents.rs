@@ -158,6 +158,14 @@ async fn out_of_bounds_agent_fields_are_refused_with_the_field_named() {
             "webhook_url",
         ),
         (
+            json!({"name": "a", "webhook_url": "http://localhost:9000/hook"}),
+            "webhook_url",
+        ),
+        (
+            json!({"name": "a", "webhook_url": "http://169.254.169.254/latest"}),
+            "webhook_url",
+        ),
+        (
             json!({"name": "a", "webhook_headers": {"X-Count": 3}}),
             "webhook_headers",
         ),
@@ -224,7 +232,7 @@ async fn the_edges_of_every_bound_are_accepted() {
     let body = json!({
         "name": "x".repeat(200), "temperature": 2, "vad_stop_secs": 10, "vad_start_secs": 0, "vad_confidence": 1,
         "background_sound_volume": 0, "silence_timeout_secs": 3600, "max_continuous_speech_secs": 1,
-        "max_call_duration_secs": 14400, "webhook_url": "http://localhost:9000/hook",
+        "max_call_duration_secs": 14400, "webhook_url": "https://hooks.example.com:9000/hook",
     });
     let resp = app.post("/agents", body).await;
     assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);

@@ -81,6 +81,8 @@ id_type!(
     CallId,
     /// A lead.
     LeadId,
+    /// A tag on leads.
+    LeadTagId,
     /// A SIP endpoint: a `sip:<slug>@host` address that routes inbound calls to an agent.
     SipEndpointId,
     /// A tool agents call during calls (a webhook or a function).

@@ -878,6 +878,14 @@ async fn enroll(
         .store
         .blocked_numbers(ws, campaign.settings.agent_id, state.store.now())
         .await?;
+    // Contacts may reference the workspace's leads; any other id is an invalid row.
+    let mut lead_ids: Vec<LeadId> = raw
+        .iter()
+        .filter_map(|r| r.as_ref().ok()?.lead_id.as_deref()?.parse().ok())
+        .collect();
+    lead_ids.sort_by_key(|l| l.as_uuid());
+    lead_ids.dedup();
+    let leads = state.store.existing_leads(ws, &lead_ids).await?;
     let mut seen = std::collections::HashSet::with_capacity(raw.len());
     let mut contacts = Vec::with_capacity(raw.len());
     let mut invalid = Vec::new();
@@ -899,6 +907,11 @@ async fn enroll(
                         .map_err(|_| format!("lead_id `{l}` is not a UUID"))
                 })
                 .transpose()?;
+            if let Some(lead) = lead_id
+                && !leads.contains(&lead)
+            {
+                return Err(format!("lead_id `{lead}` is not a lead of this workspace"));
+            }
             Ok(NewContact {
                 excluded: blocked
                     .contains(number.as_str())

@@ -80,7 +80,7 @@ fn check_expiry(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<DateTim
     Ok(expires_at)
 }
 
-async fn parse_number(
+pub(super) async fn parse_number(
     state: &AppState,
     auth: &Auth,
     input: &str,

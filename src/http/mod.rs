@@ -18,6 +18,7 @@ mod calls;
 mod campaigns;
 mod dispositions;
 mod dnc;
+mod leads;
 mod phone_numbers;
 mod recordings;
 mod sip_endpoints;
@@ -122,6 +123,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(sip_endpoints::router())
         .merge(recordings::router())
         .merge(tools::router())
+        .merge(leads::router())
 }
 
 /// The complete service router.

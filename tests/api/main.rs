@@ -13,6 +13,7 @@ mod discovery;
 mod dispositions;
 mod dnc;
 mod engine;
+mod leads;
 mod phone_numbers;
 mod rig;
 mod sip_calls;

@@ -83,6 +83,8 @@ id_type!(
     LeadId,
     /// A tag on leads.
     LeadTagId,
+    /// A shared link to an agent's public page.
+    SharedLinkId,
     /// A SIP endpoint: a `sip:<slug>@host` address that routes inbound calls to an agent.
     SipEndpointId,
     /// A tool agents call during calls (a webhook or a function).

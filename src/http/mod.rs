@@ -21,6 +21,7 @@ mod dnc;
 mod leads;
 mod phone_numbers;
 mod recordings;
+mod shared_links;
 mod sip_endpoints;
 mod tools;
 
@@ -124,6 +125,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(recordings::router())
         .merge(tools::router())
         .merge(leads::router())
+        .merge(shared_links::router())
 }
 
 /// The complete service router.

@@ -16,6 +16,7 @@ mod engine;
 mod leads;
 mod phone_numbers;
 mod rig;
+mod shared_links;
 mod sip_calls;
 mod sip_endpoints;
 mod sip_ua;

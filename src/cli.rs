@@ -53,6 +53,36 @@ pub enum Command {
     /// Adjust balances.
     #[command(subcommand)]
     Billing(BillingCommand),
+    /// Register a workspace's own carrier accounts and put numbers on them.
+    #[command(subcommand)]
+    CarrierAccount(CarrierAccountCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CarrierAccountCommand {
+    /// Register a carrier account.
+    Add {
+        #[arg(long)]
+        workspace: WorkspaceId,
+        #[arg(long)]
+        name: String,
+        /// The carrier, e.g. `twilio`, `telnyx`.
+        #[arg(long)]
+        provider: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put one of the workspace's numbers on a carrier account.
+    Assign {
+        #[arg(long)]
+        workspace: WorkspaceId,
+        #[arg(long)]
+        account: uuid::Uuid,
+        #[arg(long)]
+        number: switchboard_actors::ids::PhoneNumberId,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -179,6 +209,10 @@ pub struct ServeArgs {
     /// webhooks reach public addresses only.
     #[arg(long, env = "SWITCHBOARD_EGRESS_ALLOW", value_delimiter = ',')]
     pub egress_allow: Vec<switchboard_sip::acl::IpNet>,
+    /// The emergency switch of carrier accounts: `false` makes every carrier-account route
+    /// answer 403 CARRIER_ACCOUNTS_NOT_ENABLED.
+    #[arg(long, env = "SWITCHBOARD_CARRIER_ACCOUNTS_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub carrier_accounts_enabled: bool,
 }
 
 /// A `low-high` range of UDP ports.
@@ -296,6 +330,47 @@ async fn workspace_must_exist(store: &Store, id: WorkspaceId) -> anyhow::Result<
 pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) => unreachable!("serve is handled by main"),
+        Command::CarrierAccount(CarrierAccountCommand::Add {
+            workspace,
+            name,
+            provider,
+            json,
+        }) => {
+            workspace_must_exist(store, workspace).await?;
+            let (name, provider) = (name.trim(), provider.trim());
+            if name.is_empty() || provider.is_empty() {
+                bail!("--name and --provider must not be empty");
+            }
+            let account = store
+                .create_carrier_account(workspace, name, provider)
+                .await?;
+            print(
+                json,
+                json!({"id": account.id, "name": account.name, "provider": account.provider}),
+                format!("carrier account {} created: {}", account.name, account.id),
+            );
+        }
+        Command::CarrierAccount(CarrierAccountCommand::Assign {
+            workspace,
+            account,
+            number,
+            json,
+        }) => {
+            workspace_must_exist(store, workspace).await?;
+            if !store
+                .assign_number_to_account(workspace, account, number)
+                .await?
+            {
+                bail!(
+                    "no carrier account {account} and held number {number} in workspace {workspace}"
+                );
+            }
+            print(
+                json,
+                json!({"account": account, "number": number}),
+                format!("number {number} is on carrier account {account}"),
+            );
+        }
         Command::Workspace(WorkspaceCommand::Create {
             name,
             country,
@@ -472,6 +547,7 @@ impl ServeArgs {
             },
             public_url: self.public_url.clone(),
             egress_allow: self.egress_allow.clone(),
+            carrier_accounts_enabled: self.carrier_accounts_enabled,
             ..Config::default()
         })
     }

@@ -86,6 +86,8 @@ pub struct Config {
     pub inbound_max_call_secs: u64,
     /// Private ranges webhooks may reach anyway (none by default: only public addresses).
     pub egress_allow: Vec<switchboard_sip::acl::IpNet>,
+    /// The emergency switch of carrier accounts (on by default).
+    pub carrier_accounts_enabled: bool,
 }
 
 impl Default for Config {
@@ -114,6 +116,7 @@ impl Default for Config {
             public_url: None,
             inbound_max_call_secs: 3600,
             egress_allow: Vec::new(),
+            carrier_accounts_enabled: true,
         }
     }
 }

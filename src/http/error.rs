@@ -45,6 +45,15 @@ pub enum ApiError {
     /// 416 RANGE_NOT_SATISFIABLE
     #[error("Range not satisfiable: the file has {size} bytes")]
     RangeNotSatisfiable { size: u64 },
+    /// 403 INSUFFICIENT_SCOPE on the routes the spec answers with 403 (carrier accounts).
+    #[error("This API key lacks the scope {required}")]
+    ScopeForbidden { required: Scope },
+    /// 403 CARRIER_ACCOUNTS_NOT_ENABLED: the operator's emergency switch is off.
+    #[error("Carrier accounts are not enabled")]
+    CarrierAccountsDisabled,
+    /// 404 with a specific code (CARRIER_ACCOUNT_NOT_FOUND, NUMBER_NOT_FOUND).
+    #[error("{message}")]
+    CodedNotFound { code: &'static str, message: String },
     /// 404 NOT_FOUND: missing, in another workspace, or archived; all read the same.
     #[error("{resource} not found")]
     NotFound { resource: &'static str },
@@ -104,7 +113,10 @@ impl ApiError {
             | Self::ExpiredKey
             | Self::InsufficientScope { .. } => StatusCode::UNAUTHORIZED,
             Self::Billing { .. } => StatusCode::PAYMENT_REQUIRED,
-            Self::InvalidSignature => StatusCode::FORBIDDEN,
+            Self::InvalidSignature
+            | Self::ScopeForbidden { .. }
+            | Self::CarrierAccountsDisabled => StatusCode::FORBIDDEN,
+            Self::CodedNotFound { .. } => StatusCode::NOT_FOUND,
             Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::NotFound { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -128,6 +140,9 @@ impl ApiError {
             Self::InsufficientScope { .. } => "INSUFFICIENT_SCOPE",
             Self::Billing { .. } => "BILLING_ERROR",
             Self::InvalidSignature => "INVALID_SIGNATURE",
+            Self::ScopeForbidden { .. } => "INSUFFICIENT_SCOPE",
+            Self::CarrierAccountsDisabled => "CARRIER_ACCOUNTS_NOT_ENABLED",
+            Self::CodedNotFound { code, .. } => code,
             Self::RangeNotSatisfiable { .. } => "RANGE_NOT_SATISFIABLE",
             Self::NotFound { .. } | Self::NoRoute { .. } => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
@@ -153,7 +168,10 @@ impl ApiError {
                     json!({"unknown_fields": fields, "writable_fields": writable}),
                 );
             }
-            Self::InsufficientScope { required } => {
+            Self::CarrierAccountsDisabled => {
+                body.insert("enabled".into(), Value::Bool(false));
+            }
+            Self::InsufficientScope { required } | Self::ScopeForbidden { required } => {
                 body.insert(
                     "required_scope".into(),
                     Value::String(required.as_str().into()),

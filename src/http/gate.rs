@@ -187,6 +187,9 @@ fn authorize(access: Access, check: Option<KeyCheck>) -> Result<Option<Auth>, Ap
                     key_id,
                     scopes,
                 }))
+            } else if required == Scope::CarrierAccountsManage {
+                // The spec answers 403 on carrier-account routes.
+                Err(ApiError::ScopeForbidden { required })
             } else {
                 Err(ApiError::InsufficientScope { required })
             }

@@ -16,6 +16,7 @@ mod billing;
 mod call_windows;
 mod calls;
 mod campaigns;
+mod carrier_accounts;
 mod dispositions;
 mod dnc;
 mod leads;
@@ -126,6 +127,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(tools::router())
         .merge(leads::router())
         .merge(shared_links::router())
+        .merge(carrier_accounts::router())
 }
 
 /// The complete service router.

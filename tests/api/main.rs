@@ -7,6 +7,7 @@ mod billing;
 mod call_windows;
 mod calls;
 mod campaigns;
+mod carrier_accounts;
 mod cli;
 mod crash;
 mod discovery;

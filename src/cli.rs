@@ -56,6 +56,57 @@ pub enum Command {
     /// Register a workspace's own carrier accounts and put numbers on them.
     #[command(subcommand)]
     CarrierAccount(CarrierAccountCommand),
+    /// The affiliate program: enroll partners, record referrals and referred revenue.
+    #[command(subcommand)]
+    Affiliate(AffiliateCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AffiliateCommand {
+    /// Enroll a workspace as a partner (again: change its rates or parent).
+    Enroll {
+        #[arg(long)]
+        workspace: WorkspaceId,
+        /// The partner it is enrolled beneath (it becomes that partner's sub-affiliate).
+        #[arg(long)]
+        parent: Option<WorkspaceId>,
+        /// Commission on referred customers' revenue, in basis points (2000 = 20%).
+        #[arg(long, default_value_t = 2000)]
+        commission_bps: i64,
+        /// Override on its sub-affiliates' referred revenue, in basis points.
+        #[arg(long, default_value_t = 500)]
+        override_bps: i64,
+        /// When the enrollment took effect (RFC 3339; default now). Overrides are earned only
+        /// on revenue from then on.
+        #[arg(long)]
+        at: Option<DateTime<Utc>>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record that a partner referred a customer workspace.
+    Refer {
+        #[arg(long)]
+        referrer: WorkspaceId,
+        #[arg(long)]
+        customer: WorkspaceId,
+        /// When (RFC 3339; default now).
+        #[arg(long)]
+        at: Option<DateTime<Utc>>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record revenue from a customer workspace.
+    Revenue {
+        #[arg(long)]
+        customer: WorkspaceId,
+        #[arg(long)]
+        amount_cents: i64,
+        /// When (RFC 3339; default now).
+        #[arg(long)]
+        at: Option<DateTime<Utc>>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -213,6 +264,9 @@ pub struct ServeArgs {
     /// answer 403 CARRIER_ACCOUNTS_NOT_ENABLED.
     #[arg(long, env = "SWITCHBOARD_CARRIER_ACCOUNTS_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
     pub carrier_accounts_enabled: bool,
+    /// Days affiliate earnings are held before they become payable.
+    #[arg(long, env = "SWITCHBOARD_AFFILIATE_HOLD_DAYS", default_value_t = 30)]
+    pub affiliate_hold_days: u32,
 }
 
 /// A `low-high` range of UDP ports.
@@ -330,6 +384,85 @@ async fn workspace_must_exist(store: &Store, id: WorkspaceId) -> anyhow::Result<
 pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) => unreachable!("serve is handled by main"),
+        Command::Affiliate(AffiliateCommand::Enroll {
+            workspace,
+            parent,
+            commission_bps,
+            override_bps,
+            at,
+            json,
+        }) => {
+            workspace_must_exist(store, workspace).await?;
+            if !(0..=10_000).contains(&commission_bps) || !(0..=10_000).contains(&override_bps) {
+                bail!("rates are basis points from 0 to 10000");
+            }
+            if let Some(p) = parent {
+                if p == workspace {
+                    bail!("a partner cannot be its own parent");
+                }
+                if !store.is_affiliate(p).await? {
+                    bail!("the parent {p} is not an enrolled partner");
+                }
+            }
+            store
+                .enroll_affiliate(
+                    workspace,
+                    parent,
+                    commission_bps,
+                    override_bps,
+                    at.unwrap_or_else(Utc::now),
+                )
+                .await?;
+            print(
+                json,
+                json!({"workspace": workspace, "parent": parent, "commission_bps": commission_bps, "override_bps": override_bps}),
+                format!("workspace {workspace} is a partner"),
+            );
+        }
+        Command::Affiliate(AffiliateCommand::Refer {
+            referrer,
+            customer,
+            at,
+            json,
+        }) => {
+            workspace_must_exist(store, customer).await?;
+            if !store.is_affiliate(referrer).await? {
+                bail!("the referrer {referrer} is not an enrolled partner");
+            }
+            if referrer == customer {
+                bail!("a partner cannot refer itself");
+            }
+            let recorded = store
+                .record_referral(referrer, customer, at.unwrap_or_else(Utc::now))
+                .await?;
+            if !recorded {
+                bail!("{customer} was already referred");
+            }
+            print(
+                json,
+                json!({"referrer": referrer, "customer": customer}),
+                format!("{referrer} referred {customer}"),
+            );
+        }
+        Command::Affiliate(AffiliateCommand::Revenue {
+            customer,
+            amount_cents,
+            at,
+            json,
+        }) => {
+            workspace_must_exist(store, customer).await?;
+            if amount_cents <= 0 {
+                bail!("--amount-cents must be positive");
+            }
+            store
+                .record_revenue(customer, amount_cents, at.unwrap_or_else(Utc::now))
+                .await?;
+            print(
+                json,
+                json!({"customer": customer, "amount_cents": amount_cents}),
+                format!("{amount_cents} cents of revenue from {customer}"),
+            );
+        }
         Command::CarrierAccount(CarrierAccountCommand::Add {
             workspace,
             name,
@@ -548,6 +681,7 @@ impl ServeArgs {
             public_url: self.public_url.clone(),
             egress_allow: self.egress_allow.clone(),
             carrier_accounts_enabled: self.carrier_accounts_enabled,
+            affiliate_hold_days: i64::from(self.affiliate_hold_days),
             ..Config::default()
         })
     }

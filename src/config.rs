@@ -88,6 +88,8 @@ pub struct Config {
     pub egress_allow: Vec<switchboard_sip::acl::IpNet>,
     /// The emergency switch of carrier accounts (on by default).
     pub carrier_accounts_enabled: bool,
+    /// Affiliate earnings on revenue younger than this are not yet payable.
+    pub affiliate_hold_days: i64,
 }
 
 impl Default for Config {
@@ -117,6 +119,7 @@ impl Default for Config {
             inbound_max_call_secs: 3600,
             egress_allow: Vec::new(),
             carrier_accounts_enabled: true,
+            affiliate_hold_days: 30,
         }
     }
 }

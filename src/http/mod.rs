@@ -11,6 +11,7 @@ pub mod extract;
 pub mod gate;
 pub mod routes;
 
+mod affiliates;
 mod agents;
 mod billing;
 mod call_windows;
@@ -128,6 +129,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(leads::router())
         .merge(shared_links::router())
         .merge(carrier_accounts::router())
+        .merge(affiliates::router())
 }
 
 /// The complete service router.

@@ -9,6 +9,7 @@
 //! write lock is taken up front, so one that reads before it writes cannot fail on upgrade
 //! (SQLITE_BUSY_SNAPSHOT) when another writer commits in between.
 
+mod affiliates;
 mod agents;
 mod billing;
 mod calls;
@@ -25,6 +26,7 @@ mod sip_endpoints;
 mod tools;
 mod workspaces;
 
+pub use affiliates::*;
 pub use agents::*;
 pub use billing::*;
 pub use calls::*;

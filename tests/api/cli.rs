@@ -5,7 +5,7 @@ use std::process::Command;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-fn switchboard(db: &str, args: &[&str]) -> (bool, Value, String) {
+pub fn switchboard(db: &str, args: &[&str]) -> (bool, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .arg("--database-url")
         .arg(db)

@@ -57,11 +57,31 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
 
+/// The service on an existing store (a workspace "test" with an all-scope key is added).
+pub async fn spawn_on(
+    store: Store,
+    db_url: String,
+    configure: impl FnOnce(&mut Config),
+) -> TestApp {
+    switchboard::install_crypto();
+    let dir = tempfile::tempdir().expect("temp dir");
+    serve_store(store, db_url, dir, configure).await
+}
+
 pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     switchboard::install_crypto();
     let dir = tempfile::tempdir().expect("temp dir");
     let db_url = format!("sqlite://{}", dir.path().join("switchboard.db").display());
     let store = Store::open(&db_url).await.expect("store opens");
+    serve_store(store, db_url, dir, configure).await
+}
+
+async fn serve_store(
+    store: Store,
+    db_url: String,
+    dir: tempfile::TempDir,
+    configure: impl FnOnce(&mut Config),
+) -> TestApp {
     let ws = store
         .create_workspace("test", "IL")
         .await

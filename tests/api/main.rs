@@ -2,6 +2,7 @@
 
 mod helpers;
 
+mod affiliates;
 mod agents;
 mod billing;
 mod call_windows;

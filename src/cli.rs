@@ -59,6 +59,26 @@ pub enum Command {
     /// The affiliate program: enroll partners, record referrals and referred revenue.
     #[command(subcommand)]
     Affiliate(AffiliateCommand),
+    /// Connect third-party accounts (the API lists and disconnects them).
+    #[command(subcommand)]
+    Integration(IntegrationCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum IntegrationCommand {
+    /// Connect an account for flow agents' integration_call nodes.
+    Connect {
+        #[arg(long)]
+        workspace: WorkspaceId,
+        /// `google_calendar` or `gmail`.
+        #[arg(long)]
+        provider: String,
+        /// The account, e.g. its email address.
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -384,6 +404,33 @@ async fn workspace_must_exist(store: &Store, id: WorkspaceId) -> anyhow::Result<
 pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) => unreachable!("serve is handled by main"),
+        Command::Integration(IntegrationCommand::Connect {
+            workspace,
+            provider,
+            account,
+            json,
+        }) => {
+            workspace_must_exist(store, workspace).await?;
+            if !crate::flows::CATALOG.iter().any(|(p, _)| *p == provider) {
+                let known: Vec<&str> = crate::flows::CATALOG.iter().map(|(p, _)| *p).collect();
+                bail!("--provider must be one of {}", known.join(", "));
+            }
+            let account = account.trim();
+            if account.is_empty() {
+                bail!("--account must not be empty");
+            }
+            let i = store
+                .connect_integration(workspace, &provider, account)
+                .await?;
+            print(
+                json,
+                json!({"id": i.id, "provider": i.provider, "account": i.account}),
+                format!(
+                    "{} integration {} connected: {}",
+                    i.provider, i.account, i.id
+                ),
+            );
+        }
         Command::Affiliate(AffiliateCommand::Enroll {
             workspace,
             parent,

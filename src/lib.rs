@@ -8,6 +8,7 @@
 //! - [`http`]: the REST control plane (axum), its discovery documents and its gate (auth and
 //!   rate limits).
 //! - [`egress`]: the outbound URL policy every request to a workspace-supplied URL obeys.
+//! - [`flows`]: save-time checks of flow agents' integration_call nodes.
 //! - [`engine`]: the campaign engine wired to the store and the configured carrier.
 //! - [`jobs`]: background work, such as activating purchased numbers.
 //! - [`simulation`]: the engine and store against the simulated carrier under virtual time.
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod config;
 pub mod egress;
 pub mod engine;
+pub mod flows;
 pub mod http;
 pub mod inbound;
 pub mod jobs;

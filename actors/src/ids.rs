@@ -85,6 +85,8 @@ id_type!(
     LeadTagId,
     /// A shared link to an agent's public page.
     SharedLinkId,
+    /// A connected third-party account (calendar, email) flows dispatch to.
+    IntegrationId,
     /// A SIP endpoint: a `sip:<slug>@host` address that routes inbound calls to an agent.
     SipEndpointId,
     /// A tool agents call during calls (a webhook or a function).

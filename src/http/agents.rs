@@ -483,7 +483,9 @@ async fn create(
     let mut agent = Agent::new(name.trim().to_owned());
     apply(&mut agent, input);
     validate(&agent, &state.egress)?;
+    check_flow_links(&state, &auth, &agent).await?;
     let created = state.store.create_agent(auth.workspace_id, &agent).await?;
+    save_flow_version(&state, &auth, &created).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -502,6 +504,7 @@ async fn update(
             WRITABLE.join(", ")
         )));
     }
+    let flow_sent = body.get("flow_config").is_some_and(|v| !v.is_null());
     let input = parse_input(body)?;
     let Some(mut agent) = state
         .store
@@ -512,10 +515,18 @@ async fn update(
     };
     apply(&mut agent, input);
     validate(&agent, &state.egress)?;
-    let updated = state.store.update_agent(auth.workspace_id, &agent).await?;
-    updated
-        .map(Json)
-        .ok_or(ApiError::NotFound { resource: "Agent" })
+    if flow_sent {
+        check_flow_links(&state, &auth, &agent).await?;
+    }
+    let updated = state
+        .store
+        .update_agent(auth.workspace_id, &agent)
+        .await?
+        .ok_or(ApiError::NotFound { resource: "Agent" })?;
+    if flow_sent {
+        save_flow_version(&state, &auth, &updated).await?;
+    }
+    Ok(Json(updated))
 }
 
 /// Deactivate an agent (it is kept, with `is_active` false)
@@ -532,4 +543,47 @@ async fn deactivate(
         .await?;
     done.map(Json)
         .ok_or(ApiError::NotFound { resource: "Agent" })
+}
+
+/// Refuses a flow whose integration_call nodes do not hold together (`FLOW_INVALID`).
+async fn check_flow_links(state: &AppState, auth: &Auth, agent: &Agent) -> Result<(), ApiError> {
+    let Some(flow) = &agent.flow_config else {
+        return Ok(());
+    };
+    if !flow.nodes.iter().any(|n| n.node_type == "integration_call") {
+        return Ok(());
+    }
+    let integrations = state.store.list_integrations(auth.workspace_id).await?;
+    let mut tool_params = std::collections::HashMap::new();
+    for id in crate::flows::linked_tools(flow) {
+        if let Ok(tool_id) = id.parse()
+            && let Some(tool) = state.store.tool(auth.workspace_id, tool_id).await?
+        {
+            tool_params.insert(id, crate::webhooks::parameter_names(&tool.config));
+        }
+    }
+    let issues = crate::flows::integration_issues(
+        flow,
+        &crate::flows::FlowContext {
+            integrations: &integrations,
+            tool_params: &tool_params,
+        },
+    );
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::FlowInvalid { issues })
+    }
+}
+
+/// Every save of a flow is a new version.
+async fn save_flow_version(state: &AppState, auth: &Auth, agent: &Agent) -> Result<(), ApiError> {
+    if let Some(flow) = &agent.flow_config {
+        let value = serde_json::to_value(flow).map_err(|e| ApiError::Internal(e.into()))?;
+        state
+            .store
+            .record_flow_version(auth.workspace_id, agent.id, &value)
+            .await?;
+    }
+    Ok(())
 }

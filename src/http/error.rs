@@ -91,6 +91,12 @@ pub enum ApiError {
         message: String,
         extra: Value,
     },
+    /// 400 FLOW_INVALID: the flow's integration_call nodes do not hold together; `issues`
+    /// lists each problem.
+    #[error("The flow is invalid: {} issue(s)", .issues.len())]
+    FlowInvalid {
+        issues: Vec<crate::flows::FlowIssue>,
+    },
     /// 500 INTERNAL_ERROR: logged here; the detail never reaches the client.
     #[error("Internal error")]
     Internal(#[source] anyhow::Error),
@@ -105,9 +111,10 @@ impl ApiError {
 
     pub fn status_code(&self) -> StatusCode {
         match self {
-            Self::BadRequest { .. } | Self::UnknownFields { .. } | Self::DoNotCall { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::BadRequest { .. }
+            | Self::UnknownFields { .. }
+            | Self::DoNotCall { .. }
+            | Self::FlowInvalid { .. } => StatusCode::BAD_REQUEST,
             Self::MissingKey
             | Self::InvalidKey
             | Self::ExpiredKey
@@ -134,6 +141,7 @@ impl ApiError {
         match self {
             Self::BadRequest { .. } | Self::UnknownFields { .. } => "INVALID_REQUEST",
             Self::DoNotCall { .. } => "DO_NOT_CALL",
+            Self::FlowInvalid { .. } => "FLOW_INVALID",
             Self::MissingKey => "MISSING_KEY",
             Self::InvalidKey => "INVALID_KEY",
             Self::ExpiredKey => "EXPIRED_KEY",
@@ -170,6 +178,9 @@ impl ApiError {
             }
             Self::CarrierAccountsDisabled => {
                 body.insert("enabled".into(), Value::Bool(false));
+            }
+            Self::FlowInvalid { issues } => {
+                body.insert("issues".into(), json!(issues));
             }
             Self::InsufficientScope { required } | Self::ScopeForbidden { required } => {
                 body.insert(

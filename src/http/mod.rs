@@ -20,6 +20,7 @@ mod campaigns;
 mod carrier_accounts;
 mod dispositions;
 mod dnc;
+mod integrations;
 mod leads;
 mod phone_numbers;
 mod recordings;
@@ -130,6 +131,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(shared_links::router())
         .merge(carrier_accounts::router())
         .merge(affiliates::router())
+        .merge(integrations::router())
 }
 
 /// The complete service router.

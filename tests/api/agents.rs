@@ -61,6 +61,11 @@ async fn a_new_agent_gets_every_field_of_the_agent_object_with_defaults() {
 #[tokio::test]
 async fn a_flow_agent_keeps_its_nodes_metadata_webhooks_and_extra_node_keys() {
     let app = spawn_app().await;
+    let calendar = app
+        .store
+        .connect_integration(app.workspace_id, "google_calendar", "desk@example.com")
+        .await
+        .unwrap();
     let body = json!({
         "name": "Booking flow",
         "type": "flow",
@@ -68,7 +73,7 @@ async fn a_flow_agent_keeps_its_nodes_metadata_webhooks_and_extra_node_keys() {
             {"id": "start", "type": "start", "name": "Start", "position": {"x": 0, "y": 10.5}, "agent_speaks_first": true,
              "greeting": "Hello!", "is_literal": true, "next_step_id": "book", "auto_advance": false},
             {"id": "book", "type": "integration_call", "name": "Book", "position": {"x": 100, "y": 0},
-             "integration_id": "2f0c3c9e-5d2b-4a51-9d55-3c0f2b6d9a10", "action": "create_event", "args_template": {"start_time": "{{metadata.start}}"}}
+             "integration_id": calendar.id, "provider": "google_calendar", "action": "create_event", "args_template": {"start_time": "{{metadata.start}}"}}
         ])),
         "system_prompt": "You book appointments.",
         "temperature": 1.2,

@@ -15,6 +15,7 @@ mod discovery;
 mod dispositions;
 mod dnc;
 mod engine;
+mod integrations;
 mod leads;
 mod phone_numbers;
 mod rig;

@@ -1,0 +1,71 @@
+//! Integrations (list and disconnect; connecting is the operator's `switchboard integration
+//! connect`) and the saved versions of a flow agent's flow.
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+use switchboard_actors::ids::{AgentId, IntegrationId};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{Data, PathId};
+use super::gate::Auth;
+use crate::store::{FlowVersion, Integration};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(disconnect))
+        .routes(routes!(flow_versions))
+}
+
+/// List the workspace's integrations
+#[utoipa::path(get, path = "/integrations", tag = "integrations", security(("bearer" = ["integrations:read"])),
+    responses((status = 200, body = Data<Vec<Integration>>)))]
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+) -> Result<Json<Data<Vec<Integration>>>, ApiError> {
+    Ok(Json(Data {
+        data: state.store.list_integrations(auth.workspace_id).await?,
+    }))
+}
+
+/// Disconnect an integration (flows using it fail validation at their next save)
+#[utoipa::path(delete, path = "/integrations/{id}", tag = "integrations", security(("bearer" = ["integrations:manage"])),
+    params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id, status: disconnected}"), (status = 404)))]
+async fn disconnect(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<Value>, ApiError> {
+    let done = state
+        .store
+        .disconnect_integration(auth.workspace_id, IntegrationId::from_uuid(id))
+        .await?
+        .ok_or(ApiError::NotFound {
+            resource: "Integration",
+        })?;
+    Ok(Json(
+        json!({"success": true, "id": done.id, "status": done.status}),
+    ))
+}
+
+/// The saved versions of an agent's flow, newest first
+#[utoipa::path(get, path = "/agents/{id}/flow/versions", tag = "agents", security(("bearer" = ["flows:read"])),
+    params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Data<Vec<FlowVersion>>), (status = 404)))]
+async fn flow_versions(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<Data<Vec<FlowVersion>>>, ApiError> {
+    let agent = AgentId::from_uuid(id);
+    if state.store.agent(auth.workspace_id, agent).await?.is_none() {
+        return Err(ApiError::NotFound { resource: "Agent" });
+    }
+    Ok(Json(Data {
+        data: state.store.flow_versions(auth.workspace_id, agent).await?,
+    }))
+}

@@ -1,0 +1,167 @@
+//! Integrations (connected third-party accounts) and the saved versions of agents' flows.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+use switchboard_actors::ids::{AgentId, IntegrationId, WorkspaceId};
+use utoipa::ToSchema;
+
+use super::{Store, StoreResult, corrupt, ts};
+
+#[derive(Debug, Clone, Serialize, ToSchema, PartialEq)]
+pub struct Integration {
+    #[schema(value_type = uuid::Uuid)]
+    pub id: IntegrationId,
+    /// `google_calendar` or `gmail`.
+    pub provider: String,
+    /// The connected account, e.g. its email address.
+    pub account: String,
+    /// `connected` or `disconnected`.
+    pub status: String,
+    pub connected_at: DateTime<Utc>,
+    pub disconnected_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One saved version of an agent's flow.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FlowVersion {
+    /// 1 for the first save, then one more per save.
+    pub version: i64,
+    #[schema(value_type = Object)]
+    pub flow_config: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "id, provider, account, status, connected_at, disconnected_at, created_at";
+
+fn integration_row(r: &SqliteRow) -> StoreResult<Integration> {
+    Ok(Integration {
+        id: IntegrationId::from_uuid(r.try_get("id")?),
+        provider: r.try_get("provider")?,
+        account: r.try_get("account")?,
+        status: r.try_get("status")?,
+        connected_at: r.try_get("connected_at")?,
+        disconnected_at: r.try_get("disconnected_at")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+impl Store {
+    /// Connects an account (operator command).
+    pub async fn connect_integration(
+        &self,
+        ws: WorkspaceId,
+        provider: &str,
+        account: &str,
+    ) -> StoreResult<Integration> {
+        let now = ts(Utc::now());
+        let row = sqlx::query(super::sql(format!(
+            "INSERT INTO integrations (id, workspace_id, provider, account, status, connected_at, created_at) \
+             VALUES (?, ?, ?, ?, 'connected', ?, ?) RETURNING {COLUMNS}"
+        )))
+        .bind(IntegrationId::new().as_uuid())
+        .bind(ws.as_uuid())
+        .bind(provider)
+        .bind(account)
+        .bind(&now)
+        .bind(&now)
+        .fetch_one(&mut *self.conn().await?)
+        .await?;
+        integration_row(&row)
+    }
+
+    pub async fn list_integrations(&self, ws: WorkspaceId) -> StoreResult<Vec<Integration>> {
+        let rows = sqlx::query(super::sql(format!(
+            "SELECT {COLUMNS} FROM integrations WHERE workspace_id = ? ORDER BY created_at, id"
+        )))
+        .bind(ws.as_uuid())
+        .fetch_all(&mut *self.conn().await?)
+        .await?;
+        rows.iter().map(integration_row).collect()
+    }
+
+    pub async fn integration(
+        &self,
+        ws: WorkspaceId,
+        id: IntegrationId,
+    ) -> StoreResult<Option<Integration>> {
+        let row = sqlx::query(super::sql(format!(
+            "SELECT {COLUMNS} FROM integrations WHERE workspace_id = ? AND id = ?"
+        )))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .fetch_optional(&mut *self.conn().await?)
+        .await?;
+        row.as_ref().map(integration_row).transpose()
+    }
+
+    /// Disconnects an integration (again: unchanged); `None` when it is not the workspace's.
+    pub async fn disconnect_integration(
+        &self,
+        ws: WorkspaceId,
+        id: IntegrationId,
+    ) -> StoreResult<Option<Integration>> {
+        sqlx::query(
+            "UPDATE integrations SET status = 'disconnected', disconnected_at = COALESCE(disconnected_at, ?) \
+             WHERE workspace_id = ? AND id = ?",
+        )
+        .bind(ts(Utc::now()))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .execute(&mut *self.conn().await?)
+        .await?;
+        self.integration(ws, id).await
+    }
+
+    /// Saves a new version of an agent's flow and returns its number.
+    pub async fn record_flow_version(
+        &self,
+        ws: WorkspaceId,
+        agent: AgentId,
+        flow: &Value,
+    ) -> StoreResult<i64> {
+        let version: i64 = sqlx::query_scalar(
+            "INSERT INTO agent_flow_versions (agent_id, version, workspace_id, flow_config, created_at) \
+             SELECT ?, COALESCE(MAX(version), 0) + 1, ?, ?, ? FROM agent_flow_versions WHERE agent_id = ? \
+             RETURNING version",
+        )
+        .bind(agent.as_uuid())
+        .bind(ws.as_uuid())
+        .bind(flow.to_string())
+        .bind(ts(Utc::now()))
+        .bind(agent.as_uuid())
+        .fetch_one(&mut *self.conn().await?)
+        .await?;
+        Ok(version)
+    }
+
+    /// An agent's flow versions, newest first.
+    pub async fn flow_versions(
+        &self,
+        ws: WorkspaceId,
+        agent: AgentId,
+    ) -> StoreResult<Vec<FlowVersion>> {
+        let rows = sqlx::query(
+            "SELECT version, flow_config, created_at FROM agent_flow_versions \
+             WHERE workspace_id = ? AND agent_id = ? ORDER BY version DESC",
+        )
+        .bind(ws.as_uuid())
+        .bind(agent.as_uuid())
+        .fetch_all(&mut *self.conn().await?)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let text: String = r.try_get("flow_config")?;
+                Ok(FlowVersion {
+                    version: r.try_get("version")?,
+                    flow_config: serde_json::from_str(&text)
+                        .map_err(|e| corrupt("agent_flow_versions", e))?,
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+}

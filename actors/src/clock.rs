@@ -54,13 +54,13 @@ impl Clock for TokioClock {
 ///
 /// A paused clock advances to the next timer whenever the runtime has nothing to run, and a
 /// task waiting on a database worker thread is "nothing to run". While any [`HoldGuard`] is
-/// alive, [`TimeHold::run`] keeps a blocking task open, and tokio does not auto-advance a
-/// paused clock while a blocking task runs: virtual time stands still until the work is done,
-/// without spinning. Only used under a paused clock.
+/// alive, [`TimeHold::run`] keeps yielding, so the runtime always has a task to run and never
+/// parks: virtual time stands still until the work is done. (A yielding task costs no thread
+/// hand-off per query, unlike holding the clock with a blocking task; the runtime's thread
+/// spins while the database works on the other core.) Only used under a paused clock.
 #[derive(Debug, Default)]
 pub struct TimeHold {
     busy: std::sync::Mutex<usize>,
-    idle: std::sync::Condvar,
     wake: tokio::sync::Notify,
 }
 
@@ -72,9 +72,6 @@ impl Drop for HoldGuard {
     fn drop(&mut self) {
         let mut busy = self.0.lock();
         *busy = busy.saturating_sub(1);
-        if *busy == 0 {
-            self.0.idle.notify_all();
-        }
     }
 }
 
@@ -102,17 +99,12 @@ impl TimeHold {
                 self.wake.notified().await;
                 continue;
             }
-            let hold = self.clone();
-            let _ = tokio::task::spawn_blocking(move || {
-                let mut busy = hold.lock();
-                while *busy > 0 {
-                    busy = match hold.idle.wait(busy) {
-                        Ok(g) => g,
-                        Err(poisoned) => poisoned.into_inner(),
-                    };
-                }
-            })
-            .await;
+            // While work is in flight, stay runnable: a current-thread runtime with a ready
+            // task never parks, and paused time only auto-advances when it parks. Yielding
+            // costs no thread hand-off, unlike waiting on a blocking task.
+            while *self.lock() > 0 {
+                tokio::task::yield_now().await;
+            }
         }
     }
 }

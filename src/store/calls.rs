@@ -353,29 +353,49 @@ impl Store {
     }
 
     pub async fn engine_campaign(&self, id: CampaignId) -> StoreResult<Option<EngineCampaign>> {
-        let row = sqlx::query(sql(format!(
-            "SELECT {CAMPAIGN_COLUMNS} FROM campaigns WHERE id = ?"
-        )))
-        .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
-        .await?;
-        let Some(c) = row.as_ref().map(campaign_row).transpose()? else {
+        // One read: the campaign with the facts of its agent and from-number (same workspace;
+        // a released number counts as none).
+        static QUERY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let query = QUERY.get_or_init(|| {
+            let columns: Vec<String> = CAMPAIGN_COLUMNS
+                .split(',')
+                .map(|c| format!("c.{}", c.trim()))
+                .collect();
+            format!(
+                "SELECT {}, a.id AS agent_found, a.is_active AS agent_is_active, \
+                 a.max_call_duration_secs AS agent_max_secs, n.id AS number_found, \
+                 n.is_active AS number_is_active, n.status AS number_status, n.number AS number_number \
+                 FROM campaigns c \
+                 LEFT JOIN agents a ON a.id = c.agent_id AND a.workspace_id = c.workspace_id \
+                 LEFT JOIN phone_numbers n ON n.id = c.from_phone_number_id AND n.workspace_id = c.workspace_id \
+                 AND n.released_at IS NULL WHERE c.id = ?",
+                columns.join(", ")
+            )
+        });
+        let row = sqlx::query(sql(query.clone()))
+            .bind(id.as_uuid())
+            .fetch_optional(&mut *self.conn().await?)
+            .await?;
+        let Some(row) = row else {
             return Ok(None);
         };
+        let c = campaign_row(&row)?;
         let ws = c.workspace_id;
         let s = &c.settings;
-        let agent = match s.agent_id {
-            Some(a) => self.agent(ws, a).await?.map(|a| AgentFacts {
-                is_active: a.is_active,
-                max_call_duration_secs: a.max_call_duration_secs,
+        let agent_found: Option<uuid::Uuid> = row.try_get("agent_found")?;
+        let agent = match agent_found {
+            Some(_) => Some(AgentFacts {
+                is_active: row.try_get("agent_is_active")?,
+                max_call_duration_secs: row.try_get("agent_max_secs")?,
             }),
             None => None,
         };
-        let from_number = match s.from_phone_number_id {
-            Some(n) => self.phone_number(ws, n).await?.map(|n| NumberFacts {
-                is_active: n.is_active,
-                status: n.status,
-                number: n.number,
+        let number_found: Option<uuid::Uuid> = row.try_get("number_found")?;
+        let from_number = match number_found {
+            Some(_) => Some(NumberFacts {
+                is_active: row.try_get("number_is_active")?,
+                status: row.try_get("number_status")?,
+                number: row.try_get("number_number")?,
             }),
             None => None,
         };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use switchboard_actors::clock::SharedClock;
-use switchboard_actors::ids::{AgentId, CallId};
+use switchboard_actors::ids::CallId;
 use switchboard_actors::inbound::{
     InboundEnd, InboundPlan, InboundStart, InboundStore, Speech, run_call,
 };
@@ -32,8 +32,6 @@ pub struct InboundPort {
     pub store: Store,
     pub payments: Arc<dyn PaymentProvider>,
     pub cents_per_minute: i64,
-    /// The agent of each live call, for its end's record.
-    agents: std::sync::Mutex<std::collections::HashMap<CallId, AgentId>>,
 }
 
 impl InboundPort {
@@ -42,7 +40,6 @@ impl InboundPort {
             store,
             payments,
             cents_per_minute,
-            agents: Default::default(),
         }
     }
 }
@@ -53,33 +50,15 @@ impl InboundStore for InboundPort {
         self.store
             .inbound_started(call)
             .await
-            .map_err(|e| PortError(e.to_string()))?;
-        if let Ok(mut agents) = self.agents.lock() {
-            agents.insert(call.id, call.plan.agent_id);
-        }
-        Ok(())
+            .map_err(|e| PortError(e.to_string()))
     }
 
     async fn inbound_ended(&self, call: &InboundEnd) -> PortResult<()> {
-        let agent = self
-            .agents
-            .lock()
-            .ok()
-            .and_then(|a| a.get(&call.id).copied())
-            .ok_or_else(|| PortError(format!("call {} was never started", call.id)))?;
         let low = self
             .store
-            .inbound_ended(call, agent, self.cents_per_minute)
+            .inbound_ended(call, self.cents_per_minute)
             .await
             .map_err(|e| PortError(e.to_string()))?;
-        if let Ok(mut agents) = self.agents.lock() {
-            agents.remove(&call.id);
-        }
-        metrics::counter!("switchboard_inbound_calls_total").increment(1);
-        metrics::counter!("switchboard_rtp_packets_sent_total").increment(call.packets_sent);
-        metrics::counter!("switchboard_rtp_packets_received_total")
-            .increment(call.packets_received);
-        metrics::counter!("switchboard_rtp_packets_lost_total").increment(call.packets_lost);
         if low == Some(true)
             && let Err(err) =
                 crate::billing::auto_topup(&self.store, self.payments.as_ref(), call.workspace_id)

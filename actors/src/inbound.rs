@@ -59,6 +59,7 @@ pub struct InboundStart {
 pub struct InboundEnd {
     pub id: CallId,
     pub workspace_id: WorkspaceId,
+    pub agent_id: AgentId,
     pub from: String,
     pub answered_at: DateTime<Utc>,
     pub ended_at: DateTime<Utc>,
@@ -203,6 +204,7 @@ pub async fn run_call(
     let end = InboundEnd {
         id,
         workspace_id: plan.workspace_id,
+        agent_id: plan.agent_id,
         from,
         answered_at,
         ended_at: clock.now(),

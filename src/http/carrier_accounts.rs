@@ -38,18 +38,10 @@ fn switch_on(state: &AppState) -> Result<(), ApiError> {
     responses((status = 200, description = "{enabled, accounts, numbers}"), (status = 403)))]
 async fn status(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
     switch_on(&state)?;
-    let page = crate::store::Page {
-        limit: 1000,
-        offset: 0,
-    };
-    let accounts = state
-        .store
-        .list_carrier_accounts(auth.workspace_id, page)
-        .await?;
-    let numbers: i64 = accounts.items.iter().map(|a| a.number_count).sum();
+    let (accounts, numbers) = state.store.carrier_totals(auth.workspace_id).await?;
     Ok(Json(json!({
         "enabled": true,
-        "accounts": accounts.total,
+        "accounts": accounts,
         "numbers": numbers,
     })))
 }

@@ -274,16 +274,7 @@ async fn update(
         .lead(auth.workspace_id, id)
         .await?
         .ok_or(ApiError::NotFound { resource: "Lead" })?;
-    let mut fields = LeadFields {
-        phone_number: lead.phone_number,
-        first_name: lead.first_name,
-        last_name: lead.last_name,
-        email: lead.email,
-        company: lead.company,
-        timezone: lead.timezone,
-        notes: lead.notes,
-        metadata: lead.metadata,
-    };
+    let mut fields = lead.fields;
     merge(&state, &auth, &body, &mut fields).await?;
     state
         .store

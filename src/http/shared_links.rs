@@ -73,6 +73,12 @@ fn view(state: &AppState, link: SharedLink) -> SharedLinkView {
     }
 }
 
+fn missing() -> ApiError {
+    ApiError::NotFound {
+        resource: "Shared link",
+    }
+}
+
 /// Longest a link may live.
 const MAX_DAYS: i64 = 365;
 const DEFAULT_DAYS: i64 = 30;
@@ -169,9 +175,7 @@ async fn get_one(
         .shared_link(auth.workspace_id, SharedLinkId::from_uuid(id))
         .await?
         .map(|l| Json(view(&state, l)))
-        .ok_or(ApiError::NotFound {
-            resource: "Shared link",
-        })
+        .ok_or_else(missing)
 }
 
 /// Revoke a shared link: its page answers 404 from now on
@@ -187,9 +191,7 @@ async fn revoke(
         .revoke_shared_link(auth.workspace_id, SharedLinkId::from_uuid(id))
         .await?
         .map(|l| Json(view(&state, l)))
-        .ok_or(ApiError::NotFound {
-            resource: "Shared link",
-        })
+        .ok_or_else(missing)
 }
 
 fn escape(s: &str) -> String {
@@ -212,17 +214,14 @@ async fn page(
     State(state): State<AppState>,
     Path(token): Path<String>,
 ) -> Result<Response, ApiError> {
-    let missing = ApiError::NotFound {
-        resource: "Shared link",
-    };
     if token.len() != 32 || !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        return Err(missing);
+        return Err(missing());
     }
     let Some(link) = state.store.open_shared_link(&token, Utc::now()).await? else {
-        return Err(missing);
+        return Err(missing());
     };
     let Some(agent) = state.store.agent(link.workspace_id, link.agent_id).await? else {
-        return Err(missing);
+        return Err(missing());
     };
     let html = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\

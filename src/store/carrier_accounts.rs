@@ -106,6 +106,19 @@ impl Store {
         Ok(Paged { items, total })
     }
 
+    /// How many accounts the workspace has, and how many held numbers are on them.
+    pub async fn carrier_totals(&self, ws: WorkspaceId) -> StoreResult<(i64, i64)> {
+        let row: (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM carrier_accounts WHERE workspace_id = ?), \
+             (SELECT COUNT(*) FROM phone_numbers WHERE workspace_id = ? AND carrier_account_id IS NOT NULL AND released_at IS NULL)",
+        )
+        .bind(ws.as_uuid())
+        .bind(ws.as_uuid())
+        .fetch_one(&mut *self.conn().await?)
+        .await?;
+        Ok(row)
+    }
+
     /// The workspace's held numbers on an account.
     pub async fn account_numbers(
         &self,

@@ -86,7 +86,6 @@ impl Store {
     pub async fn inbound_ended(
         &self,
         call: &InboundEnd,
-        agent_id: AgentId,
         cents_per_minute: i64,
     ) -> StoreResult<Option<bool>> {
         let cost = switchboard_actors::policy::cost_cents(call.duration_secs, cents_per_minute);
@@ -95,7 +94,7 @@ impl Store {
             workspace_id: call.workspace_id,
             campaign_id: None,
             contact_id: None,
-            agent_id,
+            agent_id: call.agent_id,
             from_phone_number_id: None,
             from_number: call.from.clone(),
             to_number: String::new(),

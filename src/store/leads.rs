@@ -26,6 +26,16 @@ pub struct LeadTag {
 pub struct Lead {
     #[schema(value_type = uuid::Uuid)]
     pub id: LeadId,
+    #[serde(flatten)]
+    pub fields: LeadFields,
+    pub tags: Vec<LeadTag>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A lead's writable fields (for create, all; for update, the merged result).
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct LeadFields {
     /// E.164; unique among the workspace's leads.
     pub phone_number: String,
     pub first_name: String,
@@ -36,22 +46,6 @@ pub struct Lead {
     pub timezone: Option<String>,
     pub notes: String,
     #[schema(value_type = Object)]
-    pub metadata: Value,
-    pub tags: Vec<LeadTag>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-/// A lead's writable fields (for create, all; for update, the merged result).
-#[derive(Debug, Clone, Default)]
-pub struct LeadFields {
-    pub phone_number: String,
-    pub first_name: String,
-    pub last_name: String,
-    pub email: Option<String>,
-    pub company: String,
-    pub timezone: Option<String>,
-    pub notes: String,
     pub metadata: Value,
 }
 
@@ -79,14 +73,16 @@ fn lead_row(r: &SqliteRow) -> StoreResult<Lead> {
     let metadata: String = r.try_get("metadata")?;
     Ok(Lead {
         id: LeadId::from_uuid(r.try_get("id")?),
-        phone_number: r.try_get("phone_number")?,
-        first_name: r.try_get("first_name")?,
-        last_name: r.try_get("last_name")?,
-        email: r.try_get("email")?,
-        company: r.try_get("company")?,
-        timezone: r.try_get("timezone")?,
-        notes: r.try_get("notes")?,
-        metadata: serde_json::from_str(&metadata).map_err(|e| corrupt("leads.metadata", e))?,
+        fields: LeadFields {
+            phone_number: r.try_get("phone_number")?,
+            first_name: r.try_get("first_name")?,
+            last_name: r.try_get("last_name")?,
+            email: r.try_get("email")?,
+            company: r.try_get("company")?,
+            timezone: r.try_get("timezone")?,
+            notes: r.try_get("notes")?,
+            metadata: serde_json::from_str(&metadata).map_err(|e| corrupt("leads.metadata", e))?,
+        },
         tags: Vec::new(),
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,

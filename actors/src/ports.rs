@@ -154,6 +154,9 @@ pub struct Admission {
     pub now: DateTime<Utc>,
     /// The evaluation's record, written with the admission.
     pub tick: TickRecord,
+    /// A call slot is already taken for it: the call is committed as `dialing` (started now)
+    /// rather than `queued`.
+    pub dialing: bool,
 }
 
 /// What the store answered to an [`Admission`]; nothing was written unless `Admitted`.
@@ -283,8 +286,8 @@ pub trait EngineStore: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> PortResult<bool>;
     async fn funds(&self, ws: WorkspaceId) -> PortResult<Funds>;
-    /// Commits an attempt and its queued call in one transaction, re-checking status, daily
-    /// cap, balance and budget inside it.
+    /// Commits an attempt and its call (`queued`, or `dialing` when a slot was claimed) in one
+    /// transaction, re-checking status, daily cap, balance and budget inside it.
     async fn admit(&self, admission: &Admission) -> PortResult<AdmitResult>;
     async fn record_tick(&self, id: CampaignId, tick: &TickRecord) -> PortResult<()>;
     /// An engine-decided status change with its audit event, applied only from `from`.

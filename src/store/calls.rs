@@ -201,24 +201,33 @@ pub enum DispositionSet {
     NotAnswered(CallRecord),
 }
 
-const CALL_COLUMNS: &str = "id, workspace_id, direction, status, agent_id, from_phone_number_id, from_number, to_number, campaign_id, contact_id, \
+const CALL_COLUMNS: &str = "id, workspace_id, direction, status, started_at, agent_id, from_phone_number_id, from_number, to_number, campaign_id, contact_id, \
      attempt, priority, metadata, variables, idempotency_key, request_hash, max_duration_secs, reserved_cents, queued_at, created_at, updated_at";
 const CALL_VALUES: &str =
-    "?, ?, 'outbound', 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
+    "?, ?, 'outbound', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
 
 type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>;
 
-/// Binds a queued call's values, in `CALL_VALUES` order.
+/// Binds a new call's values, in `CALL_VALUES` order: `queued`, or `dialing` from `queued_at`
+/// when `dialing` (its admission took a free call slot).
 fn bind_call<'q>(
     q: SqliteQuery<'q>,
     spec: &CallSpec,
     metadata: &str,
     variables: &str,
     idempotency: (Option<&str>, Option<&str>),
+    dialing: bool,
 ) -> SqliteQuery<'q> {
     let at = ts(spec.queued_at);
+    let status = if dialing {
+        CallStatus::Dialing
+    } else {
+        CallStatus::Queued
+    };
     q.bind(spec.id.as_uuid())
         .bind(spec.workspace_id.as_uuid())
+        .bind(status.as_str())
+        .bind(dialing.then(|| at.clone()))
         .bind(spec.agent_id.as_uuid())
         .bind(spec.from_phone_number_id.map(|p| p.as_uuid()))
         .bind(spec.from_number.clone())
@@ -248,7 +257,7 @@ async fn insert_call(
     let q = sqlx::query(sql(format!(
         "INSERT INTO calls ({CALL_COLUMNS}) VALUES ({CALL_VALUES})"
     )));
-    bind_call(q, spec, metadata, variables, idempotency)
+    bind_call(q, spec, metadata, variables, idempotency, false)
         .execute(tx)
         .await?;
     Ok(())
@@ -601,7 +610,7 @@ impl Store {
             .bind(a.tick.estimate_cents)
             .bind(a.campaign_id.as_uuid());
         let done = self
-            .atomic(bind_call(q, spec, "{}", "{}", (None, None)))
+            .atomic(bind_call(q, spec, "{}", "{}", (None, None), a.dialing))
             .await?;
         if done.changed(2) == 1 {
             return Ok(AdmitResult::Admitted);
@@ -917,7 +926,7 @@ impl Store {
         .bind(spec.id.as_uuid())
         .bind(ts(spec.queued_at))
         .bind(contact.as_uuid());
-        let q = bind_call(q, spec, "{}", "{}", (None, None))
+        let q = bind_call(q, spec, "{}", "{}", (None, None), false)
             .bind(spec.reserved_cents)
             .bind(spec.campaign_id.map(|c| c.as_uuid()));
         Ok(self.atomic(q).await?.changed(0) == 1)

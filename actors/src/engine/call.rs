@@ -1,5 +1,6 @@
-//! `CallActor`: one per live call. Marks the call `dialing`, has the dialer place it, commits
-//! the end (outcome, duration, cost), then frees the queue slot and tells the campaign.
+//! `CallActor`: one per live call. Marks the call `dialing` (unless its admission committed it
+//! so), has the dialer place it, commits the end (outcome, duration, cost), then frees the queue
+//! slot and tells the campaign.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use tokio::task::JoinHandle;
 use super::Shared;
 use super::campaign::CampaignMsg;
 use super::queue::QueueMsg;
+use super::supervisor::Placed;
 use crate::policy::cost_cents;
 use crate::ports::{CallEnd, CallSpec, DialRequest, DialResult};
 
@@ -19,6 +21,7 @@ pub enum CallMsg {
 pub struct CallState {
     shared: Arc<Shared>,
     spec: CallSpec,
+    placed: Placed,
     started_at: Option<chrono::DateTime<chrono::Utc>>,
     dial: Option<JoinHandle<()>>,
 }
@@ -28,16 +31,17 @@ pub struct CallActor;
 impl Actor for CallActor {
     type Msg = CallMsg;
     type State = CallState;
-    type Arguments = (Arc<Shared>, CallSpec);
+    type Arguments = (Arc<Shared>, CallSpec, Placed);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        (shared, spec): Self::Arguments,
+        (shared, spec, placed): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(CallState {
             shared,
             spec,
+            placed,
             started_at: None,
             dial: None,
         })
@@ -51,8 +55,9 @@ impl Actor for CallActor {
         let shared = state.shared.clone();
         let spec = &state.spec;
         let now = shared.clock.now();
-        // Committed before the dial: after a crash this call is reconciled, never redialled.
-        if !shared.store.mark_dialing(spec.id, now).await? {
+        // Committed before the dial (by the admission, or here): after a crash this call is
+        // reconciled, never redialled.
+        if state.placed == Placed::Queued && !shared.store.mark_dialing(spec.id, now).await? {
             // Cancelled (or already placed) while it waited in the queue.
             shared.to_queue(QueueMsg::CallEnded(spec.workspace_id));
             myself.stop(None);

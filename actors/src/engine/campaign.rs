@@ -19,6 +19,7 @@ use rand::{Rng, SeedableRng};
 
 use super::contact::{Activation, ContactActor, ContactArgs, ContactMsg};
 use super::queue::QueueMsg;
+use super::supervisor::Placed;
 use super::{Shared, Timer};
 use crate::call::{END_INTERRUPTED, PRIORITY_DEFAULT};
 use crate::campaign::{CampaignStatus, Preflight};
@@ -163,7 +164,7 @@ impl CampaignActor {
             return Ok(());
         };
         let (dialing, queued) = match &activation {
-            Activation::Admitted(_) => (true, true),
+            Activation::Admitted(_, placed) => (true, *placed == Placed::Queued),
             Activation::Resumed(open) => (
                 open.state == ContactState::Dialing,
                 open.call
@@ -619,6 +620,9 @@ impl CampaignActor {
             };
             // The evaluation is recorded with each admission; the last one has the final count.
             let tick = Self::tick(state, &c, now, &format!("admitted:{}", admitted + 1), None);
+            // A free slot is taken now, so the call is committed as `dialing` with the attempt;
+            // it is given back if the admission does not happen.
+            let claimed = shared.claim_slot(c.workspace_id);
             let admission = Admission {
                 call: spec.clone(),
                 contact_id: d.id,
@@ -628,8 +632,13 @@ impl CampaignActor {
                 budget_cents: rules.budget_cents,
                 now,
                 tick,
+                dialing: claimed,
             };
-            let result = shared.store.admit(&admission).await?;
+            let admitted_now = shared.store.admit(&admission).await;
+            if claimed && !matches!(admitted_now, Ok(AdmitResult::Admitted)) {
+                shared.to_queue(QueueMsg::CallEnded(c.workspace_id));
+            }
+            let result = admitted_now?;
             match result {
                 AdmitResult::Admitted => {
                     admitted += 1;
@@ -654,7 +663,14 @@ impl CampaignActor {
                         d.id,
                         d.attempts + 1,
                         0,
-                        Activation::Admitted(spec),
+                        Activation::Admitted(
+                            spec,
+                            if claimed {
+                                Placed::Dialing
+                            } else {
+                                Placed::Queued
+                            },
+                        ),
                     )
                     .await?;
                 }

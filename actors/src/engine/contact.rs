@@ -13,6 +13,7 @@ use rand::rngs::StdRng;
 
 use super::campaign::CampaignMsg;
 use super::queue::QueueMsg;
+use super::supervisor::{Placed, SupervisorMsg};
 use super::{Shared, Timer};
 use crate::call::{CallStatus, END_INTERRUPTED};
 use crate::clock::until;
@@ -40,8 +41,9 @@ pub enum ContactMsg {
 
 /// How the actor comes to life.
 pub enum Activation {
-    /// A fresh admission: the attempt and its queued call are committed; hand the call over.
-    Admitted(CallSpec),
+    /// A fresh admission: the attempt and its call are committed; hand the call over (to the
+    /// queue, or straight to a call actor when the admission claimed a slot).
+    Admitted(CallSpec, Placed),
     /// Rebuilt from the store.
     Resumed(OpenAttempt),
 }
@@ -272,9 +274,14 @@ impl Actor for ContactActor {
             resume: None,
         };
         match args.activation {
-            Activation::Admitted(spec) => {
+            Activation::Admitted(spec, placed) => {
                 state.call = Some(spec.id);
-                state.shared.to_queue(QueueMsg::Enqueue(spec.clone()));
+                match placed {
+                    Placed::Queued => state.shared.to_queue(QueueMsg::Enqueue(spec.clone())),
+                    Placed::Dialing => state
+                        .shared
+                        .to_supervisor(SupervisorMsg::Dispatch(spec.clone(), placed)),
+                }
                 state.spec = Some(spec);
             }
             Activation::Resumed(open) => {

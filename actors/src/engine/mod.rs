@@ -7,12 +7,14 @@
 //!                   └─ CallActor × live calls            (one per call, placed through the Dialer)
 //! ```
 //!
-//! Data flow: a campaign evaluation admits a contact by committing the attempt and a `queued`
-//! call in one transaction, then activates a `ContactActor`, which hands the call to the
-//! `CallQueue`. `POST /calls` commits a `queued` call and hands it to the same queue. The queue
-//! asks the supervisor to start a `CallActor` when the workspace and the node have room; the call
-//! actor marks the call `dialing`, dials, and commits the end (outcome, cost) before anyone hears
-//! of it. The campaign forwards the end to the contact actor, which settles the attempt (retry,
+//! Data flow: a campaign evaluation admits a contact by committing the attempt and its call in
+//! one transaction, then activates a `ContactActor`, which hands the call to the `CallQueue`.
+//! `POST /calls` commits a `queued` call and hands it to the same queue. The queue asks the
+//! supervisor to start a `CallActor` when the workspace and the node have room; the call actor
+//! marks the call `dialing`, dials, and commits the end (outcome, cost) before anyone hears of
+//! it. When the workspace has a free slot and none of its calls waits, the admission takes the
+//! slot itself: the call is committed as `dialing` with the attempt and its actor starts at once
+//! (the queue's order is unchanged: a claim never passes a waiting call). The campaign forwards the end to the contact actor, which settles the attempt (retry,
 //! retire, exhaust) and stops.
 //!
 //! Restart policy (written down in ARCHITECTURE.md too):
@@ -133,6 +135,7 @@ pub struct Shared {
     pub stats: EngineStats,
     campaigns: Mutex<HashMap<CampaignId, ActorRef<CampaignMsg>>>,
     queue: Mutex<Option<ActorRef<QueueMsg>>>,
+    queue_core: Mutex<queue::QueueCore>,
     supervisor: Mutex<Option<ActorRef<SupervisorMsg>>>,
 }
 
@@ -204,6 +207,21 @@ impl Shared {
         self.to_supervisor(SupervisorMsg::ToQueue(msg));
     }
 
+    pub(crate) fn queue_core(&self) -> std::sync::MutexGuard<'_, queue::QueueCore> {
+        lock(&self.queue_core)
+    }
+
+    /// Takes a free call slot of the workspace for a call that will be committed as `dialing`
+    /// (see [`queue::QueueCore::claim`]); give it back with [`QueueMsg::CallEnded`] if the
+    /// call is not committed after all.
+    pub(crate) fn claim_slot(&self, ws: WorkspaceId) -> bool {
+        self.queue_core().claim(
+            ws,
+            self.config.workspace_max_concurrent_calls,
+            self.config.node_capacity,
+        )
+    }
+
     pub fn set_queue(&self, queue: Option<ActorRef<QueueMsg>>) {
         *lock(&self.queue) = queue;
     }
@@ -249,6 +267,7 @@ impl Engine {
             stats: EngineStats::default(),
             campaigns: Mutex::new(HashMap::new()),
             queue: Mutex::new(None),
+            queue_core: Mutex::new(queue::QueueCore::default()),
             supervisor: Mutex::new(None),
         });
         let (supervisor, _) = Actor::spawn(None, EngineSupervisor, shared.clone())

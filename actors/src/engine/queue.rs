@@ -4,6 +4,10 @@
 //! has fewer than `workspace_max_concurrent_calls` live calls and the node fewer than
 //! `node_capacity`. A campaign call gets the default priority, so it never jumps ahead of a
 //! direct call queued before it.
+//!
+//! An admission may also take a free slot directly ([`QueueCore::claim`]) when the workspace has
+//! room and none of its calls is waiting: its call is then committed as `dialing` and started
+//! at once, which is what the queue would have done with it.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -13,7 +17,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::Shared;
 use super::campaign::CampaignMsg;
-use super::supervisor::SupervisorMsg;
+use super::supervisor::{Placed, SupervisorMsg};
 use crate::ids::{CallId, CampaignId, WorkspaceId};
 use crate::ports::CallSpec;
 
@@ -59,9 +63,11 @@ impl Ord for Entry {
     }
 }
 
-pub struct QueueState {
-    shared: Arc<Shared>,
-    supervisor: ActorRef<SupervisorMsg>,
+/// The queue's contents and live-call counts. They sit behind a lock in [`Shared`], so that a
+/// campaign admitting a contact can take a free slot at once ([`QueueCore::claim`]) and commit
+/// its call as `dialing` with the attempt, without a second write to mark it.
+#[derive(Default)]
+pub struct QueueCore {
     waiting: HashMap<WorkspaceId, BinaryHeap<Entry>>,
     /// Ids of waiting calls, so a call handed over twice is queued once.
     waiting_ids: HashSet<CallId>,
@@ -71,7 +77,7 @@ pub struct QueueState {
     seq: u64,
 }
 
-impl QueueState {
+impl QueueCore {
     fn push(&mut self, spec: CallSpec) {
         if !self.waiting_ids.insert(spec.id) {
             return;
@@ -87,11 +93,37 @@ impl QueueState {
             });
     }
 
+    fn take_slot(&mut self, ws: WorkspaceId) {
+        *self.live.entry(ws).or_default() += 1;
+        self.node_live += 1;
+        self.peak_live = self.peak_live.max(self.node_live);
+    }
+
+    fn free_slot(&mut self, ws: WorkspaceId) {
+        if let Some(n) = self.live.get_mut(&ws) {
+            *n = n.saturating_sub(1);
+        }
+        self.node_live = self.node_live.saturating_sub(1);
+    }
+
+    /// Takes a slot for a call about to be committed as `dialing`, if the workspace and the node
+    /// have room and no call of the workspace is waiting (a claim never passes the queue). The
+    /// slot is given back with [`QueueMsg::CallEnded`].
+    pub fn claim(&mut self, ws: WorkspaceId, per_workspace: usize, node_capacity: usize) -> bool {
+        let room = self.node_live < node_capacity
+            && self.live.get(&ws).copied().unwrap_or(0) < per_workspace
+            && self.waiting.get(&ws).is_none_or(BinaryHeap::is_empty);
+        if room {
+            self.take_slot(ws);
+        }
+        room
+    }
+
     /// Releases calls while there is room: each time the best head among workspaces with a free
-    /// slot.
-    fn dispatch(&mut self) {
-        let per_workspace = self.shared.config.workspace_max_concurrent_calls;
-        while self.node_live < self.shared.config.node_capacity {
+    /// slot. Returns the released calls.
+    fn dispatch(&mut self, per_workspace: usize, node_capacity: usize) -> Vec<CallSpec> {
+        let mut released = Vec::new();
+        while self.node_live < node_capacity {
             let best = self
                 .waiting
                 .iter()
@@ -105,12 +137,58 @@ impl QueueState {
                 break;
             };
             self.waiting_ids.remove(&entry.spec.id);
-            *self.live.entry(ws).or_default() += 1;
-            self.node_live += 1;
-            self.peak_live = self.peak_live.max(self.node_live);
-            let _ = self.supervisor.cast(SupervisorMsg::Dispatch(entry.spec));
+            self.take_slot(ws);
+            released.push(entry.spec);
         }
         self.waiting.retain(|_, heap| !heap.is_empty());
+        released
+    }
+
+    /// Takes the campaign's waiting calls out of the queue.
+    fn remove_campaign(&mut self, campaign: CampaignId) -> Vec<CallSpec> {
+        let mut removed = Vec::new();
+        for heap in self.waiting.values_mut() {
+            if heap.iter().any(|e| e.spec.campaign_id == Some(campaign)) {
+                let (gone, keep): (Vec<Entry>, Vec<Entry>) = std::mem::take(heap)
+                    .into_iter()
+                    .partition(|e| e.spec.campaign_id == Some(campaign));
+                *heap = keep.into_iter().collect();
+                for e in gone {
+                    self.waiting_ids.remove(&e.spec.id);
+                    removed.push(e.spec);
+                }
+            }
+        }
+        removed
+    }
+
+    fn stats(&self) -> QueueStats {
+        QueueStats {
+            waiting: self.waiting.values().map(BinaryHeap::len).sum(),
+            live: self.node_live,
+            peak_live: self.peak_live,
+        }
+    }
+}
+
+pub struct QueueState {
+    shared: Arc<Shared>,
+    supervisor: ActorRef<SupervisorMsg>,
+}
+
+impl QueueState {
+    /// Hands every call the queue can release to the supervisor.
+    fn dispatch(&self) {
+        let config = &self.shared.config;
+        let released = self
+            .shared
+            .queue_core()
+            .dispatch(config.workspace_max_concurrent_calls, config.node_capacity);
+        for spec in released {
+            let _ = self
+                .supervisor
+                .cast(SupervisorMsg::Dispatch(spec, Placed::Queued));
+        }
     }
 }
 
@@ -121,28 +199,28 @@ impl Actor for CallQueue {
     type State = QueueState;
     type Arguments = (Arc<Shared>, ActorRef<SupervisorMsg>);
 
+    /// (Re)builds the queue from the store: the live counts and the queued calls.
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
         (shared, supervisor): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         let live = shared.store.live_calls().await?;
-        let node_live = live.values().sum();
         let queued = shared.store.queued_calls().await?;
-        let mut state = QueueState {
-            shared,
-            supervisor,
-            waiting: HashMap::new(),
-            waiting_ids: HashSet::new(),
-            live,
-            node_live,
-            peak_live: node_live,
-            seq: 0,
-        };
-        for spec in queued {
-            state.push(spec);
+        {
+            let mut core = shared.queue_core();
+            let node_live = live.values().sum();
+            *core = QueueCore {
+                live,
+                node_live,
+                peak_live: core.peak_live.max(node_live),
+                ..QueueCore::default()
+            };
+            for spec in queued {
+                core.push(spec);
+            }
         }
-        Ok(state)
+        Ok(QueueState { shared, supervisor })
     }
 
     async fn post_start(
@@ -161,27 +239,10 @@ impl Actor for CallQueue {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            QueueMsg::Enqueue(spec) => state.push(spec),
-            QueueMsg::CallEnded(ws) => {
-                if let Some(n) = state.live.get_mut(&ws) {
-                    *n = n.saturating_sub(1);
-                }
-                state.node_live = state.node_live.saturating_sub(1);
-            }
+            QueueMsg::Enqueue(spec) => state.shared.queue_core().push(spec),
+            QueueMsg::CallEnded(ws) => state.shared.queue_core().free_slot(ws),
             QueueMsg::CancelCampaign(campaign) => {
-                let mut cancelled = Vec::new();
-                for heap in state.waiting.values_mut() {
-                    if heap.iter().any(|e| e.spec.campaign_id == Some(campaign)) {
-                        let (gone, keep): (Vec<Entry>, Vec<Entry>) = std::mem::take(heap)
-                            .into_iter()
-                            .partition(|e| e.spec.campaign_id == Some(campaign));
-                        *heap = keep.into_iter().collect();
-                        for e in gone {
-                            state.waiting_ids.remove(&e.spec.id);
-                            cancelled.push(e.spec);
-                        }
-                    }
-                }
+                let cancelled = state.shared.queue_core().remove_campaign(campaign);
                 let now = state.shared.clock.now();
                 for spec in cancelled {
                     if state
@@ -202,11 +263,7 @@ impl Actor for CallQueue {
                 }
             }
             QueueMsg::Stats(reply) => {
-                let _ = reply.send(QueueStats {
-                    waiting: state.waiting.values().map(BinaryHeap::len).sum(),
-                    live: state.node_live,
-                    peak_live: state.peak_live,
-                });
+                let _ = reply.send(state.shared.queue_core().stats());
                 return Ok(());
             }
         }
@@ -219,23 +276,57 @@ impl Actor for CallQueue {
 mod tests {
     use super::*;
 
-    #[test]
-    fn higher_priority_first_then_fifo() {
-        let spec = |p| CallSpec {
+    fn spec_in(ws: WorkspaceId, priority: i64) -> CallSpec {
+        CallSpec {
             id: crate::ids::CallId::new(),
-            workspace_id: WorkspaceId::new(),
+            workspace_id: ws,
             campaign_id: None,
             contact_id: None,
             agent_id: crate::ids::AgentId::new(),
             from_phone_number_id: None,
             from_number: String::new(),
             to_number: String::new(),
-            priority: p,
+            priority,
             attempt: 1,
             max_duration_secs: 60,
             reserved_cents: 10,
             queued_at: chrono::Utc::now(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_claim_takes_a_free_slot_but_never_passes_a_waiting_call() {
+        let (a, b) = (WorkspaceId::new(), WorkspaceId::new());
+        let mut core = QueueCore::default();
+        // Two slots per workspace, three on the node.
+        assert!(core.claim(a, 2, 3));
+        assert!(core.claim(a, 2, 3));
+        assert!(!core.claim(a, 2, 3), "the workspace is full");
+        assert!(core.claim(b, 2, 3));
+        assert!(!core.claim(b, 2, 3), "the node is full");
+        assert_eq!(core.stats().live, 3);
+        assert_eq!(core.stats().peak_live, 3);
+
+        // A call of `a` waits for a slot: the slot that frees goes to it, not to a claim.
+        let waiting = spec_in(a, 0);
+        core.push(waiting.clone());
+        core.free_slot(a);
+        assert!(!core.claim(a, 2, 3), "a call of the workspace is waiting");
+        let released = core.dispatch(2, 3);
+        assert_eq!(
+            released.iter().map(|c| c.id).collect::<Vec<_>>(),
+            [waiting.id]
+        );
+        // Another workspace's waiting call does not hold `b` back once the node has room.
+        core.push(spec_in(a, 0));
+        core.free_slot(b);
+        assert!(core.claim(b, 2, 3));
+        assert_eq!(core.stats().waiting, 1);
+    }
+
+    #[test]
+    fn higher_priority_first_then_fifo() {
+        let spec = |p| spec_in(WorkspaceId::new(), p);
         let mut heap = BinaryHeap::new();
         for (seq, p) in [(1, 5), (2, 9), (3, 5), (4, 0), (5, 9)] {
             heap.push(Entry {

@@ -25,7 +25,16 @@ pub enum SupervisorMsg {
     /// Make sure the campaign's actor runs, then deliver the message to it.
     Ensure(CampaignId, Option<CampaignMsg>),
     /// Start a call actor for a call the queue released.
-    Dispatch(CallSpec),
+    Dispatch(CallSpec, Placed),
+}
+
+/// How a call reached its actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    /// Released by the queue: still `queued` in the store; the actor marks it `dialing`.
+    Queued,
+    /// Admitted into a claimed slot: already committed as `dialing`.
+    Dialing,
 }
 
 enum Child {
@@ -155,12 +164,12 @@ impl Actor for EngineSupervisor {
                     let _ = actor.cast(msg);
                 }
             }
-            SupervisorMsg::Dispatch(spec) => {
+            SupervisorMsg::Dispatch(spec, placed) => {
                 let workspace = spec.workspace_id;
                 match Actor::spawn_linked(
                     None,
                     CallActor,
-                    (state.shared.clone(), spec.clone()),
+                    (state.shared.clone(), spec.clone(), placed),
                     myself.get_cell(),
                 )
                 .await

@@ -41,6 +41,23 @@ impl EnginePort {
         work.await
     }
 
+    /// A call's charge took the balance below the auto top-up threshold: top up.
+    async fn after_charge(&self, workspace: WorkspaceId, low: bool) {
+        if !low {
+            return;
+        }
+        if let Err(err) = self
+            .held(crate::billing::auto_topup(
+                &self.store,
+                self.payments.as_ref(),
+                workspace,
+            ))
+            .await
+        {
+            tracing::warn!(%workspace, error = %err, "auto top-up failed");
+        }
+    }
+
     /// Runs one store operation for the engine (failing it instead when a fault is injected).
     async fn query<T>(
         &self,
@@ -54,6 +71,12 @@ impl EnginePort {
         }
         self.held(work).await.map_err(port)
     }
+}
+
+/// The operation's name for fault injection: one that also ends a call fails as `finish_call`
+/// does.
+fn ending_op(op: &'static str, ending: Option<(&CallSpec, &CallEnd)>) -> &'static str {
+    if ending.is_some() { "finish_call" } else { op }
 }
 
 fn port(err: StoreError) -> PortError {
@@ -154,20 +177,11 @@ impl EngineStore for EnginePort {
             .await
     }
     async fn finish_call(&self, call: &CallSpec, end: &CallEnd) -> PortResult<()> {
-        let charged = self
+        let low = self
             .query("finish_call", self.store.finish_call(call, end))
             .await?;
-        if charged == Some(true)
-            && let Err(err) = self
-                .held(crate::billing::auto_topup(
-                    &self.store,
-                    self.payments.as_ref(),
-                    call.workspace_id,
-                ))
-                .await
-        {
-            tracing::warn!(workspace = %call.workspace_id, error = %err, "auto top-up failed");
-        }
+        self.after_charge(call.workspace_id, low == Some(true))
+            .await;
         Ok(())
     }
     async fn cancel_call(
@@ -187,20 +201,38 @@ impl EngineStore for EnginePort {
         contact: ContactId,
         call: CallId,
         now: DateTime<Utc>,
+        ending: Option<(&CallSpec, &CallEnd)>,
     ) -> PortResult<Option<Option<DispositionId>>> {
-        self.query(
-            "await_disposition",
-            self.store.await_disposition(contact, call, now),
-        )
-        .await
+        let (known, low) = self
+            .query(
+                ending_op("await_disposition", ending),
+                self.store.await_disposition(contact, call, now, ending),
+            )
+            .await?;
+        if let Some((spec, _)) = ending {
+            self.after_charge(spec.workspace_id, low).await;
+        }
+        Ok(known)
     }
     async fn call_disposition(&self, call: CallId) -> PortResult<Option<DispositionId>> {
         self.query("call_disposition", self.store.call_disposition(call))
             .await
     }
-    async fn settle_contact(&self, settlement: &Settlement) -> PortResult<bool> {
-        self.query("settle_contact", self.store.settle_contact(settlement))
-            .await
+    async fn settle_contact(
+        &self,
+        settlement: &Settlement,
+        ending: Option<(&CallSpec, &CallEnd)>,
+    ) -> PortResult<bool> {
+        let (applied, low) = self
+            .query(
+                ending_op("settle_contact", ending),
+                self.store.settle_contact(settlement, ending),
+            )
+            .await?;
+        if let Some((spec, _)) = ending {
+            self.after_charge(spec.workspace_id, low).await;
+        }
+        Ok(applied)
     }
 }
 

@@ -243,6 +243,9 @@ pub struct Settlement {
     pub disposition_id: Option<DispositionId>,
     pub excluded_reason: Option<ExclusionReason>,
     pub now: DateTime<Utc>,
+    /// Applies only while the call still has no disposition: an answer settled as unclassified
+    /// after the disposition timeout, without reading the call first.
+    pub require_no_disposition: bool,
 }
 
 /// An evaluation's record on the campaign.
@@ -323,16 +326,24 @@ pub trait EngineStore: Send + Sync + 'static {
     /// `dialing`.
     async fn redial(&self, call: &CallSpec, contact: ContactId) -> PortResult<bool>;
     /// `dialing` -> `awaiting_disposition` for an answered call: `None` if the contact had left
-    /// `dialing`, else the disposition the call already has, if any.
+    /// `dialing`, else the disposition the call already has, if any. With `ending`, the call's
+    /// end (as [`EngineStore::finish_call`]) is committed in the same transaction.
     async fn await_disposition(
         &self,
         contact: ContactId,
         call: CallId,
         now: DateTime<Utc>,
+        ending: Option<(&CallSpec, &CallEnd)>,
     ) -> PortResult<Option<Option<DispositionId>>>;
     async fn call_disposition(&self, call: CallId) -> PortResult<Option<DispositionId>>;
-    /// Writes a settlement; `false` if the contact had already left the attempt.
-    async fn settle_contact(&self, settlement: &Settlement) -> PortResult<bool>;
+    /// Writes a settlement; `false` if the contact had already left the attempt (or, with
+    /// `require_no_disposition`, the call has a disposition). With `ending`, the call's end (as
+    /// [`EngineStore::finish_call`]) is committed in the same transaction.
+    async fn settle_contact(
+        &self,
+        settlement: &Settlement,
+        ending: Option<(&CallSpec, &CallEnd)>,
+    ) -> PortResult<bool>;
 }
 
 /// What the dialer is asked to do.

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, QueryBuilder, Row, Sqlite};
+use sqlx::{Column, Connection, QueryBuilder, Row, Sqlite};
 use switchboard_actors::call::{CallDirection, CallStatus, END_INTERRUPTED};
 use switchboard_actors::campaign::{AgentFacts, CampaignStatus, NumberFacts};
 use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
@@ -28,7 +28,8 @@ use utoipa::ToSchema;
 
 use super::campaigns::{CAMPAIGN_COLUMNS, CampaignSettings, campaign_row, insert_event};
 use super::{
-    Page, Paged, Store, StoreError, StoreResult, atomic_sql, classify, corrupt, opt_id, sql, ts,
+    Page, Paged, Script, ScriptQuery, Store, StoreError, StoreResult, atomic_sql, classify,
+    corrupt, opt_id, sql, ts,
 };
 
 const OPEN_STATES: &str = "('pending', 'scheduled')";
@@ -283,6 +284,186 @@ async fn funds_in(tx: &mut sqlx::SqliteConnection, ws: WorkspaceId) -> StoreResu
 
 const OPEN_ATTEMPT_SELECT: &str = "SELECT c.id, c.state, c.attempts, c.infra_retries, k.id AS call_id, k.status AS call_status, k.outcome, \
      k.end_reason, k.ended_at, k.disposition_id FROM contacts c LEFT JOIN calls k ON k.id = c.last_call_id";
+
+/// The end of a call as script statements: its end; its charge in the ledger (with the balance
+/// it leaves) and on the balance; its campaign's money. Each write follows only if the one before
+/// it happened (`changes() = 1`), starting with the call's end, so ending a call twice charges
+/// once. A settlement of the call's contact may follow in the same script.
+struct Ending<'a> {
+    spec: &'a CallSpec,
+    end: &'a CallEnd,
+    description: String,
+}
+
+impl<'a> Ending<'a> {
+    fn new(spec: &'a CallSpec, end: &'a CallEnd, description: &str) -> Self {
+        Self {
+            spec,
+            end,
+            description: description.to_owned(),
+        }
+    }
+
+    /// A campaign or direct call's end.
+    fn outbound(spec: &'a CallSpec, end: &'a CallEnd) -> Self {
+        Self::new(spec, end, &outbound_description(spec, end))
+    }
+
+    fn charged(&self) -> bool {
+        self.end.cost_cents > 0
+    }
+
+    /// The whole script: the end's statements, then `then` (if any), then the auto top-up check
+    /// when the call was charged (read it back with [`low_balance`]).
+    fn script(&self, then: Option<&str>) -> sqlx::AssertSqlSafe<String> {
+        let mut body = self.statements();
+        if let Some(then) = then {
+            body.push_str(then);
+            body.push_str("; ");
+        }
+        if self.charged() {
+            body.push_str(
+                "SELECT auto_topup_enabled AND balance_cents < low_balance_threshold_cents AS low_balance FROM workspaces WHERE id = ?",
+            );
+        }
+        atomic_sql(body.trim_end_matches("; "))
+    }
+
+    /// The statements (each followed by `; `).
+    fn statements(&self) -> String {
+        let mut body = String::from(
+            "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = ?, \
+             ended_at = ?, duration_secs = ?, cost_cents = ?, updated_at = ?, \
+             disposition_id = COALESCE(disposition_id, (SELECT d.id FROM dispositions d WHERE d.workspace_id = calls.workspace_id AND d.label = ?)), \
+             disposition_source = CASE WHEN disposition_id IS NULL AND ? IS NOT NULL THEN 'agent' ELSE disposition_source END \
+             WHERE id = ? AND status IN ('queued', 'dialing'); ",
+        );
+        if self.charged() {
+            body.push_str(
+                "INSERT INTO ledger_entries (id, workspace_id, amount_cents, balance_after_cents, kind, description, reference, created_at) \
+                 SELECT ?, id, ?, balance_cents + ?, 'call', ?, ?, ? FROM workspaces WHERE id = ? AND changes() = 1; \
+                 UPDATE workspaces SET balance_cents = balance_cents + ?, updated_at = ? WHERE id = ? AND changes() = 1; ",
+            );
+        }
+        if self.spec.campaign_id.is_some() {
+            body.push_str(
+                "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?), spent_cents = spent_cents + ? \
+                 WHERE id = ? AND changes() = 1; ",
+            );
+        }
+        body
+    }
+
+    /// How many statements [`Ending::statements`] has.
+    fn statement_count(&self) -> usize {
+        1 + if self.charged() { 2 } else { 0 } + usize::from(self.spec.campaign_id.is_some())
+    }
+
+    /// Binds the statements' values, in order.
+    fn bind(&self, q: ScriptQuery) -> ScriptQuery {
+        let (spec, end) = (self.spec, self.end);
+        let at = ts(end.ended_at);
+        let mut q = q
+            .bind(end.outcome.as_str())
+            .bind(end.end_reason.clone())
+            .bind(end.started_at.map(ts))
+            .bind(end.answered_at.map(ts))
+            .bind(at.clone())
+            .bind(end.billable_secs)
+            .bind(end.cost_cents)
+            .bind(at.clone())
+            .bind(end.disposition_label.clone())
+            .bind(end.disposition_label.clone())
+            .bind(spec.id.as_uuid());
+        if self.charged() {
+            let amount = -end.cost_cents;
+            q = q
+                .bind(uuid::Uuid::now_v7())
+                .bind(amount)
+                .bind(amount)
+                .bind(self.description.clone())
+                .bind(spec.id.to_string())
+                .bind(at.clone())
+                .bind(spec.workspace_id.as_uuid())
+                .bind(amount)
+                .bind(at)
+                .bind(spec.workspace_id.as_uuid());
+        }
+        if let Some(campaign) = spec.campaign_id {
+            q = q
+                .bind(spec.reserved_cents)
+                .bind(end.cost_cents)
+                .bind(campaign.as_uuid());
+        }
+        q
+    }
+
+    /// Binds the auto top-up check of [`Ending::script`].
+    fn bind_low_balance_check(&self, q: ScriptQuery) -> ScriptQuery {
+        if self.charged() {
+            q.bind(self.spec.workspace_id.as_uuid())
+        } else {
+            q
+        }
+    }
+}
+
+fn outbound_description(spec: &CallSpec, end: &CallEnd) -> String {
+    format!(
+        "Call to {} ({} s at the outbound rate)",
+        spec.to_number, end.billable_secs
+    )
+}
+
+/// Whether a script's auto top-up check (see [`Ending::script`]) found auto top-up due.
+fn low_balance(done: &Script) -> StoreResult<bool> {
+    for row in &done.rows {
+        if row
+            .columns()
+            .first()
+            .is_some_and(|c| c.name() == "low_balance")
+        {
+            return Ok(row.try_get::<bool, _>(0)?);
+        }
+    }
+    Ok(false)
+}
+
+/// Settles an attempt: applied only while the contact is still in the attempt of `last_call_id`
+/// and, when the last bind is 1, only while that call has no disposition (an unclassified
+/// answer whose disposition did not land meanwhile).
+const SETTLE_SQL: &str = "UPDATE contacts SET state = ?, next_attempt_at = ?, attempts = attempts - ?, infra_retries = infra_retries + ?, \
+     last_outcome = ?, last_disposition_id = ?, excluded_reason = ?, updated_at = ? \
+     WHERE id = ? AND last_call_id = ? AND state IN ('dialing', 'awaiting_disposition') \
+     AND (? = 0 OR (SELECT disposition_id FROM calls WHERE calls.id = contacts.last_call_id) IS NULL)";
+
+fn bind_settlement<'q>(q: SqliteQuery<'q>, s: &Settlement) -> SqliteQuery<'q> {
+    q.bind(s.state.as_str())
+        .bind(s.next_attempt_at.map(ts))
+        .bind(i64::from(s.refund_attempt))
+        .bind(i64::from(s.infra_retry))
+        .bind(s.outcome.as_str())
+        .bind(s.disposition_id.map(|d| d.as_uuid()))
+        .bind(s.excluded_reason.map(|r| r.as_str()))
+        .bind(ts(s.now))
+        .bind(s.contact_id.as_uuid())
+        .bind(s.call_id.as_uuid())
+        .bind(s.require_no_disposition)
+}
+
+/// Moves an answered attempt to `awaiting_disposition`, answering the call's disposition (a row
+/// only if the contact was still dialing that call).
+const AWAIT_SQL: &str = "UPDATE contacts SET state = 'awaiting_disposition', last_outcome = 'answered', updated_at = ? \
+     WHERE id = ? AND state = 'dialing' AND last_call_id = ? \
+     RETURNING (SELECT disposition_id FROM calls WHERE calls.id = contacts.last_call_id) AS awaited_disposition";
+
+fn awaited_disposition(row: Option<&SqliteRow>) -> StoreResult<Option<Option<DispositionId>>> {
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let d: Option<uuid::Uuid> = row.try_get(0)?;
+    Ok(Some(d.map(DispositionId::from_uuid)))
+}
 
 fn open_attempt_row(r: &SqliteRow) -> StoreResult<OpenAttempt> {
     let state: String = r.try_get("state")?;
@@ -802,11 +983,8 @@ impl Store {
     /// Ends a call; `None` when it had already ended, else whether the charge took the balance
     /// below the workspace's auto top-up threshold.
     pub async fn finish_call(&self, spec: &CallSpec, end: &CallEnd) -> StoreResult<Option<bool>> {
-        let description = format!(
-            "Call to {} ({} s at the outbound rate)",
-            spec.to_number, end.billable_secs
-        );
-        self.end_call(spec, end, &description).await
+        self.end_call(spec, end, &outbound_description(spec, end))
+            .await
     }
 
     /// Ends a live call as [`Store::finish_call`] does, with `description` on its ledger entry.
@@ -816,81 +994,13 @@ impl Store {
         end: &CallEnd,
         description: &str,
     ) -> StoreResult<Option<bool>> {
-        let at = ts(end.ended_at);
-        // One round trip. Each write follows only if the one before it happened
-        // (`changes() = 1`), starting with the call's end, so ending a call twice charges once:
-        // the call's end; its charge in the ledger (with the balance it leaves) and on the
-        // balance; its campaign's money; then whether auto top-up is due.
-        let charged = end.cost_cents > 0;
-        let mut body = String::from(
-            "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = ?, \
-             ended_at = ?, duration_secs = ?, cost_cents = ?, updated_at = ?, \
-             disposition_id = COALESCE(disposition_id, (SELECT d.id FROM dispositions d WHERE d.workspace_id = calls.workspace_id AND d.label = ?)), \
-             disposition_source = CASE WHEN disposition_id IS NULL AND ? IS NOT NULL THEN 'agent' ELSE disposition_source END \
-             WHERE id = ? AND status IN ('queued', 'dialing')",
-        );
-        if charged {
-            body.push_str(
-                "; INSERT INTO ledger_entries (id, workspace_id, amount_cents, balance_after_cents, kind, description, reference, created_at) \
-                 SELECT ?, id, ?, balance_cents + ?, 'call', ?, ?, ? FROM workspaces WHERE id = ? AND changes() = 1; \
-                 UPDATE workspaces SET balance_cents = balance_cents + ?, updated_at = ? WHERE id = ? AND changes() = 1",
-            );
-        }
-        if spec.campaign_id.is_some() {
-            body.push_str(
-                "; UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?), spent_cents = spent_cents + ? \
-                 WHERE id = ? AND changes() = 1",
-            );
-        }
-        if charged {
-            body.push_str(
-                "; SELECT auto_topup_enabled AND balance_cents < low_balance_threshold_cents FROM workspaces WHERE id = ?",
-            );
-        }
-        let mut q = sqlx::query(atomic_sql(&body))
-            .bind(end.outcome.as_str())
-            .bind(end.end_reason.clone())
-            .bind(end.started_at.map(ts))
-            .bind(end.answered_at.map(ts))
-            .bind(at.clone())
-            .bind(end.billable_secs)
-            .bind(end.cost_cents)
-            .bind(at.clone())
-            .bind(end.disposition_label.clone())
-            .bind(end.disposition_label.clone())
-            .bind(spec.id.as_uuid());
-        if charged {
-            let amount = -end.cost_cents;
-            q = q
-                .bind(uuid::Uuid::now_v7())
-                .bind(amount)
-                .bind(amount)
-                .bind(description.to_string())
-                .bind(spec.id.to_string())
-                .bind(at.clone())
-                .bind(spec.workspace_id.as_uuid())
-                .bind(amount)
-                .bind(at.clone())
-                .bind(spec.workspace_id.as_uuid());
-        }
-        if let Some(campaign) = spec.campaign_id {
-            q = q
-                .bind(spec.reserved_cents)
-                .bind(end.cost_cents)
-                .bind(campaign.as_uuid());
-        }
-        if charged {
-            q = q.bind(spec.workspace_id.as_uuid());
-        }
-        let done = self.atomic(q).await?;
+        let ending = Ending::new(spec, end, description);
+        let q = ending.bind(sqlx::query(ending.script(None)));
+        let done = self.atomic(ending.bind_low_balance_check(q)).await?;
         if done.changed(0) == 0 {
             return Ok(None);
         }
-        let low = match done.rows.first() {
-            Some(row) => row.try_get::<bool, _>(0)?,
-            None => false,
-        };
-        Ok(Some(low))
+        Ok(Some(low_balance(&done)?))
     }
 
     pub async fn cancel_call(
@@ -933,24 +1043,32 @@ impl Store {
     }
 
     /// Moves an answered attempt to `awaiting_disposition`: `None` when the contact left the
-    /// attempt, else the disposition the call already has, if any.
+    /// attempt, else the disposition the call already has, if any. With `ending`, the call's end
+    /// is committed in the same transaction (the second value: whether auto top-up is due).
     pub async fn await_disposition(
         &self,
         contact: ContactId,
         call: CallId,
         now: DateTime<Utc>,
-    ) -> StoreResult<Option<Option<DispositionId>>> {
-        let row: Option<Option<uuid::Uuid>> = sqlx::query_scalar(
-            "UPDATE contacts SET state = 'awaiting_disposition', last_outcome = 'answered', updated_at = ? \
-             WHERE id = ? AND state = 'dialing' AND last_call_id = ? \
-             RETURNING (SELECT disposition_id FROM calls WHERE calls.id = contacts.last_call_id)",
-        )
-        .bind(ts(now))
-        .bind(contact.as_uuid())
-        .bind(call.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
-        .await?;
-        Ok(row.map(|d| d.map(DispositionId::from_uuid)))
+        ending: Option<(&CallSpec, &CallEnd)>,
+    ) -> StoreResult<(Option<Option<DispositionId>>, bool)> {
+        let bind =
+            |q: SqliteQuery<'static>| q.bind(ts(now)).bind(contact.as_uuid()).bind(call.as_uuid());
+        let Some((spec, end)) = ending else {
+            let row = bind(sqlx::query(AWAIT_SQL))
+                .fetch_optional(&mut *self.conn().await?)
+                .await?;
+            return Ok((awaited_disposition(row.as_ref())?, false));
+        };
+        let ending = Ending::outbound(spec, end);
+        let q = bind(ending.bind(sqlx::query(ending.script(Some(AWAIT_SQL)))));
+        let done = self.atomic(ending.bind_low_balance_check(q)).await?;
+        let row = done.rows.iter().find(|r| {
+            r.columns()
+                .first()
+                .is_some_and(|c| c.name() == "awaited_disposition")
+        });
+        Ok((awaited_disposition(row)?, low_balance(&done)?))
     }
 
     pub async fn call_disposition(&self, call: CallId) -> StoreResult<Option<DispositionId>> {
@@ -962,25 +1080,26 @@ impl Store {
         Ok(d.flatten().map(DispositionId::from_uuid))
     }
 
-    pub async fn settle_contact(&self, s: &Settlement) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE contacts SET state = ?, next_attempt_at = ?, attempts = attempts - ?, infra_retries = infra_retries + ?, \
-             last_outcome = ?, last_disposition_id = ?, excluded_reason = ?, updated_at = ? \
-             WHERE id = ? AND last_call_id = ? AND state IN ('dialing', 'awaiting_disposition')",
-        )
-        .bind(s.state.as_str())
-        .bind(s.next_attempt_at.map(ts))
-        .bind(i64::from(s.refund_attempt))
-        .bind(i64::from(s.infra_retry))
-        .bind(s.outcome.as_str())
-        .bind(s.disposition_id.map(|d| d.as_uuid()))
-        .bind(s.excluded_reason.map(|r| r.as_str()))
-        .bind(ts(s.now))
-        .bind(s.contact_id.as_uuid())
-        .bind(s.call_id.as_uuid())
-        .execute(&mut *self.conn().await?)
-        .await?;
-        Ok(done.rows_affected() > 0)
+    /// Writes a settlement: whether it applied (see [`SETTLE_SQL`]). With `ending`, the call's
+    /// end is committed in the same transaction (the second value: whether auto top-up is due).
+    pub async fn settle_contact(
+        &self,
+        s: &Settlement,
+        ending: Option<(&CallSpec, &CallEnd)>,
+    ) -> StoreResult<(bool, bool)> {
+        let Some((spec, end)) = ending else {
+            let done = bind_settlement(sqlx::query(SETTLE_SQL), s)
+                .execute(&mut *self.conn().await?)
+                .await?;
+            return Ok((done.rows_affected() > 0, false));
+        };
+        let ending = Ending::outbound(spec, end);
+        let q = bind_settlement(ending.bind(sqlx::query(ending.script(Some(SETTLE_SQL)))), s);
+        let done = self.atomic(ending.bind_low_balance_check(q)).await?;
+        Ok((
+            done.changed(ending.statement_count()) > 0,
+            low_balance(&done)?,
+        ))
     }
 
     // ---- calls API ----

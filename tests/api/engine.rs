@@ -160,6 +160,52 @@ async fn unclassified_answers_wait_for_the_disposition_timeout() {
 }
 
 #[tokio::test]
+async fn a_disposition_that_lands_unannounced_still_decides_at_the_timeout() {
+    let rig = Rig::new("2026-05-04T08:00:00Z", "answered=1", |config, _| {
+        config.disposition_timeout = Duration::from_secs(300);
+    })
+    .await;
+    let stop = {
+        let _held = rig.hold.enter();
+        rig.store.list_dispositions(rig.ws).await.unwrap()[0].id
+    };
+    let c = rig
+        .campaign(|s| {
+            s.max_attempts = 3;
+            s.retry_completed_seconds = 600;
+            s.stop_disposition_ids = vec![stop];
+        })
+        .await;
+    rig.enroll(c, 1, None).await;
+    rig.launch(c).await;
+    // The call ends answered and the contact waits for its disposition.
+    let call = loop {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        if rig.contacts(c).await[0].state == "awaiting_disposition" {
+            break rig.calls(c).await[0].id;
+        }
+    };
+    // The disposition is written without the engine hearing of it: the timeout finds it.
+    {
+        let _held = rig.hold.enter();
+        rig.store
+            .set_call_disposition(rig.ws, call, stop)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    rig.run_to(c, CampaignStatus::Completed, DAY).await;
+    let contact = &rig.contacts(c).await[0];
+    assert_eq!(contact.state, "retired");
+    assert_eq!(contact.last_disposition_id, Some(stop.as_uuid()));
+    assert_eq!(
+        rig.calls(c).await.len(),
+        1,
+        "a stop disposition is not retried"
+    );
+}
+
+#[tokio::test]
 async fn a_daily_cap_rolls_over_at_midnight_in_the_window_zone() {
     let rig = Rig::new("2026-05-04T10:00:00Z", "busy=1", |_, _| {}).await;
     let c = rig
@@ -634,15 +680,17 @@ async fn failed_actors_are_rebuilt_from_the_store() {
     use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
     let mut rig = Rig::new("2026-05-04T08:00:00Z", "answered=1,no_answer=1", |_, _| {}).await;
     let c = retrying_campaign(&rig, 3).await;
-    // A flaky database: a few evaluation reads fail (the campaign actor fails and is rebuilt)
-    // and a few call ends fail to commit (the call actor fails; its call is ended interrupted).
+    // A flaky database: a few evaluation reads fail (the campaign actor fails and is rebuilt),
+    // and a few call ends fail to commit. The 4th end fails once, with its attempt's next step:
+    // the contact actor fails and is rebuilt, and the call actor commits the end itself. The
+    // 18th fails twice: the call actor fails too, and its call is ended interrupted.
     let (due, finish) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     rig.faults = Some(Arc::new(move |op: &str| match op {
         "due_contacts" => [5, 40, 90].contains(&due.fetch_add(1, SeqCst)),
-        "finish_call" => [3, 17].contains(&finish.fetch_add(1, SeqCst)),
+        "finish_call" => [3, 17, 18].contains(&finish.fetch_add(1, SeqCst)),
         _ => false,
     }));
     rig.restart().await;
     rig.launch(c).await;
-    assert_eq!(completes_without_redials(&rig, c).await, 2);
+    assert_eq!(completes_without_redials(&rig, c).await, 1);
 }

@@ -1,16 +1,17 @@
 //! `CallActor`: one per live call. Marks the call `dialing` (unless its admission committed it
-//! so), has the dialer place it, commits the end (outcome, duration, cost), then frees the queue
-//! slot and tells the campaign.
+//! so), has the dialer place it, then has the end (outcome, duration, cost) committed: by the
+//! contact actor of a campaign call, with the attempt's next step in the same transaction, or
+//! here. Then it frees the queue slot.
 
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 
-use super::Shared;
 use super::campaign::CampaignMsg;
 use super::queue::QueueMsg;
 use super::supervisor::Placed;
+use super::{EndHandover, Shared};
 use crate::policy::cost_cents;
 use crate::ports::{CallEnd, CallSpec, DialRequest, DialResult};
 
@@ -117,18 +118,31 @@ impl Actor for CallActor {
             end_reason: result.end_reason,
             disposition_label: result.disposition_label,
         };
-        shared.store.finish_call(spec, &end).await?;
-        shared.to_queue(QueueMsg::CallEnded(spec.workspace_id));
         if let (Some(campaign), Some(contact)) = (spec.campaign_id, spec.contact_id) {
+            // The contact actor commits the end with the attempt's next step, in one
+            // transaction; if nobody takes the end, it is committed here and reported again.
+            let (done, committed) = tokio::sync::oneshot::channel();
             shared.to_campaign(
                 campaign,
                 CampaignMsg::CallFinished {
                     contact,
                     call: spec.id,
-                    end,
+                    end: end.clone(),
+                    handover: Some(Box::new(EndHandover {
+                        spec: spec.clone(),
+                        done,
+                    })),
+                    counted: false,
                 },
             );
+            if committed.await.is_err() {
+                shared.store.finish_call(spec, &end).await?;
+                shared.report_end(spec, end, true);
+            }
+        } else {
+            shared.store.finish_call(spec, &end).await?;
         }
+        shared.to_queue(QueueMsg::CallEnded(spec.workspace_id));
         myself.stop(None);
         Ok(())
     }

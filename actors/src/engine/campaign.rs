@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use super::contact::{Activation, ContactActor, ContactArgs, ContactMsg};
 use super::queue::QueueMsg;
 use super::supervisor::Placed;
-use super::{Shared, Timer};
+use super::{EndHandover, Shared, Timer};
 use crate::call::{END_INTERRUPTED, PRIORITY_DEFAULT};
 use crate::campaign::{CampaignStatus, Preflight};
 use crate::clock::until;
@@ -42,10 +42,15 @@ pub enum CampaignMsg {
         call: CallId,
         at: DateTime<Utc>,
     },
+    /// A call ended. With a handover its end is not committed yet: the contact actor commits
+    /// it (or, when the handover is dropped, the call actor does and reports again, `counted`
+    /// since this actor has already seen the end).
     CallFinished {
         contact: ContactId,
         call: CallId,
         end: CallEnd,
+        handover: Option<Box<EndHandover>>,
+        counted: bool,
     },
     CallCancelled {
         contact: ContactId,
@@ -843,27 +848,42 @@ impl Actor for CampaignActor {
                     a.queued = false;
                 }
             }
-            CampaignMsg::CallFinished { contact, call, end } => {
-                // Keep the cached money close; each evaluation re-reads it anyway.
-                if let Some(c) = &mut state.campaign {
-                    let reservation =
-                        reservation_of(c, state.shared.config.outbound_cents_per_minute);
-                    c.spent_cents += end.cost_cents;
-                    c.reserved_cents = (c.reserved_cents - reservation).max(0);
-                }
-                if end.end_reason != END_INTERRUPTED {
-                    if end.outcome == CallOutcome::InfraError {
-                        state.consecutive_infra += 1;
-                    } else {
-                        state.consecutive_infra = 0;
+            CampaignMsg::CallFinished {
+                contact,
+                call,
+                end,
+                handover,
+                counted,
+            } => {
+                if !counted {
+                    // Keep the cached money close; each evaluation re-reads it anyway.
+                    if let Some(c) = &mut state.campaign {
+                        let reservation =
+                            reservation_of(c, state.shared.config.outbound_cents_per_minute);
+                        c.spent_cents += end.cost_cents;
+                        c.reserved_cents = (c.reserved_cents - reservation).max(0);
+                    }
+                    if end.end_reason != END_INTERRUPTED {
+                        if end.outcome == CallOutcome::InfraError {
+                            state.consecutive_infra += 1;
+                        } else {
+                            state.consecutive_infra = 0;
+                        }
                     }
                 }
                 if let Some(a) = state.active.get_mut(&contact) {
                     a.queued = false;
-                    let _ = a.actor.cast(ContactMsg::CallFinished { call, end });
-                } else {
+                    // Should the actor be gone, the handover drops with the message.
+                    let _ = a.actor.cast(ContactMsg::CallFinished {
+                        call,
+                        end,
+                        handover,
+                    });
+                } else if handover.is_none() {
                     Self::resume_from_store(&myself, state, contact).await?;
                 }
+                // Otherwise the handover drops here: the call actor commits the end and reports
+                // it again, and the contact is then rebuilt from the store.
                 if state.consecutive_infra >= state.shared.config.infra_pause_after
                     && state
                         .campaign

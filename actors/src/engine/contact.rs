@@ -14,7 +14,7 @@ use rand::rngs::StdRng;
 use super::campaign::CampaignMsg;
 use super::queue::QueueMsg;
 use super::supervisor::{Placed, SupervisorMsg};
-use super::{Shared, Timer};
+use super::{EndHandover, Shared, Timer};
 use crate::call::{CallStatus, END_INTERRUPTED};
 use crate::clock::until;
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
@@ -23,9 +23,11 @@ use crate::policy::{self, Verdict};
 use crate::ports::{CallEnd, CallSpec, CampaignRules, OpenAttempt, Settlement, StoredCall};
 
 pub enum ContactMsg {
+    /// The call ended; with a handover, its end is committed here (see [`EndHandover`]).
     CallFinished {
         call: CallId,
         end: CallEnd,
+        handover: Option<Box<EndHandover>>,
     },
     CallCancelled {
         call: CallId,
@@ -80,6 +82,21 @@ pub struct AttemptState {
 
 pub struct ContactActor;
 
+/// A handed-over call end, with the end itself.
+type Handed<'a> = Option<(Box<EndHandover>, &'a CallEnd)>;
+
+/// The call end to commit with a store write, if one was handed over.
+fn ending<'a>(handed: &'a Handed<'_>) -> Option<(&'a CallSpec, &'a CallEnd)> {
+    handed.as_ref().map(|(h, end)| (&h.spec, *end))
+}
+
+/// Tells the call actor its end is committed.
+fn acknowledge(handed: Handed<'_>) {
+    if let Some((h, _)) = handed {
+        let _ = h.done.send(());
+    }
+}
+
 impl ContactActor {
     fn verdict_of(call: &StoredCall) -> Option<Verdict> {
         match call.status {
@@ -94,14 +111,18 @@ impl ContactActor {
         }
     }
 
+    /// The attempt's call ended. With a handover, the end is committed here, in the same
+    /// transaction as what the attempt does next.
     async fn call_ended(
         myself: &ActorRef<ContactMsg>,
         state: &mut AttemptState,
         call: CallId,
         end: &CallEnd,
+        handover: Option<Box<EndHandover>>,
     ) -> Result<(), ActorProcessingErr> {
+        let handed = handover.map(|h| (h, end));
         if end.end_reason == END_INTERRUPTED {
-            return Self::settle(myself, state, Verdict::Interrupted).await;
+            return Self::settle(myself, state, Verdict::Interrupted, handed).await;
         }
         match end.outcome {
             CallOutcome::NoAnswer
@@ -110,13 +131,19 @@ impl ContactActor {
                     && state.spec.is_some()
                     && state.closed.is_none() =>
             {
+                if let Some((h, end)) = handed {
+                    state.shared.store.finish_call(&h.spec, end).await?;
+                    let _ = h.done.send(());
+                }
                 state.double_dialed = true;
                 let gap = Duration::from_secs(state.rules.double_dial_gap_seconds.max(0) as u64);
                 state.timer = Some(myself.send_after(gap, || ContactMsg::Redial));
                 Ok(())
             }
-            CallOutcome::Answered => Self::await_disposition(myself, state, call, None).await,
-            outcome => Self::settle(myself, state, Verdict::Ended(outcome)).await,
+            CallOutcome::Answered => {
+                Self::await_disposition(myself, state, call, None, handed).await
+            }
+            outcome => Self::settle(myself, state, Verdict::Ended(outcome), handed).await,
         }
     }
 
@@ -127,17 +154,20 @@ impl ContactActor {
         state: &mut AttemptState,
         call: CallId,
         ended_at: Option<chrono::DateTime<chrono::Utc>>,
+        handed: Handed<'_>,
     ) -> Result<(), ActorProcessingErr> {
         let shared = state.shared.clone();
         let now = shared.clock.now();
         let known = if state.awaiting {
+            // Only a rebuilt attempt gets here, and its call's end is committed.
             shared.store.call_disposition(call).await?
         } else {
-            let Some(known) = shared
+            let moved = shared
                 .store
-                .await_disposition(state.contact, call, now)
-                .await?
-            else {
+                .await_disposition(state.contact, call, now, ending(&handed))
+                .await?;
+            acknowledge(handed);
+            let Some(known) = moved else {
                 return Self::abandon(myself, state);
             };
             state.awaiting = true;
@@ -150,7 +180,7 @@ impl ContactActor {
             known
         };
         if let Some(d) = known {
-            return Self::settle(myself, state, Verdict::Answered(Some(d))).await;
+            return Self::settle(myself, state, Verdict::Answered(Some(d)), None).await;
         }
         let timeout = shared.config.disposition_timeout;
         let wait = match ended_at {
@@ -164,13 +194,29 @@ impl ContactActor {
         Ok(())
     }
 
+    /// Writes the attempt's settlement (with the call's end when handed over) and stops.
     async fn settle(
         myself: &ActorRef<ContactMsg>,
         state: &mut AttemptState,
         verdict: Verdict,
+        handed: Handed<'_>,
     ) -> Result<(), ActorProcessingErr> {
+        Self::write_settlement(myself, state, verdict, handed, false)
+            .await
+            .map(drop)
+    }
+
+    /// [`ContactActor::settle`]; with `require_no_disposition`, only while the call has no
+    /// disposition: `false` (and nothing written) when it has one.
+    async fn write_settlement(
+        myself: &ActorRef<ContactMsg>,
+        state: &mut AttemptState,
+        verdict: Verdict,
+        handed: Handed<'_>,
+        require_no_disposition: bool,
+    ) -> Result<bool, ActorProcessingErr> {
         if state.done {
-            return Ok(());
+            return Ok(true);
         }
         let shared = state.shared.clone();
         let now = shared.clock.now();
@@ -189,7 +235,7 @@ impl ContactActor {
             &mut state.rng,
         );
         let Some(call) = state.call else {
-            return Self::abandon(myself, state);
+            return Self::abandon(myself, state).map(|()| true);
         };
         let settlement = Settlement {
             contact_id: state.contact,
@@ -205,8 +251,16 @@ impl ContactActor {
             },
             excluded_reason: decision.excluded_reason,
             now,
+            require_no_disposition,
         };
-        let applied = shared.store.settle_contact(&settlement).await?;
+        let applied = shared
+            .store
+            .settle_contact(&settlement, ending(&handed))
+            .await?;
+        acknowledge(handed);
+        if require_no_disposition && !applied {
+            return Ok(false);
+        }
         state.done = true;
         let from = if state.awaiting {
             ContactState::AwaitingDisposition
@@ -225,7 +279,7 @@ impl ContactActor {
             },
         );
         myself.stop(None);
-        Ok(())
+        Ok(true)
     }
 
     /// The contact left the attempt behind our back (archived): stop without writing.
@@ -305,15 +359,15 @@ impl Actor for ContactActor {
         };
         let Some(call) = open.call else {
             // An attempt without a call cannot be committed; treat it as spent.
-            return Self::settle(&myself, state, Verdict::Interrupted).await;
+            return Self::settle(&myself, state, Verdict::Interrupted, None).await;
         };
         match Self::verdict_of(&call) {
             // Still queued or live: its end will be reported.
             None => Ok(()),
             Some(Verdict::Answered(None)) => {
-                Self::await_disposition(&myself, state, call.id, call.ended_at).await
+                Self::await_disposition(&myself, state, call.id, call.ended_at, None).await
             }
-            Some(verdict) => Self::settle(&myself, state, verdict).await,
+            Some(verdict) => Self::settle(&myself, state, verdict, None).await,
         }
     }
 
@@ -327,25 +381,29 @@ impl Actor for ContactActor {
             return Ok(());
         }
         match msg {
-            ContactMsg::CallFinished { call, end } => {
+            ContactMsg::CallFinished {
+                call,
+                end,
+                handover,
+            } => {
+                // A handover dropped here is committed by the call actor, and reported again.
                 if state.call == Some(call) && !state.awaiting {
-                    Self::call_ended(&myself, state, call, &end).await?;
+                    Self::call_ended(&myself, state, call, &end, handover).await?;
                 }
             }
             ContactMsg::CallCancelled { call } => {
                 if state.call == Some(call) {
-                    Self::settle(&myself, state, Verdict::Cancelled).await?;
+                    Self::settle(&myself, state, Verdict::Cancelled, None).await?;
                 }
             }
             ContactMsg::Redial => {
                 state.timer = None;
+                let no_answer = Verdict::Ended(CallOutcome::NoAnswer);
                 let Some(first) = state.spec.clone() else {
-                    return Self::settle(&myself, state, Verdict::Ended(CallOutcome::NoAnswer))
-                        .await;
+                    return Self::settle(&myself, state, no_answer, None).await;
                 };
                 if state.closed.is_some() {
-                    return Self::settle(&myself, state, Verdict::Ended(CallOutcome::NoAnswer))
-                        .await;
+                    return Self::settle(&myself, state, no_answer, None).await;
                 }
                 let spec = CallSpec {
                     id: CallId::new(),
@@ -364,15 +422,18 @@ impl Actor for ContactActor {
                     && state.call == Some(call)
                     && let Some(d) = state.shared.store.call_disposition(call).await?
                 {
-                    Self::settle(&myself, state, Verdict::Answered(Some(d))).await?;
+                    Self::settle(&myself, state, Verdict::Answered(Some(d)), None).await?;
                 }
             }
             ContactMsg::DispositionTimeout => {
+                // Unclassified, unless a disposition landed meanwhile: then settle with it.
                 if state.awaiting
                     && let Some(call) = state.call
+                    && !Self::write_settlement(&myself, state, Verdict::Answered(None), None, true)
+                        .await?
                 {
                     let d = state.shared.store.call_disposition(call).await?;
-                    Self::settle(&myself, state, Verdict::Answered(d)).await?;
+                    Self::settle(&myself, state, Verdict::Answered(d), None).await?;
                 }
             }
             ContactMsg::Closed(reason) => {
@@ -382,7 +443,8 @@ impl Actor for ContactActor {
                     if let Some(t) = state.timer.take() {
                         t.abort();
                     }
-                    Self::settle(&myself, state, Verdict::Ended(CallOutcome::NoAnswer)).await?;
+                    Self::settle(&myself, state, Verdict::Ended(CallOutcome::NoAnswer), None)
+                        .await?;
                 }
             }
         }

@@ -11,11 +11,17 @@
 //! one transaction, then activates a `ContactActor`, which hands the call to the `CallQueue`.
 //! `POST /calls` commits a `queued` call and hands it to the same queue. The queue asks the
 //! supervisor to start a `CallActor` when the workspace and the node have room; the call actor
-//! marks the call `dialing`, dials, and commits the end (outcome, cost) before anyone hears of
-//! it. When the workspace has a free slot and none of its calls waits, the admission takes the
-//! slot itself: the call is committed as `dialing` with the attempt and its actor starts at once
-//! (the queue's order is unchanged: a claim never passes a waiting call). The campaign forwards the end to the contact actor, which settles the attempt (retry,
-//! retire, exhaust) and stops.
+//! marks the call `dialing` and dials. When the workspace has a free slot and none of its calls
+//! waits, the admission takes the slot itself: the call is committed as `dialing` with the
+//! attempt and its actor starts at once (the queue's order is unchanged: a claim never passes a
+//! waiting call).
+//!
+//! When a campaign call ends, its actor hands the end to the contact actor (through the
+//! campaign), which commits the end (outcome, cost) and the attempt's next step (settlement, or
+//! the wait for a disposition) in one transaction, answers the call actor, and stops once the
+//! attempt is settled. Nobody acts on an end before it is committed: if the handover is dropped
+//! (the contact actor is gone or failed), the call actor commits the end itself and reports it
+//! again, and the contact is rebuilt from the store. A direct call's actor commits its own end.
 //!
 //! Restart policy (written down in ARCHITECTURE.md too):
 //! - `CampaignActor` failure: its contact actors are stopped and the campaign is rebuilt from the
@@ -42,9 +48,18 @@ use ractor::{Actor, ActorRef};
 
 use crate::clock::SharedClock;
 use crate::ids::{CallId, CampaignId, WorkspaceId};
-use crate::ports::{CallSpec, Dialer, EngineStore};
+use crate::ports::{self, CallSpec, Dialer, EngineStore};
 
 pub use campaign::CampaignMsg;
+
+/// A campaign call's end, handed by its call actor to the contact actor, which commits it in one
+/// transaction with the attempt's next step (settlement, or the wait for a disposition) and then
+/// answers `done`. If the handover is dropped unanswered, the call actor commits the end itself
+/// and reports it again without a handover.
+pub struct EndHandover {
+    pub(crate) spec: CallSpec,
+    pub(crate) done: tokio::sync::oneshot::Sender<()>,
+}
 
 /// A pending `send_after` of an actor.
 pub(crate) type Timer<M> = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<M>>>;
@@ -190,6 +205,23 @@ impl Shared {
             None => msg,
         };
         self.to_supervisor(SupervisorMsg::Ensure(id, Some(msg)));
+    }
+
+    /// Tells a campaign call's campaign of its committed end (`counted`: the campaign has seen
+    /// this end before, in a dropped handover).
+    pub(crate) fn report_end(&self, spec: &CallSpec, end: ports::CallEnd, counted: bool) {
+        if let (Some(campaign), Some(contact)) = (spec.campaign_id, spec.contact_id) {
+            self.to_campaign(
+                campaign,
+                CampaignMsg::CallFinished {
+                    contact,
+                    call: spec.id,
+                    end,
+                    handover: None,
+                    counted,
+                },
+            );
+        }
     }
 
     /// Delivers to the call queue; while it is being restarted, the supervisor delivers once

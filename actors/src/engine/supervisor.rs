@@ -274,14 +274,5 @@ async fn interrupt(shared: &Shared, spec: &CallSpec) {
         tracing::error!(call = %spec.id, error = %err, "could not end an interrupted call; the next start will");
         return;
     }
-    if let (Some(campaign), Some(contact)) = (spec.campaign_id, spec.contact_id) {
-        shared.to_campaign(
-            campaign,
-            CampaignMsg::CallFinished {
-                contact,
-                call: spec.id,
-                end,
-            },
-        );
-    }
+    shared.report_end(spec, end, false);
 }

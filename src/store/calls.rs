@@ -647,6 +647,27 @@ impl Store {
         Ok(counts)
     }
 
+    /// How many of the campaign's contacts are not terminal yet (read from the state index
+    /// alone, so it stays cheap for a large campaign).
+    pub async fn open_contacts(&self, id: CampaignId) -> StoreResult<i64> {
+        static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let text = SQL.get_or_init(|| {
+            let open: Vec<String> = ContactState::ALL
+                .iter()
+                .filter(|s| !s.is_terminal())
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
+            format!(
+                "SELECT COUNT(*) FROM contacts WHERE campaign_id = ? AND state IN ({})",
+                open.join(", ")
+            )
+        });
+        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(text.as_str()))
+            .bind(id.as_uuid())
+            .fetch_one(&mut *self.conn().await?)
+            .await?)
+    }
+
     pub async fn due_contacts(
         &self,
         id: CampaignId,
@@ -656,14 +677,15 @@ impl Store {
     ) -> StoreResult<DueScan> {
         let at = ts(now);
         // The due contacts and, after them, the first one not yet due: one read, two index
-        // range scans.
+        // range scans. The limit is bound through CAST: SQLite re-prepares a statement for each
+        // new value bound to a bare `LIMIT ?`, and this one runs at every evaluation.
         const COLUMNS: &str =
             "id, campaign_id, phone_number, timezone, state, attempts, next_attempt_at";
         let rows = sqlx::query(sql(format!(
             "SELECT id, phone_number, timezone, state, attempts, next_attempt_at, {BLOCKED} AS blocked FROM ( \
                SELECT * FROM (SELECT {COLUMNS} FROM contacts \
                  WHERE campaign_id = ? AND next_attempt_at IS NOT NULL AND next_attempt_at <= ? \
-                 ORDER BY next_attempt_at LIMIT ?) \
+                 ORDER BY next_attempt_at LIMIT CAST(? AS INTEGER)) \
                UNION ALL \
                SELECT * FROM (SELECT {COLUMNS} FROM contacts \
                  WHERE campaign_id = ? AND next_attempt_at > ? ORDER BY next_attempt_at LIMIT 1) \

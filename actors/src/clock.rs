@@ -57,7 +57,8 @@ impl Clock for TokioClock {
 /// alive, [`TimeHold::run`] keeps yielding, so the runtime always has a task to run and never
 /// parks: virtual time stands still until the work is done. (A yielding task costs no thread
 /// hand-off per query, unlike holding the clock with a blocking task; the runtime's thread
-/// spins while the database works on the other core.) Only used under a paused clock.
+/// spins while the database works on another core, or gives its core to the database thread
+/// when they share one.) Only used under a paused clock.
 #[derive(Debug, Default)]
 pub struct TimeHold {
     busy: std::sync::Mutex<usize>,
@@ -103,6 +104,9 @@ impl TimeHold {
             // task never parks, and paused time only auto-advances when it parks. Yielding
             // costs no thread hand-off, unlike waiting on a blocking task.
             while *self.lock() > 0 {
+                // Also offer the core to the operating system: when the database thread shares
+                // this core, it runs now instead of waiting out this thread's time slice.
+                std::thread::yield_now();
                 tokio::task::yield_now().await;
             }
         }

@@ -88,6 +88,11 @@ struct SimArgs {
     /// Also write the report as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Let the runtime and database threads run on any core. By default the run keeps to one
+    /// core: virtual time makes the work sequential, the two threads take turns, and on one core
+    /// each hand-off is a context switch instead of waking another core.
+    #[arg(long)]
+    all_cores: bool,
 }
 
 #[derive(clap::Args)]
@@ -125,7 +130,15 @@ fn main() -> anyhow::Result<()> {
     let report = match cli.command {
         Command::CampaignSim(args) => {
             let json = args.json.clone();
-            (rt.block_on(campaign_sim(args))?, json)
+            // Set on this thread before the database thread starts, which inherits it.
+            let core = if args.all_cores {
+                None
+            } else {
+                pin_to_one_core()
+            };
+            let mut report = rt.block_on(campaign_sim(args))?;
+            report["pinned_to_core"] = json!(core);
+            (report, json)
         }
         Command::EnrollCsv(args) => {
             let json = args.json.clone();
@@ -164,6 +177,25 @@ fn print_report(report: &Value) {
                 other => println!("{k:>28}: {other}"),
             }
         }
+    }
+}
+
+/// Keeps this thread, and the threads it starts from now on, to the first core it may use;
+/// answers that core.
+fn pin_to_one_core() -> Option<usize> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `cpu_set_t` is a plain bit array, for which all zeroes is a valid (empty) set.
+    // `sched_getaffinity` and `sched_setaffinity` read or write exactly `size` bytes of the set
+    // passed, which lives on this stack frame for the whole call; pid 0 is the calling thread.
+    unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size, &mut allowed) != 0 {
+            return None;
+        }
+        let core = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &allowed))?;
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut one);
+        (libc::sched_setaffinity(0, size, &one) == 0).then_some(core)
     }
 }
 

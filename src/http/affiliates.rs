@@ -4,7 +4,6 @@
 
 use axum::Json;
 use axum::extract::{RawQuery, State};
-use chrono::Utc;
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -58,7 +57,7 @@ async fn stats(
     Ok(Json(AffiliateStats {
         summary: state
             .store
-            .affiliate_summary(auth.workspace_id, Utc::now(), hold)
+            .affiliate_summary(auth.workspace_id, state.store.now(), hold)
             .await?,
     }))
 }
@@ -76,7 +75,7 @@ async fn sub_affiliates(
     Ok(Json(Data {
         data: state
             .store
-            .sub_affiliates(auth.workspace_id, Utc::now(), hold)
+            .sub_affiliates(auth.workspace_id, state.store.now(), hold)
             .await?,
     }))
 }

@@ -189,10 +189,9 @@ async fn healthz(State(state): State<AppState>) -> Response {
 #[utoipa::path(get, path = "/metrics", tag = "discovery", security(()), responses((status = 200, description = "Prometheus text format")))]
 async fn metrics(State(state): State<AppState>) -> Response {
     // The engine's own gauges, read at scrape time.
-    if let Some(queue) = state.engine.queue_stats().await {
-        metrics::gauge!("switchboard_calls_waiting").set(queue.waiting as f64);
-        metrics::gauge!("switchboard_calls_live").set(queue.live as f64);
-    }
+    let queue = state.engine.queue_stats();
+    metrics::gauge!("switchboard_calls_waiting").set(queue.waiting as f64);
+    metrics::gauge!("switchboard_calls_live").set(queue.live as f64);
     metrics::gauge!("switchboard_campaigns_running").set(state.engine.running_campaigns() as f64);
     let (evaluations, took) = state.engine.stats().evaluations();
     metrics::gauge!("switchboard_campaign_evaluations_total").set(evaluations as f64);

@@ -51,7 +51,7 @@ pub struct SharedLinkView {
 }
 
 fn view(state: &AppState, link: SharedLink) -> SharedLinkView {
-    let now = Utc::now();
+    let now = state.store.now();
     let status = if link.revoked_at.is_some() {
         "revoked"
     } else if link.expires_at <= now {
@@ -103,7 +103,7 @@ async fn create(
             "Invalid field `agent_id`: no such agent in this workspace",
         ));
     }
-    let now = Utc::now();
+    let now = state.store.now();
     let expires_at = expiry(&body, now)?;
     let token: String = {
         use rand::Rng;
@@ -217,7 +217,11 @@ async fn page(
     if token.len() != 32 || !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Err(missing());
     }
-    let Some(link) = state.store.open_shared_link(&token, Utc::now()).await? else {
+    let Some(link) = state
+        .store
+        .open_shared_link(&token, state.store.now())
+        .await?
+    else {
         return Err(missing());
     };
     let Some(agent) = state.store.agent(link.workspace_id, link.agent_id).await? else {

@@ -5,7 +5,6 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use switchboard_actors::ids::{AgentId, ToolId};
@@ -572,7 +571,7 @@ async fn test(
             outcome: outcome.name(),
             status_code: outcome.status(),
             duration_ms: started.elapsed().as_millis() as i64,
-            at: Utc::now(),
+            at: state.store.now(),
         })
         .await;
     let delivery_id = match logged {

@@ -60,7 +60,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(name)
         .bind(provider)
-        .bind(ts(Utc::now()))
+        .bind(ts(self.now()))
         .execute(&mut *self.conn().await?)
         .await?;
         self.carrier_account(ws, id)
@@ -161,7 +161,7 @@ impl Store {
              AND released_at IS NULL AND EXISTS (SELECT 1 FROM carrier_accounts WHERE workspace_id = ? AND id = ?)",
         )
         .bind(account)
-        .bind(ts(Utc::now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(number.as_uuid())
         .bind(ws.as_uuid())
@@ -187,7 +187,7 @@ impl Store {
             "UPDATE phone_numbers SET carrier_account_id = NULL, is_active = 0, updated_at = ? \
              WHERE workspace_id = ? AND id = ? AND carrier_account_id = ? AND released_at IS NULL",
         )
-        .bind(ts(Utc::now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(number.as_uuid())
         .bind(account)

@@ -57,7 +57,7 @@ impl Store {
         provider: &str,
         account: &str,
     ) -> StoreResult<Integration> {
-        let now = ts(Utc::now());
+        let now = ts(self.now());
         let row = sqlx::query(super::sql(format!(
             "INSERT INTO integrations (id, workspace_id, provider, account, status, connected_at, created_at) \
              VALUES (?, ?, ?, ?, 'connected', ?, ?) RETURNING {COLUMNS}"
@@ -108,7 +108,7 @@ impl Store {
             "UPDATE integrations SET status = 'disconnected', disconnected_at = COALESCE(disconnected_at, ?) \
              WHERE workspace_id = ? AND id = ?",
         )
-        .bind(ts(Utc::now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .execute(&mut *self.conn().await?)
@@ -131,7 +131,7 @@ impl Store {
         .bind(agent.as_uuid())
         .bind(ws.as_uuid())
         .bind(flow.to_string())
-        .bind(ts(Utc::now()))
+        .bind(ts(self.now()))
         .bind(agent.as_uuid())
         .fetch_one(&mut *self.conn().await?)
         .await?;

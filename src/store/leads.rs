@@ -89,17 +89,13 @@ fn lead_row(r: &SqliteRow) -> StoreResult<Lead> {
     })
 }
 
-impl Store {
-    pub async fn create_lead(&self, ws: WorkspaceId, f: &LeadFields) -> StoreResult<Lead> {
-        let id = LeadId::new();
-        let now = ts(Utc::now());
-        sqlx::query(
-            "INSERT INTO leads (id, workspace_id, phone_number, first_name, last_name, email, company, timezone, notes, metadata, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(id.as_uuid())
-        .bind(ws.as_uuid())
-        .bind(&f.phone_number)
+/// Binds a lead's fields, in column order: phone_number, first_name, last_name, email,
+/// company, timezone, notes, metadata.
+fn bind_fields<'q>(
+    q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
+    f: &'q LeadFields,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+    q.bind(&f.phone_number)
         .bind(&f.first_name)
         .bind(&f.last_name)
         .bind(&f.email)
@@ -107,11 +103,24 @@ impl Store {
         .bind(&f.timezone)
         .bind(&f.notes)
         .bind(f.metadata.to_string())
-        .bind(&now)
-        .bind(&now)
-        .execute(&mut *self.conn().await?)
-        .await
-        .map_err(classify)?;
+}
+
+impl Store {
+    pub async fn create_lead(&self, ws: WorkspaceId, f: &LeadFields) -> StoreResult<Lead> {
+        let id = LeadId::new();
+        let now = ts(self.now());
+        let q = sqlx::query(
+            "INSERT INTO leads (id, workspace_id, phone_number, first_name, last_name, email, company, timezone, notes, metadata, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id.as_uuid())
+        .bind(ws.as_uuid());
+        bind_fields(q, f)
+            .bind(&now)
+            .bind(&now)
+            .execute(&mut *self.conn().await?)
+            .await
+            .map_err(classify)?;
         self.lead(ws, id)
             .await?
             .ok_or_else(|| corrupt("leads", "vanished after insert"))
@@ -239,24 +248,17 @@ impl Store {
         id: LeadId,
         f: &LeadFields,
     ) -> StoreResult<Option<Lead>> {
-        let done = sqlx::query(
+        let q = sqlx::query(
             "UPDATE leads SET phone_number = ?, first_name = ?, last_name = ?, email = ?, company = ?, timezone = ?, \
              notes = ?, metadata = ?, updated_at = ? WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL",
-        )
-        .bind(&f.phone_number)
-        .bind(&f.first_name)
-        .bind(&f.last_name)
-        .bind(&f.email)
-        .bind(&f.company)
-        .bind(&f.timezone)
-        .bind(&f.notes)
-        .bind(f.metadata.to_string())
-        .bind(ts(Utc::now()))
-        .bind(ws.as_uuid())
-        .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
-        .await
-        .map_err(classify)?;
+        );
+        let done = bind_fields(q, f)
+            .bind(ts(self.now()))
+            .bind(ws.as_uuid())
+            .bind(id.as_uuid())
+            .execute(&mut *self.conn().await?)
+            .await
+            .map_err(classify)?;
         if done.rows_affected() == 0 {
             return Ok(None);
         }
@@ -264,7 +266,7 @@ impl Store {
     }
 
     pub async fn delete_lead(&self, ws: WorkspaceId, id: LeadId) -> StoreResult<bool> {
-        let at = ts(Utc::now());
+        let at = ts(self.now());
         let done = sqlx::query(
             "UPDATE leads SET deleted_at = ?, updated_at = ? WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL",
         )
@@ -316,7 +318,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(name)
         .bind(color)
-        .bind(ts(Utc::now()))
+        .bind(ts(self.now()))
         .fetch_one(&mut *self.conn().await?)
         .await
         .map_err(classify)?;
@@ -398,7 +400,7 @@ impl Store {
                 return Ok(false);
             }
         }
-        let now = ts(Utc::now());
+        let now = ts(self.now());
         let mut conn = self.conn().await?;
         for tag in tags {
             sqlx::query(

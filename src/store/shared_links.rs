@@ -62,7 +62,7 @@ impl Store {
         .bind(token_hash(token))
         .bind(created_by.as_uuid())
         .bind(ts(expires_at))
-        .bind(ts(Utc::now()))
+        .bind(ts(self.now()))
         .fetch_one(&mut *self.conn().await?)
         .await?;
         link_row(&row)
@@ -116,7 +116,7 @@ impl Store {
         sqlx::query(
             "UPDATE shared_links SET revoked_at = COALESCE(revoked_at, ?) WHERE workspace_id = ? AND id = ?",
         )
-        .bind(ts(Utc::now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .execute(&mut *self.conn().await?)

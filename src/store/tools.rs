@@ -116,7 +116,7 @@ impl Store {
             return Ok(found);
         }
         let id = ToolId::new();
-        let now = ts(Utc::now());
+        let now = ts(self.now());
         let inserted = sqlx::query(
             "INSERT INTO tools (id, workspace_id, name, description, type, config, idempotency_key, request_hash, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -250,7 +250,7 @@ impl Store {
         .bind(&u.description)
         .bind(u.config.as_ref().map(Value::to_string))
         .bind(u.is_active)
-        .bind(ts(Utc::now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .execute(&mut *self.conn().await?)
@@ -283,7 +283,7 @@ impl Store {
         .bind(tool.as_uuid())
         .bind(execution_order)
         .bind(config_override.map(Value::to_string))
-        .bind(ts(Utc::now()))
+        .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(agent.as_uuid())
         .bind(ws.as_uuid())

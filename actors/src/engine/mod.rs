@@ -337,9 +337,8 @@ impl Engine {
     }
 
     /// Queue depth and live calls, for metrics and the simulator.
-    pub async fn queue_stats(&self) -> Option<QueueStats> {
-        let queue = self.shared.queue()?;
-        ractor::call!(queue, QueueMsg::Stats).ok()
+    pub fn queue_stats(&self) -> QueueStats {
+        self.shared.queue_core().stats()
     }
 
     /// Counters of the engine's work.

@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::Shared;
 use super::campaign::CampaignMsg;
@@ -27,7 +27,6 @@ pub enum QueueMsg {
     CallEnded(WorkspaceId),
     /// Cancel the campaign's calls that have not been dialled yet.
     CancelCampaign(CampaignId),
-    Stats(RpcReplyPort<QueueStats>),
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -162,7 +161,7 @@ impl QueueCore {
         removed
     }
 
-    fn stats(&self) -> QueueStats {
+    pub fn stats(&self) -> QueueStats {
         QueueStats {
             waiting: self.waiting.values().map(BinaryHeap::len).sum(),
             live: self.node_live,
@@ -261,10 +260,6 @@ impl Actor for CallQueue {
                         );
                     }
                 }
-            }
-            QueueMsg::Stats(reply) => {
-                let _ = reply.send(state.shared.queue_core().stats());
-                return Ok(());
             }
         }
         state.dispatch();

@@ -8,22 +8,25 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 
-use super::campaign::CampaignMsg;
-use super::queue::QueueMsg;
-use super::supervisor::Placed;
-use super::{EndHandover, Shared};
+use super::messages::{CallMsg, CampaignMsg, EndHandover, Placed};
+use super::shared::Shared;
 use crate::policy::cost_cents;
-use crate::ports::{CallEnd, CallSpec, DialRequest, DialResult};
+use crate::ports::{CallEnd, CallSpec, DialRequest};
 
-pub enum CallMsg {
-    Dialled(DialResult),
+pub struct CallArgs {
+    pub shared: Arc<Shared>,
+    pub spec: CallSpec,
+    pub placed: Placed,
 }
 
 pub struct CallState {
     shared: Arc<Shared>,
     spec: CallSpec,
+    /// Whether the call still has to be marked `dialing` before the dial.
     placed: Placed,
+    /// When the dial began (the call's `started_at`); `None` until then.
     started_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The dialer's task, aborted if the actor stops first.
     dial: Option<JoinHandle<()>>,
 }
 
@@ -32,12 +35,16 @@ pub struct CallActor;
 impl Actor for CallActor {
     type Msg = CallMsg;
     type State = CallState;
-    type Arguments = (Arc<Shared>, CallSpec, Placed);
+    type Arguments = CallArgs;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        (shared, spec, placed): Self::Arguments,
+        CallArgs {
+            shared,
+            spec,
+            placed,
+        }: CallArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(CallState {
             shared,
@@ -60,7 +67,7 @@ impl Actor for CallActor {
         // reconciled, never redialled.
         if state.placed == Placed::Queued && !shared.store.mark_dialing(spec.id, now).await? {
             // Cancelled (or already placed) while it waited in the queue.
-            shared.to_queue(QueueMsg::CallEnded(spec.workspace_id));
+            shared.free_slot(spec.workspace_id);
             myself.stop(None);
             return Ok(());
         }
@@ -72,7 +79,6 @@ impl Actor for CallActor {
                 campaign,
                 CampaignMsg::CallStarted {
                     contact,
-                    call: spec.id,
                     at: dialled_at,
                 },
             );
@@ -90,7 +96,7 @@ impl Actor for CallActor {
         let dialer = shared.dialer.clone();
         state.dial = Some(tokio::spawn(async move {
             let result = dialer.dial(request).await;
-            let _ = myself.cast(CallMsg::Dialled(result));
+            let _ = myself.cast(CallMsg::Dialled { result });
         }));
         Ok(())
     }
@@ -101,7 +107,7 @@ impl Actor for CallActor {
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let CallMsg::Dialled(result) = msg;
+        let CallMsg::Dialled { result } = msg;
         let shared = state.shared.clone();
         let spec = &state.spec;
         let ended_at = shared.clock.now();
@@ -142,7 +148,7 @@ impl Actor for CallActor {
         } else {
             shared.store.finish_call(spec, &end).await?;
         }
-        shared.to_queue(QueueMsg::CallEnded(spec.workspace_id));
+        shared.free_slot(spec.workspace_id);
         myself.stop(None);
         Ok(())
     }

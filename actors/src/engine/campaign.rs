@@ -17,60 +17,27 @@ use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::contact::{Activation, ContactActor, ContactArgs, ContactMsg};
-use super::queue::QueueMsg;
-use super::supervisor::Placed;
-use super::{EndHandover, Shared, Timer};
+use super::messages::{
+    Activation, AttemptStart, CampaignMsg, ContactMsg, Placed, QueueMsg, Settled,
+};
+use super::shared::{Shared, Timer};
 use crate::call::{END_INTERRUPTED, PRIORITY_DEFAULT};
 use crate::campaign::{CampaignStatus, Preflight};
 use crate::clock::until;
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
-use crate::ids::{CallId, CampaignId, ContactId, WorkspaceId};
+use crate::ids::{CallId, CampaignId, ContactId};
 use crate::policy::{contact_zone, cost_cents, local_date, next_local_midnight};
 use crate::ports::{
-    Admission, AdmitResult, CallEnd, CallSpec, ContactCounts, DueContact, EngineCampaign,
-    OpenAttempt, TickRecord,
+    Admission, AdmitResult, CallSpec, ContactCounts, DueContact, EngineCampaign, OpenAttempt,
+    TickRecord,
 };
 
-pub enum CampaignMsg {
-    Evaluate,
-    /// The API changed the campaign (status, settings or contacts).
-    Changed,
-    FundsChanged(WorkspaceId),
-    CallStarted {
-        contact: ContactId,
-        call: CallId,
-        at: DateTime<Utc>,
-    },
-    /// A call ended. With a handover its end is not committed yet: the contact actor commits
-    /// it (or, when the handover is dropped, the call actor does and reports again, `counted`
-    /// since this actor has already seen the end).
-    CallFinished {
-        contact: ContactId,
-        call: CallId,
-        end: CallEnd,
-        handover: Option<Box<EndHandover>>,
-        counted: bool,
-    },
-    CallCancelled {
-        contact: ContactId,
-        call: CallId,
-    },
-    /// The contact's call ended and it now waits for a disposition.
-    SlotFreed {
-        contact: ContactId,
-    },
-    /// The contact's attempt is settled (`from`, `to`, attempts after) and its actor stops;
-    /// `None` when the store had already moved the contact on.
-    Resolved {
-        contact: ContactId,
-        settled: Option<(ContactState, ContactState, i64)>,
-    },
-    DispositionLanded {
-        call: CallId,
-    },
+pub struct CampaignArgs {
+    pub shared: Arc<Shared>,
+    pub id: CampaignId,
 }
 
+/// A contact with an open attempt, and its actor.
 struct Active {
     actor: ActorRef<ContactMsg>,
     dialing: bool,
@@ -169,16 +136,15 @@ impl CampaignActor {
             return Ok(());
         };
         let (dialing, queued) = match &activation {
-            Activation::Admitted(_, placed) => (true, *placed == Placed::Queued),
-            Activation::Resumed(open) => (
+            Activation::Admitted { placed, .. } => (true, *placed == Placed::Queued),
+            Activation::Resumed { open } => (
                 open.state == ContactState::Dialing,
                 open.call
                     .as_ref()
                     .is_some_and(|call| call.status == crate::call::CallStatus::Queued),
             ),
         };
-        let args = ContactArgs {
-            shared: state.shared.clone(),
+        let start = AttemptStart {
             campaign: state.id,
             contact,
             rules: c.rules.clone(),
@@ -188,7 +154,7 @@ impl CampaignActor {
             seed: state.rng.random(),
             activation,
         };
-        let (actor, _) = Actor::spawn_linked(None, ContactActor, args, myself.get_cell()).await?;
+        let actor = state.shared.spawn_contact(start, myself.get_cell()).await?;
         state.cells.insert(actor.get_id(), contact);
         state.active.insert(
             contact,
@@ -215,7 +181,7 @@ impl CampaignActor {
             open.contact_id,
             open.attempts,
             open.infra_retries,
-            Activation::Resumed(open),
+            Activation::Resumed { open },
         )
         .await
     }
@@ -351,12 +317,14 @@ impl CampaignActor {
         {
             state.closed = Some(reason);
             for a in state.active.values() {
-                let _ = a.actor.cast(ContactMsg::Closed(reason));
+                let _ = a.actor.cast(ContactMsg::Closed { reason });
             }
         }
         if !state.cancelled_queue && reason.is_some() {
             state.cancelled_queue = true;
-            state.shared.to_queue(QueueMsg::CancelCampaign(state.id));
+            state
+                .shared
+                .to_queue(QueueMsg::CancelCampaign { campaign: state.id });
         }
         if state.active.is_empty() {
             Self::retire(myself, state);
@@ -641,7 +609,7 @@ impl CampaignActor {
             };
             let admitted_now = shared.store.admit(&admission).await;
             if claimed && !matches!(admitted_now, Ok(AdmitResult::Admitted)) {
-                shared.to_queue(QueueMsg::CallEnded(c.workspace_id));
+                shared.free_slot(c.workspace_id);
             }
             let result = admitted_now?;
             match result {
@@ -668,14 +636,14 @@ impl CampaignActor {
                         d.id,
                         d.attempts + 1,
                         0,
-                        Activation::Admitted(
-                            spec,
-                            if claimed {
+                        Activation::Admitted {
+                            call: spec,
+                            placed: if claimed {
                                 Placed::Dialing
                             } else {
                                 Placed::Queued
                             },
-                        ),
+                        },
                     )
                     .await?;
                 }
@@ -752,12 +720,12 @@ fn reservation_of(c: &EngineCampaign, cents_per_minute: i64) -> i64 {
 impl Actor for CampaignActor {
     type Msg = CampaignMsg;
     type State = CampaignState;
-    type Arguments = (Arc<Shared>, CampaignId);
+    type Arguments = CampaignArgs;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        (shared, id): Self::Arguments,
+        CampaignArgs { shared, id }: CampaignArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let seed = shared
             .config
@@ -832,7 +800,7 @@ impl Actor for CampaignActor {
                 state.counts_dirty = true;
                 Self::request_eval(&myself, state);
             }
-            CampaignMsg::FundsChanged(ws) => {
+            CampaignMsg::FundsChanged { workspace: ws } => {
                 if state
                     .campaign
                     .as_ref()
@@ -842,7 +810,7 @@ impl Actor for CampaignActor {
                     Self::request_eval(&myself, state);
                 }
             }
-            CampaignMsg::CallStarted { contact, at, .. } => {
+            CampaignMsg::CallStarted { contact, at } => {
                 state.last_dial_at = Some(state.last_dial_at.map_or(at, |t| t.max(at)));
                 if let Some(a) = state.active.get_mut(&contact) {
                     a.queued = false;
@@ -932,7 +900,7 @@ impl Actor for CampaignActor {
                 let held_slot = state.active.get(&contact).is_some_and(|a| a.dialing);
                 state.remove_active(contact);
                 match settled {
-                    Some((from, to, attempts)) => state.counts.shift(from, to, attempts),
+                    Some(Settled { from, to, attempts }) => state.counts.shift(from, to, attempts),
                     None => state.counts_dirty = true,
                 }
                 if state.closed.is_some() && state.active.is_empty() {
@@ -940,7 +908,7 @@ impl Actor for CampaignActor {
                     return Ok(());
                 }
                 // A freed slot admits the next contact; the last open contact completes.
-                let retry_soon = settled.is_some_and(|(_, to, _)| to == ContactState::Scheduled);
+                let retry_soon = settled.is_some_and(|s| s.to == ContactState::Scheduled);
                 if held_slot || retry_soon || state.counts.open() == 0 || state.counts_dirty {
                     Self::request_eval(&myself, state);
                 }

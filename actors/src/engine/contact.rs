@@ -11,10 +11,11 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use super::campaign::CampaignMsg;
-use super::queue::QueueMsg;
-use super::supervisor::{Placed, SupervisorMsg};
-use super::{EndHandover, Shared, Timer};
+use super::messages::{
+    Activation, AttemptStart, CampaignMsg, ContactMsg, EndHandover, Placed, QueueMsg, Settled,
+    SupervisorMsg,
+};
+use super::shared::{Shared, Timer};
 use crate::call::{CallStatus, END_INTERRUPTED};
 use crate::clock::until;
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
@@ -22,61 +23,39 @@ use crate::ids::{CallId, CampaignId, ContactId};
 use crate::policy::{self, Verdict};
 use crate::ports::{CallEnd, CallSpec, CampaignRules, OpenAttempt, Settlement, StoredCall};
 
-pub enum ContactMsg {
-    /// The call ended; with a handover, its end is committed here (see [`EndHandover`]).
-    CallFinished {
-        call: CallId,
-        end: CallEnd,
-        handover: Option<Box<EndHandover>>,
-    },
-    CallCancelled {
-        call: CallId,
-    },
-    Redial,
-    DispositionLanded {
-        call: CallId,
-    },
-    DispositionTimeout,
-    /// The campaign was stopped or archived: no retry will be scheduled.
-    Closed(ExclusionReason),
-}
-
-/// How the actor comes to life.
-pub enum Activation {
-    /// A fresh admission: the attempt and its call are committed; hand the call over (to the
-    /// queue, or straight to a call actor when the admission claimed a slot).
-    Admitted(CallSpec, Placed),
-    /// Rebuilt from the store.
-    Resumed(OpenAttempt),
-}
-
 pub struct ContactArgs {
     pub shared: Arc<Shared>,
-    pub campaign: CampaignId,
-    pub contact: ContactId,
-    pub rules: CampaignRules,
-    pub attempts: i64,
-    pub infra_retries: i64,
-    pub closed: Option<ExclusionReason>,
-    pub seed: u64,
-    pub activation: Activation,
+    pub start: AttemptStart,
 }
 
+/// The state of a contact actor: one open attempt of one contact. (Named for the attempt, since
+/// `ContactState` is the contact's stored state, one of its fields' values.)
 pub struct AttemptState {
     shared: Arc<Shared>,
     campaign: CampaignId,
     contact: ContactId,
     rules: CampaignRules,
+    /// Attempts used, this one included, and infra retries used (for the settlement rules).
     attempts: i64,
     infra_retries: i64,
+    /// Set when the campaign was stopped or archived: the attempt settles without a retry.
     closed: Option<ExclusionReason>,
+    /// Retry-time randomization, seeded by the campaign so a seeded run repeats.
     rng: StdRng,
+    /// The attempt's current call (the second dial of a double dial replaces the first).
     call: Option<CallId>,
+    /// What the current call was placed with, to place the double dial alike; `None` for an
+    /// attempt rebuilt from the store.
     spec: Option<CallSpec>,
+    /// The attempt has been (or may no longer be) double-dialled.
     double_dialed: bool,
+    /// The call was answered and the attempt waits for a disposition (`awaiting_disposition`).
     awaiting: bool,
+    /// The pending double dial or disposition timeout.
     timer: Option<Timer<ContactMsg>>,
+    /// The attempt is settled (or abandoned); late messages are ignored until the actor stops.
     done: bool,
+    /// A rebuilt attempt, taken up in `post_start` (where the actor may send to itself).
     resume: Option<OpenAttempt>,
 }
 
@@ -271,11 +250,11 @@ impl ContactActor {
             state.campaign,
             CampaignMsg::Resolved {
                 contact: state.contact,
-                settled: applied.then_some((
+                settled: applied.then_some(Settled {
                     from,
-                    decision.state,
-                    state.attempts - i64::from(decision.refund_attempt),
-                )),
+                    to: decision.state,
+                    attempts: state.attempts - i64::from(decision.refund_attempt),
+                }),
             },
         );
         myself.stop(None);
@@ -308,10 +287,13 @@ impl Actor for ContactActor {
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        args: ContactArgs,
+        ContactArgs {
+            shared,
+            start: args,
+        }: ContactArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut state = AttemptState {
-            shared: args.shared,
+            shared,
             campaign: args.campaign,
             contact: args.contact,
             rules: args.rules,
@@ -328,17 +310,20 @@ impl Actor for ContactActor {
             resume: None,
         };
         match args.activation {
-            Activation::Admitted(spec, placed) => {
+            Activation::Admitted { call: spec, placed } => {
                 state.call = Some(spec.id);
                 match placed {
-                    Placed::Queued => state.shared.to_queue(QueueMsg::Enqueue(spec.clone())),
-                    Placed::Dialing => state
+                    Placed::Queued => state
                         .shared
-                        .to_supervisor(SupervisorMsg::Dispatch(spec.clone(), placed)),
+                        .to_queue(QueueMsg::Enqueue { call: spec.clone() }),
+                    Placed::Dialing => state.shared.to_supervisor(SupervisorMsg::Dispatch {
+                        call: spec.clone(),
+                        placed,
+                    }),
                 }
                 state.spec = Some(spec);
             }
-            Activation::Resumed(open) => {
+            Activation::Resumed { open } => {
                 state.call = open.call.as_ref().map(|c| c.id);
                 state.awaiting = open.state == ContactState::AwaitingDisposition;
                 // A rebuilt attempt is not double-dialled: what the first dial was is gone.
@@ -414,7 +399,9 @@ impl Actor for ContactActor {
                     return Self::abandon(&myself, state);
                 }
                 state.call = Some(spec.id);
-                state.shared.to_queue(QueueMsg::Enqueue(spec.clone()));
+                state
+                    .shared
+                    .to_queue(QueueMsg::Enqueue { call: spec.clone() });
                 state.spec = Some(spec);
             }
             ContactMsg::DispositionLanded { call } => {
@@ -436,7 +423,7 @@ impl Actor for ContactActor {
                     Self::settle(&myself, state, Verdict::Answered(d), None).await?;
                 }
             }
-            ContactMsg::Closed(reason) => {
+            ContactMsg::Closed { reason } => {
                 state.closed = Some(reason);
                 // A pending double dial is not placed for a closed campaign.
                 if !state.awaiting && state.double_dialed && state.timer.is_some() {

@@ -4,39 +4,39 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SpawnErr, SupervisionEvent};
 use tokio::time::Instant;
 
-use super::Shared;
-use super::call::CallActor;
-use super::campaign::{CampaignActor, CampaignMsg};
-use super::queue::{CallQueue, QueueMsg};
+use super::call::{CallActor, CallArgs};
+use super::campaign::{CampaignActor, CampaignArgs};
+use super::contact::{ContactActor, ContactArgs};
+use super::messages::{AttemptStart, BootError, CampaignMsg, ContactMsg, SupervisorMsg};
+use super::queue::{CallQueue, QueueArgs};
+use super::shared::Shared;
 use crate::call::END_INTERRUPTED;
 use crate::campaign::CampaignStatus;
 use crate::contact::CallOutcome;
 use crate::ids::CampaignId;
 use crate::ports::{CallEnd, CallSpec};
 
-pub enum SupervisorMsg {
-    /// Reconcile the store and start the queue and the live campaigns; answers when done.
-    Boot(ractor::RpcReplyPort<Result<(), String>>),
-    /// Deliver to the call queue (sent while the queue was being restarted).
-    ToQueue(QueueMsg),
-    /// Make sure the campaign's actor runs, then deliver the message to it.
-    Ensure(CampaignId, Option<CampaignMsg>),
-    /// Start a call actor for a call the queue released.
-    Dispatch(CallSpec, Placed),
+/// Starts a contact actor under its campaign (installed in [`Shared`] as its `ContactSpawner`):
+/// the campaign supervises its contacts and re-activates a failed one from the store.
+pub(super) fn spawn_contact(
+    shared: Arc<Shared>,
+    start: AttemptStart,
+    campaign: ActorCell,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<ActorRef<ContactMsg>, SpawnErr>> + Send>,
+> {
+    Box::pin(async move {
+        let (actor, _) =
+            Actor::spawn_linked(None, ContactActor, ContactArgs { shared, start }, campaign)
+                .await?;
+        Ok(actor)
+    })
 }
 
-/// How a call reached its actor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placed {
-    /// Released by the queue: still `queued` in the store; the actor marks it `dialing`.
-    Queued,
-    /// Admitted into a claimed slot: already committed as `dialing`.
-    Dialing,
-}
-
+/// What a child of the supervisor is, to decide what its failure means.
 enum Child {
     Queue,
     Campaign(CampaignId),
@@ -46,6 +46,8 @@ enum Child {
 pub struct SupervisorState {
     shared: Arc<Shared>,
     children: HashMap<ActorId, Child>,
+    /// When each campaign's actor was rebuilt within the restart window: past
+    /// `restart_limit` of them the campaign is paused instead of rebuilt again.
     restarts: HashMap<CampaignId, Vec<Instant>>,
 }
 
@@ -59,7 +61,10 @@ impl EngineSupervisor {
         let (queue, _) = Actor::spawn_linked(
             None,
             CallQueue,
-            (state.shared.clone(), myself.clone()),
+            QueueArgs {
+                shared: state.shared.clone(),
+                supervisor: myself.clone(),
+            },
             myself.get_cell(),
         )
         .await?;
@@ -79,7 +84,10 @@ impl EngineSupervisor {
         let (actor, _) = Actor::spawn_linked(
             None,
             CampaignActor,
-            (state.shared.clone(), id),
+            CampaignArgs {
+                shared: state.shared.clone(),
+                id,
+            },
             myself.get_cell(),
         )
         .await?;
@@ -91,7 +99,7 @@ impl EngineSupervisor {
     async fn boot(
         myself: &ActorRef<SupervisorMsg>,
         state: &mut SupervisorState,
-    ) -> Result<(), ActorProcessingErr> {
+    ) -> Result<(), BootError> {
         let now = state.shared.clock.now();
         let interrupted = state.shared.store.interrupt_live_calls(now).await?;
         if interrupted > 0 {
@@ -100,9 +108,19 @@ impl EngineSupervisor {
                 "calls live at the last stop were ended as interrupted"
             );
         }
-        Self::spawn_queue(myself, state).await?;
+        Self::spawn_queue(myself, state)
+            .await
+            .map_err(|e| BootError::Spawn {
+                actor: "call queue",
+                reason: e.to_string(),
+            })?;
         for id in state.shared.store.live_campaigns().await? {
-            Self::spawn_campaign(myself, state, id).await?;
+            Self::spawn_campaign(myself, state, id)
+                .await
+                .map_err(|e| BootError::Spawn {
+                    actor: "campaign actor",
+                    reason: e.to_string(),
+                })?;
         }
         Ok(())
     }
@@ -146,30 +164,37 @@ impl Actor for EngineSupervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SupervisorMsg::Boot(reply) => {
+            SupervisorMsg::Boot { reply } => {
+                // The caller learns why; a supervisor that could not boot stops.
                 let booted = Self::boot(&myself, state).await;
-                let answer = booted.as_ref().map_err(|e| e.to_string()).copied();
-                let _ = reply.send(answer);
-                booted?;
+                let failed = booted.is_err();
+                let _ = reply.send(booted);
+                if failed {
+                    myself.stop(Some("the engine could not start".into()));
+                }
             }
-            SupervisorMsg::ToQueue(msg) => {
+            SupervisorMsg::ToQueue { msg } => {
                 if state.shared.queue().is_none() {
                     Self::spawn_queue(&myself, state).await?;
                 }
                 state.shared.to_queue(msg);
             }
-            SupervisorMsg::Ensure(id, msg) => {
-                let actor = Self::spawn_campaign(&myself, state, id).await?;
-                if let Some(msg) = msg {
+            SupervisorMsg::Ensure { campaign, then } => {
+                let actor = Self::spawn_campaign(&myself, state, campaign).await?;
+                if let Some(msg) = then {
                     let _ = actor.cast(msg);
                 }
             }
-            SupervisorMsg::Dispatch(spec, placed) => {
+            SupervisorMsg::Dispatch { call: spec, placed } => {
                 let workspace = spec.workspace_id;
                 match Actor::spawn_linked(
                     None,
                     CallActor,
-                    (state.shared.clone(), spec.clone(), placed),
+                    CallArgs {
+                        shared: state.shared.clone(),
+                        spec: spec.clone(),
+                        placed,
+                    },
                     myself.get_cell(),
                 )
                 .await
@@ -182,7 +207,7 @@ impl Actor for EngineSupervisor {
                     Err(err) => {
                         tracing::error!(call = %spec.id, error = %err, "could not start a call actor");
                         interrupt(&state.shared, &spec).await;
-                        state.shared.to_queue(QueueMsg::CallEnded(workspace));
+                        state.shared.free_slot(workspace);
                     }
                 }
             }
@@ -246,9 +271,7 @@ impl Actor for EngineSupervisor {
                 Some(Child::Call(spec)) => {
                     tracing::error!(call = %spec.id, error = %err, "call actor failed; the call is ended as interrupted");
                     interrupt(&state.shared, &spec).await;
-                    state
-                        .shared
-                        .to_queue(QueueMsg::CallEnded(spec.workspace_id));
+                    state.shared.free_slot(spec.workspace_id);
                 }
                 None => {}
             },

@@ -15,6 +15,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::contact::{ContactState, ExclusionReason};
 use crate::window::CallingWindow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -111,18 +112,87 @@ pub enum Command {
     Archive,
 }
 
-/// The audit event a start records.
+/// What closing a campaign does to its contacts that are still open: which states leave the
+/// campaign as `excluded`, and with which reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StartEvent {
-    Launched,
-    Resumed,
+pub struct Closing {
+    pub excludes: &'static [ContactState],
+    pub reason: ExclusionReason,
 }
 
-impl StartEvent {
+impl CampaignStatus {
+    /// `Some` for the statuses that close a campaign for good. Stopping lets calls already on
+    /// their way finish (their contacts settle without a retry); archiving takes every open
+    /// contact out at once.
+    pub fn closing(self) -> Option<Closing> {
+        match self {
+            Self::Archived => Some(Closing {
+                excludes: &[
+                    ContactState::Pending,
+                    ContactState::Scheduled,
+                    ContactState::Dialing,
+                    ContactState::AwaitingDisposition,
+                ],
+                reason: ExclusionReason::CampaignArchived,
+            }),
+            Self::Stopped => Some(Closing {
+                excludes: &[ContactState::Pending, ContactState::Scheduled],
+                reason: ExclusionReason::CampaignStopped,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The kinds of a campaign's audit events (`GET /campaigns/{id}/events`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditEvent {
+    Created,
+    /// Settings changed through the API.
+    Updated,
+    ContactsEnrolled,
+    Launched,
+    Resumed,
+    /// A scheduled campaign reached `starts_at`.
+    Started,
+    Paused,
+    Stopped,
+    Archived,
+    Completed,
+}
+
+impl AuditEvent {
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Created => "created",
+            Self::Updated => "updated",
+            Self::ContactsEnrolled => "contacts_enrolled",
             Self::Launched => "launched",
             Self::Resumed => "resumed",
+            Self::Started => "started",
+            Self::Paused => "paused",
+            Self::Stopped => "stopped",
+            Self::Archived => "archived",
+            Self::Completed => "completed",
+        }
+    }
+
+    /// The event of a move the engine makes on its own.
+    pub fn of_engine_move(from: CampaignStatus, to: CampaignStatus) -> Self {
+        match (from, to) {
+            (CampaignStatus::Scheduled, CampaignStatus::Running) => Self::Started,
+            (_, CampaignStatus::Running) => Self::Resumed,
+            (_, CampaignStatus::Completed) => Self::Completed,
+            _ => Self::Paused,
+        }
+    }
+
+    /// The event of a pause, stop or archive command moving the campaign to `to`.
+    pub fn of_command(to: CampaignStatus) -> Self {
+        match to {
+            CampaignStatus::Paused => Self::Paused,
+            CampaignStatus::Stopped => Self::Stopped,
+            _ => Self::Archived,
         }
     }
 }
@@ -131,7 +201,7 @@ impl StartEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transition {
     /// Run the preflight; when it passes, move to [`start_status`] and record the event.
-    Start(StartEvent),
+    Start(AuditEvent),
     /// Nothing changes; answer with this message (`Already running`).
     Unchanged(&'static str),
     /// Move to this status.
@@ -165,9 +235,9 @@ pub fn transition(status: CampaignStatus, command: Command) -> Result<Transition
             S::Running => Ok(Transition::Unchanged("Already running")),
             S::Scheduled => Ok(Transition::Unchanged("Already scheduled")),
             _ => Ok(Transition::Start(if command == Command::Launch {
-                StartEvent::Launched
+                AuditEvent::Launched
             } else {
-                StartEvent::Resumed
+                AuditEvent::Resumed
             })),
         },
         Command::Pause => match status {
@@ -448,15 +518,38 @@ pub enum PreflightProblem {
 }
 
 impl PreflightProblem {
-    /// Problems the engine answers with `paused_config` when they appear on a running campaign.
-    pub fn machine_reason(&self) -> &'static str {
+    /// What the engine records when the problem appears on a running campaign (which it moves
+    /// to `paused_config`).
+    pub fn config_problem(&self) -> ConfigProblem {
         match self {
-            Self::NoAgent | Self::AgentMissing | Self::AgentInactive => "agent_unavailable",
-            Self::AgentNoDurationCap => "agent_without_duration_cap",
-            Self::NoFromNumber | Self::FromNumberMissing | Self::FromNumberInactive { .. } => {
-                "from_number_inactive"
+            Self::NoAgent | Self::AgentMissing | Self::AgentInactive => {
+                ConfigProblem::AgentUnavailable
             }
-            Self::EndedAlready | Self::NoReachableWindow => "no_reachable_calling_window",
+            Self::AgentNoDurationCap => ConfigProblem::AgentWithoutDurationCap,
+            Self::NoFromNumber | Self::FromNumberMissing | Self::FromNumberInactive { .. } => {
+                ConfigProblem::FromNumberInactive
+            }
+            Self::EndedAlready | Self::NoReachableWindow => ConfigProblem::NoReachableCallingWindow,
+        }
+    }
+}
+
+/// Why a running campaign was moved to `paused_config`, in the words `last_tick_result` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigProblem {
+    AgentUnavailable,
+    AgentWithoutDurationCap,
+    FromNumberInactive,
+    NoReachableCallingWindow,
+}
+
+impl ConfigProblem {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AgentUnavailable => "agent_unavailable",
+            Self::AgentWithoutDurationCap => "agent_without_duration_cap",
+            Self::FromNumberInactive => "from_number_inactive",
+            Self::NoReachableCallingWindow => "no_reachable_calling_window",
         }
     }
 }
@@ -525,12 +618,12 @@ mod tests {
         ] {
             assert_eq!(
                 transition(status, Command::Launch),
-                Ok(Transition::Start(StartEvent::Launched)),
+                Ok(Transition::Start(AuditEvent::Launched)),
                 "{status:?}"
             );
             assert_eq!(
                 transition(status, Command::Resume),
-                Ok(Transition::Start(StartEvent::Resumed)),
+                Ok(Transition::Start(AuditEvent::Resumed)),
                 "{status:?}"
             );
         }
@@ -713,7 +806,7 @@ mod tests {
         });
         let err = p.check().unwrap_err();
         assert!(err.to_string().contains("pending_requirements"));
-        assert_eq!(err.machine_reason(), "from_number_inactive");
+        assert_eq!(err.config_problem().as_str(), "from_number_inactive");
         let mut p = preflight(&window);
         p.ends_at = Some(p.now - chrono::Duration::minutes(1));
         assert_eq!(p.check(), Err(PreflightProblem::EndedAlready));

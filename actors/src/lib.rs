@@ -9,6 +9,8 @@
 //! - [`call`]: call status, direction and priority.
 //! - [`clock`]: the injectable clock every engine decision reads.
 //! - [`policy`]: the engine's rules as pure functions (settlement, costs, zones).
+//! - [`pacing`]: the pacing gates as pure functions: why a campaign admits nobody now, why a
+//!   contact is not dialled now, and what an evaluation records.
 //! - [`ports`]: what the engine needs from outside: the store and the dialer.
 //! - [`engine`]: the ractor runtime: supervisor, campaign and contact actors, call queue, calls.
 //! - [`sim`]: the simulated carrier.
@@ -24,6 +26,7 @@ pub mod contact;
 pub mod engine;
 pub mod ids;
 pub mod inbound;
+pub mod pacing;
 pub mod phone;
 pub mod policy;
 pub mod ports;

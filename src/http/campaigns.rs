@@ -10,13 +10,14 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchboard_actors::campaign::{
-    self as rules, AgentFacts, CampaignStatus, Command, IntRule, NumberFacts, Preflight,
-    RegulatoryBasis, Transition, TransitionError,
+    self as rules, AgentFacts, AuditEvent, CampaignStatus, Command, IntRule, NumberFacts,
+    Preflight, RegulatoryBasis, Transition, TransitionError,
 };
 use switchboard_actors::contact::{ContactState, ExclusionReason};
 use switchboard_actors::ids::{
     AgentId, CampaignId, ContactId, DispositionId, LeadId, PhoneNumberId, WorkspaceId,
 };
+use switchboard_actors::pacing::{CampaignFacts, ContactFacts, contact_hold};
 use switchboard_actors::phone::PhoneNumber;
 use switchboard_actors::window::CallingWindow;
 use utoipa::{IntoParams, ToSchema};
@@ -581,32 +582,11 @@ async fn command(
                     from_number,
                 )
             }
-            Transition::To(to) => {
-                let event = match to {
-                    CampaignStatus::Paused => "paused",
-                    CampaignStatus::Stopped => "stopped",
-                    _ => "archived",
-                };
-                (to, event, None)
-            }
+            Transition::To(to) => (to, AuditEvent::of_command(to).as_str(), None),
         };
-        let exclude: Option<(&[ContactState], ExclusionReason)> = match to {
-            CampaignStatus::Archived => Some((
-                &[
-                    ContactState::Pending,
-                    ContactState::Scheduled,
-                    ContactState::Dialing,
-                    ContactState::AwaitingDisposition,
-                ],
-                ExclusionReason::CampaignArchived,
-            )),
-            // Calls already on their way may finish; nobody new is dialled.
-            CampaignStatus::Stopped => Some((
-                &[ContactState::Pending, ContactState::Scheduled],
-                ExclusionReason::CampaignStopped,
-            )),
-            _ => None,
-        };
+        let exclude = to
+            .closing()
+            .map(|closing| (closing.excludes, closing.reason));
         let change = StatusChange {
             from: current.status,
             to,
@@ -1023,116 +1003,39 @@ async fn contact_status(
     calls: &[CallRecord],
 ) -> Result<ContactStatus, ApiError> {
     let now = state.store.now();
-    let status = |reason: &str, until: Option<DateTime<Utc>>, message: String| ContactStatus {
-        reason: reason.to_owned(),
-        until,
-        message,
-    };
-    let contact_state = ContactState::parse(&contact.state);
-    match contact_state {
-        Some(ContactState::Dialing) => {
-            return Ok(status(
-                "call_in_progress",
-                None,
-                "A call of this attempt is queued or live".into(),
-            ));
-        }
-        Some(ContactState::AwaitingDisposition) => {
-            let until = calls.last().and_then(|k| k.ended_at).and_then(|t| {
-                chrono::Duration::from_std(state.config.disposition_timeout)
-                    .ok()
-                    .map(|d| t + d)
-            });
-            return Ok(status(
-                "awaiting_disposition",
-                until,
-                "The call was answered; waiting for a disposition (unclassified after the timeout)"
-                    .into(),
-            ));
-        }
-        Some(ContactState::Retired) => {
-            return Ok(status(
-                "retired",
-                None,
-                "A stop outcome or disposition landed; never dialled again".into(),
-            ));
-        }
-        Some(ContactState::Exhausted) => {
-            return Ok(status(
-                "exhausted",
-                None,
-                format!(
-                    "All {} attempts were made; raising max_attempts does not revive it",
-                    contact.attempts
-                ),
-            ));
-        }
-        Some(ContactState::Excluded) => {
-            let why = contact.excluded_reason.clone().unwrap_or_default();
-            return Ok(status(
-                &format!("excluded:{why}"),
-                None,
-                format!("Excluded ({why}); never dialled again"),
-            ));
-        }
-        _ => {}
-    }
-    if c.status != CampaignStatus::Running {
-        return Ok(status(
-            &format!("campaign_{}", c.status.as_str()),
-            None,
-            format!("The campaign is {}; nobody is admitted", c.status.as_str()),
-        ));
-    }
     let window = effective_window(state, c.workspace_id, &c.settings).await?;
-    let zone = switchboard_actors::policy::contact_zone(
-        &window,
-        contact.timezone.as_deref(),
-        &contact.phone_number,
-    );
-    if !window.is_open_at(now, zone) {
-        let horizon = c
-            .settings
-            .ends_at
-            .unwrap_or(now + chrono::Duration::days(8));
-        return Ok(status(
-            "outside_calling_window",
-            window.next_open(now, horizon, zone),
-            format!("Outside the calling window in {zone}"),
-        ));
-    }
-    if let Some(at) = contact.next_attempt_at
-        && at > now
-    {
-        return Ok(status(
-            "retry_scheduled",
-            Some(at),
-            "Waiting for the retry time".into(),
-        ));
-    }
-    let today = switchboard_actors::policy::local_date(now, window.timezone);
-    if c.daily_window_date == Some(today) && c.daily_admitted_count >= c.settings.max_calls_per_day
-    {
-        return Ok(status(
-            "daily_cap_reached",
-            Some(switchboard_actors::policy::next_local_midnight(
-                now,
-                window.timezone,
-            )),
-            format!(
-                "max_calls_per_day ({}) reached for {today}",
-                c.settings.max_calls_per_day
-            ),
-        ));
-    }
-    Ok(status(
-        "waiting_for_a_slot",
-        None,
-        format!(
-            "Due; admitted as pacing allows (last evaluation: {})",
-            c.last_tick_result.as_deref().unwrap_or("none yet")
-        ),
-    ))
+    let campaign = CampaignFacts {
+        status: c.status,
+        window: &window,
+        ends_at: c.settings.ends_at,
+        daily_window_date: c.daily_window_date,
+        daily_admitted_count: c.daily_admitted_count,
+        max_calls_per_day: c.settings.max_calls_per_day,
+        disposition_timeout: chrono::Duration::from_std(state.config.disposition_timeout)
+            .unwrap_or(chrono::Duration::MAX),
+    };
+    let Some(contact_state) = ContactState::parse(&contact.state) else {
+        return Err(ApiError::Internal(anyhow::anyhow!(
+            "contact {} has an unknown state {:?}",
+            contact.id,
+            contact.state
+        )));
+    };
+    let facts = ContactFacts {
+        state: contact_state,
+        attempts: contact.attempts,
+        excluded_reason: contact.excluded_reason.as_deref(),
+        next_attempt_at: contact.next_attempt_at,
+        timezone: contact.timezone.as_deref(),
+        phone_number: &contact.phone_number,
+        last_call_ended_at: calls.last().and_then(|k| k.ended_at),
+    };
+    let hold = contact_hold(&campaign, &facts, now);
+    Ok(ContactStatus {
+        reason: hold.reason(),
+        until: hold.until(),
+        message: hold.message(c.last_tick_result.as_deref()),
+    })
 }
 
 /// Get one contact of a campaign, with its calls and why it is or is not being dialled now

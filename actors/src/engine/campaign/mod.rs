@@ -21,16 +21,16 @@ use super::messages::{
     Activation, AttemptStart, CampaignMsg, ContactMsg, Placed, QueueMsg, Settled,
 };
 use super::shared::{Shared, Timer};
-use crate::call::{END_INTERRUPTED, PRIORITY_DEFAULT};
-use crate::campaign::{CampaignStatus, Preflight};
+use crate::call::END_INTERRUPTED;
+use crate::campaign::CampaignStatus;
 use crate::clock::until;
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
-use crate::ids::{CallId, CampaignId, ContactId};
-use crate::policy::{contact_zone, cost_cents, local_date, next_local_midnight};
-use crate::ports::{
-    Admission, AdmitResult, CallSpec, ContactCounts, DueContact, EngineCampaign, OpenAttempt,
-    TickRecord,
-};
+use crate::ids::{CampaignId, ContactId};
+use crate::pacing::TickResult;
+use crate::policy::cost_cents;
+use crate::ports::{ContactCounts, DueContact, EngineCampaign, OpenAttempt, TickRecord};
+
+mod evaluate;
 
 pub struct CampaignArgs {
     pub shared: Arc<Shared>,
@@ -40,29 +40,49 @@ pub struct CampaignArgs {
 /// A contact with an open attempt, and its actor.
 struct Active {
     actor: ActorRef<ContactMsg>,
+    /// Its call holds one of the campaign's `max_in_flight` slots (queued or live); false once
+    /// the call ended and the attempt waits for a disposition.
     dialing: bool,
+    /// Its call still waits in the call queue (the gap between calls waits for it).
     queued: bool,
 }
 
 pub struct CampaignState {
     shared: Arc<Shared>,
     id: CampaignId,
+    /// The campaign as of the last reload; `None` before the first one or once it is gone.
     campaign: Option<EngineCampaign>,
+    /// When the campaign was last read: an evaluation re-reads it after an interval.
     loaded_at: Option<DateTime<Utc>>,
+    /// Contacts per state, kept in memory so an evaluation does not count them.
     counts: ContactCounts,
+    /// Contacts with an open attempt, each with its actor.
     active: HashMap<ContactId, Active>,
+    /// The contact of each contact actor, to tell which contact a supervision event is about.
     cells: HashMap<ActorId, ContactId>,
+    /// The last dial of the campaign's calls (`min_seconds_between_calls` counts from it).
     last_dial_at: Option<DateTime<Utc>>,
+    /// Carrier-side failures in a row: at `infra_pause_after` the campaign is `paused_infra`.
     consecutive_infra: u32,
+    /// The cached campaign may be out of date (the API or a lost race changed it): the next
+    /// evaluation reloads it before deciding anything.
     dirty: bool,
+    /// The cached per-state counts may be out of date (contacts were enrolled or changed
+    /// through the API, or a settlement found the contact already moved): reload recounts.
     counts_dirty: bool,
+    /// An `Evaluate` is already in the mailbox: many triggers in a row cause one evaluation.
     eval_pending: bool,
+    /// The timer of the next evaluation, and when it fires.
     wake: Option<(DateTime<Utc>, Timer<CampaignMsg>)>,
+    /// Seeds the contact actors' retry randomization (seeded by the engine's seed, so a seeded
+    /// run repeats).
     rng: StdRng,
+    /// Set once the campaign is stopped or archived: open attempts end without a retry.
     closed: Option<ExclusionReason>,
+    /// The queue has been asked to cancel this campaign's waiting calls (asked once).
     cancelled_queue: bool,
     /// The last evaluation written: repeats within a second of it are not rewritten.
-    last_record: Option<(DateTime<Utc>, String)>,
+    last_record: Option<(DateTime<Utc>, TickResult)>,
     /// Due contacts read ahead, earliest first: evaluations admit from here and read again
     /// only when it runs dry. Emptied whenever the campaign is reloaded, so nothing in it is
     /// older than an evaluation interval; admission re-checks each contact in the store.
@@ -218,7 +238,7 @@ impl CampaignActor {
         state: &CampaignState,
         c: &EngineCampaign,
         at: DateTime<Utc>,
-        result: &str,
+        result: TickResult,
         last_error: Option<String>,
     ) -> TickRecord {
         let reservation = reservation_of(c, state.shared.config.outbound_cents_per_minute);
@@ -226,7 +246,7 @@ impl CampaignActor {
             (state.counts.open() * c.rules.max_attempts - state.counts.open_attempts).max(0);
         TickRecord {
             at,
-            result: result.to_owned(),
+            result: result.to_string(),
             last_error,
             estimate_cents: remaining.saturating_mul(reservation),
         }
@@ -234,7 +254,7 @@ impl CampaignActor {
 
     async fn record(
         state: &mut CampaignState,
-        result: &str,
+        result: TickResult,
         last_error: Option<String>,
     ) -> Res<()> {
         let Some(c) = &state.campaign else {
@@ -243,14 +263,14 @@ impl CampaignActor {
         let now = state.shared.clock.now();
         if last_error.is_none()
             && let Some((at, previous)) = &state.last_record
-            && previous == result
+            && *previous == result
             && now - *at < Duration::seconds(1)
         {
             return Ok(());
         }
         let tick = Self::tick(state, c, now, result, last_error);
         state.shared.store.record_tick(state.id, &tick).await?;
-        state.last_record = Some((now, tick.result));
+        state.last_record = Some((now, result));
         Ok(())
     }
 
@@ -258,7 +278,7 @@ impl CampaignActor {
     async fn transition(
         state: &mut CampaignState,
         to: CampaignStatus,
-        reason: &str,
+        reason: TickResult,
         error: Option<String>,
     ) -> Res<bool> {
         let Some(c) = &state.campaign else {
@@ -269,10 +289,10 @@ impl CampaignActor {
         let moved = state
             .shared
             .store
-            .engine_transition(state.id, from, to, reason, now)
+            .engine_transition(state.id, from, to, &reason.as_str(), now)
             .await?;
         if moved {
-            tracing::info!(campaign = %state.id, from = from.as_str(), to = to.as_str(), reason, "campaign status changed by the engine");
+            tracing::info!(campaign = %state.id, from = from.as_str(), to = to.as_str(), %reason, "campaign status changed by the engine");
             if let Some(c) = &mut state.campaign {
                 c.status = to;
             }
@@ -296,7 +316,7 @@ impl CampaignActor {
         Self::transition(
             state,
             CampaignStatus::PausedInsufficientCredit,
-            "insufficient_credit",
+            TickResult::InsufficientCredit,
             Some(format!(
                 "workspace balance {} cents (less {} reserved by queued and live calls) does not cover one call's reservation of {} cents; top up to resume",
                 funds.balance_cents, funds.reserved_cents, reservation
@@ -307,11 +327,7 @@ impl CampaignActor {
 
     /// Stopped, archived or completed: cancel what is queued, let live calls finish, then stop.
     fn close(myself: &ActorRef<CampaignMsg>, state: &mut CampaignState, status: CampaignStatus) {
-        let reason = match status {
-            CampaignStatus::Archived => Some(ExclusionReason::CampaignArchived),
-            CampaignStatus::Stopped => Some(ExclusionReason::CampaignStopped),
-            _ => None,
-        };
+        let reason = status.closing().map(|closing| closing.reason);
         if state.closed.is_none()
             && let Some(reason) = reason
         {
@@ -329,386 +345,6 @@ impl CampaignActor {
         if state.active.is_empty() {
             Self::retire(myself, state);
         }
-    }
-
-    /// A due contact whose number is on the do-not-call list leaves the campaign, `excluded`.
-    async fn exclude_blocked(
-        state: &mut CampaignState,
-        d: &DueContact,
-        now: DateTime<Utc>,
-    ) -> Res<()> {
-        if state
-            .shared
-            .store
-            .exclude_contact(d.id, ExclusionReason::DoNotCall, now)
-            .await?
-        {
-            state
-                .counts
-                .shift(d.state, ContactState::Excluded, d.attempts);
-        }
-        Ok(())
-    }
-
-    async fn evaluate(myself: &ActorRef<CampaignMsg>, state: &mut CampaignState) -> Res<()> {
-        let shared = state.shared.clone();
-        let config = &shared.config;
-        let now = shared.clock.now();
-        let interval =
-            Duration::from_std(config.evaluation_interval).unwrap_or(Duration::seconds(60));
-        let stale = state.loaded_at.is_none_or(|at| now - at >= interval);
-        if (state.dirty || stale || state.campaign.is_none()) && !Self::reload(state, now).await? {
-            Self::retire(myself, state);
-            return Ok(());
-        }
-        let Some(c) = state.campaign.clone() else {
-            return Ok(());
-        };
-        let mut next_wake = now + interval;
-        match c.status {
-            CampaignStatus::Draft => {
-                Self::retire(myself, state);
-                return Ok(());
-            }
-            s if s.is_terminal() => {
-                Self::close(myself, state, s);
-                return Ok(());
-            }
-            CampaignStatus::Scheduled => match c.rules.starts_at {
-                Some(starts) if starts > now => {
-                    Self::record(state, "waiting_for_starts_at", None).await?;
-                    Self::wake_at(myself, state, starts.min(next_wake));
-                    return Ok(());
-                }
-                _ => {
-                    if !Self::transition(state, CampaignStatus::Running, "starts_at_reached", None)
-                        .await?
-                    {
-                        Self::request_eval(myself, state);
-                        return Ok(());
-                    }
-                }
-            },
-            CampaignStatus::PausedInsufficientCredit => {
-                let reservation = reservation_of(&c, config.outbound_cents_per_minute);
-                let funds = shared.store.funds(c.workspace_id).await?;
-                if !funds.covers(reservation)
-                    || !Self::transition(state, CampaignStatus::Running, "credit_restored", None)
-                        .await?
-                {
-                    Self::wake_at(myself, state, next_wake);
-                    return Ok(());
-                }
-            }
-            CampaignStatus::Running => {}
-            // Paused by a person or for a cause a person fixes: calls in flight settle, nothing
-            // is admitted, and the pause reason stays in last_tick_result.
-            _ => {
-                Self::wake_at(myself, state, next_wake);
-                return Ok(());
-            }
-        }
-        let Some(c) = state.campaign.clone() else {
-            return Ok(());
-        };
-        let rules = &c.rules;
-
-        // Still runnable? The same checks as the launch preflight.
-        let check = Preflight {
-            agent_id_set: c.agent_id.is_some(),
-            agent: c.agent,
-            from_number_id_set: c.from_phone_number_id.is_some(),
-            from_number: c.from_number.clone(),
-            window: &c.window,
-            now,
-            starts_at: None,
-            ends_at: rules.ends_at,
-        };
-        if let Err(problem) = check.check() {
-            Self::transition(
-                state,
-                CampaignStatus::PausedConfig,
-                problem.machine_reason(),
-                Some(problem.to_string()),
-            )
-            .await?;
-            return Ok(());
-        }
-
-        // Done when every enrolled contact is terminal; a campaign without contacts waits for
-        // some to be enrolled.
-        if state.counts.open() == 0 && state.active.is_empty() {
-            // Recount before declaring the campaign done.
-            state.counts = shared.store.contact_counts(state.id).await?;
-            if state.counts.total() > 0 && state.counts.open() == 0 {
-                Self::transition(state, CampaignStatus::Completed, "all_contacts_done", None)
-                    .await?;
-                Self::retire(myself, state);
-                return Ok(());
-            }
-        }
-
-        let zone = c.window.timezone;
-        let today = local_date(now, zone);
-        let admitted_today = if c.daily_window_date == Some(today) {
-            c.daily_admitted_count
-        } else {
-            0
-        };
-        let in_flight = state.in_flight();
-        let gap = Duration::seconds(rules.min_seconds_between_calls);
-        let gap_anchor = state.last_dial_at.max(c.last_admitted_at);
-        let reservation = reservation_of(&c, config.outbound_cents_per_minute);
-
-        let blocked: Option<(&str, Option<DateTime<Utc>>)> =
-            if admitted_today >= rules.max_calls_per_day {
-                Some(("daily_cap_reached", Some(next_local_midnight(now, zone))))
-            } else if in_flight >= rules.max_in_flight {
-                Some(("max_in_flight", None))
-            } else if gap > Duration::zero() && state.queued() > 0 {
-                Some(("waiting_for_queue", None))
-            } else if gap > Duration::zero()
-                && let Some(anchor) = gap_anchor
-                && anchor + gap > now
-            {
-                Some(("min_seconds_between_calls", Some(anchor + gap)))
-            } else if !c.window.use_contact_timezone && !c.window.is_open_at(now, zone) {
-                let horizon = rules.ends_at.unwrap_or(now + Duration::days(8));
-                Some((
-                    "outside_calling_window",
-                    c.window.next_open(now, horizon, zone),
-                ))
-            } else {
-                None
-            };
-        if let Some((reason, wake)) = blocked {
-            Self::record(state, reason, None).await?;
-            if let Some(at) = wake {
-                next_wake = next_wake.min(at);
-            }
-            Self::wake_at(myself, state, next_wake);
-            return Ok(());
-        }
-
-        if let Some(budget) = rules.budget_cents
-            && c.spent_cents + c.reserved_cents + reservation > budget
-        {
-            // Decide on fresh money, not the cache.
-            if !Self::reload(state, now).await? {
-                return Ok(());
-            }
-            let fresh = state
-                .campaign
-                .as_ref()
-                .is_some_and(|f| f.spent_cents + f.reserved_cents + reservation > budget);
-            if !fresh {
-                Self::request_eval(myself, state);
-                return Ok(());
-            }
-            if in_flight == 0 && state.queued() == 0 {
-                Self::transition(
-                    state,
-                    CampaignStatus::PausedBudget,
-                    "budget_reached",
-                    Some(format!(
-                        "spent {} cents of a {} cent budget; one more call reserves {} cents; raise or remove budget_cents, then resume",
-                        c.spent_cents, budget, reservation
-                    )),
-                )
-                .await?;
-            } else {
-                Self::record(state, "budget_reserved_by_calls_in_flight", None).await?;
-            }
-            Self::wake_at(myself, state, next_wake);
-            return Ok(());
-        }
-
-        let mut slots =
-            (rules.max_in_flight - in_flight).min(rules.max_calls_per_day - admitted_today);
-        if gap > Duration::zero() {
-            slots = slots.min(1);
-        }
-        let (Some(agent_id), Some(number), Some(cap)) = (
-            c.agent_id,
-            c.from_number.as_ref(),
-            c.agent.and_then(|a| a.max_call_duration_secs),
-        ) else {
-            return Ok(());
-        };
-
-        let horizon = rules.ends_at.unwrap_or(now + Duration::days(8));
-        let mut deferrals = Vec::new();
-        let mut admitted = 0i64;
-        let mut outcome: Option<&str> = None;
-        // Whether this evaluation read the store, what it found was everything due, and when
-        // the next contact falls due.
-        let mut read: Option<(bool, Option<DateTime<Utc>>)> = None;
-        while admitted < slots {
-            let Some(d) = state.due.pop_front() else {
-                if read.is_some() {
-                    break;
-                }
-                // A few more than the free slots (some may be outside their hours or blocked),
-                // and about as many as the last interval admitted.
-                let limit =
-                    (slots * 2 + 8 + state.admitted_last_interval * 5 / 4).min(config.scan_batch);
-                let scan = shared
-                    .store
-                    .due_contacts(state.id, Some(agent_id), now, limit)
-                    .await?;
-                read = Some(((scan.due.len() as i64) < limit, scan.next_due_at));
-                if scan.due.is_empty() {
-                    break;
-                }
-                state.due = scan.due.into();
-                continue;
-            };
-            let contact_tz = contact_zone(&c.window, d.timezone.as_deref(), &d.phone_number);
-            if !c.window.is_open_at(now, contact_tz) {
-                let next = c
-                    .window
-                    .next_open(now, horizon, contact_tz)
-                    .unwrap_or(now + Duration::days(1));
-                deferrals.push((d.id, next));
-                continue;
-            }
-            if d.blocked {
-                Self::exclude_blocked(state, &d, now).await?;
-                continue;
-            }
-            let spec = CallSpec {
-                id: CallId::new(),
-                workspace_id: c.workspace_id,
-                campaign_id: Some(state.id),
-                contact_id: Some(d.id),
-                agent_id,
-                from_phone_number_id: c.from_phone_number_id,
-                from_number: number.number.clone(),
-                to_number: d.phone_number.clone(),
-                priority: PRIORITY_DEFAULT,
-                attempt: d.attempts + 1,
-                max_duration_secs: cap,
-                reserved_cents: reservation,
-                queued_at: now,
-            };
-            // The evaluation is recorded with each admission; the last one has the final count.
-            let tick = Self::tick(state, &c, now, &format!("admitted:{}", admitted + 1), None);
-            // A free slot is taken now, so the call is committed as `dialing` with the attempt;
-            // it is given back if the admission does not happen.
-            let claimed = shared.claim_slot(c.workspace_id);
-            let admission = Admission {
-                call: spec.clone(),
-                contact_id: d.id,
-                campaign_id: state.id,
-                daily_date: today,
-                max_calls_per_day: rules.max_calls_per_day,
-                budget_cents: rules.budget_cents,
-                now,
-                tick,
-                dialing: claimed,
-            };
-            let admitted_now = shared.store.admit(&admission).await;
-            if claimed && !matches!(admitted_now, Ok(AdmitResult::Admitted)) {
-                shared.free_slot(c.workspace_id);
-            }
-            let result = admitted_now?;
-            match result {
-                AdmitResult::Admitted => {
-                    admitted += 1;
-                    state.admitted_since_load += 1;
-                    state
-                        .counts
-                        .shift(d.state, ContactState::Dialing, d.attempts + 1);
-                    state.counts.open_attempts += 1;
-                    if let Some(c) = &mut state.campaign {
-                        if c.daily_window_date == Some(today) {
-                            c.daily_admitted_count += 1;
-                        } else {
-                            c.daily_window_date = Some(today);
-                            c.daily_admitted_count = 1;
-                        }
-                        c.last_admitted_at = Some(now);
-                        c.reserved_cents += reservation;
-                    }
-                    Self::spawn_contact(
-                        myself,
-                        state,
-                        d.id,
-                        d.attempts + 1,
-                        0,
-                        Activation::Admitted {
-                            call: spec,
-                            placed: if claimed {
-                                Placed::Dialing
-                            } else {
-                                Placed::Queued
-                            },
-                        },
-                    )
-                    .await?;
-                }
-                AdmitResult::ContactGone => {}
-                AdmitResult::DoNotCall => Self::exclude_blocked(state, &d, now).await?,
-                // The contact is still due: it stays first in line.
-                _ => state.due.push_front(d),
-            }
-            match result {
-                AdmitResult::Admitted | AdmitResult::ContactGone | AdmitResult::DoNotCall => {}
-                AdmitResult::NotRunning => {
-                    state.dirty = true;
-                    outcome = Some("status_changed");
-                    break;
-                }
-                AdmitResult::DailyCap => {
-                    outcome = Some("daily_cap_reached");
-                    break;
-                }
-                AdmitResult::InsufficientCredit => {
-                    if admitted == 0 && Self::pause_for_credit(state, reservation).await? {
-                        Self::wake_at(myself, state, next_wake);
-                        return Ok(());
-                    }
-                    outcome = Some("insufficient_credit_for_more");
-                    break;
-                }
-                AdmitResult::OverBudget => {
-                    // Re-read money and decide at once.
-                    state.dirty = true;
-                    outcome = Some("funds_changed");
-                    break;
-                }
-            }
-        }
-        if !deferrals.is_empty() {
-            shared.store.defer_contacts(&deferrals, now).await?;
-        }
-        let result = if admitted > 0 {
-            // Written with the last admission.
-            let result = format!("admitted:{admitted}");
-            state.last_record = Some((now, result.clone()));
-            result
-        } else if let Some(reason) = outcome {
-            reason.to_owned()
-        } else if !deferrals.is_empty() {
-            "outside_calling_window".to_owned()
-        } else if !state.active.is_empty() {
-            "waiting_for_calls".to_owned()
-        } else {
-            "no_contacts_due".to_owned()
-        };
-        if admitted == 0 {
-            Self::record(state, &result, None).await?;
-        }
-        let dry = admitted < slots && state.due.is_empty();
-        if outcome.is_some() || (dry && matches!(read, Some((false, _)))) {
-            // More contacts to look at, or something changed under us: look again now.
-            Self::request_eval(myself, state);
-        } else if dry && let Some((true, Some(at))) = read {
-            // Slots are free but nobody is due yet: wake when the next contact is.
-            next_wake = next_wake.min(at.max(now + Duration::seconds(1)));
-        }
-        Self::wake_at(myself, state, next_wake);
-        Ok(())
     }
 }
 
@@ -767,13 +403,9 @@ impl Actor for CampaignActor {
             return Ok(());
         }
         if let Some(status) = state.campaign.as_ref().map(|c| c.status)
-            && let Some(reason) = match status {
-                CampaignStatus::Archived => Some(ExclusionReason::CampaignArchived),
-                CampaignStatus::Stopped => Some(ExclusionReason::CampaignStopped),
-                _ => None,
-            }
+            && let Some(closing) = status.closing()
         {
-            state.closed = Some(reason);
+            state.closed = Some(closing.reason);
         }
         for open in state.shared.store.open_attempts(state.id).await? {
             Self::resume_contact(&myself, state, open).await?;
@@ -863,7 +495,7 @@ impl Actor for CampaignActor {
                     Self::transition(
                         state,
                         CampaignStatus::PausedInfra,
-                        "repeated_infra_errors",
+                        TickResult::RepeatedInfraErrors,
                         Some(format!(
                             "{n} calls in a row failed on the platform or carrier side; resume when voice capacity is healthy"
                         )),

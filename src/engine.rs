@@ -67,9 +67,11 @@ impl EnginePort {
         if let Some(faults) = &self.faults
             && faults(op)
         {
-            return Err(PortError(format!("injected fault in {op}")));
+            return Err(PortError::Injected { operation: op });
         }
-        self.held(work).await.map_err(port)
+        self.held(work)
+            .await
+            .map_err(|err| PortError::failed(op, err))
     }
 }
 
@@ -77,10 +79,6 @@ impl EnginePort {
 /// does.
 fn ending_op(op: &'static str, ending: Option<(&CallSpec, &CallEnd)>) -> &'static str {
     if ending.is_some() { "finish_call" } else { op }
-}
-
-fn port(err: StoreError) -> PortError {
-    PortError(err.to_string())
 }
 
 #[async_trait::async_trait]

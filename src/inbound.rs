@@ -50,7 +50,7 @@ impl InboundStore for InboundPort {
         self.store
             .inbound_started(call)
             .await
-            .map_err(|e| PortError(e.to_string()))
+            .map_err(|e| PortError::failed("inbound_started", e))
     }
 
     async fn inbound_ended(&self, call: &InboundEnd) -> PortResult<()> {
@@ -58,7 +58,7 @@ impl InboundStore for InboundPort {
             .store
             .inbound_ended(call, self.cents_per_minute)
             .await
-            .map_err(|e| PortError(e.to_string()))?;
+            .map_err(|e| PortError::failed("inbound_ended", e))?;
         if low == Some(true)
             && let Err(err) =
                 crate::billing::auto_topup(&self.store, self.payments.as_ref(), call.workspace_id)

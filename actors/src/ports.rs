@@ -17,8 +17,31 @@ use crate::window::CallingWindow;
 /// A failure of a port (database down, corrupt row, ...). The engine logs it and retries at
 /// its next evaluation; an actor that cannot go on fails and is restarted by its supervisor.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct PortError(pub String);
+pub enum PortError {
+    /// The operation failed in the service behind the port; `source` is its own error.
+    #[error("{operation}: {source}")]
+    Failed {
+        operation: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A fault injected on purpose (resilience tests).
+    #[error("injected fault in {operation}")]
+    Injected { operation: &'static str },
+}
+
+impl PortError {
+    /// `operation` failed with `source`.
+    pub fn failed(
+        operation: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Failed {
+            operation,
+            source: Box::new(source),
+        }
+    }
+}
 
 pub type PortResult<T> = Result<T, PortError>;
 

@@ -13,6 +13,7 @@ use switchboard_actors::inbound::{
     InboundEnd, InboundPlan, InboundStart, InboundStore, Speech, run_call,
 };
 use switchboard_actors::ports::{PortError, PortResult};
+use switchboard_actors::slug::SipSlug;
 use switchboard_sip::acl::{IpNet, SourceFilter};
 use switchboard_sip::media::VadSettings;
 use switchboard_sip::server::{Answer, InboundCall, InboundRouter, Routing};
@@ -87,13 +88,8 @@ impl InboundRouter for SipRouter {
     type Target = InboundPlan;
 
     async fn route(&self, slug: &str, source: IpAddr) -> Routing<InboundPlan> {
-        // Slugs are lowercase letters, digits and hyphens; anything else cannot exist.
-        if slug.is_empty()
-            || slug.len() > 64
-            || !slug
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        {
+        // A slug that could not have been drawn cannot exist: no lookup for it.
+        if SipSlug::parse(slug).is_none() {
             return Routing::Unknown;
         }
         let route = match self.store.sip_route(slug).await {

@@ -13,6 +13,7 @@
 //!   contact is not dialled now, and what an evaluation records.
 //! - [`ports`]: what the engine needs from outside: the store and the dialer.
 //! - [`engine`]: the ractor runtime: supervisor, campaign and contact actors, call queue, calls.
+//! - [`slug`]: SIP endpoint slugs: the one rule for prefixes and drawn slugs.
 //! - [`sim`]: the simulated carrier.
 //! - [`inbound`]: the call actor of an answered inbound SIP call and its agent.
 //!
@@ -31,4 +32,5 @@ pub mod phone;
 pub mod policy;
 pub mod ports;
 pub mod sim;
+pub mod slug;
 pub mod window;

@@ -6,9 +6,9 @@ use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use rand::Rng;
 use serde::{Deserialize, Serialize};
 use switchboard_actors::ids::{AgentId, SipEndpointId};
+use switchboard_actors::slug::{SipSlug, SlugPrefix};
 use switchboard_sip::acl::IpNet;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -36,10 +36,6 @@ const UPDATE_FIELDS: &[&str] = &[
     "is_active",
     "allowed_source_ips",
 ];
-/// Characters of a slug's random part: lowercase letters and digits, 24 of them (about 124 bits).
-const RANDOM_ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-const RANDOM_LEN: usize = 24;
-const PREFIX_MAX: usize = 12;
 const NAME_MAX: usize = 120;
 const SOURCES_MAX: usize = 100;
 
@@ -115,57 +111,6 @@ fn check_name(name: &str) -> Result<String, ApiError> {
         )));
     }
     Ok(name.to_owned())
-}
-
-/// A requested slug prefix, as given: 1-12 lowercase letters, digits and single hyphens, not
-/// starting or ending with a hyphen.
-fn check_prefix(prefix: &str) -> Result<String, ApiError> {
-    let ok = !prefix.is_empty()
-        && prefix.len() <= PREFIX_MAX
-        && prefix
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !prefix.starts_with('-')
-        && !prefix.ends_with('-')
-        && !prefix.contains("--");
-    if !ok {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `slug`: a prefix of 1-{PREFIX_MAX} lowercase letters, digits and single hyphens, not starting or ending with a hyphen"
-        )));
-    }
-    Ok(prefix.to_owned())
-}
-
-/// A prefix derived from a name: its letters and digits, lowercased, runs of anything else as
-/// one hyphen, cut to 12 characters.
-fn prefix_from_name(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.chars().flat_map(char::to_lowercase) {
-        if c.is_ascii_lowercase() || c.is_ascii_digit() {
-            out.push(c);
-        } else if !out.is_empty() && !out.ends_with('-') {
-            out.push('-');
-        }
-        if out.len() >= PREFIX_MAX {
-            break;
-        }
-    }
-    out.truncate(PREFIX_MAX);
-    let trimmed = out.trim_end_matches('-');
-    if trimmed.is_empty() {
-        "endpoint".to_owned()
-    } else {
-        trimmed.to_owned()
-    }
-}
-
-/// `prefix-` and 24 characters from the operating system's CSPRNG-seeded generator.
-fn new_slug(prefix: &str) -> String {
-    let mut rng = rand::rng();
-    let random: String = (0..RANDOM_LEN)
-        .map(|_| char::from(RANDOM_ALPHABET[rng.random_range(0..RANDOM_ALPHABET.len())]))
-        .collect();
-    format!("{prefix}-{random}")
 }
 
 /// Validates and normalizes a source list (`None` for null: any source).
@@ -252,8 +197,9 @@ async fn create(
             .ok_or_else(|| ApiError::bad_request("Missing field `name`"))?,
     )?;
     let prefix = match input.slug.as_deref() {
-        Some(prefix) => check_prefix(prefix)?,
-        None => prefix_from_name(&name),
+        Some(prefix) => SlugPrefix::parse(prefix)
+            .map_err(|e| ApiError::bad_request(format!("Invalid field `slug`: {e}")))?,
+        None => SlugPrefix::from_name(&name),
     };
     let sources = check_sources(input.allowed_source_ips.into_option().flatten())?;
     let agent = workspace_agent(
@@ -266,10 +212,11 @@ async fn create(
     .flatten();
     // A slug collision needs two equal 24-character draws; one more draw settles it.
     for _ in 0..3 {
-        let slug = new_slug(&prefix);
+        // The operating system's CSPRNG-seeded generator.
+        let slug = SipSlug::generate(&prefix, &mut rand::rng());
         let new = NewSipEndpoint {
             name: &name,
-            slug: &slug,
+            slug: slug.as_str(),
             inbound_agent_id: agent,
             allowed_source_ips: sources.as_deref(),
         };
@@ -366,58 +313,4 @@ async fn delete(
         .delete_sip_endpoint(auth.workspace_id, SipEndpointId::from_uuid(id))
         .await?;
     deleted(removed, id, "SIP endpoint")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefixes_derive_from_names() {
-        assert_eq!(prefix_from_name("Front Desk"), "front-desk");
-        assert_eq!(prefix_from_name("  Sales -- EU / West  "), "sales-eu-wes");
-        assert_eq!(prefix_from_name("Ünïcode Line 2"), "n-code-line");
-        assert_eq!(prefix_from_name("!!!"), "endpoint");
-        assert_eq!(prefix_from_name("abcdefghijk-lmn"), "abcdefghijk");
-        for name in [
-            "Front Desk",
-            "x",
-            "Ünïcode Line 2",
-            "!!!",
-            "a-b-c-d-e-f-g-h",
-        ] {
-            let p = prefix_from_name(name);
-            assert_eq!(check_prefix(&p).unwrap(), p, "{name}");
-        }
-    }
-
-    #[test]
-    fn prefixes_given_are_checked() {
-        for ok in ["a", "front-desk", "abc123", "a-b-c", "twelve-chars"] {
-            assert!(check_prefix(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "",
-            "-a",
-            "a-",
-            "a--b",
-            "Front",
-            "thirteen-char",
-            "a_b",
-            "a b",
-            "é",
-        ] {
-            assert!(check_prefix(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn slugs_carry_24_random_characters() {
-        let a = new_slug("desk");
-        let b = new_slug("desk");
-        assert_ne!(a, b);
-        let random = a.strip_prefix("desk-").unwrap();
-        assert_eq!(random.len(), RANDOM_LEN);
-        assert!(random.bytes().all(|c| RANDOM_ALPHABET.contains(&c)));
-    }
 }

@@ -65,7 +65,7 @@ fn check_position(position: i64) -> Result<i64, ApiError> {
 }
 
 /// List dispositions, ordered by position
-#[utoipa::path(get, path = "/dispositions", tag = "dispositions", security(("bearer" = ["dispositions:read"])),
+#[utoipa::path(get, path = "/dispositions", operation_id = "listDispositions", tag = "dispositions", security(("bearer" = ["dispositions:read"])),
     responses((status = 200, body = Data<Vec<Disposition>>)))]
 async fn list(
     State(state): State<AppState>,
@@ -77,7 +77,7 @@ async fn list(
 }
 
 /// Get a disposition
-#[utoipa::path(get, path = "/dispositions/{id}", tag = "dispositions", security(("bearer" = ["dispositions:read"])),
+#[utoipa::path(get, path = "/dispositions/{id}", operation_id = "getDisposition", tag = "dispositions", security(("bearer" = ["dispositions:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Disposition), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -94,7 +94,7 @@ async fn get_one(
 }
 
 /// Create a disposition
-#[utoipa::path(post, path = "/dispositions", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
+#[utoipa::path(post, path = "/dispositions", operation_id = "createDisposition", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
     request_body = DispositionInput, responses((status = 201, body = Disposition), (status = 400), (status = 409)))]
 async fn create(
     State(state): State<AppState>,
@@ -118,7 +118,7 @@ async fn create(
 }
 
 /// Update a disposition
-#[utoipa::path(patch, path = "/dispositions/{id}", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
+#[utoipa::path(patch, path = "/dispositions/{id}", operation_id = "updateDisposition", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
     params(("id" = uuid::Uuid, Path)), request_body = DispositionInput, responses((status = 200, body = Disposition), (status = 400), (status = 404)))]
 async fn update(
     State(state): State<AppState>,
@@ -152,7 +152,7 @@ async fn update(
 }
 
 /// Delete a disposition (protected ones cannot be deleted)
-#[utoipa::path(delete, path = "/dispositions/{id}", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
+#[utoipa::path(delete, path = "/dispositions/{id}", operation_id = "deleteDisposition", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id}"), (status = 400), (status = 404)))]
 async fn delete(
     State(state): State<AppState>,

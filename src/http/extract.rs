@@ -223,8 +223,10 @@ pub const MAX_LIMIT: i64 = 100;
 #[into_params(parameter_in = Query)]
 pub struct Pagination {
     /// Items per page, 1-100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
     /// Items to skip (default 0).
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

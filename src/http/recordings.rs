@@ -74,13 +74,14 @@ pub fn present(state: &AppState, mut call: CallRecord) -> CallRecord {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SignedQuery {
     /// The signature from `recording_url`.
     sig: Option<String>,
 }
 
 /// Fetch a call's recording (authenticated by `sig`, no API key): 302 to a short-lived link
-#[utoipa::path(get, path = "/calls/{id}/recording", tag = "calls", security(()),
+#[utoipa::path(get, path = "/calls/{id}/recording", operation_id = "getCallRecording", tag = "calls", security(()),
     params(("id" = String, Path), SignedQuery),
     responses((status = 302, description = "To a download link valid for five minutes"),
         (status = 403, description = "Missing or altered signature"),
@@ -124,6 +125,7 @@ fn download_message(id: CallId, expires: i64, nonce: &str) -> String {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct DownloadQuery {
     /// Unix time the link stops working.
     expires: Option<i64>,
@@ -132,7 +134,7 @@ pub struct DownloadQuery {
 }
 
 /// Download a recording from a link handed out by `GET /calls/{id}/recording` (WAV, ranges)
-#[utoipa::path(get, path = "/recordings/{id}", tag = "calls", security(()),
+#[utoipa::path(get, path = "/recordings/{id}", operation_id = "downloadRecording", tag = "calls", security(()),
     params(("id" = String, Path), DownloadQuery),
     responses((status = 200, description = "audio/wav"), (status = 206, description = "A byte range"),
         (status = 403, description = "Missing, altered or expired link"), (status = 416)))]

@@ -85,6 +85,7 @@ pub struct PaymentMethodInput {
 #[derive(Deserialize, ToSchema)]
 pub struct TopUpInput {
     /// Whole cents, 100-1000000.
+    #[schema(minimum = 100, maximum = 1000000)]
     amount_cents: Option<i64>,
 }
 
@@ -102,8 +103,10 @@ pub struct SettingsInput {
     /// Top up automatically when the balance falls below the threshold (needs a payment method).
     auto_topup_enabled: Option<bool>,
     /// 0, or 500-1000000.
+    #[schema(minimum = 0, maximum = 1000000)]
     auto_topup_amount_cents: Option<i64>,
     /// 0-1000000.
+    #[schema(minimum = 0, maximum = 1000000)]
     low_balance_threshold_cents: Option<i64>,
     /// A valid email address, or empty to clear.
     billing_email: Option<String>,

@@ -205,12 +205,22 @@ async fn create(
     }
 }
 
+fn status_schema() -> utoipa::openapi::schema::Object {
+    super::extract::one_of(CallStatus::ALL.map(CallStatus::as_str))
+}
+
+fn direction_schema() -> utoipa::openapi::schema::Object {
+    super::extract::one_of(CallDirection::ALL.map(CallDirection::as_str))
+}
+
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
     /// queued, dialing, ended or cancelled.
+    #[param(schema_with = status_schema)]
     status: Option<String>,
     /// outbound or inbound.
+    #[param(schema_with = direction_schema)]
     direction: Option<String>,
     campaign_id: Option<uuid::Uuid>,
     agent_id: Option<uuid::Uuid>,
@@ -303,6 +313,7 @@ async fn get_one(
 }
 
 #[derive(Deserialize, ToSchema)]
+#[schema(as = CallDispositionInput)]
 pub struct DispositionInput {
     /// A disposition of the workspace.
     disposition_id: Option<uuid::Uuid>,

@@ -383,10 +383,20 @@ async fn create(
     ))
 }
 
+fn listable_status_schema() -> utoipa::openapi::schema::Object {
+    super::extract::one_of(
+        CampaignStatus::ALL
+            .into_iter()
+            .filter(|s| *s != CampaignStatus::Archived)
+            .map(CampaignStatus::as_str),
+    )
+}
+
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
     /// Only campaigns in this status (archived campaigns are never listed).
+    #[param(schema_with = listable_status_schema)]
     status: Option<String>,
     #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
@@ -951,10 +961,15 @@ async fn enroll(
     }))
 }
 
+fn contact_state_schema() -> utoipa::openapi::schema::Object {
+    super::extract::one_of(ContactState::ALL.map(ContactState::as_str))
+}
+
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ContactQuery {
     /// pending, dialing, awaiting_disposition, scheduled, retired, exhausted or excluded.
+    #[param(schema_with = contact_state_schema)]
     state: Option<String>,
     #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,

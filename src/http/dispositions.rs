@@ -26,10 +26,13 @@ const WRITABLE: &[&str] = &["label", "color", "position"];
 #[derive(Deserialize, ToSchema)]
 pub struct DispositionInput {
     /// 1-64 characters, unique in the workspace.
+    #[schema(min_length = 1, max_length = 64, pattern = r"\S")]
     label: Option<String>,
     /// Hex color `#rrggbb` (default `#6b7280`).
+    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
     color: Option<String>,
     /// Sort position, 0-10000; new dispositions go last when omitted.
+    #[schema(minimum = 0, maximum = 10000)]
     position: Option<i64>,
 }
 

@@ -306,6 +306,7 @@ async fn delete(
 
 #[derive(Deserialize, ToSchema)]
 pub struct TagInput {
+    #[schema(min_items = 1)]
     /// Lead tag ids to put on the lead.
     #[allow(dead_code)]
     tag_ids: Vec<uuid::Uuid>,

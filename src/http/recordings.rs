@@ -7,7 +7,7 @@
 use std::io::SeekFrom;
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -22,6 +22,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::ApiError;
+use super::extract::Q;
 use crate::store::CallRecord;
 
 /// How long a fetched download link works.
@@ -89,7 +90,7 @@ pub struct SignedQuery {
 async fn recording(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(q): Query<SignedQuery>,
+    Q(q): Q<SignedQuery>,
 ) -> Result<Response, ApiError> {
     // A malformed id cannot carry a valid signature: the same answer as a wrong one.
     let id: CallId = id.parse().map_err(|_| ApiError::InvalidSignature)?;
@@ -141,7 +142,7 @@ pub struct DownloadQuery {
 async fn download(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(q): Query<DownloadQuery>,
+    Q(q): Q<DownloadQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let id: CallId = id.parse().map_err(|_| ApiError::InvalidSignature)?;

@@ -2,7 +2,8 @@
 //! `#[utoipa::path]` declaration beside each handler (method, path, scope, summary).
 //!
 //! - `GET /`: every endpoint with its method, path, scope and summary.
-//! - `GET /openapi.json`: the OpenAPI 3.1 document. `GET /docs`: a rendered reference.
+//! - `GET /openapi.json`: the OpenAPI 3.1 document. `GET /docs`: a rendered reference, whose
+//!   script (`GET /docs/scalar.js`) is embedded in the binary.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
 
 use std::collections::HashMap;
@@ -136,6 +137,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(index))
         .routes(routes!(openapi_json))
         .routes(routes!(docs))
+        .routes(routes!(docs_script))
         .routes(routes!(healthz))
         .routes(routes!(metrics))
 }
@@ -164,9 +166,45 @@ async fn openapi_json(State(state): State<AppState>) -> Json<Value> {
 }
 
 /// The rendered API reference
-#[utoipa::path(get, path = "/docs", operation_id = "getDocs", tag = "discovery", security(()), responses((status = 200, description = "HTML reference")))]
-async fn docs(State(state): State<AppState>) -> Html<String> {
-    Html(utoipa_scalar::Scalar::new(state.routes.openapi.clone()).to_html())
+#[utoipa::path(get, path = "/docs", operation_id = "getDocs", tag = "discovery", security(()), responses((status = 200, description = "HTML reference", content_type = "text/html")))]
+async fn docs() -> Html<&'static str> {
+    Html(DOCS_HTML)
+}
+
+/// The reference page: the renderer comes from `/docs/scalar.js` and the document from
+/// `/openapi.json`, both served here, so the page works with no internet access (the default
+/// web fonts are off: the renderer would fetch them).
+const DOCS_HTML: &str = r#"<!doctype html>
+<html>
+<head>
+  <title>Switchboard API reference</title>
+  <meta charset="utf-8"/>
+  <meta name="viewport" content="width=device-width, initial-scale=1"/>
+</head>
+<body>
+  <div id="app"></div>
+  <script src="/docs/scalar.js"></script>
+  <script>
+    Scalar.createApiReference('#app', { url: '/openapi.json', withDefaultFonts: false })
+  </script>
+</body>
+</html>
+"#;
+
+/// The Scalar API reference renderer (`assets/scalar`, MIT), embedded in the binary.
+const SCALAR_JS: &[u8] = include_bytes!("../../assets/scalar/standalone.js");
+
+/// The script of the rendered API reference
+#[utoipa::path(get, path = "/docs/scalar.js", operation_id = "getDocsScript", tag = "discovery", security(()), responses((status = 200, description = "JavaScript", content_type = "text/javascript")))]
+async fn docs_script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        SCALAR_JS,
+    )
+        .into_response()
 }
 
 #[derive(Serialize, ToSchema)]

@@ -3,7 +3,7 @@
 //! the only way to rotate it.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use rand::Rng;
@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{
-    Data, JsonObject, ListResponse, Pagination, Patch, PathId, deleted, parse_fields,
+    Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q, deleted, parse_fields,
 };
 use super::gate::Auth;
 use super::phone_numbers::workspace_agent;
@@ -202,7 +202,7 @@ fn check_sources(list: Option<Vec<String>>) -> Result<Option<Vec<String>>, ApiEr
 async fn list(
     State(state): State<AppState>,
     auth: Auth,
-    Query(pagination): Query<Pagination>,
+    Q(pagination): Q<Pagination>,
 ) -> Result<Json<ListResponse<SipEndpointView>>, ApiError> {
     let page = pagination.page()?;
     let paged = state

@@ -183,7 +183,7 @@ pub struct ToolQuery {
 
 /// List tools
 #[utoipa::path(get, path = "/tools", operation_id = "listTools", tag = "tools", security(("bearer" = ["tools:read"])),
-    params(ToolQuery), responses((status = 200, body = ListResponse<Tool>), (status = 400)))]
+    params(ToolQuery), responses((status = 200, body = ListResponse<Tool>), (status = 400), (status = 404, description = "`agent_id` names no agent of the workspace")))]
 async fn list(
     State(state): State<AppState>,
     auth: Auth,

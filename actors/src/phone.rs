@@ -5,10 +5,30 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// A valid phone number, held in E.164 form (`+972501234567`).
+/// A valid phone number, held in E.164 form (`+972501234567`). It serializes as that string and
+/// deserializes only through [`PhoneNumber::parse`], so serde cannot build an invalid one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(try_from = "String", into = "String")]
 pub struct PhoneNumber(String);
+
+impl TryFrom<String> for PhoneNumber {
+    type Error = PhoneError;
+
+    /// Reads the serialized form, E.164: a national form has no country to be read in.
+    fn try_from(value: String) -> Result<Self, PhoneError> {
+        if !value.starts_with('+') {
+            return Err(PhoneError::Unparseable { input: value });
+        }
+        // An international number ignores the default country.
+        Self::parse(&value, phonenumber::country::Id::US)
+    }
+}
+
+impl From<PhoneNumber> for String {
+    fn from(number: PhoneNumber) -> Self {
+        number.0
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PhoneError {
@@ -161,6 +181,24 @@ mod tests {
     fn garbage_and_invalid_numbers_are_refused() {
         for bad in ["", "hello", "+12", "123", "+972 1", &"9".repeat(100)] {
             assert!(PhoneNumber::parse(bad, il()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn deserializing_goes_through_parse_and_takes_only_e164() {
+        let number: PhoneNumber = serde_json::from_str("\"+972501234567\"").unwrap();
+        assert_eq!(number.as_str(), "+972501234567");
+        assert_eq!(serde_json::to_string(&number).unwrap(), "\"+972501234567\"");
+        for bad in [
+            "\"+1\"",
+            "\"050-123-4567\"",
+            "\"\"",
+            "\"+97250123456789012\"",
+        ] {
+            assert!(
+                serde_json::from_str::<PhoneNumber>(bad).is_err(),
+                "{bad} deserialized"
+            );
         }
     }
 

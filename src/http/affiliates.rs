@@ -45,7 +45,7 @@ pub struct AffiliateStats {
 }
 
 /// The workspace's affiliate figures
-#[utoipa::path(get, path = "/affiliates/stats", tag = "affiliates", security(("bearer" = ["affiliates:read"])),
+#[utoipa::path(get, path = "/affiliates/stats", operation_id = "getAffiliateStats", tag = "affiliates", security(("bearer" = ["affiliates:read"])),
     responses((status = 200, body = AffiliateStats), (status = 400, description = "A query parameter was sent")))]
 async fn stats(
     State(state): State<AppState>,
@@ -63,7 +63,7 @@ async fn stats(
 }
 
 /// The partners enrolled beneath the workspace, with what each earns it
-#[utoipa::path(get, path = "/affiliates/sub-affiliates", tag = "affiliates", security(("bearer" = ["affiliates:read"])),
+#[utoipa::path(get, path = "/affiliates/sub-affiliates", operation_id = "listSubAffiliates", tag = "affiliates", security(("bearer" = ["affiliates:read"])),
     responses((status = 200, body = Data<Vec<SubAffiliateRow>>), (status = 400, description = "A query parameter was sent")))]
 async fn sub_affiliates(
     State(state): State<AppState>,

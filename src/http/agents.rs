@@ -124,7 +124,9 @@ pub struct AgentInput {
 pub struct AgentFilter {
     /// Only active (`true`) or only inactive (`false`) agents.
     is_active: Option<bool>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
+    #[param(minimum = 0)]
     offset: Option<i64>,
 }
 
@@ -432,7 +434,7 @@ fn validate(agent: &Agent, egress: &crate::egress::Egress) -> Result<(), ApiErro
 }
 
 /// List agents
-#[utoipa::path(get, path = "/agents", tag = "agents", security(("bearer" = ["agents:read"])),
+#[utoipa::path(get, path = "/agents", operation_id = "listAgents", tag = "agents", security(("bearer" = ["agents:read"])),
     params(AgentFilter), responses((status = 200, body = ListResponse<Agent>), (status = 400)))]
 async fn list(
     State(state): State<AppState>,
@@ -452,7 +454,7 @@ async fn list(
 }
 
 /// Get an agent
-#[utoipa::path(get, path = "/agents/{id}", tag = "agents", security(("bearer" = ["agents:read"])),
+#[utoipa::path(get, path = "/agents/{id}", operation_id = "getAgent", tag = "agents", security(("bearer" = ["agents:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Agent), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -469,7 +471,7 @@ async fn get_one(
 }
 
 /// Create an agent
-#[utoipa::path(post, path = "/agents", tag = "agents", security(("bearer" = ["agents:create"])),
+#[utoipa::path(post, path = "/agents", operation_id = "createAgent", tag = "agents", security(("bearer" = ["agents:create"])),
     request_body = AgentInput, responses((status = 201, body = Agent), (status = 400)))]
 async fn create(
     State(state): State<AppState>,
@@ -490,7 +492,7 @@ async fn create(
 }
 
 /// Update an agent (only the sent fields change)
-#[utoipa::path(patch, path = "/agents/{id}", tag = "agents", security(("bearer" = ["agents:update"])),
+#[utoipa::path(patch, path = "/agents/{id}", operation_id = "updateAgent", tag = "agents", security(("bearer" = ["agents:update"])),
     params(("id" = uuid::Uuid, Path)), request_body = AgentInput, responses((status = 200, body = Agent), (status = 400), (status = 404)))]
 async fn update(
     State(state): State<AppState>,
@@ -530,7 +532,7 @@ async fn update(
 }
 
 /// Deactivate an agent (it is kept, with `is_active` false)
-#[utoipa::path(post, path = "/agents/{id}/deactivate", tag = "agents", security(("bearer" = ["agents:update"])),
+#[utoipa::path(post, path = "/agents/{id}/deactivate", operation_id = "deactivateAgent", tag = "agents", security(("bearer" = ["agents:update"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Agent), (status = 404)))]
 async fn deactivate(
     State(state): State<AppState>,

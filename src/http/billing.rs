@@ -85,6 +85,7 @@ pub struct PaymentMethodInput {
 #[derive(Deserialize, ToSchema)]
 pub struct TopUpInput {
     /// Whole cents, 100-1000000.
+    #[schema(minimum = 100, maximum = 1000000)]
     amount_cents: Option<i64>,
 }
 
@@ -102,8 +103,10 @@ pub struct SettingsInput {
     /// Top up automatically when the balance falls below the threshold (needs a payment method).
     auto_topup_enabled: Option<bool>,
     /// 0, or 500-1000000.
+    #[schema(minimum = 0, maximum = 1000000)]
     auto_topup_amount_cents: Option<i64>,
     /// 0-1000000.
+    #[schema(minimum = 0, maximum = 1000000)]
     low_balance_threshold_cents: Option<i64>,
     /// A valid email address, or empty to clear.
     billing_email: Option<String>,
@@ -161,7 +164,7 @@ async fn account(state: &AppState, ws: WorkspaceId) -> Result<BillingAccount, Ap
 }
 
 /// Billing status
-#[utoipa::path(get, path = "/billing", tag = "billing", security(("bearer" = ["billing:read"])),
+#[utoipa::path(get, path = "/billing", operation_id = "getBilling", tag = "billing", security(("bearer" = ["billing:read"])),
     responses((status = 200, body = BillingStatus)))]
 async fn status(
     State(state): State<AppState>,
@@ -171,7 +174,7 @@ async fn status(
 }
 
 /// Set up the payment method
-#[utoipa::path(post, path = "/billing/payment-method", tag = "billing", security(("bearer" = ["billing:manage"])),
+#[utoipa::path(post, path = "/billing/payment-method", operation_id = "setPaymentMethod", tag = "billing", security(("bearer" = ["billing:manage"])),
     request_body = PaymentMethodInput,
     responses((status = 200, body = BillingStatus), (status = 400), (status = 402, description = "The provider declined the method")))]
 async fn payment_method(
@@ -214,7 +217,7 @@ async fn payment_method(
 }
 
 /// Top up the balance
-#[utoipa::path(post, path = "/billing/top-up", tag = "billing", security(("bearer" = ["billing:manage"])),
+#[utoipa::path(post, path = "/billing/top-up", operation_id = "topUp", tag = "billing", security(("bearer" = ["billing:manage"])),
     request_body = TopUpInput,
     responses((status = 200, body = TopUpResult), (status = 400), (status = 402, description = "No payment method, or the charge was declined")))]
 async fn top_up(
@@ -260,7 +263,7 @@ async fn top_up(
 }
 
 /// Change auto top-up and billing settings
-#[utoipa::path(patch, path = "/billing/settings", tag = "billing", security(("bearer" = ["billing:manage"])),
+#[utoipa::path(patch, path = "/billing/settings", operation_id = "updateBillingSettings", tag = "billing", security(("bearer" = ["billing:manage"])),
     request_body = SettingsInput,
     responses((status = 200, body = BillingStatus), (status = 400), (status = 402, description = "Auto top-up needs a payment method")))]
 async fn settings(
@@ -344,7 +347,7 @@ async fn settings(
 }
 
 /// List ledger entries, newest first
-#[utoipa::path(get, path = "/billing/ledger", tag = "billing", security(("bearer" = ["billing:read"])),
+#[utoipa::path(get, path = "/billing/ledger", operation_id = "listLedgerEntries", tag = "billing", security(("bearer" = ["billing:read"])),
     params(Pagination), responses((status = 200, body = ListResponse<LedgerEntry>), (status = 400)))]
 async fn ledger(
     State(state): State<AppState>,

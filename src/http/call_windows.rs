@@ -30,7 +30,7 @@ fn answer(window: &CallingWindow, is_default: bool) -> Json<Value> {
 }
 
 /// The workspace's default calling hours
-#[utoipa::path(get, path = "/call-windows", tag = "calling hours", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(get, path = "/call-windows", operation_id = "getCallWindow", tag = "calling hours", security(("bearer" = ["campaigns:manage"])),
     responses((status = 200, description = "The calling window {timezone, days, start, end, use_contact_timezone, is_default}")))]
 async fn get_window(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
     let (window, is_default) = workspace_window(&state, auth.workspace_id).await?;
@@ -53,7 +53,7 @@ pub async fn workspace_window(
 }
 
 /// Set the workspace's default calling hours
-#[utoipa::path(put, path = "/call-windows", tag = "calling hours", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(put, path = "/call-windows", operation_id = "putCallWindow", tag = "calling hours", security(("bearer" = ["campaigns:manage"])),
     request_body(content = Object, description = "{timezone (IANA), days ([\"mon\", ...]), start \"HH:MM\", end \"HH:MM\", use_contact_timezone (default true)}"),
     responses((status = 200, description = "The saved calling window"), (status = 400)))]
 async fn put_window(

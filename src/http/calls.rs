@@ -82,7 +82,7 @@ fn check_object(field: &str, value: Option<Map<String, Value>>) -> Result<Value,
 }
 
 /// Place an outbound call (queued by priority, then FIFO, within the workspace's concurrency)
-#[utoipa::path(post, path = "/calls", tag = "calls", security(("bearer" = ["calls:create"])),
+#[utoipa::path(post, path = "/calls", operation_id = "createCall", tag = "calls", security(("bearer" = ["calls:create"])),
     request_body = CreateCall,
     responses((status = 201, body = CallRecord, description = "Queued"), (status = 200, body = CallRecord, description = "The first call of a repeated idempotency_key"),
         (status = 400, description = "Invalid field, do-not-call number (code DO_NOT_CALL), or idempotency_key reused with another body"),
@@ -205,12 +205,22 @@ async fn create(
     }
 }
 
+fn status_schema() -> utoipa::openapi::schema::Object {
+    super::extract::one_of(CallStatus::ALL.map(CallStatus::as_str))
+}
+
+fn direction_schema() -> utoipa::openapi::schema::Object {
+    super::extract::one_of(CallDirection::ALL.map(CallDirection::as_str))
+}
+
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
     /// queued, dialing, ended or cancelled.
+    #[param(schema_with = status_schema)]
     status: Option<String>,
     /// outbound or inbound.
+    #[param(schema_with = direction_schema)]
     direction: Option<String>,
     campaign_id: Option<uuid::Uuid>,
     agent_id: Option<uuid::Uuid>,
@@ -218,12 +228,14 @@ struct ListQuery {
     created_after: Option<DateTime<Utc>>,
     /// Calls created before this instant (RFC 3339).
     created_before: Option<DateTime<Utc>>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
+    #[param(minimum = 0)]
     offset: Option<i64>,
 }
 
 /// List calls, newest first
-#[utoipa::path(get, path = "/calls", tag = "calls", security(("bearer" = ["calls:read"])),
+#[utoipa::path(get, path = "/calls", operation_id = "listCalls", tag = "calls", security(("bearer" = ["calls:read"])),
     params(ListQuery), responses((status = 200, body = ListResponse<CallRecord>), (status = 400)))]
 async fn list(
     State(state): State<AppState>,
@@ -285,7 +297,7 @@ async fn list(
 }
 
 /// Get a call
-#[utoipa::path(get, path = "/calls/{id}", tag = "calls", security(("bearer" = ["calls:read"])),
+#[utoipa::path(get, path = "/calls/{id}", operation_id = "getCall", tag = "calls", security(("bearer" = ["calls:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CallRecord), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -301,13 +313,14 @@ async fn get_one(
 }
 
 #[derive(Deserialize, ToSchema)]
+#[schema(as = CallDispositionInput)]
 pub struct DispositionInput {
     /// A disposition of the workspace.
     disposition_id: Option<uuid::Uuid>,
 }
 
 /// Land a disposition on an answered call (a stop disposition retires a campaign contact)
-#[utoipa::path(post, path = "/calls/{id}/disposition", tag = "calls", security(("bearer" = ["calls:create"])),
+#[utoipa::path(post, path = "/calls/{id}/disposition", operation_id = "setCallDisposition", tag = "calls", security(("bearer" = ["calls:create"])),
     params(("id" = uuid::Uuid, Path)), request_body = DispositionInput,
     responses((status = 200, body = CallRecord), (status = 400, description = "Unknown disposition, or the call was not answered"),
         (status = 404), (status = 409, description = "Another disposition is already set")))]

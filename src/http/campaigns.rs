@@ -360,7 +360,7 @@ async fn apply_changes(
 }
 
 /// Create a campaign (always `draft`)
-#[utoipa::path(post, path = "/campaigns", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(post, path = "/campaigns", operation_id = "createCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     request_body(content = Object, description = "name (required) and any writable field"),
     responses((status = 201, body = CampaignView), (status = 400), (status = 409)))]
 async fn create(
@@ -384,17 +384,29 @@ async fn create(
     ))
 }
 
+fn listable_status_schema() -> utoipa::openapi::schema::Object {
+    super::extract::one_of(
+        CampaignStatus::ALL
+            .into_iter()
+            .filter(|s| *s != CampaignStatus::Archived)
+            .map(CampaignStatus::as_str),
+    )
+}
+
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
     /// Only campaigns in this status (archived campaigns are never listed).
+    #[param(schema_with = listable_status_schema)]
     status: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
+    #[param(minimum = 0)]
     offset: Option<i64>,
 }
 
 /// List campaigns (archived ones are hidden)
-#[utoipa::path(get, path = "/campaigns", tag = "campaigns", security(("bearer" = ["campaigns:manage"])), params(ListQuery),
+#[utoipa::path(get, path = "/campaigns", operation_id = "listCampaigns", tag = "campaigns", security(("bearer" = ["campaigns:manage"])), params(ListQuery),
     responses((status = 200, body = ListResponse<CampaignView>)))]
 async fn list(
     State(state): State<AppState>,
@@ -436,7 +448,7 @@ async fn list(
 }
 
 /// Get a campaign
-#[utoipa::path(get, path = "/campaigns/{id}", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(get, path = "/campaigns/{id}", operation_id = "getCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CampaignView), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -452,7 +464,7 @@ async fn get_one(
 }
 
 /// Update a campaign's writable fields (takes effect at the next evaluation)
-#[utoipa::path(patch, path = "/campaigns/{id}", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(patch, path = "/campaigns/{id}", operation_id = "updateCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), request_body(content = Object, description = "any subset of the writable fields"),
     responses((status = 200, body = CampaignView), (status = 400), (status = 404), (status = 409)))]
 async fn update(
@@ -607,7 +619,7 @@ async fn command(
 }
 
 /// Launch a campaign (preflight: active from-number, agent with a duration cap, reachable calling window)
-#[utoipa::path(post, path = "/campaigns/{id}/launch", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(post, path = "/campaigns/{id}/launch", operation_id = "launchCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CampaignView), (status = 400), (status = 404), (status = 422)))]
 async fn launch(
     State(state): State<AppState>,
@@ -618,7 +630,7 @@ async fn launch(
 }
 
 /// Resume a paused campaign (same preflight as launch)
-#[utoipa::path(post, path = "/campaigns/{id}/resume", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(post, path = "/campaigns/{id}/resume", operation_id = "resumeCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CampaignView), (status = 400), (status = 404), (status = 422)))]
 async fn resume(
     State(state): State<AppState>,
@@ -629,7 +641,7 @@ async fn resume(
 }
 
 /// Pause a campaign (never lifted automatically)
-#[utoipa::path(post, path = "/campaigns/{id}/pause", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(post, path = "/campaigns/{id}/pause", operation_id = "pauseCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CampaignView), (status = 400), (status = 404)))]
 async fn pause(
     State(state): State<AppState>,
@@ -640,7 +652,7 @@ async fn pause(
 }
 
 /// Stop a campaign for good (it stays readable)
-#[utoipa::path(post, path = "/campaigns/{id}/stop", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(post, path = "/campaigns/{id}/stop", operation_id = "stopCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CampaignView), (status = 400), (status = 404)))]
 async fn stop(
     State(state): State<AppState>,
@@ -658,7 +670,7 @@ struct Archived {
 }
 
 /// Archive a campaign (from any status; frees its name)
-#[utoipa::path(delete, path = "/campaigns/{id}", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(delete, path = "/campaigns/{id}", operation_id = "archiveCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Archived), (status = 404)))]
 async fn archive(
     State(state): State<AppState>,
@@ -674,7 +686,7 @@ async fn archive(
 }
 
 /// A campaign's audit events, oldest first
-#[utoipa::path(get, path = "/campaigns/{id}/events", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(get, path = "/campaigns/{id}/events", operation_id = "listCampaignEvents", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path), Pagination), responses((status = 200, body = ListResponse<CampaignEvent>), (status = 404)))]
 async fn events(
     State(state): State<AppState>,
@@ -819,7 +831,7 @@ fn parse_csv_contacts(bytes: &[u8]) -> Result<Vec<Result<RawContact, String>>, A
 }
 
 /// Enroll contacts (JSON `{contacts: [...]}` up to 10,000, or a `text/csv` body)
-#[utoipa::path(post, path = "/campaigns/{id}/contacts", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(post, path = "/campaigns/{id}/contacts", operation_id = "enrollCampaignContacts", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)),
     request_body(content = Object, description = "JSON {contacts: [{phone_number, timezone?, lead_id?, variables?, metadata?}]} or text/csv with a phone_number column"),
     responses((status = 200, body = EnrollResult), (status = 400), (status = 404), (status = 413)))]
@@ -929,17 +941,24 @@ async fn enroll(
     }))
 }
 
+fn contact_state_schema() -> utoipa::openapi::schema::Object {
+    super::extract::one_of(ContactState::ALL.map(ContactState::as_str))
+}
+
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ContactQuery {
     /// pending, dialing, awaiting_disposition, scheduled, retired, exhausted or excluded.
+    #[param(schema_with = contact_state_schema)]
     state: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
+    #[param(minimum = 0)]
     offset: Option<i64>,
 }
 
 /// List a campaign's contacts
-#[utoipa::path(get, path = "/campaigns/{id}/contacts", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(get, path = "/campaigns/{id}/contacts", operation_id = "listCampaignContacts", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path), ContactQuery), responses((status = 200, body = ListResponse<Contact>), (status = 404)))]
 async fn list_contacts(
     State(state): State<AppState>,
@@ -1039,7 +1058,7 @@ async fn contact_status(
 }
 
 /// Get one contact of a campaign, with its calls and why it is or is not being dialled now
-#[utoipa::path(get, path = "/campaigns/{id}/contacts/{contact_id}", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
+#[utoipa::path(get, path = "/campaigns/{id}/contacts/{contact_id}", operation_id = "getCampaignContact", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path), ("contact_id" = uuid::Uuid, Path)), responses((status = 200, body = ContactDetail), (status = 404)))]
 async fn get_contact(
     State(state): State<AppState>,

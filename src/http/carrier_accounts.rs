@@ -34,7 +34,7 @@ fn switch_on(state: &AppState) -> Result<(), ApiError> {
 }
 
 /// Whether carrier accounts are enabled, and the workspace's accounts and numbers on them
-#[utoipa::path(get, path = "/carrier-accounts/status", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
+#[utoipa::path(get, path = "/carrier-accounts/status", operation_id = "getCarrierAccountsStatus", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
     responses((status = 200, description = "{enabled, accounts, numbers}"), (status = 403)))]
 async fn status(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
     switch_on(&state)?;
@@ -47,7 +47,7 @@ async fn status(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>
 }
 
 /// List the workspace's carrier accounts
-#[utoipa::path(get, path = "/carrier-accounts", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
+#[utoipa::path(get, path = "/carrier-accounts", operation_id = "listCarrierAccounts", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
     params(Pagination), responses((status = 200, body = ListResponse<CarrierAccount>), (status = 403)))]
 async fn list(
     State(state): State<AppState>,
@@ -73,7 +73,7 @@ fn account_missing() -> ApiError {
 }
 
 /// Get a carrier account
-#[utoipa::path(get, path = "/carrier-accounts/{id}", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
+#[utoipa::path(get, path = "/carrier-accounts/{id}", operation_id = "getCarrierAccount", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CarrierAccount), (status = 403), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -90,7 +90,7 @@ async fn get_one(
 }
 
 /// The workspace's numbers on a carrier account
-#[utoipa::path(get, path = "/carrier-accounts/{id}/numbers", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
+#[utoipa::path(get, path = "/carrier-accounts/{id}/numbers", operation_id = "listCarrierAccountNumbers", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
     params(("id" = uuid::Uuid, Path), Pagination),
     responses((status = 200, body = ListResponse<PhoneNumberRecord>), (status = 403), (status = 404)))]
 async fn numbers(
@@ -119,7 +119,7 @@ async fn numbers(
 }
 
 /// Take a number off a carrier account: agents stop calling from it; nothing is released at the carrier
-#[utoipa::path(delete, path = "/carrier-accounts/{id}/numbers/{phone_number_id}", tag = "carrier_accounts",
+#[utoipa::path(delete, path = "/carrier-accounts/{id}/numbers/{phone_number_id}", operation_id = "removeCarrierAccountNumber", tag = "carrier_accounts",
     security(("bearer" = ["carrier_accounts:manage"])),
     params(("id" = uuid::Uuid, Path), ("phone_number_id" = uuid::Uuid, Path)),
     responses((status = 200, description = "{success: true, id}"), (status = 403),

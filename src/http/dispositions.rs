@@ -26,10 +26,13 @@ const WRITABLE: &[&str] = &["label", "color", "position"];
 #[derive(Deserialize, ToSchema)]
 pub struct DispositionInput {
     /// 1-64 characters, unique in the workspace.
+    #[schema(min_length = 1, max_length = 64, pattern = r"\S")]
     label: Option<String>,
     /// Hex color `#rrggbb` (default `#6b7280`).
+    #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
     color: Option<String>,
     /// Sort position, 0-10000; new dispositions go last when omitted.
+    #[schema(minimum = 0, maximum = 10000)]
     position: Option<i64>,
 }
 
@@ -65,7 +68,7 @@ fn check_position(position: i64) -> Result<i64, ApiError> {
 }
 
 /// List dispositions, ordered by position
-#[utoipa::path(get, path = "/dispositions", tag = "dispositions", security(("bearer" = ["dispositions:read"])),
+#[utoipa::path(get, path = "/dispositions", operation_id = "listDispositions", tag = "dispositions", security(("bearer" = ["dispositions:read"])),
     responses((status = 200, body = Data<Vec<Disposition>>)))]
 async fn list(
     State(state): State<AppState>,
@@ -77,7 +80,7 @@ async fn list(
 }
 
 /// Get a disposition
-#[utoipa::path(get, path = "/dispositions/{id}", tag = "dispositions", security(("bearer" = ["dispositions:read"])),
+#[utoipa::path(get, path = "/dispositions/{id}", operation_id = "getDisposition", tag = "dispositions", security(("bearer" = ["dispositions:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Disposition), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -94,7 +97,7 @@ async fn get_one(
 }
 
 /// Create a disposition
-#[utoipa::path(post, path = "/dispositions", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
+#[utoipa::path(post, path = "/dispositions", operation_id = "createDisposition", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
     request_body = DispositionInput, responses((status = 201, body = Disposition), (status = 400), (status = 409)))]
 async fn create(
     State(state): State<AppState>,
@@ -118,7 +121,7 @@ async fn create(
 }
 
 /// Update a disposition
-#[utoipa::path(patch, path = "/dispositions/{id}", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
+#[utoipa::path(patch, path = "/dispositions/{id}", operation_id = "updateDisposition", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
     params(("id" = uuid::Uuid, Path)), request_body = DispositionInput, responses((status = 200, body = Disposition), (status = 400), (status = 404)))]
 async fn update(
     State(state): State<AppState>,
@@ -152,7 +155,7 @@ async fn update(
 }
 
 /// Delete a disposition (protected ones cannot be deleted)
-#[utoipa::path(delete, path = "/dispositions/{id}", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
+#[utoipa::path(delete, path = "/dispositions/{id}", operation_id = "deleteDisposition", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id}"), (status = 400), (status = 404)))]
 async fn delete(
     State(state): State<AppState>,

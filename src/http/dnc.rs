@@ -55,8 +55,10 @@ pub struct DncQuery {
     /// Look up one number (any common format); answers the entry itself, or 404.
     phone: Option<String>,
     /// Items per page, 1-100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
     /// Items to skip (default 0).
+    #[param(minimum = 0)]
     offset: Option<i64>,
 }
 
@@ -117,7 +119,7 @@ async fn check_agents(
 }
 
 /// List the do-not-call list, or look up one number
-#[utoipa::path(get, path = "/do-not-call", tag = "do-not-call", security(("bearer" = ["do_not_call:read"])),
+#[utoipa::path(get, path = "/do-not-call", operation_id = "listDoNotCallEntries", tag = "do-not-call", security(("bearer" = ["do_not_call:read"])),
     params(DncQuery),
     responses(
         (status = 200, description = "Without `phone`: `{data, pagination}`, most recently added first. With `phone`: the entry itself.", body = ListResponse<DncEntry>),
@@ -153,7 +155,7 @@ async fn list(
 }
 
 /// Get a do-not-call entry
-#[utoipa::path(get, path = "/do-not-call/{id}", tag = "do-not-call", security(("bearer" = ["do_not_call:read"])),
+#[utoipa::path(get, path = "/do-not-call/{id}", operation_id = "getDoNotCallEntry", tag = "do-not-call", security(("bearer" = ["do_not_call:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = DncEntry), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -170,7 +172,7 @@ async fn get_one(
 }
 
 /// Add a number to the do-not-call list
-#[utoipa::path(post, path = "/do-not-call", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
+#[utoipa::path(post, path = "/do-not-call", operation_id = "createDoNotCallEntry", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
     request_body = DncInput,
     responses((status = 201, body = DncEntry), (status = 400), (status = 409, description = "The number is already on the list")))]
 async fn create(
@@ -211,7 +213,7 @@ async fn create(
 }
 
 /// Update a do-not-call entry
-#[utoipa::path(patch, path = "/do-not-call/{id}", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
+#[utoipa::path(patch, path = "/do-not-call/{id}", operation_id = "updateDoNotCallEntry", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
     params(("id" = uuid::Uuid, Path)), request_body = DncInput,
     responses((status = 200, body = DncEntry), (status = 400), (status = 404)))]
 async fn update(
@@ -264,7 +266,7 @@ async fn update(
 }
 
 /// Remove a number from the do-not-call list
-#[utoipa::path(delete, path = "/do-not-call/{id}", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
+#[utoipa::path(delete, path = "/do-not-call/{id}", operation_id = "deleteDoNotCallEntry", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id}"), (status = 404)))]
 async fn delete(
     State(state): State<AppState>,

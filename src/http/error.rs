@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use crate::auth::Scope;
-use crate::store::StoreError;
+use crate::store::{StoreError, UniqueRule};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -224,8 +224,8 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
-            StoreError::Conflict { constraint } => Self::Conflict {
-                message: conflict_message(&constraint),
+            StoreError::Conflict { rule } => Self::Conflict {
+                message: conflict_message(&rule).into(),
             },
             other => Self::Internal(other.into()),
         }
@@ -244,15 +244,20 @@ impl From<anyhow::Error> for ApiError {
     }
 }
 
-/// Unique-constraint violations as client errors, by index name (the migration names them).
-fn conflict_message(constraint: &str) -> String {
-    match constraint {
-        c if c.contains("campaigns.workspace_id") || c.contains("campaigns_live_name") => {
-            "A campaign with this name already exists (names are unique among non-archived campaigns)".into()
+/// A broken uniqueness rule, as the client reads it.
+fn conflict_message(rule: &UniqueRule) -> &'static str {
+    match rule {
+        UniqueRule::CampaignName => {
+            "A campaign with this name already exists (names are unique among non-archived campaigns)"
         }
-        c if c.contains("dispositions") => "A disposition with this label already exists".into(),
-        c if c.contains("dnc_entries") => "This phone number is already on the do-not-call list".into(),
-        c if c.contains("phone_numbers") => "This phone number is already registered".into(),
-        _ => "The change conflicts with an existing resource".into(),
+        UniqueRule::DispositionLabel => "A disposition with this label already exists",
+        UniqueRule::DoNotCallNumber => "This phone number is already on the do-not-call list",
+        UniqueRule::PhoneNumberHeld => "This phone number is already registered",
+        UniqueRule::LeadNumber
+        | UniqueRule::LeadTagName
+        | UniqueRule::SipSlug
+        | UniqueRule::CallIdempotencyKey
+        | UniqueRule::ToolIdempotencyKey
+        | UniqueRule::Other { .. } => "The change conflicts with an existing resource",
     }
 }

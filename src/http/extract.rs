@@ -215,6 +215,15 @@ impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for Q<T> {
     }
 }
 
+/// The schema of a string parameter that takes one of `values` (the type's own list, so the
+/// document and the parser cannot disagree).
+pub fn one_of(values: impl IntoIterator<Item = &'static str>) -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(values))
+        .build()
+}
+
 pub const DEFAULT_LIMIT: i64 = 50;
 pub const MAX_LIMIT: i64 = 100;
 
@@ -223,8 +232,10 @@ pub const MAX_LIMIT: i64 = 100;
 #[into_params(parameter_in = Query)]
 pub struct Pagination {
     /// Items per page, 1-100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
     /// Items to skip (default 0).
+    #[param(minimum = 0)]
     pub offset: Option<i64>,
 }
 

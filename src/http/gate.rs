@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
@@ -194,6 +194,18 @@ fn authorize(access: Access, check: Option<KeyCheck>) -> Result<Option<Auth>, Ap
                 Err(ApiError::InsufficientScope { required })
             }
         }
+    }
+}
+
+/// The statuses [`authorize`] can answer on a route, for the OpenAPI document.
+pub fn refusals(access: Access) -> &'static [StatusCode] {
+    match access {
+        Access::Public => &[],
+        // The spec answers 403 on carrier-account routes for a key without the scope.
+        Access::Scoped(Scope::CarrierAccountsManage) => {
+            &[StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN]
+        }
+        Access::Scoped(_) => &[StatusCode::UNAUTHORIZED],
     }
 }
 

@@ -22,7 +22,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// List the workspace's integrations
-#[utoipa::path(get, path = "/integrations", tag = "integrations", security(("bearer" = ["integrations:read"])),
+#[utoipa::path(get, path = "/integrations", operation_id = "listIntegrations", tag = "integrations", security(("bearer" = ["integrations:read"])),
     responses((status = 200, body = Data<Vec<Integration>>)))]
 async fn list(
     State(state): State<AppState>,
@@ -34,7 +34,7 @@ async fn list(
 }
 
 /// Disconnect an integration (flows using it fail validation at their next save)
-#[utoipa::path(delete, path = "/integrations/{id}", tag = "integrations", security(("bearer" = ["integrations:manage"])),
+#[utoipa::path(delete, path = "/integrations/{id}", operation_id = "disconnectIntegration", tag = "integrations", security(("bearer" = ["integrations:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id, status: disconnected}"), (status = 404)))]
 async fn disconnect(
     State(state): State<AppState>,
@@ -54,7 +54,7 @@ async fn disconnect(
 }
 
 /// The saved versions of an agent's flow, newest first
-#[utoipa::path(get, path = "/agents/{id}/flow/versions", tag = "agents", security(("bearer" = ["flows:read"])),
+#[utoipa::path(get, path = "/agents/{id}/flow/versions", operation_id = "listAgentFlowVersions", tag = "agents", security(("bearer" = ["flows:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Data<Vec<FlowVersion>>), (status = 404)))]
 async fn flow_versions(
     State(state): State<AppState>,

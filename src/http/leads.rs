@@ -146,7 +146,7 @@ async fn apply_tags(
 }
 
 /// Create a lead
-#[utoipa::path(post, path = "/leads", tag = "leads", security(("bearer" = ["leads:manage"])),
+#[utoipa::path(post, path = "/leads", operation_id = "createLead", tag = "leads", security(("bearer" = ["leads:manage"])),
     request_body = Object, responses((status = 201, body = Lead), (status = 400), (status = 409, description = "A lead has this number")))]
 async fn create(
     State(state): State<AppState>,
@@ -195,12 +195,14 @@ pub struct LeadQuery {
     q: Option<String>,
     /// A number in any common form.
     phone: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
+    #[param(minimum = 0)]
     offset: Option<i64>,
 }
 
 /// List leads, newest first
-#[utoipa::path(get, path = "/leads", tag = "leads", security(("bearer" = ["leads:read"])),
+#[utoipa::path(get, path = "/leads", operation_id = "listLeads", tag = "leads", security(("bearer" = ["leads:read"])),
     params(LeadQuery), responses((status = 200, body = ListResponse<Lead>), (status = 400)))]
 async fn list(
     State(state): State<AppState>,
@@ -236,7 +238,7 @@ async fn list(
 }
 
 /// Get a lead
-#[utoipa::path(get, path = "/leads/{id}", tag = "leads", security(("bearer" = ["leads:read"])),
+#[utoipa::path(get, path = "/leads/{id}", operation_id = "getLead", tag = "leads", security(("bearer" = ["leads:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Lead), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -252,7 +254,7 @@ async fn get_one(
 }
 
 /// Update a lead (only the sent fields change)
-#[utoipa::path(patch, path = "/leads/{id}", tag = "leads", security(("bearer" = ["leads:manage"])),
+#[utoipa::path(patch, path = "/leads/{id}", operation_id = "updateLead", tag = "leads", security(("bearer" = ["leads:manage"])),
     params(("id" = uuid::Uuid, Path)), request_body = Object,
     responses((status = 200, body = Lead), (status = 400), (status = 404), (status = 409)))]
 async fn update(
@@ -285,7 +287,7 @@ async fn update(
 }
 
 /// Delete a lead (soft: it disappears from list and get)
-#[utoipa::path(delete, path = "/leads/{id}", tag = "leads", security(("bearer" = ["leads:manage"])),
+#[utoipa::path(delete, path = "/leads/{id}", operation_id = "deleteLead", tag = "leads", security(("bearer" = ["leads:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true}"), (status = 404)))]
 async fn delete(
     State(state): State<AppState>,
@@ -304,13 +306,14 @@ async fn delete(
 
 #[derive(Deserialize, ToSchema)]
 pub struct TagInput {
+    #[schema(min_items = 1)]
     /// Lead tag ids to put on the lead.
     #[allow(dead_code)]
     tag_ids: Vec<uuid::Uuid>,
 }
 
 /// Tag a lead
-#[utoipa::path(post, path = "/leads/{id}/tags", tag = "leads", security(("bearer" = ["leads:manage"])),
+#[utoipa::path(post, path = "/leads/{id}/tags", operation_id = "tagLead", tag = "leads", security(("bearer" = ["leads:manage"])),
     params(("id" = uuid::Uuid, Path)), request_body = TagInput,
     responses((status = 200, body = Lead), (status = 400), (status = 404)))]
 async fn tag(
@@ -338,7 +341,7 @@ async fn tag(
 }
 
 /// Take a tag off a lead
-#[utoipa::path(delete, path = "/leads/{id}/tags/{tag_id}", tag = "leads", security(("bearer" = ["leads:manage"])),
+#[utoipa::path(delete, path = "/leads/{id}/tags/{tag_id}", operation_id = "untagLead", tag = "leads", security(("bearer" = ["leads:manage"])),
     params(("id" = uuid::Uuid, Path), ("tag_id" = uuid::Uuid, Path)),
     responses((status = 200, description = "{success: true, id}"), (status = 404)))]
 async fn untag(
@@ -385,7 +388,7 @@ fn tag_fields(
 }
 
 /// Create a lead tag
-#[utoipa::path(post, path = "/lead-tags", tag = "leads", security(("bearer" = ["lead_tags:manage"])),
+#[utoipa::path(post, path = "/lead-tags", operation_id = "createLeadTag", tag = "leads", security(("bearer" = ["lead_tags:manage"])),
     request_body = Object, responses((status = 201, body = LeadTag), (status = 400), (status = 409, description = "A tag has this name")))]
 async fn create_tag(
     State(state): State<AppState>,
@@ -405,7 +408,7 @@ async fn create_tag(
 }
 
 /// List lead tags, by name
-#[utoipa::path(get, path = "/lead-tags", tag = "leads", security(("bearer" = ["lead_tags:read"])),
+#[utoipa::path(get, path = "/lead-tags", operation_id = "listLeadTags", tag = "leads", security(("bearer" = ["lead_tags:read"])),
     responses((status = 200, body = Data<Vec<LeadTag>>)))]
 async fn list_tags(
     State(state): State<AppState>,
@@ -417,7 +420,7 @@ async fn list_tags(
 }
 
 /// Get a lead tag
-#[utoipa::path(get, path = "/lead-tags/{id}", tag = "leads", security(("bearer" = ["lead_tags:read"])),
+#[utoipa::path(get, path = "/lead-tags/{id}", operation_id = "getLeadTag", tag = "leads", security(("bearer" = ["lead_tags:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = LeadTag), (status = 404)))]
 async fn get_tag(
     State(state): State<AppState>,
@@ -435,7 +438,7 @@ async fn get_tag(
 }
 
 /// Rename or recolor a lead tag
-#[utoipa::path(patch, path = "/lead-tags/{id}", tag = "leads", security(("bearer" = ["lead_tags:manage"])),
+#[utoipa::path(patch, path = "/lead-tags/{id}", operation_id = "updateLeadTag", tag = "leads", security(("bearer" = ["lead_tags:manage"])),
     params(("id" = uuid::Uuid, Path)), request_body = Object,
     responses((status = 200, body = LeadTag), (status = 400), (status = 404), (status = 409)))]
 async fn update_tag(
@@ -466,7 +469,7 @@ async fn update_tag(
 }
 
 /// Delete a lead tag (it comes off every lead)
-#[utoipa::path(delete, path = "/lead-tags/{id}", tag = "leads", security(("bearer" = ["lead_tags:manage"])),
+#[utoipa::path(delete, path = "/lead-tags/{id}", operation_id = "deleteLeadTag", tag = "leads", security(("bearer" = ["lead_tags:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id}"), (status = 404)))]
 async fn delete_tag(
     State(state): State<AppState>,

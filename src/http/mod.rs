@@ -9,6 +9,7 @@
 pub mod error;
 pub mod extract;
 pub mod gate;
+pub mod openapi;
 pub mod routes;
 
 mod affiliates;

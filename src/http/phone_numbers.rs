@@ -45,6 +45,7 @@ pub struct SearchQuery {
     /// 1-12 digits the number must contain, in international (`97250...`) or national (`050...`) form.
     contains: Option<String>,
     /// Numbers to return, 1-100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
 }
 
@@ -133,7 +134,7 @@ fn israel() -> Result<phonenumber::country::Id, ApiError> {
 }
 
 /// Search numbers available to buy
-#[utoipa::path(get, path = "/phone-numbers/search", tag = "phone-numbers", security(("bearer" = ["phone_numbers:search"])),
+#[utoipa::path(get, path = "/phone-numbers/search", operation_id = "searchPhoneNumbers", tag = "phone-numbers", security(("bearer" = ["phone_numbers:search"])),
     params(SearchQuery), responses((status = 200, body = Data<Vec<AvailableNumber>>), (status = 400)))]
 async fn search(
     State(state): State<AppState>,
@@ -185,7 +186,7 @@ async fn search(
 }
 
 /// List the workspace's phone numbers
-#[utoipa::path(get, path = "/phone-numbers", tag = "phone-numbers", security(("bearer" = ["phone_numbers:search"])),
+#[utoipa::path(get, path = "/phone-numbers", operation_id = "listPhoneNumbers", tag = "phone-numbers", security(("bearer" = ["phone_numbers:search"])),
     params(Pagination), responses((status = 200, body = ListResponse<PhoneNumberRecord>), (status = 400)))]
 async fn list(
     State(state): State<AppState>,
@@ -201,7 +202,7 @@ async fn list(
 }
 
 /// Get a phone number
-#[utoipa::path(get, path = "/phone-numbers/{id}", tag = "phone-numbers", security(("bearer" = ["phone_numbers:search"])),
+#[utoipa::path(get, path = "/phone-numbers/{id}", operation_id = "getPhoneNumber", tag = "phone-numbers", security(("bearer" = ["phone_numbers:search"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = PhoneNumberRecord), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -218,7 +219,7 @@ async fn get_one(
 }
 
 /// Buy a phone number (Israeli numbers only; needs a payment method; charges the first month)
-#[utoipa::path(post, path = "/phone-numbers/purchase", tag = "phone-numbers", security(("bearer" = ["phone_numbers:purchase"])),
+#[utoipa::path(post, path = "/phone-numbers/purchase", operation_id = "purchasePhoneNumber", tag = "phone-numbers", security(("bearer" = ["phone_numbers:purchase"])),
     request_body = PurchaseInput,
     responses((status = 200, body = PurchaseResult), (status = 400), (status = 402, description = "BILLING_ERROR: no payment method or insufficient balance"), (status = 409)))]
 async fn purchase(
@@ -347,7 +348,7 @@ pub(super) async fn workspace_agent(
 }
 
 /// Assign agents to a phone number or rename it
-#[utoipa::path(patch, path = "/phone-numbers/{id}", tag = "phone-numbers", security(("bearer" = ["phone_numbers:configure"])),
+#[utoipa::path(patch, path = "/phone-numbers/{id}", operation_id = "configurePhoneNumber", tag = "phone-numbers", security(("bearer" = ["phone_numbers:configure"])),
     params(("id" = uuid::Uuid, Path)), request_body = ConfigureInput,
     responses((status = 200, body = PhoneNumberRecord), (status = 400), (status = 404)))]
 async fn configure(
@@ -398,7 +399,7 @@ async fn configure(
 }
 
 /// Release a phone number (it leaves the workspace and can be bought again)
-#[utoipa::path(delete, path = "/phone-numbers/{id}", tag = "phone-numbers", security(("bearer" = ["phone_numbers:configure"])),
+#[utoipa::path(delete, path = "/phone-numbers/{id}", operation_id = "releasePhoneNumber", tag = "phone-numbers", security(("bearer" = ["phone_numbers:configure"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id}"), (status = 404)))]
 async fn release(
     State(state): State<AppState>,

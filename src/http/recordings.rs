@@ -7,7 +7,7 @@
 use std::io::SeekFrom;
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -22,6 +22,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::ApiError;
+use super::extract::Q;
 use crate::store::CallRecord;
 
 /// How long a fetched download link works.
@@ -74,13 +75,14 @@ pub fn present(state: &AppState, mut call: CallRecord) -> CallRecord {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SignedQuery {
     /// The signature from `recording_url`.
     sig: Option<String>,
 }
 
 /// Fetch a call's recording (authenticated by `sig`, no API key): 302 to a short-lived link
-#[utoipa::path(get, path = "/calls/{id}/recording", tag = "calls", security(()),
+#[utoipa::path(get, path = "/calls/{id}/recording", operation_id = "getCallRecording", tag = "calls", security(()),
     params(("id" = String, Path), SignedQuery),
     responses((status = 302, description = "To a download link valid for five minutes"),
         (status = 403, description = "Missing or altered signature"),
@@ -88,7 +90,7 @@ pub struct SignedQuery {
 async fn recording(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(q): Query<SignedQuery>,
+    Q(q): Q<SignedQuery>,
 ) -> Result<Response, ApiError> {
     // A malformed id cannot carry a valid signature: the same answer as a wrong one.
     let id: CallId = id.parse().map_err(|_| ApiError::InvalidSignature)?;
@@ -124,6 +126,7 @@ fn download_message(id: CallId, expires: i64, nonce: &str) -> String {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct DownloadQuery {
     /// Unix time the link stops working.
     expires: Option<i64>,
@@ -132,14 +135,14 @@ pub struct DownloadQuery {
 }
 
 /// Download a recording from a link handed out by `GET /calls/{id}/recording` (WAV, ranges)
-#[utoipa::path(get, path = "/recordings/{id}", tag = "calls", security(()),
+#[utoipa::path(get, path = "/recordings/{id}", operation_id = "downloadRecording", tag = "calls", security(()),
     params(("id" = String, Path), DownloadQuery),
     responses((status = 200, description = "audio/wav"), (status = 206, description = "A byte range"),
         (status = 403, description = "Missing, altered or expired link"), (status = 416)))]
 async fn download(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(q): Query<DownloadQuery>,
+    Q(q): Q<DownloadQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let id: CallId = id.parse().map_err(|_| ApiError::InvalidSignature)?;

@@ -2,7 +2,8 @@
 //! `#[utoipa::path]` declaration beside each handler (method, path, scope, summary).
 //!
 //! - `GET /`: every endpoint with its method, path, scope and summary.
-//! - `GET /openapi.json`: the OpenAPI 3.1 document. `GET /docs`: a rendered reference.
+//! - `GET /openapi.json`: the OpenAPI 3.1 document. `GET /docs`: a rendered reference, whose
+//!   script (`GET /docs/scalar.js`) is embedded in the binary.
 //! - `GET /healthz`, `GET /metrics` (Prometheus text format).
 
 use std::collections::HashMap;
@@ -53,16 +54,22 @@ impl RouteTable {
     /// Reads every operation's security requirement. An operation must declare either one
     /// `bearer` scope or an explicitly empty requirement (public); anything else is refused, so
     /// no route can be added without saying who may call it.
-    pub fn from_openapi(openapi: Value) -> anyhow::Result<Self> {
+    ///
+    /// The document is completed on the way (see [`super::openapi`]): each operation's access
+    /// decides which of the gate's refusals it documents.
+    pub fn from_openapi(mut openapi: Value) -> anyhow::Result<Self> {
         let mut access = HashMap::new();
         let mut endpoints = Vec::new();
+        super::openapi::add_error_schema(&mut openapi)?;
         let paths = openapi
-            .get("paths")
-            .and_then(Value::as_object)
+            .get_mut("paths")
+            .and_then(Value::as_object_mut)
             .ok_or_else(|| anyhow::anyhow!("OpenAPI document has no paths"))?;
-        for (path, item) in paths {
+        for (path, item) in paths.iter_mut() {
             for method in METHODS {
-                let Some(op) = item.get(method) else { continue };
+                let Some(op) = item.get_mut(method).and_then(Value::as_object_mut) else {
+                    continue;
+                };
                 let security = op
                     .get("security")
                     .and_then(Value::as_array)
@@ -85,6 +92,7 @@ impl RouteTable {
                     }
                     _ => anyhow::bail!("{method} {path}: declare exactly one security requirement"),
                 };
+                super::openapi::complete_operation(path, op, route_access);
                 let upper = method.to_ascii_uppercase();
                 let parsed = Method::from_bytes(upper.as_bytes())?;
                 access.insert((parsed, path.clone()), route_access);
@@ -129,6 +137,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(index))
         .routes(routes!(openapi_json))
         .routes(routes!(docs))
+        .routes(routes!(docs_script))
         .routes(routes!(healthz))
         .routes(routes!(metrics))
 }
@@ -141,7 +150,7 @@ pub struct Index {
 }
 
 /// List every endpoint
-#[utoipa::path(get, path = "/", tag = "discovery", security(()), responses((status = 200, body = Index)))]
+#[utoipa::path(get, path = "/", operation_id = "listEndpoints", tag = "discovery", security(()), responses((status = 200, body = Index)))]
 async fn index(State(state): State<AppState>) -> Json<Index> {
     Json(Index {
         name: "switchboard",
@@ -151,15 +160,51 @@ async fn index(State(state): State<AppState>) -> Json<Index> {
 }
 
 /// The OpenAPI 3.1 document
-#[utoipa::path(get, path = "/openapi.json", tag = "discovery", security(()), responses((status = 200, description = "OpenAPI document")))]
+#[utoipa::path(get, path = "/openapi.json", operation_id = "getOpenApiDocument", tag = "discovery", security(()), responses((status = 200, description = "OpenAPI document")))]
 async fn openapi_json(State(state): State<AppState>) -> Json<Value> {
     Json(state.routes.openapi.clone())
 }
 
 /// The rendered API reference
-#[utoipa::path(get, path = "/docs", tag = "discovery", security(()), responses((status = 200, description = "HTML reference")))]
-async fn docs(State(state): State<AppState>) -> Html<String> {
-    Html(utoipa_scalar::Scalar::new(state.routes.openapi.clone()).to_html())
+#[utoipa::path(get, path = "/docs", operation_id = "getDocs", tag = "discovery", security(()), responses((status = 200, description = "HTML reference", content_type = "text/html")))]
+async fn docs() -> Html<&'static str> {
+    Html(DOCS_HTML)
+}
+
+/// The reference page: the renderer comes from `/docs/scalar.js` and the document from
+/// `/openapi.json`, both served here, so the page works with no internet access (the default
+/// web fonts are off: the renderer would fetch them).
+const DOCS_HTML: &str = r#"<!doctype html>
+<html>
+<head>
+  <title>Switchboard API reference</title>
+  <meta charset="utf-8"/>
+  <meta name="viewport" content="width=device-width, initial-scale=1"/>
+</head>
+<body>
+  <div id="app"></div>
+  <script src="/docs/scalar.js"></script>
+  <script>
+    Scalar.createApiReference('#app', { url: '/openapi.json', withDefaultFonts: false })
+  </script>
+</body>
+</html>
+"#;
+
+/// The Scalar API reference renderer (`assets/scalar`, MIT), embedded in the binary.
+const SCALAR_JS: &[u8] = include_bytes!("../../assets/scalar/standalone.js");
+
+/// The script of the rendered API reference
+#[utoipa::path(get, path = "/docs/scalar.js", operation_id = "getDocsScript", tag = "discovery", security(()), responses((status = 200, description = "JavaScript", content_type = "text/javascript")))]
+async fn docs_script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        SCALAR_JS,
+    )
+        .into_response()
 }
 
 #[derive(Serialize, ToSchema)]
@@ -168,7 +213,7 @@ pub struct Health {
 }
 
 /// Liveness and store health
-#[utoipa::path(get, path = "/healthz", tag = "discovery", security(()), responses((status = 200, body = Health), (status = 503, body = Health)))]
+#[utoipa::path(get, path = "/healthz", operation_id = "getHealth", tag = "discovery", security(()), responses((status = 200, body = Health), (status = 503, body = Health)))]
 async fn healthz(State(state): State<AppState>) -> Response {
     match state.store.ping().await {
         Ok(()) => Json(Health { status: "ok" }).into_response(),
@@ -186,7 +231,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
 }
 
 /// Prometheus metrics
-#[utoipa::path(get, path = "/metrics", tag = "discovery", security(()), responses((status = 200, description = "Prometheus text format")))]
+#[utoipa::path(get, path = "/metrics", operation_id = "getMetrics", tag = "discovery", security(()), responses((status = 200, description = "Prometheus text format")))]
 async fn metrics(State(state): State<AppState>) -> Response {
     // The engine's own gauges, read at scrape time.
     let queue = state.engine.queue_stats();

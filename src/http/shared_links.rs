@@ -84,7 +84,7 @@ const MAX_DAYS: i64 = 365;
 const DEFAULT_DAYS: i64 = 30;
 
 /// Share an agent: a public page until expires_at (default 30 days, at most a year)
-#[utoipa::path(post, path = "/shared-links", tag = "shared_links", security(("bearer" = ["shared_links:manage"])),
+#[utoipa::path(post, path = "/shared-links", operation_id = "createSharedLink", tag = "shared_links", security(("bearer" = ["shared_links:manage"])),
     request_body = Object, responses((status = 201, body = SharedLinkView), (status = 400)))]
 async fn create(
     State(state): State<AppState>,
@@ -142,7 +142,7 @@ fn expiry(body: &Map<String, Value>, now: DateTime<Utc>) -> Result<DateTime<Utc>
 }
 
 /// List shared links, newest first
-#[utoipa::path(get, path = "/shared-links", tag = "shared_links", security(("bearer" = ["shared_links:read"])),
+#[utoipa::path(get, path = "/shared-links", operation_id = "listSharedLinks", tag = "shared_links", security(("bearer" = ["shared_links:read"])),
     params(Pagination), responses((status = 200, body = ListResponse<SharedLinkView>), (status = 400)))]
 async fn list(
     State(state): State<AppState>,
@@ -163,7 +163,7 @@ async fn list(
 }
 
 /// Get a shared link
-#[utoipa::path(get, path = "/shared-links/{id}", tag = "shared_links", security(("bearer" = ["shared_links:read"])),
+#[utoipa::path(get, path = "/shared-links/{id}", operation_id = "getSharedLink", tag = "shared_links", security(("bearer" = ["shared_links:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = SharedLinkView), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -179,7 +179,7 @@ async fn get_one(
 }
 
 /// Revoke a shared link: its page answers 404 from now on
-#[utoipa::path(post, path = "/shared-links/{id}/revoke", tag = "shared_links", security(("bearer" = ["shared_links:manage"])),
+#[utoipa::path(post, path = "/shared-links/{id}/revoke", operation_id = "revokeSharedLink", tag = "shared_links", security(("bearer" = ["shared_links:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = SharedLinkView), (status = 404)))]
 async fn revoke(
     State(state): State<AppState>,
@@ -208,7 +208,7 @@ fn escape(s: &str) -> String {
 }
 
 /// The public page of a shared agent (no API key; 404 once expired or revoked)
-#[utoipa::path(get, path = "/s/{token}", tag = "shared_links", security(()),
+#[utoipa::path(get, path = "/s/{token}", operation_id = "getSharedPage", tag = "shared_links", security(()),
     params(("token" = String, Path)), responses((status = 200, description = "text/html"), (status = 404)))]
 async fn page(
     State(state): State<AppState>,

@@ -3,7 +3,7 @@
 //! the only way to rotate it.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{
-    Data, JsonObject, ListResponse, Pagination, Patch, PathId, deleted, parse_fields,
+    Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q, deleted, parse_fields,
 };
 use super::gate::Auth;
 use super::phone_numbers::workspace_agent;
@@ -142,12 +142,12 @@ fn check_sources(list: Option<Vec<String>>) -> Result<Option<Vec<String>>, ApiEr
 }
 
 /// List SIP endpoints, oldest first
-#[utoipa::path(get, path = "/sip-endpoints", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:search"])),
+#[utoipa::path(get, path = "/sip-endpoints", operation_id = "listSipEndpoints", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:search"])),
     params(Pagination), responses((status = 200, body = ListResponse<SipEndpointView>)))]
 async fn list(
     State(state): State<AppState>,
     auth: Auth,
-    Query(pagination): Query<Pagination>,
+    Q(pagination): Q<Pagination>,
 ) -> Result<Json<ListResponse<SipEndpointView>>, ApiError> {
     let page = pagination.page()?;
     let paged = state
@@ -162,7 +162,7 @@ async fn list(
 }
 
 /// Get a SIP endpoint
-#[utoipa::path(get, path = "/sip-endpoints/{id}", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:search"])),
+#[utoipa::path(get, path = "/sip-endpoints/{id}", operation_id = "getSipEndpoint", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:search"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Data<SipEndpointView>), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -182,7 +182,7 @@ async fn get_one(
 }
 
 /// Create a SIP endpoint (at most 20 per workspace per day)
-#[utoipa::path(post, path = "/sip-endpoints", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
+#[utoipa::path(post, path = "/sip-endpoints", operation_id = "createSipEndpoint", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
     request_body = CreateInput, responses((status = 201, body = Data<SipEndpointView>), (status = 400), (status = 429)))]
 async fn create(
     State(state): State<AppState>,
@@ -254,7 +254,7 @@ async fn create(
 }
 
 /// Update a SIP endpoint
-#[utoipa::path(patch, path = "/sip-endpoints/{id}", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
+#[utoipa::path(patch, path = "/sip-endpoints/{id}", operation_id = "updateSipEndpoint", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
     params(("id" = uuid::Uuid, Path)), request_body = UpdateInput,
     responses((status = 200, body = Data<SipEndpointView>), (status = 400), (status = 404)))]
 async fn update(
@@ -301,7 +301,7 @@ async fn update(
 }
 
 /// Delete a SIP endpoint: its URI answers 404 at once (the way to rotate access)
-#[utoipa::path(delete, path = "/sip-endpoints/{id}", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
+#[utoipa::path(delete, path = "/sip-endpoints/{id}", operation_id = "deleteSipEndpoint", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id}"), (status = 404)))]
 async fn delete(
     State(state): State<AppState>,

@@ -88,7 +88,7 @@ async fn config_for(state: &AppState, tool_type: &str, config: &Value) -> Result
 }
 
 /// Create a tool (a repeated idempotency_key with the same body returns the first tool)
-#[utoipa::path(post, path = "/tools", tag = "tools", security(("bearer" = ["tools:create"])),
+#[utoipa::path(post, path = "/tools", operation_id = "createTool", tag = "tools", security(("bearer" = ["tools:create"])),
     request_body = Object,
     responses((status = 201, body = Tool), (status = 200, body = Tool, description = "The first tool of a repeated idempotency_key"), (status = 400)))]
 async fn create(
@@ -175,13 +175,15 @@ pub struct ToolQuery {
     /// execution_order and config_override).
     agent_id: Option<uuid::Uuid>,
     /// 1-100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
+    #[param(minimum = 0)]
     offset: Option<i64>,
 }
 
 /// List tools
-#[utoipa::path(get, path = "/tools", tag = "tools", security(("bearer" = ["tools:read"])),
-    params(ToolQuery), responses((status = 200, body = ListResponse<Tool>), (status = 400)))]
+#[utoipa::path(get, path = "/tools", operation_id = "listTools", tag = "tools", security(("bearer" = ["tools:read"])),
+    params(ToolQuery), responses((status = 200, body = ListResponse<Tool>), (status = 400), (status = 404, description = "`agent_id` names no agent of the workspace")))]
 async fn list(
     State(state): State<AppState>,
     auth: Auth,
@@ -208,7 +210,7 @@ async fn list(
 }
 
 /// Get a tool
-#[utoipa::path(get, path = "/tools/{id}", tag = "tools", security(("bearer" = ["tools:read"])),
+#[utoipa::path(get, path = "/tools/{id}", operation_id = "getTool", tag = "tools", security(("bearer" = ["tools:read"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Tool), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
@@ -224,7 +226,7 @@ async fn get_one(
 }
 
 /// Update a tool (config, when sent, is the complete configuration)
-#[utoipa::path(patch, path = "/tools/{id}", tag = "tools", security(("bearer" = ["tools:update"])),
+#[utoipa::path(patch, path = "/tools/{id}", operation_id = "updateTool", tag = "tools", security(("bearer" = ["tools:update"])),
     params(("id" = uuid::Uuid, Path)), request_body = Object,
     responses((status = 200, body = Tool), (status = 400), (status = 404)))]
 async fn update(
@@ -280,7 +282,7 @@ async fn update(
 }
 
 /// Deactivate a tool (soft delete)
-#[utoipa::path(delete, path = "/tools/{id}", tag = "tools", security(("bearer" = ["tools:update"])),
+#[utoipa::path(delete, path = "/tools/{id}", operation_id = "deactivateTool", tag = "tools", security(("bearer" = ["tools:update"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, description = "{success: true, id, is_active: false}"), (status = 404)))]
 async fn deactivate(
     State(state): State<AppState>,
@@ -309,7 +311,7 @@ pub struct Attachment {
 }
 
 /// Attach a tool to an agent (or change its order and override)
-#[utoipa::path(put, path = "/agents/{id}/tools/{tool_id}", tag = "tools", security(("bearer" = ["tools:update"])),
+#[utoipa::path(put, path = "/agents/{id}/tools/{tool_id}", operation_id = "attachAgentTool", tag = "tools", security(("bearer" = ["tools:update"])),
     params(("id" = uuid::Uuid, Path), ("tool_id" = uuid::Uuid, Path)), request_body = Attachment,
     responses((status = 200, body = Tool), (status = 400), (status = 404)))]
 async fn attach(
@@ -361,7 +363,7 @@ async fn attach(
 }
 
 /// Detach a tool from an agent
-#[utoipa::path(delete, path = "/agents/{id}/tools/{tool_id}", tag = "tools", security(("bearer" = ["tools:update"])),
+#[utoipa::path(delete, path = "/agents/{id}/tools/{tool_id}", operation_id = "detachAgentTool", tag = "tools", security(("bearer" = ["tools:update"])),
     params(("id" = uuid::Uuid, Path), ("tool_id" = uuid::Uuid, Path)),
     responses((status = 200, description = "{success: true, id}"), (status = 404)))]
 async fn detach(
@@ -527,7 +529,7 @@ async fn test_inputs(
 }
 
 /// Deliver one test request to a webhook tool with the production payload contract
-#[utoipa::path(post, path = "/tools/{id}/test", tag = "tools", security(("bearer" = ["tools:update"])),
+#[utoipa::path(post, path = "/tools/{id}/test", operation_id = "testTool", tag = "tools", security(("bearer" = ["tools:update"])),
     params(("id" = uuid::Uuid, Path)), request_body = Object,
     responses((status = 200, description = "{success, status_code, response_body, payload_sent, delivery_id}"),
         (status = 400), (status = 404),

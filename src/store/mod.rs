@@ -59,9 +59,9 @@ pub use switchboard_actors::ids::WorkspaceId;
 /// Errors of the store layer.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// A uniqueness rule was broken; `constraint` names the index.
-    #[error("unique constraint {constraint} violated")]
-    Conflict { constraint: String },
+    /// A uniqueness rule was broken.
+    #[error("unique rule {rule:?} violated")]
+    Conflict { rule: UniqueRule },
     #[error(transparent)]
     Database(#[from] sqlx::Error),
     #[error("migration failed: {0}")]
@@ -72,20 +72,57 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// The uniqueness rules of the schema, as a violation names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UniqueRule {
+    /// A campaign's name among the workspace's non-archived campaigns.
+    CampaignName,
+    /// A disposition's label in the workspace.
+    DispositionLabel,
+    /// A number on the workspace's do-not-call list.
+    DoNotCallNumber,
+    /// A number held (not released) by any workspace.
+    PhoneNumberHeld,
+    /// A live lead's number in the workspace.
+    LeadNumber,
+    /// A lead tag's name in the workspace.
+    LeadTagName,
+    /// A SIP endpoint's slug.
+    SipSlug,
+    /// A call's idempotency key in the workspace.
+    CallIdempotencyKey,
+    /// A tool's idempotency key in the workspace.
+    ToolIdempotencyKey,
+    /// A rule not listed above; `constraint` is the database's description, for the log.
+    Other { constraint: String },
+}
+
 /// Maps a unique-constraint violation to [`StoreError::Conflict`], everything else through.
-/// This is the one place that reads database error kinds.
+/// This is the one place that reads database error kinds, and the one that names the rule
+/// from SQLite's message (`UNIQUE constraint failed: table.column, ...`, or the index name).
 pub(crate) fn classify(err: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &err
         && db.is_unique_violation()
     {
         let message = db.message();
-        let constraint = message
-            .rsplit(':')
-            .next()
-            .unwrap_or(message)
-            .trim()
-            .to_owned();
-        return StoreError::Conflict { constraint };
+        let constraint = message.rsplit(':').next().unwrap_or(message).trim();
+        let rule = match constraint {
+            c if c.contains("campaigns.workspace_id") || c.contains("campaigns_live_name") => {
+                UniqueRule::CampaignName
+            }
+            c if c.contains("dispositions") => UniqueRule::DispositionLabel,
+            c if c.contains("dnc_entries") => UniqueRule::DoNotCallNumber,
+            c if c.contains("phone_numbers") => UniqueRule::PhoneNumberHeld,
+            c if c.starts_with("leads.") => UniqueRule::LeadNumber,
+            c if c.starts_with("lead_tags.") => UniqueRule::LeadTagName,
+            c if c.starts_with("sip_endpoints.") => UniqueRule::SipSlug,
+            c if c.starts_with("calls.") => UniqueRule::CallIdempotencyKey,
+            c if c.starts_with("tools.") => UniqueRule::ToolIdempotencyKey,
+            c => UniqueRule::Other {
+                constraint: c.to_owned(),
+            },
+        };
+        return StoreError::Conflict { rule };
     }
     StoreError::Database(err)
 }

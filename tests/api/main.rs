@@ -17,6 +17,7 @@ mod dnc;
 mod engine;
 mod integrations;
 mod leads;
+mod openapi;
 mod phone_numbers;
 mod rig;
 mod shared_links;

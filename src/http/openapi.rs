@@ -1,0 +1,178 @@
+//! The finishing pass over the generated OpenAPI document: every answer a route can give is
+//! documented, with the error schema on every refusal.
+//!
+//! Handlers declare their own outcomes in `#[utoipa::path]` (the success, and refusals only they
+//! give: 402, 409, 422, ...). The refusals that come from the shared layers are added here, from
+//! what the operation declares:
+//!
+//! - the gate: 429 on every route (the rate limit is charged before anything else), and the
+//!   key's refusals on a scoped route (see [`super::gate::refusals`]);
+//! - 500 on every route (the gate reads keys from the store even on public routes);
+//! - the extractors: 400 for a path, query or body that does not parse, 413 for a body over the
+//!   limit, 404 for a path naming something the workspace does not have.
+//!
+//! **Invariant:** every response has a description, and every status from 400 up carries
+//! [`ErrorBody`].
+
+use axum::http::StatusCode;
+use serde_json::{Map, Value, json};
+use utoipa::{PartialSchema, ToSchema};
+
+use super::gate;
+use super::routes::Access;
+
+/// The body of every error: `{error, code, ...}`; some codes add keys (`details`,
+/// `required_scope`, `issues`, ...).
+#[derive(ToSchema)]
+#[allow(dead_code)] // Read by the OpenAPI document only; `ApiError::body` writes the JSON.
+pub struct ErrorBody {
+    /// What went wrong, for people.
+    error: String,
+    /// What went wrong, for programs: INVALID_REQUEST, NOT_FOUND, RATE_LIMIT, ...
+    code: String,
+    /// The field at fault, for INVALID_REQUEST about one field.
+    field: Option<String>,
+}
+
+/// The name of [`ErrorBody`] among the document's schemas.
+const ERROR_SCHEMA: &str = "Error";
+
+/// Adds the shared layers' refusals to one operation, the error schema to every refusal and a
+/// description to every response that lacks one.
+pub fn complete_operation(path: &str, op: &mut Map<String, Value>, access: Access) {
+    let mut statuses = vec![
+        StatusCode::TOO_MANY_REQUESTS,
+        StatusCode::INTERNAL_SERVER_ERROR,
+    ];
+    statuses.extend_from_slice(gate::refusals(access));
+    let params = op
+        .get("parameters")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let in_path = |p: &&Value| p.get("in").and_then(Value::as_str) == Some("path");
+    let uuid_in_path = params
+        .iter()
+        .filter(in_path)
+        .any(|p| p.pointer("/schema/format").and_then(Value::as_str) == Some("uuid"));
+    if uuid_in_path {
+        statuses.push(StatusCode::BAD_REQUEST);
+    }
+    if path.contains('{') {
+        statuses.push(StatusCode::NOT_FOUND);
+    }
+    if params
+        .iter()
+        .any(|p| p.get("in").and_then(Value::as_str) == Some("query"))
+    {
+        statuses.push(StatusCode::BAD_REQUEST);
+    }
+    if op.contains_key("requestBody") {
+        statuses.push(StatusCode::BAD_REQUEST);
+        statuses.push(StatusCode::PAYLOAD_TOO_LARGE);
+    }
+    let responses = op
+        .entry("responses")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(responses) = responses.as_object_mut() else {
+        return;
+    };
+    for status in statuses {
+        responses
+            .entry(status.as_str())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    for (status, response) in responses.iter_mut() {
+        let Some(response) = response.as_object_mut() else {
+            continue;
+        };
+        let code: u16 = status.parse().unwrap_or(0);
+        if !response.contains_key("description") {
+            response.insert("description".into(), describe(code).into());
+        }
+        if code >= 400 && !response.contains_key("content") {
+            response.insert(
+                "content".into(),
+                json!({"application/json": {"schema": {"$ref": format!("#/components/schemas/{ERROR_SCHEMA}")}}}),
+            );
+        }
+    }
+}
+
+/// Adds [`ErrorBody`] to the document's schemas.
+pub fn add_error_schema(doc: &mut Value) -> anyhow::Result<()> {
+    let schemas = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| anyhow::anyhow!("OpenAPI document has no components.schemas"))?;
+    schemas.insert(
+        ERROR_SCHEMA.into(),
+        serde_json::to_value(ErrorBody::schema())?,
+    );
+    Ok(())
+}
+
+/// The description of a status no handler described.
+fn describe(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        400 => {
+            "Invalid request: a missing or bad field, invalid JSON, or a bad path or query parameter (INVALID_REQUEST)"
+        }
+        401 => "Missing, invalid or expired API key, or the key lacks the route's scope",
+        402 => "Billing refused (BILLING_ERROR)",
+        403 => "Forbidden",
+        404 => "Not found in this workspace (NOT_FOUND)",
+        409 => "Conflicts with an existing resource (CONFLICT)",
+        413 => "Request body over the size limit (PAYLOAD_TOO_LARGE)",
+        416 => "Range not satisfiable (RANGE_NOT_SATISFIABLE)",
+        422 => "Not ready (CAMPAIGN_NOT_READY)",
+        429 => "Rate limit exceeded (RATE_LIMIT)",
+        500 => "Internal error (INTERNAL_ERROR); the detail is logged, never sent",
+        _ => "See the error code",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Scope;
+
+    /// The documented statuses, in order.
+    fn statuses(op: &Map<String, Value>) -> Vec<String> {
+        let responses = op["responses"].as_object().expect("responses");
+        let mut statuses: Vec<String> = responses.keys().cloned().collect();
+        statuses.sort();
+        statuses
+    }
+
+    #[test]
+    fn a_scoped_route_with_an_id_and_a_body_documents_every_shared_refusal() {
+        let mut op = json!({
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "format": "uuid"}}],
+            "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+            "responses": {"200": {"description": "The agent"}}
+        });
+        let op = op.as_object_mut().expect("object");
+        complete_operation("/agents/{id}", op, Access::Scoped(Scope::AgentsUpdate));
+        let statuses = statuses(op);
+        assert_eq!(statuses, ["200", "400", "401", "404", "413", "429", "500"]);
+        assert_eq!(op["responses"]["200"]["description"], "The agent");
+        assert_eq!(
+            op["responses"]["404"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/Error"
+        );
+        assert!(op["responses"]["200"].get("content").is_none());
+    }
+
+    #[test]
+    fn a_public_route_without_parameters_documents_only_the_rate_limit_and_internal_errors() {
+        let mut op = json!({"responses": {"200": {}}});
+        let op = op.as_object_mut().expect("object");
+        complete_operation("/healthz", op, Access::Public);
+        let statuses = statuses(op);
+        assert_eq!(statuses, ["200", "429", "500"]);
+        assert_eq!(op["responses"]["200"]["description"], "OK");
+    }
+}

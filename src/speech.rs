@@ -381,7 +381,7 @@ mod tests {
             .await
             .unwrap();
         assert!(audio.len() > 8000, "at least half a second of speech");
-        assert!(switchboard_sip::media::level_db(&audio) > -40.0);
+        assert!(switchboard_sip::vad::level_db(&audio) > -40.0);
         // An unknown language falls back to English rather than to nothing.
         let audio = espeak.speak("Hello", "", "xx-unknown", 8000).await.unwrap();
         assert!(!audio.is_empty());
@@ -401,6 +401,6 @@ mod tests {
         assert_eq!(short.len(), 3200); // 0.4 s floor
         assert_eq!(long.len(), 48000); // 50 chars * 60 ms at 16 kHz
         assert_eq!(longest.len(), 64000); // the 4 s ceiling
-        assert!(switchboard_sip::media::level_db(&long) > -20.0);
+        assert!(switchboard_sip::vad::level_db(&long) > -20.0);
     }
 }

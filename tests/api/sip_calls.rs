@@ -390,11 +390,11 @@ async fn the_caller_hangs_up_and_the_call_is_recorded_with_its_audio() {
     let wav = fetch_recording(&call).await;
     let (left, right) = channels(&wav, 8000);
     assert!(
-        switchboard_sip::media::level_db(&left) > -20.0,
+        switchboard_sip::vad::level_db(&left) > -20.0,
         "caller channel"
     );
     assert!(
-        switchboard_sip::media::level_db(&right) > -30.0,
+        switchboard_sip::vad::level_db(&right) > -30.0,
         "agent channel"
     );
 }
@@ -698,8 +698,8 @@ async fn baresip_calls_an_endpoint_and_the_recording_holds_both_sides() {
         tone_share(tone, 8000.0, 440.0) > 0.5,
         "440 Hz in the caller's channel"
     );
-    assert!(switchboard_sip::media::level_db(&left[..at(2.0)]) < -40.0);
+    assert!(switchboard_sip::vad::level_db(&left[..at(2.0)]) < -40.0);
     // The agent's channel: the greeting (the chime fallback here) at the start.
-    assert!(switchboard_sip::media::level_db(&right[..at(2.0)]) > -30.0);
+    assert!(switchboard_sip::vad::level_db(&right[..at(2.0)]) > -30.0);
     assert!(tone_share(&right[..at(2.0)], 8000.0, 440.0) < 0.1);
 }

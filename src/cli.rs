@@ -671,7 +671,6 @@ impl ServeArgs {
         }
         let tls = match (&self.sip_tls_cert, &self.sip_tls_key) {
             (Some(cert), Some(key)) => Some(switchboard_sip::server::TlsSettings {
-                listen: self.sip_tls_listen,
                 cert_pem: std::fs::read(cert)
                     .with_context(|| format!("reading {}", cert.display()))?,
                 key_pem: std::fs::read(key)
@@ -680,7 +679,6 @@ impl ServeArgs {
             _ => None,
         };
         Ok(Some(switchboard_sip::server::SipSettings {
-            listen: self.sip_listen,
             tls,
             public_ip: self.sip_public_ip,
             rtp_ip: None,
@@ -690,6 +688,19 @@ impl ServeArgs {
             t1: Duration::from_millis(self.sip_t1_ms.max(10)),
             ..Default::default()
         }))
+    }
+
+    /// Binds the SIP sockets on the flags' addresses when `--sip` is given.
+    pub async fn sip_sockets(&self) -> anyhow::Result<Option<switchboard_sip::server::SipSockets>> {
+        if !self.sip {
+            return Ok(None);
+        }
+        let tls = (self.sip_tls_cert.is_some() && self.sip_tls_key.is_some())
+            .then_some(self.sip_tls_listen);
+        let sockets = switchboard_sip::server::SipSockets::bind(self.sip_listen, tls)
+            .await
+            .with_context(|| format!("binding SIP on {}", self.sip_listen))?;
+        Ok(Some(sockets))
     }
 
     pub fn config(&self, database_url: String) -> anyhow::Result<Config> {

@@ -130,7 +130,7 @@ impl Store {
             return Ok(KeyCheck::Invalid);
         }
         let expires_at: Option<DateTime<Utc>> = row.try_get("expires_at")?;
-        if expires_at.is_some_and(|at| at <= Utc::now()) {
+        if expires_at.is_some_and(|at| at <= self.now()) {
             return Ok(KeyCheck::Expired);
         }
         let scopes: String = row.try_get("scopes")?;

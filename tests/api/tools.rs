@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, Method, StatusCode as AxumStatus};
@@ -44,10 +43,8 @@ async fn receive(
             [("location", "http://169.254.169.254/latest/meta-data/")],
         )
             .into_response(),
-        "/slow" => {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            "late".into_response()
-        }
+        // Never answers: the delivery's timeout ends it.
+        "/slow" => std::future::pending().await,
         "/noisy" => format!("ok\u{1b}[2J\u{0}{}", "x".repeat(10_000)).into_response(),
         _ => (AxumStatus::OK, r#"{"ok":true}"#).into_response(),
     }

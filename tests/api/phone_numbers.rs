@@ -6,12 +6,15 @@ use switchboard_actors::ids::WorkspaceId;
 
 use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 
-/// Gives a workspace a saved payment method straight in the database (billing's own setup
-/// endpoint is tested with billing).
+/// Gives a workspace a saved payment method (billing's own setup endpoint is tested with
+/// billing).
 async fn give_payment_method(app: &TestApp, ws: WorkspaceId) {
-    sqlx::query("UPDATE workspaces SET payment_method_id = 'pm_test', payment_method_label = 'test' WHERE id = ?")
-        .bind(ws.as_uuid())
-        .execute(app.store.pool())
+    let method = switchboard::billing::PaymentMethod {
+        id: "pm_test".into(),
+        label: "test".into(),
+    };
+    app.store
+        .set_payment_method(ws, Some(&method))
         .await
         .expect("payment method saved");
 }

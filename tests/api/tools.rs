@@ -415,6 +415,23 @@ async fn a_test_delivery_sends_the_production_payload_and_reports_the_answer() {
     }
 }
 
+#[tokio::test]
+async fn a_delivery_answered_500_is_not_retried() {
+    let (addr, log) = receiver().await;
+    let app = app_reaching_loopback().await;
+    let fail = test_tool(&app, format!("http://{addr}/fail"), "POST", 5).await;
+    let r = app.post_empty(&format!("/tools/{fail}/test")).await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.text);
+    assert_eq!(r.body["status_code"], 500);
+    let sent = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|seen| seen.uri.starts_with("/fail"))
+        .count();
+    assert_eq!(sent, 1, "the webhook server saw the delivery {sent} times");
+}
+
 async fn test_tool(app: &TestApp, url: String, method: &str, timeout: i64) -> String {
     let mut body = webhook(&url);
     body["config"]["method"] = json!(method);

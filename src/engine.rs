@@ -84,6 +84,8 @@ fn port(err: StoreError) -> PortError {
 }
 
 #[async_trait::async_trait]
+// Reads by id alone: the engine acts for every workspace, its ids come from the store itself
+// (never from a client), and the `EngineStore` port carries no workspace.
 impl EngineStore for EnginePort {
     async fn live_campaigns(&self) -> PortResult<Vec<CampaignId>> {
         self.query("live_campaigns", self.store.live_campaigns())

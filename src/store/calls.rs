@@ -1272,20 +1272,32 @@ impl Store {
         }))
     }
 
-    /// Every call of a contact, oldest first: its attempts.
-    pub async fn contact_calls(&self, contact: ContactId) -> StoreResult<Vec<CallRecord>> {
-        let rows = sqlx::query("SELECT * FROM calls WHERE contact_id = ? ORDER BY created_at, id")
-            .bind(contact.as_uuid())
-            .fetch_all(&mut *self.conn().await?)
-            .await?;
+    /// Every call of a contact of `ws`, oldest first: its attempts.
+    pub async fn contact_calls(
+        &self,
+        ws: WorkspaceId,
+        contact: ContactId,
+    ) -> StoreResult<Vec<CallRecord>> {
+        let rows = sqlx::query(
+            "SELECT * FROM calls WHERE workspace_id = ? AND contact_id = ? ORDER BY created_at, id",
+        )
+        .bind(ws.as_uuid())
+        .bind(contact.as_uuid())
+        .fetch_all(&mut *self.conn().await?)
+        .await?;
         rows.iter().map(call_row).collect()
     }
 
-    /// Attempts per outcome over a campaign's calls.
-    pub async fn campaign_outcomes(&self, id: CampaignId) -> StoreResult<Vec<(String, i64)>> {
+    /// Attempts per outcome over the calls of a campaign of `ws`.
+    pub async fn campaign_outcomes(
+        &self,
+        ws: WorkspaceId,
+        id: CampaignId,
+    ) -> StoreResult<Vec<(String, i64)>> {
         Ok(sqlx::query_as(
-            "SELECT outcome, COUNT(*) FROM calls WHERE campaign_id = ? AND outcome IS NOT NULL GROUP BY outcome",
+            "SELECT outcome, COUNT(*) FROM calls WHERE workspace_id = ? AND campaign_id = ? AND outcome IS NOT NULL GROUP BY outcome",
         )
+        .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_all(&mut *self.conn().await?)
         .await?)

@@ -581,21 +581,26 @@ impl Store {
         Ok(true)
     }
 
+    /// The events of a campaign of `ws` (none for another workspace's campaign).
     pub async fn campaign_events(
         &self,
+        ws: WorkspaceId,
         id: CampaignId,
         page: Page,
     ) -> StoreResult<Paged<CampaignEvent>> {
-        let total: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM campaign_events WHERE campaign_id = ?")
-                .bind(id.as_uuid())
-                .fetch_one(&mut *self.conn().await?)
-                .await?;
-        let rows = sqlx::query(
-            "SELECT id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at FROM campaign_events \
-             WHERE campaign_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM campaign_events WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?)",
         )
         .bind(id.as_uuid())
+        .bind(ws.as_uuid())
+        .fetch_one(&mut *self.conn().await?)
+        .await?;
+        let rows = sqlx::query(
+            "SELECT id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at FROM campaign_events \
+             WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) ORDER BY created_at, id LIMIT ? OFFSET ?",
+        )
+        .bind(id.as_uuid())
+        .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
         .fetch_all(&mut *self.conn().await?)
@@ -618,13 +623,19 @@ impl Store {
         Ok(Paged { items, total })
     }
 
-    pub async fn campaign_stats(&self, id: CampaignId) -> StoreResult<CampaignStats> {
+    /// Contact and call counts of a campaign of `ws` (all zero for another workspace's).
+    pub async fn campaign_stats(
+        &self,
+        ws: WorkspaceId,
+        id: CampaignId,
+    ) -> StoreResult<CampaignStats> {
         let mut stats = CampaignStats::default();
         for state in ContactState::ALL {
             stats.contacts.insert(state.as_str().to_owned(), 0);
         }
-        let rows: Vec<(String, i64, i64)> = sqlx::query_as("SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = ? GROUP BY state")
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as("SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) GROUP BY state")
             .bind(id.as_uuid())
+            .bind(ws.as_uuid())
             .fetch_all(&mut *self.conn().await?)
             .await?;
         for (state, count, attempts) in rows {
@@ -633,28 +644,40 @@ impl Store {
             stats.contacts.insert(state, count);
         }
         let outcomes: Vec<(String, i64)> =
-            sqlx::query_as("SELECT last_outcome, COUNT(*) FROM contacts WHERE campaign_id = ? AND last_outcome IS NOT NULL GROUP BY last_outcome")
+            sqlx::query_as("SELECT last_outcome, COUNT(*) FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND last_outcome IS NOT NULL GROUP BY last_outcome")
                 .bind(id.as_uuid())
+                .bind(ws.as_uuid())
                 .fetch_all(&mut *self.conn().await?)
                 .await?;
         stats.last_outcomes = outcomes.into_iter().collect();
-        stats.call_outcomes = self.campaign_outcomes(id).await?.into_iter().collect();
+        stats.call_outcomes = self.campaign_outcomes(ws, id).await?.into_iter().collect();
         Ok(stats)
     }
 
     /// Inserts contacts in large batches inside one transaction; numbers already enrolled in
-    /// the campaign are counted as duplicates and left untouched.
+    /// the campaign are counted as duplicates and left untouched. `None` when the campaign is
+    /// not one of `ws`'s.
     pub async fn enroll_contacts(
         &self,
+        ws: WorkspaceId,
         campaign: CampaignId,
         contacts: &[NewContact],
         actor: ApiKeyId,
-    ) -> StoreResult<EnrollCounts> {
+    ) -> StoreResult<Option<EnrollCounts>> {
         const BATCH: usize = 500;
         let at = ts(self.now());
         let mut counts = EnrollCounts::default();
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let owned: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM campaigns WHERE id = ? AND workspace_id = ?")
+                .bind(campaign.as_uuid())
+                .bind(ws.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await?;
+        if owned.is_none() {
+            return Ok(None);
+        }
         for chunk in contacts.chunks(BATCH) {
             let mut q = QueryBuilder::<Sqlite>::new(
                 "INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) ",
@@ -704,26 +727,30 @@ impl Store {
         .await?;
         tx.commit().await?;
         drop(conn);
-        Ok(counts)
+        Ok(Some(counts))
     }
 
+    /// The contacts of a campaign of `ws` (none for another workspace's campaign).
     pub async fn list_contacts(
         &self,
+        ws: WorkspaceId,
         campaign: CampaignId,
         state: Option<ContactState>,
         page: Page,
     ) -> StoreResult<Paged<Contact>> {
         let state = state.map(|s| s.as_str());
         let total: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM contacts WHERE campaign_id = ? AND (? IS NULL OR state = ?)",
+            "SELECT COUNT(*) FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND (? IS NULL OR state = ?)",
         )
         .bind(campaign.as_uuid())
+        .bind(ws.as_uuid())
         .bind(state)
         .bind(state)
         .fetch_one(&mut *self.conn().await?)
         .await?;
-        let rows = sqlx::query("SELECT * FROM contacts WHERE campaign_id = ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ? OFFSET ?")
+        let rows = sqlx::query("SELECT * FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND (? IS NULL OR state = ?) ORDER BY id LIMIT ? OFFSET ?")
             .bind(campaign.as_uuid())
+            .bind(ws.as_uuid())
             .bind(state)
             .bind(state)
             .bind(page.limit)
@@ -737,13 +764,16 @@ impl Store {
         Ok(Paged { items, total })
     }
 
+    /// A contact of a campaign of `ws`.
     pub async fn contact(
         &self,
+        ws: WorkspaceId,
         campaign: CampaignId,
         id: ContactId,
     ) -> StoreResult<Option<Contact>> {
-        let row = sqlx::query("SELECT * FROM contacts WHERE campaign_id = ? AND id = ?")
+        let row = sqlx::query("SELECT * FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND id = ?")
             .bind(campaign.as_uuid())
+            .bind(ws.as_uuid())
             .bind(id.as_uuid())
             .fetch_optional(&mut *self.conn().await?)
             .await?;

@@ -98,6 +98,7 @@ impl Store {
     }
 
     /// Revokes a key; `false` when no such live key exists.
+    // By id alone: the operator's `keys revoke` command acts across workspaces.
     pub async fn revoke_key(&self, id: ApiKeyId) -> StoreResult<bool> {
         let done =
             sqlx::query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")

@@ -703,6 +703,7 @@ async fn archiving_excludes_every_open_contact() {
     let contacts = app
         .store
         .list_contacts(
+            app.workspace_id,
             switchboard_actors::ids::CampaignId::from_uuid(id.parse().unwrap()),
             None,
             switchboard::store::Page {

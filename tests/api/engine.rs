@@ -327,7 +327,11 @@ async fn each_contact_is_called_within_the_hours_of_its_own_zone() {
             excluded: None,
         })
         .collect();
-    rig.store.enroll_contacts(c, &la, rig.key).await.unwrap();
+    rig.store
+        .enroll_contacts(rig.ws, c, &la, rig.key)
+        .await
+        .unwrap()
+        .unwrap();
     rig.launch(c).await;
     rig.run_to(c, CampaignStatus::Completed, 2 * DAY).await;
     let contacts = rig.contacts(c).await;

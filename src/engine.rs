@@ -82,6 +82,8 @@ fn ending_op(op: &'static str, ending: Option<(&CallSpec, &CallEnd)>) -> &'stati
 }
 
 #[async_trait::async_trait]
+// Reads by id alone: the engine acts for every workspace, its ids come from the store itself
+// (never from a client), and the `EngineStore` port carries no workspace.
 impl EngineStore for EnginePort {
     async fn live_campaigns(&self) -> PortResult<Vec<CampaignId>> {
         self.query("live_campaigns", self.store.live_campaigns())

@@ -79,8 +79,8 @@ pub struct SipRouter {
     pub speech: Arc<dyn Speech>,
     pub clock: SharedClock,
     pub stop: CancellationToken,
-    /// Calls running now.
-    pub live: Arc<std::sync::atomic::AtomicUsize>,
+    /// Calls running now: each holds a token while it runs, so shutdown can wait for them.
+    pub live: tokio_util::task::TaskTracker,
 }
 
 #[async_trait]
@@ -151,8 +151,7 @@ impl InboundRouter for SipRouter {
     }
 
     async fn run_call(&self, plan: InboundPlan, call: InboundCall) {
-        use std::sync::atomic::Ordering;
-        self.live.fetch_add(1, Ordering::SeqCst);
+        let _running = self.live.token();
         run_call(
             call,
             plan,
@@ -162,6 +161,5 @@ impl InboundRouter for SipRouter {
             self.stop.clone(),
         )
         .await;
-        self.live.fetch_sub(1, Ordering::SeqCst);
     }
 }

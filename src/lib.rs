@@ -16,8 +16,8 @@
 //! - [`webhooks`]: webhook tools: configuration rules, the payload contract, one delivery.
 //! - [`speech`]: text to speech for agents' prompts (espeak-ng, OpenAI-compatible, fallback).
 //!
-//! [`serve`] runs the whole service on listeners the caller binds, until a shutdown future
-//! resolves, so tests run the real service in-process on port 0.
+//! [`serve`] runs the whole service on the HTTP listener and SIP sockets the caller binds, until
+//! a shutdown future resolves, so tests run the real service in-process on port 0.
 
 pub mod auth;
 pub mod billing;
@@ -80,9 +80,12 @@ pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Runs the service on `listener` until `shutdown` resolves, then drains in-flight requests.
+/// Runs the service on `listener` (HTTP) and `sip` (the SIP server's sockets, given exactly when
+/// `config.sip` is set) until `shutdown` resolves, then drains in-flight requests and lets live
+/// calls end.
 pub async fn serve(
     listener: TcpListener,
+    sip: Option<switchboard_sip::server::SipSockets>,
     store: Store,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -103,8 +106,8 @@ pub async fn serve(
     )
     .await?;
     let sip_stop = tokio_util::sync::CancellationToken::new();
-    let sip = match &config.sip {
-        Some(settings) => {
+    let sip = match (&config.sip, sip) {
+        (Some(settings), Some(sockets)) => {
             let router = inbound::SipRouter {
                 store: store.clone(),
                 config: config.clone(),
@@ -120,11 +123,14 @@ pub async fn serve(
             };
             let live = router.live.clone();
             let server =
-                switchboard_sip::server::SipServer::start(settings.clone(), router).await?;
+                switchboard_sip::server::SipServer::start(settings.clone(), sockets, router)
+                    .await?;
             tracing::info!(udp = %server.udp, tcp = %server.tcp, tls = ?server.tls, "SIP listening");
             Some((server, live))
         }
-        None => None,
+        (None, None) => None,
+        (Some(_), None) => anyhow::bail!("SIP is configured but no SIP sockets were given"),
+        (None, Some(_)) => anyhow::bail!("SIP sockets were given but SIP is not configured"),
     };
     let recording_key = store
         .service_secret(
@@ -152,13 +158,13 @@ pub async fn serve(
     .await?;
     if let Some((server, live)) = sip {
         server.shutdown().await;
-        // Live calls end with a BYE and record their end before the service stops.
+        // Live calls end with a BYE and record their end before the service stops: each holds
+        // a token of `live`, so the wait ends when the last one finishes (or after 5 s).
         sip_stop.cancel();
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-        while live.load(std::sync::atomic::Ordering::SeqCst) > 0
-            && tokio::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        live.close();
+        let drained = tokio::time::timeout(std::time::Duration::from_secs(5), live.wait()).await;
+        if drained.is_err() {
+            tracing::warn!(calls = live.len(), "live calls still running at shutdown");
         }
     }
     let _ = stop_jobs.send(true);

@@ -43,7 +43,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("API key (shown once, store it now): {key}");
             }
             let listener = tokio::net::TcpListener::bind(config.http).await?;
-            switchboard::serve(listener, store, config, shutdown_signal()).await
+            let sip = args.sip_sockets().await?;
+            switchboard::serve(listener, sip, store, config, shutdown_signal()).await
         }
         other => run_operator(&store, other).await,
     }

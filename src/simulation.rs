@@ -166,9 +166,10 @@ impl VirtualRun {
                 })
                 .collect();
             self.store
-                .enroll_contacts(c, &contacts, self.key)
+                .enroll_contacts(self.ws, c, &contacts, self.key)
                 .await
-                .expect("enroll");
+                .expect("enroll")
+                .expect("the campaign is the run's");
         }
         if self.record(c).await.status != CampaignStatus::Draft {
             self.engine.campaign_changed(c);
@@ -273,7 +274,7 @@ impl VirtualRun {
         loop {
             let page = self
                 .store
-                .list_contacts(c, None, Page { limit: 100, offset })
+                .list_contacts(self.ws, c, None, Page { limit: 100, offset })
                 .await
                 .expect("contacts");
             let n = page.items.len() as i64;
@@ -428,6 +429,7 @@ impl VirtualRun {
         let _held = self.hold.enter();
         self.store
             .campaign_events(
+                self.ws,
                 c,
                 Page {
                     limit: 100,

@@ -1,9 +1,12 @@
-//! Webhook tools: validating their configuration, building the payload the production contract
-//! sends, and delivering it once through the egress policy.
+//! Webhook tools: validating their configuration into a [`WebhookConfig`] (once, at the edge),
+//! building the payload the production contract sends, and delivering it once through the
+//! egress policy.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::egress::{Egress, EgressError};
 
@@ -21,7 +24,116 @@ const FORBIDDEN_HEADERS: [&str; 10] = [
     "proxy-",
 ];
 
-pub const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+/// A webhook tool's configuration (the spec's Tool config), valid once built by
+/// [`webhook_config`]; it is stored, and serialized to clients, in the same JSON shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WebhookConfig {
+    /// Passed the egress policy at save time; checked again at every delivery.
+    pub url: String,
+    #[serde(default)]
+    pub method: WebhookMethod,
+    /// 1-60.
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: u64,
+    /// Extra request headers; none of them one the HTTP client owns.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub payload_config: PayloadConfig,
+}
+
+fn default_timeout() -> u64 {
+    30
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum WebhookMethod {
+    Get,
+    #[default]
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+impl WebhookMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebhookMethod::Get => "GET",
+            WebhookMethod::Post => "POST",
+            WebhookMethod::Put => "PUT",
+            WebhookMethod::Patch => "PATCH",
+            WebhookMethod::Delete => "DELETE",
+        }
+    }
+
+    fn parse(raw: &str) -> Option<Self> {
+        Some(match raw.to_ascii_uppercase().as_str() {
+            "GET" => WebhookMethod::Get,
+            "POST" => WebhookMethod::Post,
+            "PUT" => WebhookMethod::Put,
+            "PATCH" => WebhookMethod::Patch,
+            "DELETE" => WebhookMethod::Delete,
+            _ => return None,
+        })
+    }
+}
+
+/// What a delivery's payload holds besides the model's arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PayloadConfig {
+    #[serde(default)]
+    pub extraction_parameters: Vec<ExtractionParameter>,
+    #[serde(default)]
+    pub static_parameters: Map<String, Value>,
+    #[serde(default = "yes")]
+    pub include_standard_metadata: bool,
+}
+
+impl Default for PayloadConfig {
+    fn default() -> Self {
+        PayloadConfig {
+            extraction_parameters: Vec::new(),
+            static_parameters: Map::new(),
+            include_standard_metadata: true,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A value the model extracts from the conversation; `name` is camelCase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtractionParameter {
+    pub name: String,
+    pub description: String,
+    #[serde(default = "yes")]
+    pub required: bool,
+}
+
+impl WebhookConfig {
+    /// A stored webhook tool's configuration (`None` if the stored JSON is not one).
+    pub fn from_stored(config: &Value) -> Option<Self> {
+        serde_json::from_value(config.clone()).ok()
+    }
+
+    /// The stored (and client-facing) JSON.
+    pub fn to_json(&self) -> Result<Value, serde_json::Error> {
+        serde_json::to_value(self)
+    }
+
+    /// The names of its extraction parameters.
+    pub fn parameter_names(&self) -> Vec<String> {
+        self.payload_config
+            .extraction_parameters
+            .iter()
+            .map(|p| p.name.clone())
+            .collect()
+    }
+}
 
 /// Longest downstream response preview, in characters.
 pub const PREVIEW_CHARS: usize = 2000;
@@ -71,7 +183,7 @@ pub fn tool_name(field: &str, raw: &str) -> Result<String, String> {
 
 /// Validates a webhook configuration and returns it normalized, with defaults filled in.
 /// The URL is checked against the egress policy, its name resolved.
-pub async fn webhook_config(egress: &Egress, config: &Value) -> Result<Value, String> {
+pub async fn webhook_config(egress: &Egress, config: &Value) -> Result<WebhookConfig, String> {
     let Some(obj) = config.as_object() else {
         return Err(invalid("config", "must be an object"));
     };
@@ -109,21 +221,18 @@ pub async fn webhook_config(egress: &Egress, config: &Value) -> Result<Value, St
         .await
         .map_err(|e| invalid("config.url", e))?;
     let method = match obj.get("method") {
-        None => "POST".to_string(),
-        Some(Value::String(m)) if METHODS.contains(&m.to_ascii_uppercase().as_str()) => {
-            m.to_ascii_uppercase()
-        }
-        Some(_) => {
-            return Err(invalid(
+        None => WebhookMethod::Post,
+        Some(m) => m.as_str().and_then(WebhookMethod::parse).ok_or_else(|| {
+            invalid(
                 "config.method",
                 "must be one of GET, POST, PUT, PATCH, DELETE",
-            ));
-        }
+            )
+        })?,
     };
     let timeout = match obj.get("timeout_seconds") {
         None => 30,
         Some(v) => match v.as_i64() {
-            Some(n) if (1..=60).contains(&n) && v.is_i64() => n,
+            Some(n) if (1..=60).contains(&n) && v.is_i64() => n as u64,
             _ => {
                 return Err(invalid(
                     "config.timeout_seconds",
@@ -132,7 +241,7 @@ pub async fn webhook_config(egress: &Egress, config: &Value) -> Result<Value, St
             }
         },
     };
-    let mut headers = Map::new();
+    let mut headers = BTreeMap::new();
     match obj.get("headers") {
         None | Some(Value::Null) => {}
         Some(Value::Object(h)) => {
@@ -167,22 +276,22 @@ pub async fn webhook_config(egress: &Egress, config: &Value) -> Result<Value, St
                         "must be one line of at most 8192 characters",
                     ));
                 }
-                headers.insert(name.clone(), Value::String(text.to_string()));
+                headers.insert(name.clone(), text.to_string());
             }
         }
         Some(_) => return Err(invalid("config.headers", "must be an object of strings")),
     }
-    let payload = payload_config(obj.get("payload_config"))?;
-    Ok(json!({
-        "url": checked.url.as_str(),
-        "method": method,
-        "timeout_seconds": timeout,
-        "headers": headers,
-        "payload_config": payload,
-    }))
+    let payload_config = payload_config(obj.get("payload_config"))?;
+    Ok(WebhookConfig {
+        url: checked.url.as_str().to_string(),
+        method,
+        timeout_seconds: timeout,
+        headers,
+        payload_config,
+    })
 }
 
-fn payload_config(value: Option<&Value>) -> Result<Value, String> {
+fn payload_config(value: Option<&Value>) -> Result<PayloadConfig, String> {
     let empty = Map::new();
     let obj = match value {
         None | Some(Value::Null) => &empty,
@@ -246,8 +355,11 @@ fn payload_config(value: Option<&Value>) -> Result<Value, String> {
                         return Err(invalid(&format!("{field}.required"), "must be a boolean"));
                     }
                 };
-                params
-                    .push(json!({"name": name, "description": description, "required": required}));
+                params.push(ExtractionParameter {
+                    name,
+                    description: description.to_string(),
+                    required,
+                });
             }
         }
         Some(_) => {
@@ -258,8 +370,8 @@ fn payload_config(value: Option<&Value>) -> Result<Value, String> {
         }
     }
     let statics = match obj.get("static_parameters") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(v @ Value::Object(_)) => v.clone(),
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
         Some(_) => {
             return Err(invalid(
                 "config.payload_config.static_parameters",
@@ -277,14 +389,15 @@ fn payload_config(value: Option<&Value>) -> Result<Value, String> {
             ));
         }
     };
-    Ok(json!({
-        "extraction_parameters": params,
-        "static_parameters": statics,
-        "include_standard_metadata": include,
-    }))
+    Ok(PayloadConfig {
+        extraction_parameters: params,
+        static_parameters: statics,
+        include_standard_metadata: include,
+    })
 }
 
-/// The names of a webhook's extraction parameters.
+/// The names of the extraction parameters in a stored tool config of any type (the flow
+/// checks read them from every linked tool, so this reads the JSON as it is).
 pub fn parameter_names(config: &Value) -> Vec<String> {
     config["payload_config"]["extraction_parameters"]
         .as_array()
@@ -299,18 +412,16 @@ pub fn parameter_names(config: &Value) -> Vec<String> {
 /// The flat payload: the nine standard metadata fields (when included), then static
 /// parameters, then the arguments.
 pub fn payload(
-    config: &Value,
+    config: &WebhookConfig,
     metadata: &Map<String, Value>,
     arguments: &Map<String, Value>,
 ) -> Map<String, Value> {
-    let pc = &config["payload_config"];
+    let pc = &config.payload_config;
     let mut flat = Map::new();
-    if pc["include_standard_metadata"].as_bool().unwrap_or(true) {
+    if pc.include_standard_metadata {
         flat.extend(metadata.clone());
     }
-    if let Some(statics) = pc["static_parameters"].as_object() {
-        flat.extend(statics.clone());
-    }
+    flat.extend(pc.static_parameters.clone());
     flat.extend(arguments.clone());
     flat
 }
@@ -368,10 +479,14 @@ fn query_value(v: &Value) -> String {
 }
 
 /// Sends the payload once, as the production contract does.
-pub async fn deliver(egress: &Egress, config: &Value, payload: &Map<String, Value>) -> Outcome {
-    let url = config["url"].as_str().unwrap_or_default();
-    let method = config["method"].as_str().unwrap_or("POST");
-    let timeout = Duration::from_secs(config["timeout_seconds"].as_u64().unwrap_or(30));
+pub async fn deliver(
+    egress: &Egress,
+    config: &WebhookConfig,
+    payload: &Map<String, Value>,
+) -> Outcome {
+    let url = config.url.as_str();
+    let method = config.method.as_str();
+    let timeout = Duration::from_secs(config.timeout_seconds);
     // Checked again now: a name may resolve elsewhere than it did at save time.
     let checked = match egress.check(url).await {
         Ok(c) => c,
@@ -393,11 +508,9 @@ pub async fn deliver(egress: &Egress, config: &Value, payload: &Map<String, Valu
     }
     let mut req = client.request(verb.clone(), url);
     let mut has_content_type = false;
-    if let Some(headers) = config["headers"].as_object() {
-        for (name, value) in headers {
-            has_content_type |= name.eq_ignore_ascii_case("content-type");
-            req = req.header(name.as_str(), value.as_str().unwrap_or_default());
-        }
+    for (name, value) in &config.headers {
+        has_content_type |= name.eq_ignore_ascii_case("content-type");
+        req = req.header(name.as_str(), value.as_str());
     }
     if verb != reqwest::Method::GET {
         if !has_content_type {
@@ -461,6 +574,28 @@ mod tests {
         assert_eq!(camel_case("lookup2 order"), "lookup2Order");
         assert!(tool_name("name", "  __ ").is_err());
         assert!(tool_name("name", "2fast").is_err());
+    }
+
+    #[test]
+    fn a_stored_config_reads_back_into_the_same_json() {
+        let stored = serde_json::json!({
+            "url": "https://hooks.example.com/order?x=1",
+            "method": "PATCH",
+            "timeout_seconds": 12,
+            "headers": {"Authorization": "Bearer t", "X-Trace": "1"},
+            "payload_config": {
+                "extraction_parameters": [
+                    {"name": "orderNumber", "description": "The order", "required": false}
+                ],
+                "static_parameters": {"source": "switchboard", "n": 2},
+                "include_standard_metadata": false
+            }
+        });
+        let config = WebhookConfig::from_stored(&stored).expect("a webhook config");
+        assert_eq!(config.method, WebhookMethod::Patch);
+        assert_eq!(config.parameter_names(), ["orderNumber"]);
+        assert_eq!(config.to_json().unwrap(), stored);
+        assert!(WebhookConfig::from_stored(&serde_json::json!({"method": "GET"})).is_none());
     }
 
     #[test]

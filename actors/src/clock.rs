@@ -50,6 +50,30 @@ impl Clock for TokioClock {
     }
 }
 
+/// The wall clock moved forward by an offset its owner advances: the service's integration
+/// tests jump past an expiry or a review delay instead of waiting for it, while time still flows
+/// (rows written one after another keep distinct, ordered timestamps).
+#[derive(Debug, Default)]
+pub struct AdjustableClock {
+    offset: std::sync::Mutex<chrono::Duration>,
+}
+
+impl AdjustableClock {
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: std::time::Duration) {
+        let by = chrono::Duration::from_std(by).unwrap_or(chrono::Duration::MAX);
+        let mut offset = self.offset.lock().unwrap_or_else(|p| p.into_inner());
+        *offset += by;
+    }
+}
+
+impl Clock for AdjustableClock {
+    fn now(&self) -> DateTime<Utc> {
+        let offset = *self.offset.lock().unwrap_or_else(|p| p.into_inner());
+        (Utc::now() + offset).trunc_subsecs(6)
+    }
+}
+
 /// Keeps tokio's paused clock from jumping ahead while work runs on other threads.
 ///
 /// A paused clock advances to the next timer whenever the runtime has nothing to run, and a
@@ -121,6 +145,19 @@ pub fn until(now: DateTime<Utc>, at: DateTime<Utc>) -> std::time::Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_adjustable_clock_jumps_by_what_it_is_advanced() {
+        let clock = AdjustableClock::default();
+        let before = clock.now();
+        clock.advance(std::time::Duration::from_secs(3600));
+        let after = clock.now();
+        assert!(
+            after - before >= chrono::Duration::hours(1),
+            "{before} {after}"
+        );
+        assert!(after - before < chrono::Duration::hours(1) + chrono::Duration::minutes(1));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn tokio_clock_follows_paused_time() {

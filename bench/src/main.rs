@@ -378,7 +378,7 @@ async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
         ..switchboard::Config::default()
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(switchboard::serve(listener, store, config, async {
+    let server = tokio::spawn(switchboard::serve(listener, None, store, config, async {
         let _ = stopped.await;
     }));
     switchboard::install_crypto();

@@ -1,5 +1,5 @@
-//! The SIP server: UDP and TCP listeners (and TLS with a certificate), the inbound INVITE path
-//! and the dialogs of live calls.
+//! The SIP server: UDP and TCP listeners (and TLS with a certificate) on sockets the caller
+//! binds, the inbound INVITE path and the dialogs of live calls.
 //!
 //! An INVITE for `sip:<slug>@host` is checked in this order, each step answering before any
 //! provisional response: the source's INVITE rate (over UDP an INVITE past it is dropped
@@ -23,11 +23,14 @@ use rsipstack::sip::prelude::HeadersExt;
 use rsipstack::sip::{self as rsip, Header, Method, StatusCode};
 use rsipstack::transaction::Transaction;
 use rsipstack::transaction::endpoint::EndpointOption;
+use rsipstack::transport::tcp::TcpConnection;
+use rsipstack::transport::tls::{ReloadableCertResolver, TlsConnection};
 use rsipstack::transport::udp::UdpConnection;
 use rsipstack::transport::{
-    TcpListenerConnection, TlsConfig, TlsListenerConnection, TransportLayer,
+    SipAddr, SipConnection, TcpListenerConnection, TlsConfig, TlsListenerConnection, TransportLayer,
 };
 use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::media::{self, MediaConfig, MediaControl, MediaEvent, MediaHandle, VadSettings};
@@ -37,14 +40,12 @@ use crate::sdp::{self, Codec, MediaDescription, SdpError};
 /// Where and how the server listens.
 #[derive(Debug, Clone)]
 pub struct SipSettings {
-    /// UDP and TCP listen on this address.
-    pub listen: SocketAddr,
-    /// TLS listens here when a certificate and key are given.
+    /// SIP over TLS with this certificate (its listener is in [`SipSockets::tls`]).
     pub tls: Option<TlsSettings>,
-    /// The address peers should use, written into Via, Contact and SDP. Defaults to the
-    /// listen address (or the first non-loopback address when listening on 0.0.0.0).
+    /// The address peers should use, written into Via, Contact and SDP. Defaults to the UDP
+    /// socket's address (or the first non-loopback address when it is bound to 0.0.0.0).
     pub public_ip: Option<IpAddr>,
-    /// Media sockets are bound on `rtp_ip` (default: the listen IP) in `rtp_ports`.
+    /// Media sockets are bound on `rtp_ip` (default: the UDP socket's IP) in `rtp_ports`.
     pub rtp_ip: Option<IpAddr>,
     pub rtp_ports: (u16, u16),
     /// INVITEs accepted from one source address per second (and as a burst).
@@ -60,7 +61,6 @@ pub struct SipSettings {
 
 #[derive(Debug, Clone)]
 pub struct TlsSettings {
-    pub listen: SocketAddr,
     pub cert_pem: Vec<u8>,
     pub key_pem: Vec<u8>,
 }
@@ -68,7 +68,6 @@ pub struct TlsSettings {
 impl Default for SipSettings {
     fn default() -> Self {
         SipSettings {
-            listen: SocketAddr::from(([0, 0, 0, 0], 5060)),
             tls: None,
             public_ip: None,
             rtp_ip: None,
@@ -79,6 +78,45 @@ impl Default for SipSettings {
             jitter_depth: 3,
             user_agent: "Switchboard".into(),
         }
+    }
+}
+
+/// The server's sockets, bound by the caller (tests bind port 0 and pass them in; the CLI binds
+/// its flags' addresses).
+#[derive(Debug)]
+pub struct SipSockets {
+    pub udp: tokio::net::UdpSocket,
+    /// TCP, on the UDP socket's port.
+    pub tcp: tokio::net::TcpListener,
+    /// SIP over TLS; required when the settings have [`SipSettings::tls`].
+    pub tls: Option<tokio::net::TcpListener>,
+}
+
+impl SipSockets {
+    /// Binds UDP and TCP on `listen` (port 0 picks one port free for both) and TLS on `tls`.
+    pub async fn bind(listen: SocketAddr, tls: Option<SocketAddr>) -> std::io::Result<Self> {
+        let mut tries = 0;
+        let (udp, tcp) = loop {
+            let udp = tokio::net::UdpSocket::bind(listen).await?;
+            let port = udp.local_addr()?.port();
+            match tokio::net::TcpListener::bind(SocketAddr::new(listen.ip(), port)).await {
+                Ok(tcp) => break (udp, tcp),
+                // Port 0 chose a UDP port whose TCP twin is taken: choose again.
+                Err(e)
+                    if listen.port() == 0
+                        && e.kind() == std::io::ErrorKind::AddrInUse
+                        && tries < 32 =>
+                {
+                    tries += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let tls = match tls {
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await?),
+            None => None,
+        };
+        Ok(SipSockets { udp, tcp, tls })
     }
 }
 
@@ -255,68 +293,54 @@ pub struct SipServer {
 pub enum SipError {
     #[error("SIP transport: {0}")]
     Transport(String),
+    #[error("SIP over TLS: {0}")]
+    Tls(String),
+    #[error("SIP over TLS is configured but no TLS listener was given")]
+    NoTlsListener,
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
 
 impl SipServer {
-    /// Binds the listeners and starts serving.
+    /// Starts serving on sockets the caller has bound (see [`SipSockets::bind`]).
     pub async fn start<R: InboundRouter>(
         settings: SipSettings,
+        sockets: SipSockets,
         router: R,
     ) -> Result<SipServer, SipError> {
         let stop = CancellationToken::new();
         let transport = |e: rsipstack::Error| SipError::Transport(e.to_string());
-        let listen_ip = settings.listen.ip();
+        let udp_local = sockets.udp.local_addr()?;
+        let listen_ip = udp_local.ip();
+        let port = udp_local.port();
         let public_ip = match settings.public_ip {
             Some(ip) => ip,
             None if listen_ip.is_unspecified() => {
-                rsipstack::transport::SipConnection::resolve_bind_address(settings.listen).ip()
+                rsipstack::transport::SipConnection::resolve_bind_address(udp_local).ip()
             }
             None => listen_ip,
         };
-        let layer = TransportLayer::new(stop.child_token());
-        // UDP first: its actual port (the listen port may be 0) is used for TCP too.
-        let udp = UdpConnection::create_connection(settings.listen, None, Some(stop.child_token()))
-            .await
-            .map_err(transport)?;
-        let udp_local = udp.get_addr().get_socketaddr().map_err(transport)?;
-        let port = udp_local.port();
+        let tcp_addr = sockets.tcp.local_addr()?;
+        let tls = match (&settings.tls, sockets.tls) {
+            (Some(tls), Some(listener)) => Some((tls_acceptor(tls)?, listener)),
+            (Some(_), None) => return Err(SipError::NoTlsListener),
+            (None, _) => None,
+        };
+        let tls_addr = match &tls {
+            Some((_, listener)) => Some(listener.local_addr()?),
+            None => None,
+        };
+        let layer_stop = stop.child_token();
+        let layer = TransportLayer::new(layer_stop.clone());
         let udp_public = SocketAddr::new(public_ip, port);
-        drop(udp);
-        let udp = UdpConnection::create_connection(
-            SocketAddr::new(listen_ip, port),
+        let udp = UdpConnection::from_socket(
+            Arc::new(sockets.udp),
             Some(udp_public),
             Some(stop.child_token()),
         )
         .await
         .map_err(transport)?;
         layer.add_transport(udp.into());
-        // TCP binds when the endpoint serves; bind here first to report a taken port.
-        let tcp_addr = SocketAddr::new(listen_ip, port);
-        std::net::TcpListener::bind(tcp_addr)?;
-        let tcp = TcpListenerConnection::new(tcp_addr, Some(udp_public))
-            .await
-            .map_err(transport)?;
-        layer.add_transport(tcp.into());
-        let mut tls_addr = None;
-        if let Some(tls) = &settings.tls {
-            std::net::TcpListener::bind(tls.listen)?;
-            let public = SocketAddr::new(public_ip, tls.listen.port());
-            let conn = TlsListenerConnection::new(
-                tls.listen,
-                Some(public),
-                TlsConfig {
-                    cert: Some(tls.cert_pem.clone()),
-                    key: Some(tls.key_pem.clone()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(transport)?;
-            layer.add_transport(conn.into());
-            tls_addr = Some(tls.listen);
-        }
         let option = EndpointOption {
             t1: settings.t1,
             t1x64: settings.t1 * 64,
@@ -350,12 +374,9 @@ impl SipServer {
         };
         let mut contacts = HashMap::new();
         contacts.insert("udp", contact(None, port));
-        contacts.insert("tcp", contact(Some(rsip::Transport::Tcp), port));
-        if let Some(tls) = &settings.tls {
-            contacts.insert(
-                "tls",
-                contact(Some(rsip::Transport::Tls), tls.listen.port()),
-            );
+        contacts.insert("tcp", contact(Some(rsip::Transport::Tcp), tcp_addr.port()));
+        if let Some(tls) = tls_addr {
+            contacts.insert("tls", contact(Some(rsip::Transport::Tls), tls.port()));
         }
         let rtp_ip = settings.rtp_ip.unwrap_or(listen_ip);
         let ports = RtpPorts::new(rtp_ip, settings.rtp_ports.0, settings.rtp_ports.1)?;
@@ -373,9 +394,69 @@ impl SipServer {
             live: Mutex::new(HashMap::new()),
             contacts,
         });
+        let tcp_public = SocketAddr::new(public_ip, tcp_addr.port());
+        let mut streams = vec![(
+            sockets.tcp,
+            None,
+            SipAddr {
+                r#type: Some(rsip::Transport::Tcp),
+                addr: tcp_public.into(),
+            },
+        )];
+        if let (Some((acceptor, listener)), Some(addr)) = (tls, tls_addr) {
+            let public = SocketAddr::new(public_ip, addr.port());
+            streams.push((
+                listener,
+                Some(acceptor),
+                SipAddr {
+                    r#type: Some(rsip::Transport::Tls),
+                    addr: public.into(),
+                },
+            ));
+        }
         let task_stop = stop.clone();
         let task = tokio::spawn(async move {
-            let serve = endpoint.serve();
+            let endpoint_inner = endpoint.inner.clone();
+            let mut serve = std::pin::pin!(endpoint.serve());
+            // rsipstack serves (and for TCP and TLS, binds) every listener registered when the
+            // endpoint starts, in the endpoint's first poll. UDP is served from our socket; the
+            // stream listeners are ours, so they are registered after that first poll, only for
+            // the address in-dialog requests' Via names (RFC 3261 §18.1.1).
+            let mut first = std::task::Poll::Pending;
+            std::future::poll_fn(|cx| {
+                first = serve.as_mut().poll(cx);
+                std::task::Poll::Ready(())
+            })
+            .await;
+            if first.is_ready() {
+                return;
+            }
+            for (_, acceptor, local) in &streams {
+                let Ok(addr) = local.get_socketaddr() else {
+                    continue;
+                };
+                let listener = if acceptor.is_some() {
+                    TlsListenerConnection::new(addr, None, TlsConfig::default())
+                        .await
+                        .map(SipConnection::TlsListener)
+                } else {
+                    TcpListenerConnection::new(addr, None)
+                        .await
+                        .map(SipConnection::TcpListener)
+                };
+                if let Ok(listener) = listener {
+                    endpoint_inner.transport_layer.inner.add_listener(listener);
+                }
+            }
+            for (listener, acceptor, local) in streams {
+                tokio::spawn(accept_streams(
+                    listener,
+                    acceptor,
+                    local,
+                    endpoint_inner.clone(),
+                    layer_stop.clone(),
+                ));
+            }
             let accept = accept_loop(shared.clone(), incoming);
             let states = state_loop(shared, state_rx);
             tokio::select! {
@@ -399,6 +480,75 @@ impl SipServer {
         self.stop.cancel();
         let _ = self.task.await;
     }
+}
+
+/// Accepts TCP (or, with an acceptor, TLS) connections on a listener the caller bound and
+/// hands each to the endpoint's transport layer, until `stop`.
+async fn accept_streams(
+    listener: tokio::net::TcpListener,
+    acceptor: Option<TlsAcceptor>,
+    local: SipAddr,
+    endpoint: Arc<rsipstack::transaction::endpoint::EndpointInner>,
+    stop: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, remote) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, local = %local, "accepting a SIP connection failed");
+                continue;
+            }
+        };
+        let Some(acceptor) = acceptor.clone() else {
+            match TcpConnection::from_stream(stream, local.clone(), Some(stop.child_token())) {
+                Ok(conn) => endpoint
+                    .transport_layer
+                    .add_connection(SipConnection::Tcp(conn)),
+                Err(e) => tracing::warn!(error = %e, %remote, "SIP over TCP connection failed"),
+            }
+            continue;
+        };
+        let (endpoint, local, stop) = (endpoint.clone(), local.clone(), stop.clone());
+        // The handshake runs on its own task so a slow client holds up no one else.
+        tokio::spawn(async move {
+            let stream = match acceptor.accept(stream).await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::debug!(error = %e, %remote, "TLS handshake failed");
+                    return;
+                }
+            };
+            let remote = SipAddr {
+                r#type: Some(rsip::Transport::Tls),
+                addr: remote.into(),
+            };
+            match TlsConnection::from_server_stream(stream, local, remote, Some(stop.child_token()))
+                .await
+            {
+                Ok(conn) => endpoint
+                    .transport_layer
+                    .add_connection(SipConnection::Tls(conn)),
+                Err(e) => tracing::warn!(error = %e, "SIP over TLS connection failed"),
+            }
+        });
+    }
+}
+
+/// The TLS acceptor for the configured certificate and key (PEM).
+fn tls_acceptor(tls: &TlsSettings) -> Result<TlsAcceptor, SipError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let resolver = ReloadableCertResolver::new(&tls.cert_pem, &tls.key_pem, provider.clone())
+        .map_err(|e| SipError::Tls(e.to_string()))?;
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| SipError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
+    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 async fn accept_loop<R: InboundRouter>(

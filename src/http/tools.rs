@@ -20,7 +20,7 @@ use super::extract::{
 };
 use super::gate::Auth;
 use crate::store::{Delivery, NewTool, Tool, ToolInsert, ToolUpdate};
-use crate::webhooks::{self, Outcome};
+use crate::webhooks::{self, Outcome, WebhookConfig};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -75,9 +75,10 @@ fn description(raw: Option<&str>, webhook: bool) -> Result<String, ApiError> {
 /// A type's config, validated (webhook) or checked to be an object (function).
 async fn config_for(state: &AppState, tool_type: &str, config: &Value) -> Result<Value, ApiError> {
     if tool_type == "webhook" {
-        webhooks::webhook_config(&state.egress, config)
+        let config = webhooks::webhook_config(&state.egress, config)
             .await
-            .map_err(ApiError::bad_request)
+            .map_err(ApiError::bad_request)?;
+        Ok(config.to_json().map_err(anyhow::Error::from)?)
     } else if config.is_object() {
         Ok(config.clone())
     } else {
@@ -551,13 +552,17 @@ async fn test(
             "Only webhook tools can be tested: this is a function tool",
         ));
     }
+    let config = WebhookConfig::from_stored(&tool.config).ok_or_else(|| {
+        ApiError::bad_request(
+            "The saved webhook configuration is not valid: save the tool's config again",
+        )
+    })?;
     let (metadata, arguments) = test_inputs(&state, &auth, &tool, body).await?;
-    let payload = webhooks::payload(&tool.config, &metadata, &arguments);
+    let payload = webhooks::payload(&config, &metadata, &arguments);
     let started = std::time::Instant::now();
-    let outcome = webhooks::deliver(&state.egress, &tool.config, &payload).await;
-    let url = tool.config["url"]
-        .as_str()
-        .unwrap_or_default()
+    let outcome = webhooks::deliver(&state.egress, &config, &payload).await;
+    let url = config
+        .url
         .split(['?', '#'])
         .next()
         .unwrap_or_default()
@@ -568,7 +573,7 @@ async fn test(
             workspace_id: auth.workspace_id,
             tool_id: tool.id,
             kind: "test",
-            method: tool.config["method"].as_str().unwrap_or("POST"),
+            method: config.method.as_str(),
             url: &url,
             outcome: outcome.name(),
             status_code: outcome.status(),
@@ -628,7 +633,7 @@ async fn test(
             "WEBHOOK_TIMEOUT",
             format!(
                 "The webhook did not answer within {} s",
-                tool.config["timeout_seconds"].as_u64().unwrap_or(30)
+                config.timeout_seconds
             ),
             "timeout".into(),
             Value::Null,

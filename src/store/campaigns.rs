@@ -1,4 +1,4 @@
-//! Campaigns, their audit events and their contacts.
+//! Campaigns and their audit events (their contacts are in `contacts`).
 //!
 //! **Invariant:** a status change and its audit event are written in one transaction, and only
 //! if the campaign is still in the status the change was decided from (optimistic check), so
@@ -13,7 +13,7 @@ use sqlx::{Connection, QueryBuilder, Row, Sqlite};
 use switchboard_actors::campaign::{self, CampaignStatus, RegulatoryBasis};
 use switchboard_actors::contact::{ContactState, ExclusionReason};
 use switchboard_actors::ids::{
-    AgentId, ApiKeyId, CampaignId, ContactId, DispositionId, LeadId, PhoneNumberId, WorkspaceId,
+    AgentId, ApiKeyId, CampaignId, DispositionId, PhoneNumberId, WorkspaceId,
 };
 use switchboard_actors::window::CallingWindow;
 use utoipa::ToSchema;
@@ -134,53 +134,6 @@ pub struct CampaignEvent {
     pub created_at: DateTime<Utc>,
 }
 
-/// A contact enrolled in a campaign.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Contact {
-    #[schema(value_type = uuid::Uuid)]
-    pub id: ContactId,
-    #[schema(value_type = uuid::Uuid)]
-    pub campaign_id: CampaignId,
-    #[schema(value_type = Option<uuid::Uuid>)]
-    pub lead_id: Option<LeadId>,
-    pub phone_number: String,
-    pub timezone: Option<String>,
-    #[schema(value_type = Object)]
-    pub variables: serde_json::Value,
-    #[schema(value_type = Object)]
-    pub metadata: serde_json::Value,
-    pub state: String,
-    pub attempts: i64,
-    pub infra_retries: i64,
-    pub next_attempt_at: Option<DateTime<Utc>>,
-    pub last_outcome: Option<String>,
-    pub last_disposition_id: Option<uuid::Uuid>,
-    pub last_call_id: Option<uuid::Uuid>,
-    pub excluded_reason: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-/// A contact ready to insert.
-#[derive(Debug, Clone)]
-pub struct NewContact {
-    pub phone_number: String,
-    pub timezone: Option<String>,
-    pub lead_id: Option<LeadId>,
-    pub variables: serde_json::Value,
-    pub metadata: serde_json::Value,
-    /// Set for numbers on the do-not-call list: enrolled as `excluded`.
-    pub excluded: Option<ExclusionReason>,
-}
-
-/// What an insert of contacts did.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct EnrollCounts {
-    pub enrolled: i64,
-    pub excluded: i64,
-    pub duplicates: i64,
-}
-
 pub(crate) const CAMPAIGN_COLUMNS: &str = "id, workspace_id, name, description, status, agent_id, from_phone_number_id, from_number, regulatory_basis, \
     calling_window, stop_disposition_ids, stop_on_no_answer, stop_on_voicemail, stop_on_unclassified, randomize_retry_time, double_dial_enabled, \
     max_attempts, max_infra_retries, retry_no_answer_seconds, retry_completed_seconds, double_dial_gap_seconds, max_calls_per_day, \
@@ -244,30 +197,6 @@ pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
         started_at: r.try_get("started_at")?,
         completed_at: r.try_get("completed_at")?,
         created_by: opt_id(r, "created_by")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
-}
-
-fn contact_row(r: SqliteRow) -> StoreResult<Contact> {
-    let variables: String = r.try_get("variables")?;
-    let metadata: String = r.try_get("metadata")?;
-    Ok(Contact {
-        id: ContactId::from_uuid(r.try_get("id")?),
-        campaign_id: CampaignId::from_uuid(r.try_get("campaign_id")?),
-        lead_id: opt_id(&r, "lead_id")?,
-        phone_number: r.try_get("phone_number")?,
-        timezone: r.try_get("timezone")?,
-        variables: serde_json::from_str(&variables).map_err(|e| corrupt("variables", e))?,
-        metadata: serde_json::from_str(&metadata).map_err(|e| corrupt("metadata", e))?,
-        state: r.try_get("state")?,
-        attempts: r.try_get("attempts")?,
-        infra_retries: r.try_get("infra_retries")?,
-        next_attempt_at: r.try_get("next_attempt_at")?,
-        last_outcome: r.try_get("last_outcome")?,
-        last_disposition_id: r.try_get("last_disposition_id")?,
-        last_call_id: r.try_get("last_call_id")?,
-        excluded_reason: r.try_get("excluded_reason")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })
@@ -581,21 +510,26 @@ impl Store {
         Ok(true)
     }
 
+    /// The events of a campaign of `ws` (none for another workspace's campaign).
     pub async fn campaign_events(
         &self,
+        ws: WorkspaceId,
         id: CampaignId,
         page: Page,
     ) -> StoreResult<Paged<CampaignEvent>> {
-        let total: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM campaign_events WHERE campaign_id = ?")
-                .bind(id.as_uuid())
-                .fetch_one(&mut *self.conn().await?)
-                .await?;
-        let rows = sqlx::query(
-            "SELECT id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at FROM campaign_events \
-             WHERE campaign_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM campaign_events WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?)",
         )
         .bind(id.as_uuid())
+        .bind(ws.as_uuid())
+        .fetch_one(&mut *self.conn().await?)
+        .await?;
+        let rows = sqlx::query(
+            "SELECT id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at FROM campaign_events \
+             WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) ORDER BY created_at, id LIMIT ? OFFSET ?",
+        )
+        .bind(id.as_uuid())
+        .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
         .fetch_all(&mut *self.conn().await?)
@@ -618,13 +552,19 @@ impl Store {
         Ok(Paged { items, total })
     }
 
-    pub async fn campaign_stats(&self, id: CampaignId) -> StoreResult<CampaignStats> {
+    /// Contact and call counts of a campaign of `ws` (all zero for another workspace's).
+    pub async fn campaign_stats(
+        &self,
+        ws: WorkspaceId,
+        id: CampaignId,
+    ) -> StoreResult<CampaignStats> {
         let mut stats = CampaignStats::default();
         for state in ContactState::ALL {
             stats.contacts.insert(state.as_str().to_owned(), 0);
         }
-        let rows: Vec<(String, i64, i64)> = sqlx::query_as("SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = ? GROUP BY state")
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as("SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) GROUP BY state")
             .bind(id.as_uuid())
+            .bind(ws.as_uuid())
             .fetch_all(&mut *self.conn().await?)
             .await?;
         for (state, count, attempts) in rows {
@@ -633,120 +573,13 @@ impl Store {
             stats.contacts.insert(state, count);
         }
         let outcomes: Vec<(String, i64)> =
-            sqlx::query_as("SELECT last_outcome, COUNT(*) FROM contacts WHERE campaign_id = ? AND last_outcome IS NOT NULL GROUP BY last_outcome")
+            sqlx::query_as("SELECT last_outcome, COUNT(*) FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND last_outcome IS NOT NULL GROUP BY last_outcome")
                 .bind(id.as_uuid())
+                .bind(ws.as_uuid())
                 .fetch_all(&mut *self.conn().await?)
                 .await?;
         stats.last_outcomes = outcomes.into_iter().collect();
-        stats.call_outcomes = self.campaign_outcomes(id).await?.into_iter().collect();
+        stats.call_outcomes = self.campaign_outcomes(ws, id).await?.into_iter().collect();
         Ok(stats)
-    }
-
-    /// Inserts contacts in large batches inside one transaction; numbers already enrolled in
-    /// the campaign are counted as duplicates and left untouched.
-    pub async fn enroll_contacts(
-        &self,
-        campaign: CampaignId,
-        contacts: &[NewContact],
-        actor: ApiKeyId,
-    ) -> StoreResult<EnrollCounts> {
-        const BATCH: usize = 500;
-        let at = ts(self.now());
-        let mut counts = EnrollCounts::default();
-        let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        for chunk in contacts.chunks(BATCH) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) ",
-            );
-            q.push_values(chunk, |mut b, c| {
-                b.push_bind(uuid::Uuid::now_v7())
-                    .push_bind(campaign.as_uuid())
-                    .push_bind(c.lead_id.map(|l| l.as_uuid()))
-                    .push_bind(c.phone_number.clone())
-                    .push_bind(c.timezone.clone())
-                    .push_bind(c.variables.to_string())
-                    .push_bind(c.metadata.to_string())
-                    .push_bind(if c.excluded.is_some() {
-                        ContactState::Excluded.as_str()
-                    } else {
-                        ContactState::Pending.as_str()
-                    })
-                    .push_bind(c.excluded.map(|r| r.as_str()))
-                    .push_bind(c.excluded.is_none().then(|| at.clone()))
-                    .push_bind(at.clone())
-                    .push_bind(at.clone());
-            });
-            q.push(" RETURNING state");
-            let inserted: Vec<String> = q.build_query_scalar().fetch_all(&mut *tx).await?;
-            let excluded = inserted
-                .iter()
-                .filter(|s| s.as_str() == ContactState::Excluded.as_str())
-                .count() as i64;
-            counts.excluded += excluded;
-            counts.enrolled += inserted.len() as i64 - excluded;
-            counts.duplicates += (chunk.len() - inserted.len()) as i64;
-        }
-        let message = format!(
-            "enrolled {}, excluded {}, duplicates {}",
-            counts.enrolled, counts.excluded, counts.duplicates
-        );
-        insert_event(
-            &mut tx,
-            campaign,
-            "contacts_enrolled",
-            None,
-            None,
-            Some(&message),
-            Some(actor),
-            self.now(),
-        )
-        .await?;
-        tx.commit().await?;
-        drop(conn);
-        Ok(counts)
-    }
-
-    pub async fn list_contacts(
-        &self,
-        campaign: CampaignId,
-        state: Option<ContactState>,
-        page: Page,
-    ) -> StoreResult<Paged<Contact>> {
-        let state = state.map(|s| s.as_str());
-        let total: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM contacts WHERE campaign_id = ? AND (? IS NULL OR state = ?)",
-        )
-        .bind(campaign.as_uuid())
-        .bind(state)
-        .bind(state)
-        .fetch_one(&mut *self.conn().await?)
-        .await?;
-        let rows = sqlx::query("SELECT * FROM contacts WHERE campaign_id = ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ? OFFSET ?")
-            .bind(campaign.as_uuid())
-            .bind(state)
-            .bind(state)
-            .bind(page.limit)
-            .bind(page.offset)
-            .fetch_all(&mut *self.conn().await?)
-            .await?;
-        let items = rows
-            .into_iter()
-            .map(contact_row)
-            .collect::<StoreResult<_>>()?;
-        Ok(Paged { items, total })
-    }
-
-    pub async fn contact(
-        &self,
-        campaign: CampaignId,
-        id: ContactId,
-    ) -> StoreResult<Option<Contact>> {
-        let row = sqlx::query("SELECT * FROM contacts WHERE campaign_id = ? AND id = ?")
-            .bind(campaign.as_uuid())
-            .bind(id.as_uuid())
-            .fetch_optional(&mut *self.conn().await?)
-            .await?;
-        row.map(contact_row).transpose()
     }
 }

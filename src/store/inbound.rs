@@ -122,6 +122,7 @@ impl Store {
     }
 
     /// Whether a call's recording is complete (the call has ended).
+    // By id alone: a recording URL is public and carries its own signature, not a workspace.
     pub async fn recording_ready(&self, id: switchboard_actors::ids::CallId) -> StoreResult<bool> {
         let found: Option<i64> = sqlx::query_scalar(
             "SELECT 1 FROM calls WHERE id = ? AND recorded = 1 AND status = 'ended'",

@@ -98,6 +98,7 @@ impl Store {
     }
 
     /// Revokes a key; `false` when no such live key exists.
+    // By id alone: the operator's `keys revoke` command acts across workspaces.
     pub async fn revoke_key(&self, id: ApiKeyId) -> StoreResult<bool> {
         let done =
             sqlx::query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
@@ -130,7 +131,7 @@ impl Store {
             return Ok(KeyCheck::Invalid);
         }
         let expires_at: Option<DateTime<Utc>> = row.try_get("expires_at")?;
-        if expires_at.is_some_and(|at| at <= Utc::now()) {
+        if expires_at.is_some_and(|at| at <= self.now()) {
             return Ok(KeyCheck::Expired);
         }
         let scopes: String = row.try_get("scopes")?;

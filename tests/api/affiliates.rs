@@ -79,7 +79,8 @@ async fn partners_see_direct_and_override_earnings_with_a_hold_window() {
         "--parent",
         &parent,
     ]);
-    let store = Store::open(&db).await.unwrap();
+    let clock = std::sync::Arc::new(switchboard_actors::clock::AdjustableClock::default());
+    let store = Store::open_with_clock(&db, clock.clone()).await.unwrap();
     run(&[
         "affiliate",
         "refer",
@@ -132,7 +133,7 @@ async fn partners_see_direct_and_override_earnings_with_a_hold_window() {
                 .1
         }
     };
-    let app = crate::helpers::spawn_on(store.clone(), db.clone(), |c: &mut Config| {
+    let app = crate::helpers::spawn_on(store.clone(), clock, db.clone(), |c: &mut Config| {
         c.affiliate_hold_days = 30
     })
     .await;

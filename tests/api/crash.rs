@@ -97,8 +97,9 @@ async fn killing_the_service_mid_campaign_never_redials_an_attempt_nor_loses_a_c
         })
         .collect();
     store
-        .enroll_contacts(c.id, &contacts, key.id)
+        .enroll_contacts(ws.id, c.id, &contacts, key.id)
         .await
+        .unwrap()
         .unwrap();
     assert!(
         store

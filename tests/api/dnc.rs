@@ -1,27 +1,29 @@
 use chrono::{Duration, Utc};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use switchboard::store::{NewDncEntry, ts};
+use switchboard::store::NewDncEntry;
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 
 use crate::helpers::{TestApp, spawn_app};
 
-/// Inserts an agent row directly (the agents API is built elsewhere).
+/// Creates an agent in `ws` through the API (with a key of that workspace).
 async fn agent(app: &TestApp, ws: WorkspaceId, name: &str) -> AgentId {
-    let id = AgentId::new();
-    let at = ts(Utc::now());
-    sqlx::query(
-        "INSERT INTO agents (id, workspace_id, name, is_active, max_call_duration_secs, doc, created_at, updated_at) VALUES (?, ?, ?, 1, 300, '{}', ?, ?)",
-    )
-    .bind(id.as_uuid())
-    .bind(ws.as_uuid())
-    .bind(name)
-    .bind(&at)
-    .bind(&at)
-    .execute(app.store.pool())
-    .await
-    .expect("agent inserted");
-    id
+    let (_, key) = app
+        .store
+        .create_key(ws, "agents", &switchboard::auth::Scopes::All, None)
+        .await
+        .expect("key");
+    let created = app
+        .send(
+            Method::POST,
+            "/agents",
+            Some(&key),
+            Some(json!({"name": name, "max_call_duration_secs": 300})),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let id = created.body["id"].as_str().expect("agent id");
+    AgentId::from_uuid(id.parse().expect("agent id is a UUID"))
 }
 
 fn str_of(v: &serde_json::Value) -> String {

@@ -247,6 +247,34 @@ async fn a_daily_cap_rolls_over_at_midnight_in_the_window_zone() {
 }
 
 #[tokio::test]
+async fn lowering_the_daily_cap_below_todays_admissions_stops_admission_for_the_day() {
+    // 10:00 in New York: the rest of the run stays within one local day.
+    let rig = Rig::new("2026-05-04T14:00:00Z", "busy=1", |_, _| {}).await;
+    let c = rig
+        .campaign(|s| {
+            s.max_calls_per_day = 100;
+            s.min_seconds_between_calls = 60;
+            s.stop_on_no_answer = true;
+            s.calling_window = Some(crate::rig::all_day("America/New_York"));
+        })
+        .await;
+    rig.enroll(c, 40, None).await;
+    rig.launch(c).await;
+    rig.run_until(c, DAY, |r| r.daily_admitted_count >= 6).await;
+    rig.patch(c, |s| s.max_calls_per_day = 3).await;
+    // An evaluation already under way when the PATCH landed may still finish.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let capped = rig.record(c).await;
+    let calls = rig.calls(c).await.len();
+    tokio::time::sleep(Duration::from_secs(2 * 3600)).await;
+    let later = rig.record(c).await;
+    assert_eq!(later.status, CampaignStatus::Running);
+    assert_eq!(later.last_tick_result.as_deref(), Some("daily_cap_reached"));
+    assert_eq!(later.daily_admitted_count, capped.daily_admitted_count);
+    assert_eq!(rig.calls(c).await.len(), calls, "no call was admitted");
+}
+
+#[tokio::test]
 async fn calling_hours_follow_the_zone_across_a_dst_change() {
     // New York springs forward on Sunday 2026-03-08: 09:00 local is 14:00 UTC before, 13:00 after.
     let rig = Rig::new("2026-03-06T12:00:00Z", "busy=1", |_, _| {}).await;
@@ -299,7 +327,11 @@ async fn each_contact_is_called_within_the_hours_of_its_own_zone() {
             excluded: None,
         })
         .collect();
-    rig.store.enroll_contacts(c, &la, rig.key).await.unwrap();
+    rig.store
+        .enroll_contacts(rig.ws, c, &la, rig.key)
+        .await
+        .unwrap()
+        .unwrap();
     rig.launch(c).await;
     rig.run_to(c, CampaignStatus::Completed, 2 * DAY).await;
     let contacts = rig.contacts(c).await;

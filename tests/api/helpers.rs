@@ -2,18 +2,23 @@
 //! an ephemeral port, real HTTP through reqwest.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use switchboard::auth::Scopes;
 use switchboard::{Config, Store};
+use switchboard_actors::clock::AdjustableClock;
 use switchboard_actors::ids::WorkspaceId;
+use switchboard_sip::server::SipSockets;
 use tokio::sync::oneshot;
 
 pub struct TestApp {
     pub addr: SocketAddr,
     pub store: Store,
+    /// The service's clock (the store's): tests advance it instead of waiting for time to pass.
+    pub clock: Arc<AdjustableClock>,
     pub workspace_id: WorkspaceId,
     /// An all-scope key of `workspace_id`.
     pub key: String,
@@ -53,33 +58,64 @@ impl Resp {
     }
 }
 
+/// With `TEST_LOG=1`, the service's logs go to the test's output (level from `SWITCHBOARD_LOG`,
+/// default `info`). Installed once per test binary.
+pub fn init_tracing() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        if std::env::var_os("TEST_LOG").is_none() {
+            return;
+        }
+        let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHBOARD_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
+    });
+}
+
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
 
-/// The service on an existing store (a workspace "test" with an all-scope key is added).
+/// The service on an existing store opened with `clock` (a workspace "test" with an all-scope
+/// key is added).
 pub async fn spawn_on(
     store: Store,
+    clock: Arc<AdjustableClock>,
     db_url: String,
     configure: impl FnOnce(&mut Config),
 ) -> TestApp {
+    init_tracing();
     switchboard::install_crypto();
     let dir = tempfile::tempdir().expect("temp dir");
-    serve_store(store, db_url, dir, configure).await
+    serve_store(store, clock, db_url, dir, None, configure).await
 }
 
 pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
+    spawn_app_on(None, configure).await
+}
+
+/// The service with its SIP server on `sip` (bound by the caller, on port 0).
+pub async fn spawn_app_on(sip: Option<SipSockets>, configure: impl FnOnce(&mut Config)) -> TestApp {
+    init_tracing();
     switchboard::install_crypto();
     let dir = tempfile::tempdir().expect("temp dir");
     let db_url = format!("sqlite://{}", dir.path().join("switchboard.db").display());
-    let store = Store::open(&db_url).await.expect("store opens");
-    serve_store(store, db_url, dir, configure).await
+    let clock = Arc::new(AdjustableClock::default());
+    let store = Store::open_with_clock(&db_url, clock.clone())
+        .await
+        .expect("store opens");
+    serve_store(store, clock, db_url, dir, sip, configure).await
 }
 
 async fn serve_store(
     store: Store,
+    clock: Arc<AdjustableClock>,
     db_url: String,
     dir: tempfile::TempDir,
+    sip: Option<SipSockets>,
     configure: impl FnOnce(&mut Config),
 ) -> TestApp {
     let ws = store
@@ -108,13 +144,14 @@ async fn serve_store(
         let shutdown = async {
             let _ = stopped.await;
         };
-        switchboard::serve(listener, server_store, config, shutdown)
+        switchboard::serve(listener, sip, server_store, config, shutdown)
             .await
             .expect("server runs");
     });
     TestApp {
         addr,
         store,
+        clock,
         workspace_id: ws.id,
         key,
         client: reqwest::Client::new(),

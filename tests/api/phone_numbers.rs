@@ -6,12 +6,15 @@ use switchboard_actors::ids::WorkspaceId;
 
 use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 
-/// Gives a workspace a saved payment method straight in the database (billing's own setup
-/// endpoint is tested with billing).
+/// Gives a workspace a saved payment method (billing's own setup endpoint is tested with
+/// billing).
 async fn give_payment_method(app: &TestApp, ws: WorkspaceId) {
-    sqlx::query("UPDATE workspaces SET payment_method_id = 'pm_test', payment_method_label = 'test' WHERE id = ?")
-        .bind(ws.as_uuid())
-        .execute(app.store.pool())
+    let method = switchboard::billing::PaymentMethod {
+        id: "pm_test".into(),
+        label: "test".into(),
+    };
+    app.store
+        .set_payment_method(ws, Some(&method))
         .await
         .expect("payment method saved");
 }
@@ -337,11 +340,14 @@ async fn a_number_held_by_another_workspace_cannot_be_bought_until_released() {
 
 #[tokio::test]
 async fn a_purchased_number_becomes_active_after_the_review_delay() {
-    let app = spawn_app_with(|c| c.number_activation_delay = Duration::from_millis(200)).await;
+    let app = spawn_app_with(|c| c.number_activation_delay = Duration::from_secs(86_400)).await;
     ready_to_buy(&app).await;
     let number = first_available(&app).await;
     let id = buy(&app, &number).await["id"].as_str().unwrap().to_owned();
     let path = format!("/phone-numbers/{id}");
+    assert_eq!(app.get(&path).await.body["status"], "pending_requirements");
+    app.clock.advance(Duration::from_secs(86_401));
+    // The activation job runs every 50 ms.
     let deadline = Instant::now() + Duration::from_secs(5);
     let number = loop {
         let got = app.get(&path).await;

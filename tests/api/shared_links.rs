@@ -65,7 +65,7 @@ async fn a_shared_link_opens_the_agents_page_until_it_is_revoked_or_expires() {
     assert_eq!(gone.text().await.unwrap(), unknown.text().await.unwrap());
 
     // An expired link answers 404 the same way.
-    let soon = (chrono::Utc::now() + chrono::Duration::seconds(1)).to_rfc3339();
+    let soon = (app.store.now() + chrono::Duration::hours(1)).to_rfc3339();
     let short = app
         .post(
             "/shared-links",
@@ -74,7 +74,7 @@ async fn a_shared_link_opens_the_agents_page_until_it_is_revoked_or_expires() {
         .await;
     assert_eq!(short.status, StatusCode::CREATED, "{}", short.text);
     let short_url = short.body["url"].as_str().unwrap().to_string();
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    app.clock.advance(std::time::Duration::from_secs(3601));
     assert_eq!(
         reqwest::get(&short_url).await.unwrap().status(),
         StatusCode::NOT_FOUND

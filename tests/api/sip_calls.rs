@@ -7,16 +7,18 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use switchboard_sip::server::SipSettings;
+use switchboard_sip::server::{SipSettings, SipSockets};
 
-use crate::helpers::{TestApp, spawn_app_with};
-use crate::sip_ua::{Ua, free_sip_port, media_addr, offer, tcp_request};
+use crate::helpers::{TestApp, spawn_app_on};
+use crate::sip_ua::{Ua, media_addr, offer, tcp_request};
 
 const SECS: Duration = Duration::from_secs(5);
 
 struct SipApp {
     app: TestApp,
     sip: SocketAddr,
+    /// SIP over TLS, when configured.
+    tls_addr: Option<SocketAddr>,
 }
 
 async fn sip_app(ring_ms: u64, invites_per_second: u32) -> SipApp {
@@ -28,11 +30,14 @@ async fn sip_app_with(
     invites_per_second: u32,
     tls: Option<switchboard_sip::server::TlsSettings>,
 ) -> SipApp {
-    let port = free_sip_port();
-    let sip: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let app = spawn_app_with(|c| {
+    let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let sockets = SipSockets::bind(loopback, tls.is_some().then_some(loopback))
+        .await
+        .expect("SIP sockets bind");
+    let sip = sockets.udp.local_addr().unwrap();
+    let tls_addr = sockets.tls.as_ref().map(|l| l.local_addr().unwrap());
+    let app = spawn_app_on(Some(sockets), |c| {
         c.sip = Some(SipSettings {
-            listen: sip,
             tls,
             rtp_ports: (40_000, 49_999),
             ring: Duration::from_millis(ring_ms),
@@ -44,7 +49,7 @@ async fn sip_app_with(
         c.tts = switchboard::config::Tts::Tones;
     })
     .await;
-    SipApp { app, sip }
+    SipApp { app, sip, tls_addr }
 }
 
 /// An agent and an endpoint answering with it; returns (agent id, endpoint id, slug).
@@ -197,17 +202,16 @@ async fn sip_over_tls_is_served_with_the_configured_certificate() {
         "cert.pem",
     ]);
     let (cert, key, ca) = (p("cert.pem"), p("key.pem"), p("ca.pem"));
-    let tls_addr: SocketAddr = format!("127.0.0.1:{}", free_sip_port()).parse().unwrap();
     let s = sip_app_with(
         0,
         100,
         Some(switchboard_sip::server::TlsSettings {
-            listen: tls_addr,
             cert_pem: std::fs::read(&cert).unwrap(),
             key_pem: std::fs::read(&key).unwrap(),
         }),
     )
     .await;
+    let tls_addr = s.tls_addr.expect("TLS listens");
     let (_, _, slug) = endpoint(&s.app, json!({}), json!({})).await;
 
     let mut roots = rustls::RootCertStore::empty();
@@ -354,8 +358,8 @@ async fn a_caller_may_cancel_while_it_rings() {
     got.sort();
     assert_eq!(got, vec![("CANCEL".into(), 200), ("INVITE".into(), 487)]);
     ua.ack_error().await;
-    // Nothing was answered, so nothing was recorded as a call.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Nothing was answered (487 is final), so nothing was recorded as a call: a call's row is
+    // written only after its 200.
     assert_eq!(s.app.get("/calls").await.body["data"], json!([]));
 }
 

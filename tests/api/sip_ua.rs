@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
-/// A UDP and TCP port free on loopback right now (for the service's SIP listener).
+/// A UDP and TCP port free on loopback right now, for baresip (a separate process binds it).
 pub fn free_sip_port() -> u16 {
     loop {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");

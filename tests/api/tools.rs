@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, Method, StatusCode as AxumStatus};
@@ -44,10 +43,8 @@ async fn receive(
             [("location", "http://169.254.169.254/latest/meta-data/")],
         )
             .into_response(),
-        "/slow" => {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            "late".into_response()
-        }
+        // Never answers: the delivery's timeout ends it.
+        "/slow" => std::future::pending().await,
         "/noisy" => format!("ok\u{1b}[2J\u{0}{}", "x".repeat(10_000)).into_response(),
         _ => (AxumStatus::OK, r#"{"ok":true}"#).into_response(),
     }
@@ -416,6 +413,23 @@ async fn a_test_delivery_sends_the_production_payload_and_reports_the_answer() {
             .await
             .assert_invalid(needle);
     }
+}
+
+#[tokio::test]
+async fn a_delivery_answered_500_is_not_retried() {
+    let (addr, log) = receiver().await;
+    let app = app_reaching_loopback().await;
+    let fail = test_tool(&app, format!("http://{addr}/fail"), "POST", 5).await;
+    let r = app.post_empty(&format!("/tools/{fail}/test")).await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.text);
+    assert_eq!(r.body["status_code"], 500);
+    let sent = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|seen| seen.uri.starts_with("/fail"))
+        .count();
+    assert_eq!(sent, 1, "the webhook server saw the delivery {sent} times");
 }
 
 async fn test_tool(app: &TestApp, url: String, method: &str, timeout: i64) -> String {

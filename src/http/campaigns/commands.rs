@@ -191,7 +191,10 @@ async fn events(
         .await?
         .ok_or(NOT_FOUND)?;
     Ok(Json(ListResponse::new(
-        state.store.campaign_events(c.id, page).await?,
+        state
+            .store
+            .campaign_events(auth.workspace_id, c.id, page)
+            .await?,
         page,
     )))
 }

@@ -231,8 +231,9 @@ async fn enroll(
     }
     let counts = state
         .store
-        .enroll_contacts(campaign.id, &contacts, auth.key_id)
-        .await?;
+        .enroll_contacts(auth.workspace_id, campaign.id, &contacts, auth.key_id)
+        .await?
+        .ok_or(NOT_FOUND)?;
     if campaign.status != CampaignStatus::Draft {
         state.engine.campaign_changed(campaign.id);
     }
@@ -291,7 +292,10 @@ async fn list_contacts(
         .await?
         .ok_or(NOT_FOUND)?;
     Ok(Json(ListResponse::new(
-        state.store.list_contacts(c.id, contact_state, page).await?,
+        state
+            .store
+            .list_contacts(auth.workspace_id, c.id, contact_state, page)
+            .await?,
         page,
     )))
 }
@@ -375,12 +379,15 @@ async fn get_contact(
         .ok_or(NOT_FOUND)?;
     let contact = state
         .store
-        .contact(c.id, ContactId::from_uuid(contact_id))
+        .contact(auth.workspace_id, c.id, ContactId::from_uuid(contact_id))
         .await?
         .ok_or(ApiError::NotFound {
             resource: "Contact",
         })?;
-    let calls = state.store.contact_calls(contact.id).await?;
+    let calls = state
+        .store
+        .contact_calls(auth.workspace_id, contact.id)
+        .await?;
     let dialing_status = contact_status(&state, &c, &contact, &calls).await?;
     Ok(Json(ContactDetail {
         contact,

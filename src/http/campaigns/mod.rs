@@ -156,7 +156,7 @@ async fn view(
         .store
         .existing_dispositions(ws, &s.stop_disposition_ids)
         .await?;
-    let stats = state.store.campaign_stats(c.id).await?;
+    let stats = state.store.campaign_stats(ws, c.id).await?;
     Ok(CampaignView {
         id: c.id.as_uuid(),
         company_id: ws.as_uuid(),

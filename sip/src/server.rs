@@ -7,6 +7,9 @@
 //! deleted and inactive all answer the same 404), the source address (403), the SDP offer (488
 //! without a common codec). Then 100 and 180, a short ring, 200 with the SDP answer, and the call
 //! is handed to [`InboundRouter::run_call`] with its media running.
+//!
+//! One file on purpose: the transports' setup, the INVITE path and the dialog-state loop all
+//! work on the same `Shared` state and rsipstack's endpoint, and are read together.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

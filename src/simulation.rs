@@ -17,7 +17,7 @@ use crate::store::{
     StatusChange, Store,
 };
 use chrono::{DateTime, Utc};
-use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
 use switchboard_actors::clock::{SharedClock, TimeHold, TokioClock};
 use switchboard_actors::engine::{Engine, EngineConfig};
 use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, PhoneNumberId, WorkspaceId};
@@ -183,10 +183,9 @@ impl VirtualRun {
         let change = StatusChange {
             from: current.status,
             to,
-            event: "launched",
+            event: AuditEvent::Launched,
             actor: Some(self.key),
             from_number: Some("+972501110000".into()),
-            exclude: None,
         };
         assert!(
             self.store
@@ -460,25 +459,15 @@ impl VirtualRun {
     }
 
     /// Applies an API command's status change (pause, stop, archive, resume).
-    pub async fn command(
-        &self,
-        c: CampaignId,
-        to: CampaignStatus,
-        event: &str,
-        exclude: Option<(
-            &[switchboard_actors::contact::ContactState],
-            switchboard_actors::contact::ExclusionReason,
-        )>,
-    ) {
+    pub async fn command(&self, c: CampaignId, to: CampaignStatus) {
         let _held = self.hold.enter();
         let current = self.record(c).await;
         let change = StatusChange {
             from: current.status,
             to,
-            event,
+            event: AuditEvent::of_command(to),
             actor: Some(self.key),
             from_number: None,
-            exclude,
         };
         assert!(
             self.store

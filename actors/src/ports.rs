@@ -275,7 +275,7 @@ pub struct Settlement {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TickRecord {
     pub at: DateTime<Utc>,
-    pub result: String,
+    pub result: crate::pacing::TickResult,
     pub last_error: Option<String>,
     pub estimate_cents: i64,
 }

@@ -10,8 +10,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, QueryBuilder, Row, Sqlite};
-use switchboard_actors::campaign::{self, CampaignStatus, RegulatoryBasis};
-use switchboard_actors::contact::{ContactState, ExclusionReason};
+use switchboard_actors::campaign::{self, AuditEvent, CampaignStatus, Closing, RegulatoryBasis};
+use switchboard_actors::contact::ContactState;
 use switchboard_actors::ids::{
     AgentId, ApiKeyId, CampaignId, DispositionId, PhoneNumberId, WorkspaceId,
 };
@@ -263,7 +263,7 @@ fn bind_settings(
 pub(crate) async fn insert_event(
     tx: &mut sqlx::SqliteConnection,
     campaign: CampaignId,
-    kind: &str,
+    kind: AuditEvent,
     from: Option<CampaignStatus>,
     to: Option<CampaignStatus>,
     message: Option<&str>,
@@ -273,7 +273,7 @@ pub(crate) async fn insert_event(
     sqlx::query("INSERT INTO campaign_events (id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         .bind(uuid::Uuid::now_v7())
         .bind(campaign.as_uuid())
-        .bind(kind)
+        .bind(kind.as_str())
         .bind(from.map(|s| s.as_str()))
         .bind(to.map(|s| s.as_str()))
         .bind(message)
@@ -286,16 +286,13 @@ pub(crate) async fn insert_event(
 
 /// A status change decided by a command.
 #[derive(Debug, Clone)]
-pub struct StatusChange<'a> {
+pub struct StatusChange {
     pub from: CampaignStatus,
     pub to: CampaignStatus,
-    /// Audit event kind (`launched`, `paused`, ...).
-    pub event: &'a str,
+    pub event: AuditEvent,
     pub actor: Option<ApiKeyId>,
     /// Snapshot of the from-number taken at start.
     pub from_number: Option<String>,
-    /// Contacts in these states become `excluded` with this reason.
-    pub exclude: Option<(&'a [ContactState], ExclusionReason)>,
 }
 
 impl Store {
@@ -330,7 +327,7 @@ impl Store {
         insert_event(
             &mut tx,
             id,
-            "created",
+            AuditEvent::Created,
             None,
             Some(CampaignStatus::Draft),
             None,
@@ -427,7 +424,7 @@ impl Store {
         insert_event(
             &mut tx,
             id,
-            "updated",
+            AuditEvent::Updated,
             None,
             None,
             Some(&message),
@@ -445,7 +442,7 @@ impl Store {
         &self,
         ws: WorkspaceId,
         id: CampaignId,
-        change: &StatusChange<'_>,
+        change: &StatusChange,
     ) -> StoreResult<bool> {
         let at = self.now();
         let mut conn = self.conn().await?;
@@ -478,7 +475,12 @@ impl Store {
         if done.rows_affected() == 0 {
             return Ok(false);
         }
-        if let Some((states, reason)) = change.exclude {
+        // A stop or an archive takes the open contacts out, by the one rule of `closing`.
+        if let Some(Closing {
+            excludes: states,
+            reason,
+        }) = change.to.closing()
+        {
             let mut q = QueryBuilder::<Sqlite>::new(
                 "UPDATE contacts SET state = 'excluded', excluded_reason = ",
             );

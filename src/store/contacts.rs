@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, QueryBuilder, Row, Sqlite};
+use switchboard_actors::campaign::AuditEvent;
 use switchboard_actors::contact::{ContactState, ExclusionReason};
 use switchboard_actors::ids::{ApiKeyId, CampaignId, ContactId, LeadId, WorkspaceId};
 use utoipa::ToSchema;
@@ -147,7 +148,7 @@ impl Store {
         insert_event(
             &mut tx,
             campaign,
-            "contacts_enrolled",
+            AuditEvent::ContactsEnrolled,
             None,
             None,
             Some(&message),

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Column, Connection, Row};
 use switchboard_actors::call::{CallStatus, END_INTERRUPTED};
-use switchboard_actors::campaign::{AgentFacts, CampaignStatus, NumberFacts};
+use switchboard_actors::campaign::{AgentFacts, AuditEvent, CampaignStatus, NumberFacts};
 use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
 use switchboard_actors::ids::{AgentId, CallId, CampaignId, ContactId, DispositionId, WorkspaceId};
 use switchboard_actors::policy::country_zone;
@@ -567,7 +567,7 @@ impl Store {
             .bind(now.clone())
             .bind(spec.reserved_cents)
             .bind(ts(a.tick.at))
-            .bind(a.tick.result.clone())
+            .bind(a.tick.result.to_string())
             .bind(a.tick.estimate_cents)
             .bind(a.campaign_id.as_uuid());
         let done = self
@@ -619,7 +619,7 @@ impl Store {
             "UPDATE campaigns SET last_tick_at = ?, last_tick_result = ?, last_error = COALESCE(?, last_error), estimate_cents = ? WHERE id = ?",
         )
         .bind(ts(tick.at))
-        .bind(&tick.result)
+        .bind(tick.result.to_string())
         .bind(tick.last_error.as_deref())
         .bind(tick.estimate_cents)
         .bind(id.as_uuid())
@@ -660,12 +660,7 @@ impl Store {
         if done.rows_affected() == 0 {
             return Ok(false);
         }
-        let kind = match (from, to) {
-            (CampaignStatus::Scheduled, CampaignStatus::Running) => "started",
-            (_, CampaignStatus::Running) => "resumed",
-            (_, CampaignStatus::Completed) => "completed",
-            _ => "paused",
-        };
+        let kind = AuditEvent::of_engine_move(from, to);
         insert_event(
             &mut tx,
             id,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use switchboard::auth::Scopes;
 use switchboard::store::{Agent, CampaignSettings, NewContact, StatusChange, Store};
-use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
 use switchboard_actors::phone::PhoneNumber;
 
 const CONTACTS: usize = 40;
@@ -109,10 +109,9 @@ async fn killing_the_service_mid_campaign_never_redials_an_attempt_nor_loses_a_c
                 &StatusChange {
                     from: CampaignStatus::Draft,
                     to: CampaignStatus::Running,
-                    event: "launched",
+                    event: AuditEvent::Launched,
                     actor: Some(key.id),
                     from_number: Some("+972501119999".into()),
-                    exclude: None,
                 },
             )
             .await

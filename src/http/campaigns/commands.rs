@@ -80,22 +80,18 @@ async fn command(
                 let from_number = preflight(state, ws, &current).await?;
                 (
                     rules::start_status(state.store.now(), current.settings.starts_at),
-                    event.as_str(),
+                    event,
                     from_number,
                 )
             }
-            Transition::To(to) => (to, AuditEvent::of_command(to).as_str(), None),
+            Transition::To(to) => (to, AuditEvent::of_command(to), None),
         };
-        let exclude = to
-            .closing()
-            .map(|closing| (closing.excludes, closing.reason));
         let change = StatusChange {
             from: current.status,
             to,
             event,
             actor: Some(auth.key_id),
             from_number,
-            exclude,
         };
         if state.store.change_campaign_status(ws, id, &change).await? {
             state.engine.campaign_changed(id);

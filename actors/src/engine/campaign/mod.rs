@@ -246,7 +246,7 @@ impl CampaignActor {
             (state.counts.open() * c.rules.max_attempts - state.counts.open_attempts).max(0);
         TickRecord {
             at,
-            result: result.to_string(),
+            result,
             last_error,
             estimate_cents: remaining.saturating_mul(reservation),
         }

@@ -2,6 +2,7 @@
 //! (`Store::apply_ledger_entry`); every balance change is one ledger row in integer cents.
 
 use switchboard_actors::ids::WorkspaceId;
+use switchboard_actors::money::Cents;
 
 /// A saved payment method, as the provider identifies it.
 #[derive(Debug, Clone)]
@@ -36,7 +37,7 @@ pub trait PaymentProvider: Send + Sync {
         &self,
         workspace: WorkspaceId,
         method: &PaymentMethod,
-        amount_cents: i64,
+        amount: Cents,
     ) -> Result<String, PaymentError>;
 }
 
@@ -75,9 +76,9 @@ impl PaymentProvider for LocalPaymentProvider {
         &self,
         _workspace: WorkspaceId,
         _method: &PaymentMethod,
-        amount_cents: i64,
+        amount: Cents,
     ) -> Result<String, PaymentError> {
-        if amount_cents <= 0 {
+        if amount <= Cents::ZERO {
             return Err(PaymentError::Declined("amount must be positive".into()));
         }
         Ok(format!("local_ch_{}", uuid::Uuid::now_v7().simple()))
@@ -91,8 +92,8 @@ pub enum ChargeError {
         "Insufficient balance: {balance_cents} cents available, {amount_cents} needed; top up first"
     )]
     InsufficientBalance {
-        balance_cents: i64,
-        amount_cents: i64,
+        balance_cents: Cents,
+        amount_cents: Cents,
     },
     #[error("No such workspace")]
     NoWorkspace,
@@ -100,25 +101,25 @@ pub enum ChargeError {
     Store(#[from] crate::store::StoreError),
 }
 
-/// Debits `amount_cents` (positive) from the balance as one ledger entry, refusing to go below
+/// Debits `amount` (positive) from the balance as one ledger entry, refusing to go below
 /// zero, then runs auto top-up if it is enabled and the balance fell below the threshold.
 pub async fn charge(
     store: &crate::store::Store,
     payments: &dyn PaymentProvider,
     workspace: WorkspaceId,
-    amount_cents: i64,
+    amount: Cents,
     kind: &str,
     description: &str,
 ) -> Result<crate::store::LedgerEntry, ChargeError> {
     let entry = store
-        .debit_if_covered(workspace, amount_cents, kind, description)
+        .debit_if_covered(workspace, amount.get(), kind, description)
         .await?;
     let entry = match entry {
         crate::store::Debit::Done(entry) => entry,
         crate::store::Debit::Insufficient { balance_cents } => {
             return Err(ChargeError::InsufficientBalance {
-                balance_cents,
-                amount_cents,
+                balance_cents: Cents::new(balance_cents),
+                amount_cents: amount,
             });
         }
         crate::store::Debit::NoWorkspace => return Err(ChargeError::NoWorkspace),
@@ -142,19 +143,18 @@ pub async fn auto_topup(
     let Some(method) = account.payment_method.clone() else {
         return Ok(None);
     };
+    let amount = Cents::new(account.auto_topup_amount_cents);
     if !account.auto_topup_enabled
-        || account.auto_topup_amount_cents <= 0
-        || account.balance_cents >= account.low_balance_threshold_cents
+        || amount <= Cents::ZERO
+        || Cents::new(account.balance_cents) >= Cents::new(account.low_balance_threshold_cents)
     {
         return Ok(None);
     }
-    let reference = payments
-        .charge(workspace, &method, account.auto_topup_amount_cents)
-        .await?;
+    let reference = payments.charge(workspace, &method, amount).await?;
     let entry = store
         .apply_ledger_entry(
             workspace,
-            account.auto_topup_amount_cents,
+            amount.get(),
             "auto_topup",
             "automatic top-up",
             Some(&reference),

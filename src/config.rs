@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use switchboard_actors::money::Cents;
 use switchboard_actors::sim::SimConfig;
 
 /// Which carrier places outbound calls.
@@ -56,9 +57,9 @@ pub struct Config {
     /// Largest CSV body accepted for contact enrollment.
     pub max_csv_body_bytes: usize,
     /// Price of one outbound minute, in cents (per-second billing).
-    pub outbound_cents_per_minute: i64,
+    pub outbound_cents_per_minute: Cents,
     /// Price of one inbound minute, in cents.
-    pub inbound_cents_per_minute: i64,
+    pub inbound_cents_per_minute: Cents,
     /// Monthly price of a purchased number, in cents.
     pub number_monthly_cents: i64,
     /// Where outbound calls go.
@@ -103,8 +104,8 @@ impl Default for Config {
             job_interval: Duration::from_secs(5),
             max_json_body_bytes: 1 << 20,
             max_csv_body_bytes: 256 << 20,
-            outbound_cents_per_minute: 10,
-            inbound_cents_per_minute: 5,
+            outbound_cents_per_minute: Cents::new(10),
+            inbound_cents_per_minute: Cents::new(5),
             number_monthly_cents: 500,
             carrier: Carrier::None,
             evaluation_interval: Duration::from_secs(60),

@@ -12,6 +12,7 @@ use switchboard_actors::ids::CallId;
 use switchboard_actors::inbound::{
     InboundEnd, InboundPlan, InboundStart, InboundStore, Speech, run_call,
 };
+use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{PortError, PortResult};
 use switchboard_actors::slug::SipSlug;
 use switchboard_sip::acl::{IpNet, SourceFilter};
@@ -32,11 +33,11 @@ pub fn recording_path(data_dir: &std::path::Path, call: CallId) -> PathBuf {
 pub struct InboundPort {
     pub store: Store,
     pub payments: Arc<dyn PaymentProvider>,
-    pub cents_per_minute: i64,
+    pub cents_per_minute: Cents,
 }
 
 impl InboundPort {
-    pub fn new(store: Store, payments: Arc<dyn PaymentProvider>, cents_per_minute: i64) -> Self {
+    pub fn new(store: Store, payments: Arc<dyn PaymentProvider>, cents_per_minute: Cents) -> Self {
         InboundPort {
             store,
             payments,

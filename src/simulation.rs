@@ -21,6 +21,7 @@ use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
 use switchboard_actors::clock::{SharedClock, TimeHold, TokioClock};
 use switchboard_actors::engine::{Engine, EngineConfig};
 use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, PhoneNumberId, WorkspaceId};
+use switchboard_actors::money::Cents;
 use switchboard_actors::phone::PhoneNumber;
 use switchboard_actors::sim::{SecondsRange, SimCarrier, SimConfig};
 use switchboard_actors::window::CallingWindow;
@@ -363,7 +364,7 @@ impl VirtualRun {
             priority,
             attempt: 1,
             max_duration_secs: 600,
-            reserved_cents: 100,
+            reserved_cents: Cents::new(100),
             queued_at: self.now(),
         };
         let new = crate::store::NewCall {

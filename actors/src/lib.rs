@@ -1,6 +1,7 @@
 //! `switchboard-actors`: Switchboard's domain model and its actor runtime.
 //!
 //! - [`ids`]: typed UUID identifiers for every resource.
+//! - [`money`]: `Cents`, the one money type where amounts are computed.
 //! - [`phone`]: E.164 phone numbers, parsed from international or national forms.
 //! - [`campaign`]: campaign status, its transition table, launch preflight and the rules and
 //!   defaults of every campaign setting.
@@ -27,6 +28,7 @@ pub mod contact;
 pub mod engine;
 pub mod ids;
 pub mod inbound;
+pub mod money;
 pub mod pacing;
 pub mod phone;
 pub mod policy;

@@ -75,11 +75,6 @@ pub fn contact_zone(window: &CallingWindow, timezone: Option<&str>, phone: &str)
     }
 }
 
-/// Cents for `secs` seconds at `cents_per_minute`, billed per second and rounded up.
-pub fn cost_cents(secs: i64, cents_per_minute: i64) -> i64 {
-    (secs.max(0) * cents_per_minute.max(0) + 59) / 60
-}
-
 /// The local calendar date of `at` in `zone`.
 pub fn local_date(at: DateTime<Utc>, zone: Tz) -> NaiveDate {
     at.with_timezone(&zone).date_naive()
@@ -367,14 +362,6 @@ mod tests {
             let d = retry_delay(3600, true, &mut rng).num_seconds();
             assert!((2880..=4320).contains(&d), "{d}");
         }
-    }
-
-    #[test]
-    fn costs_round_up_per_second() {
-        assert_eq!(cost_cents(0, 10), 0);
-        assert_eq!(cost_cents(1, 10), 1);
-        assert_eq!(cost_cents(60, 10), 10);
-        assert_eq!(cost_cents(1800, 10), 300);
     }
 
     #[test]

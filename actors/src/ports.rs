@@ -12,6 +12,7 @@ use crate::contact::{CallOutcome, ContactState, ExclusionReason};
 use crate::ids::{
     AgentId, CallId, CampaignId, ContactId, DispositionId, PhoneNumberId, WorkspaceId,
 };
+use crate::money::Cents;
 use crate::window::CallingWindow;
 
 /// A failure of a port (database down, corrupt row, ...). The engine logs it and retries at
@@ -58,7 +59,7 @@ pub struct CampaignRules {
     pub max_calls_per_day: i64,
     pub min_seconds_between_calls: i64,
     pub max_in_flight: i64,
-    pub budget_cents: Option<i64>,
+    pub budget_cents: Option<Cents>,
     pub stop_disposition_ids: Vec<DispositionId>,
     pub stop_on_no_answer: bool,
     pub stop_on_voicemail: bool,
@@ -84,8 +85,8 @@ pub struct EngineCampaign {
     pub daily_admitted_count: i64,
     pub daily_window_date: Option<NaiveDate>,
     pub last_admitted_at: Option<DateTime<Utc>>,
-    pub spent_cents: i64,
-    pub reserved_cents: i64,
+    pub spent_cents: Cents,
+    pub reserved_cents: Cents,
 }
 
 /// Contacts of a campaign per state, and the attempts already made by the open ones.
@@ -160,7 +161,7 @@ pub struct CallSpec {
     /// The contact's attempt this call belongs to (1 for direct calls).
     pub attempt: i64,
     pub max_duration_secs: i64,
-    pub reserved_cents: i64,
+    pub reserved_cents: Cents,
     pub queued_at: DateTime<Utc>,
 }
 
@@ -173,7 +174,7 @@ pub struct Admission {
     /// The window-zone date the admission counts against (`daily_window_date`).
     pub daily_date: NaiveDate,
     pub max_calls_per_day: i64,
-    pub budget_cents: Option<i64>,
+    pub budget_cents: Option<Cents>,
     pub now: DateTime<Utc>,
     /// The evaluation's record, written with the admission.
     pub tick: TickRecord,
@@ -203,14 +204,14 @@ pub enum AdmitResult {
 /// A workspace's money as admission sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Funds {
-    pub balance_cents: i64,
+    pub balance_cents: Cents,
     /// Reserved by the workspace's queued and live calls.
-    pub reserved_cents: i64,
+    pub reserved_cents: Cents,
     pub is_suspended: bool,
 }
 
 impl Funds {
-    pub fn covers(&self, reservation: i64) -> bool {
+    pub fn covers(&self, reservation: Cents) -> bool {
         !self.is_suspended && self.balance_cents - self.reserved_cents >= reservation
     }
 }
@@ -224,7 +225,7 @@ pub struct CallEnd {
     pub ended_at: DateTime<Utc>,
     /// Connected seconds that are billed (answered and voicemail calls).
     pub billable_secs: i64,
-    pub cost_cents: i64,
+    pub cost_cents: Cents,
     pub end_reason: String,
     /// A disposition label the agent's end-of-call analysis chose, if any.
     pub disposition_label: Option<String>,
@@ -277,7 +278,7 @@ pub struct TickRecord {
     pub at: DateTime<Utc>,
     pub result: crate::pacing::TickResult,
     pub last_error: Option<String>,
-    pub estimate_cents: i64,
+    pub estimate_cents: Cents,
 }
 
 /// The engine's storage port.

@@ -17,6 +17,7 @@ use super::gate::Auth;
 use crate::billing::PaymentError;
 use crate::store::{BillingAccount, BillingSettingsUpdate, LedgerEntry};
 use switchboard_actors::ids::WorkspaceId;
+use switchboard_actors::money::Cents;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -237,7 +238,7 @@ async fn top_up(
     };
     let reference = state
         .payments
-        .charge(auth.workspace_id, &method, amount)
+        .charge(auth.workspace_id, &method, Cents::new(amount))
         .await
         .map_err(payment_error)?;
     let entry = state

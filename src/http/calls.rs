@@ -13,7 +13,6 @@ use switchboard_actors::call::{
 };
 use switchboard_actors::ids::{AgentId, CallId, CampaignId, DispositionId, PhoneNumberId};
 use switchboard_actors::phone::PhoneNumber;
-use switchboard_actors::policy::cost_cents;
 use switchboard_actors::ports::CallSpec;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -171,7 +170,7 @@ async fn create(
         priority,
         attempt: 1,
         max_duration_secs: cap,
-        reserved_cents: cost_cents(cap, state.config.outbound_cents_per_minute),
+        reserved_cents: state.config.outbound_cents_per_minute.per_minute_for(cap),
         queued_at: now,
     };
     let new = NewCall {

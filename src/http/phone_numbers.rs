@@ -8,6 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
+use switchboard_actors::money::Cents;
 use switchboard_actors::phone::{PhoneNumber, parse_country};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -258,7 +259,7 @@ async fn purchase(
         &state.store,
         state.payments.as_ref(),
         ws,
-        cents,
+        Cents::new(cents),
         "number_purchase",
         &description,
     )

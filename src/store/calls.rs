@@ -11,6 +11,7 @@ use switchboard_actors::ids::{
     AgentId, CallId, CampaignId, ContactId, DispositionId, PhoneNumberId, SipEndpointId,
     WorkspaceId,
 };
+use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{CallSpec, Funds};
 use utoipa::ToSchema;
 
@@ -126,7 +127,7 @@ pub(super) fn spec_row(r: &SqliteRow) -> StoreResult<CallSpec> {
         priority: r.try_get("priority")?,
         attempt: r.try_get("attempt")?,
         max_duration_secs: r.try_get("max_duration_secs")?,
-        reserved_cents: r.try_get("reserved_cents")?,
+        reserved_cents: Cents::new(r.try_get("reserved_cents")?),
         queued_at: r.try_get("queued_at")?,
     })
 }
@@ -216,7 +217,7 @@ pub(super) fn bind_call<'q>(
         .bind(idempotency.0.map(str::to_owned))
         .bind(idempotency.1.map(str::to_owned))
         .bind(spec.max_duration_secs)
-        .bind(spec.reserved_cents)
+        .bind(spec.reserved_cents.get())
         .bind(at.clone())
         .bind(at.clone())
         .bind(at)
@@ -253,8 +254,8 @@ pub(super) async fn funds_in(
     let (balance_cents, is_suspended, reserved_cents) =
         row.ok_or_else(|| corrupt("workspace", "missing"))?;
     Ok(Funds {
-        balance_cents,
-        reserved_cents,
+        balance_cents: Cents::new(balance_cents),
+        reserved_cents: Cents::new(reserved_cents),
         is_suspended,
     })
 }

@@ -18,6 +18,7 @@ use switchboard_actors::call::{CallStatus, END_INTERRUPTED};
 use switchboard_actors::campaign::{AgentFacts, AuditEvent, CampaignStatus, NumberFacts};
 use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
 use switchboard_actors::ids::{AgentId, CallId, CampaignId, ContactId, DispositionId, WorkspaceId};
+use switchboard_actors::money::Cents;
 use switchboard_actors::policy::country_zone;
 use switchboard_actors::ports::{
     Admission, AdmitResult, CallEnd, CallSpec, CampaignRules, ContactCounts, DueContact, DueScan,
@@ -68,7 +69,7 @@ impl<'a> Ending<'a> {
     }
 
     fn charged(&self) -> bool {
-        self.end.cost_cents > 0
+        self.end.cost_cents > Cents::ZERO
     }
 
     /// The whole script: the end's statements, then `then` (if any), then the auto top-up check
@@ -128,13 +129,13 @@ impl<'a> Ending<'a> {
             .bind(end.answered_at.map(ts))
             .bind(at.clone())
             .bind(end.billable_secs)
-            .bind(end.cost_cents)
+            .bind(end.cost_cents.get())
             .bind(at.clone())
             .bind(end.disposition_label.clone())
             .bind(end.disposition_label.clone())
             .bind(spec.id.as_uuid());
         if self.charged() {
-            let amount = -end.cost_cents;
+            let amount = (-end.cost_cents).get();
             q = q
                 .bind(uuid::Uuid::now_v7())
                 .bind(amount)
@@ -149,8 +150,8 @@ impl<'a> Ending<'a> {
         }
         if let Some(campaign) = spec.campaign_id {
             q = q
-                .bind(spec.reserved_cents)
-                .bind(end.cost_cents)
+                .bind(spec.reserved_cents.get())
+                .bind(end.cost_cents.get())
                 .bind(campaign.as_uuid());
         }
         q
@@ -365,7 +366,7 @@ impl Store {
                 max_calls_per_day: s.max_calls_per_day,
                 min_seconds_between_calls: s.min_seconds_between_calls,
                 max_in_flight: s.max_in_flight,
-                budget_cents: s.budget_cents,
+                budget_cents: s.budget_cents.map(Cents::new),
                 stop_disposition_ids: s.stop_disposition_ids.clone(),
                 stop_on_no_answer: s.stop_on_no_answer,
                 stop_on_voicemail: s.stop_on_voicemail,
@@ -381,8 +382,8 @@ impl Store {
             daily_admitted_count: c.daily_admitted_count,
             daily_window_date: c.daily_window_date,
             last_admitted_at: c.last_admitted_at,
-            spent_cents: c.spent_cents,
-            reserved_cents: c.reserved_cents,
+            spent_cents: Cents::new(c.spent_cents),
+            reserved_cents: Cents::new(c.reserved_cents),
         }))
     }
 
@@ -556,19 +557,19 @@ impl Store {
             .bind(spec.to_number.clone())
             .bind(date.clone())
             .bind(a.max_calls_per_day)
-            .bind(a.budget_cents)
-            .bind(spec.reserved_cents)
-            .bind(a.budget_cents)
-            .bind(spec.reserved_cents)
+            .bind(a.budget_cents.map(Cents::get))
+            .bind(spec.reserved_cents.get())
+            .bind(a.budget_cents.map(Cents::get))
+            .bind(spec.reserved_cents.get())
             .bind(now.clone())
             .bind(spec.agent_id.as_uuid())
             .bind(date.clone())
             .bind(date.clone())
             .bind(now.clone())
-            .bind(spec.reserved_cents)
+            .bind(spec.reserved_cents.get())
             .bind(ts(a.tick.at))
             .bind(a.tick.result.to_string())
-            .bind(a.tick.estimate_cents)
+            .bind(a.tick.estimate_cents.get())
             .bind(a.campaign_id.as_uuid());
         let done = self
             .atomic(bind_call(q, spec, "{}", "{}", (None, None), a.dialing))
@@ -621,7 +622,7 @@ impl Store {
         .bind(ts(tick.at))
         .bind(tick.result.to_string())
         .bind(tick.last_error.as_deref())
-        .bind(tick.estimate_cents)
+        .bind(tick.estimate_cents.get())
         .bind(id.as_uuid())
         .execute(&mut *self.conn().await?)
         .await?;
@@ -795,7 +796,7 @@ impl Store {
                 .bind(at.clone())
                 .bind(at)
                 .bind(spec.id.as_uuid())
-                .bind(spec.reserved_cents)
+                .bind(spec.reserved_cents.get())
                 .bind(spec.campaign_id.map(|c| c.as_uuid())),
             )
             .await?;
@@ -812,7 +813,7 @@ impl Store {
         .bind(ts(spec.queued_at))
         .bind(contact.as_uuid());
         let q = bind_call(q, spec, "{}", "{}", (None, None), false)
-            .bind(spec.reserved_cents)
+            .bind(spec.reserved_cents.get())
             .bind(spec.campaign_id.map(|c| c.as_uuid()));
         Ok(self.atomic(q).await?.changed(0) == 1)
     }

@@ -7,6 +7,7 @@ use switchboard_actors::call::PRIORITY_DEFAULT;
 use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::ids::{AgentId, SipEndpointId, WorkspaceId};
 use switchboard_actors::inbound::{InboundEnd, InboundStart};
+use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{CallEnd, CallSpec};
 
 use super::{Store, StoreResult, atomic_sql, corrupt, sql, ts};
@@ -86,9 +87,9 @@ impl Store {
     pub async fn inbound_ended(
         &self,
         call: &InboundEnd,
-        cents_per_minute: i64,
+        cents_per_minute: Cents,
     ) -> StoreResult<Option<bool>> {
-        let cost = switchboard_actors::policy::cost_cents(call.duration_secs, cents_per_minute);
+        let cost = cents_per_minute.per_minute_for(call.duration_secs);
         let spec = CallSpec {
             id: call.id,
             workspace_id: call.workspace_id,
@@ -101,7 +102,7 @@ impl Store {
             priority: PRIORITY_DEFAULT,
             attempt: 1,
             max_duration_secs: 0,
-            reserved_cents: 0,
+            reserved_cents: Cents::ZERO,
             queued_at: call.answered_at,
         };
         let end = CallEnd {

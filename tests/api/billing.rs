@@ -201,7 +201,7 @@ async fn the_ledger_lists_newest_first_and_adds_up_to_the_balance_after_charges(
         &app.store,
         &switchboard::billing::LocalPaymentProvider,
         app.workspace_id,
-        1234,
+        switchboard_actors::money::Cents::new(1234),
         "call",
         "a call",
     )

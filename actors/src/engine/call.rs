@@ -10,7 +10,6 @@ use tokio::task::JoinHandle;
 
 use super::messages::{CallMsg, CampaignMsg, EndHandover, Placed};
 use super::shared::Shared;
-use crate::policy::cost_cents;
 use crate::ports::{CallEnd, CallSpec, DialRequest};
 
 pub struct CallArgs {
@@ -120,7 +119,10 @@ impl Actor for CallActor {
             answered_at,
             ended_at,
             billable_secs: result.talk_secs,
-            cost_cents: cost_cents(result.talk_secs, shared.config.outbound_cents_per_minute),
+            cost_cents: shared
+                .config
+                .outbound_cents_per_minute
+                .per_minute_for(result.talk_secs),
             end_reason: result.end_reason,
             disposition_label: result.disposition_label,
         };

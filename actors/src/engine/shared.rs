@@ -15,6 +15,7 @@ use super::messages::{AttemptStart, CampaignMsg, ContactMsg, QueueMsg, Superviso
 use super::slots::QueueCore;
 use crate::clock::SharedClock;
 use crate::ids::{CampaignId, WorkspaceId};
+use crate::money::Cents;
 use crate::ports::{self, CallSpec, Dialer, EngineStore};
 
 /// A pending `send_after` of an actor.
@@ -37,7 +38,7 @@ pub struct EngineConfig {
     /// How long an answered call waits for a disposition before it counts as unclassified.
     pub disposition_timeout: Duration,
     /// Price of one outbound minute, in cents (reservations and costs).
-    pub outbound_cents_per_minute: i64,
+    pub outbound_cents_per_minute: Cents,
     /// Calls one workspace may have live at once.
     pub workspace_max_concurrent_calls: usize,
     /// Calls this node places at once, over all workspaces.
@@ -62,7 +63,7 @@ impl Default for EngineConfig {
         Self {
             evaluation_interval: Duration::from_secs(60),
             disposition_timeout: Duration::from_secs(300),
-            outbound_cents_per_minute: 10,
+            outbound_cents_per_minute: Cents::new(10),
             workspace_max_concurrent_calls: 10,
             node_capacity: 1000,
             infra_pause_after: 5,

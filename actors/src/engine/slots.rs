@@ -183,7 +183,7 @@ mod tests {
             priority,
             attempt: 1,
             max_duration_secs: 60,
-            reserved_cents: 10,
+            reserved_cents: crate::money::Cents::new(10),
             queued_at: chrono::Utc::now(),
         }
     }

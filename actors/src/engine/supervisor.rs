@@ -17,6 +17,7 @@ use crate::call::END_INTERRUPTED;
 use crate::campaign::CampaignStatus;
 use crate::contact::CallOutcome;
 use crate::ids::CampaignId;
+use crate::money::Cents;
 use crate::ports::{CallEnd, CallSpec};
 
 /// Starts a contact actor under its campaign (installed in [`Shared`] as its `ContactSpawner`):
@@ -289,7 +290,7 @@ async fn interrupt(shared: &Shared, spec: &CallSpec) {
         answered_at: None,
         ended_at: shared.clock.now(),
         billable_secs: 0,
-        cost_cents: 0,
+        cost_cents: Cents::ZERO,
         end_reason: END_INTERRUPTED.into(),
         disposition_label: None,
     };

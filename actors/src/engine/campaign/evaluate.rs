@@ -13,6 +13,7 @@ use crate::campaign::{CampaignStatus, Preflight};
 use crate::contact::{ContactState, ExclusionReason};
 use crate::engine::messages::{Activation, CampaignMsg, Placed};
 use crate::ids::{AgentId, CallId};
+use crate::money::Cents;
 use crate::pacing::{Pacing, TickResult, admitted_on, calling_window, horizon};
 use crate::policy::{contact_zone, local_date};
 use crate::ports::{Admission, AdmitResult, CallSpec, DueContact, EngineCampaign};
@@ -314,7 +315,7 @@ impl CampaignActor {
         state: &mut CampaignState,
         c: &EngineCampaign,
         pacing: &Pacing<'_>,
-        reservation: i64,
+        reservation: Cents,
         now: DateTime<Utc>,
         next_wake: DateTime<Utc>,
     ) -> Res<Gate> {
@@ -491,7 +492,7 @@ impl CampaignActor {
         call: CallSpec,
         placed: Placed,
         today: chrono::NaiveDate,
-        reservation: i64,
+        reservation: Cents,
         now: DateTime<Utc>,
     ) -> Res<()> {
         state.admitted_since_load += 1;

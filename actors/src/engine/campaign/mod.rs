@@ -26,8 +26,8 @@ use crate::campaign::CampaignStatus;
 use crate::clock::until;
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
 use crate::ids::{CampaignId, ContactId};
+use crate::money::Cents;
 use crate::pacing::TickResult;
-use crate::policy::cost_cents;
 use crate::ports::{ContactCounts, DueContact, EngineCampaign, OpenAttempt, TickRecord};
 
 mod evaluate;
@@ -248,7 +248,7 @@ impl CampaignActor {
             at,
             result,
             last_error,
-            estimate_cents: remaining.saturating_mul(reservation),
+            estimate_cents: reservation.times(remaining),
         }
     }
 
@@ -305,7 +305,7 @@ impl CampaignActor {
 
     /// The balance does not cover a reservation: pause until a top-up clears it (checked on
     /// fresh numbers; `false` if the balance covers it after all).
-    async fn pause_for_credit(state: &mut CampaignState, reservation: i64) -> Res<bool> {
+    async fn pause_for_credit(state: &mut CampaignState, reservation: Cents) -> Res<bool> {
         let Some(ws) = state.campaign.as_ref().map(|c| c.workspace_id) else {
             return Ok(false);
         };
@@ -348,9 +348,10 @@ impl CampaignActor {
     }
 }
 
-fn reservation_of(c: &EngineCampaign, cents_per_minute: i64) -> i64 {
+/// What one call of the campaign reserves: its agent's duration cap at the outbound rate.
+fn reservation_of(c: &EngineCampaign, per_minute: Cents) -> Cents {
     let cap = c.agent.and_then(|a| a.max_call_duration_secs).unwrap_or(0);
-    cost_cents(cap, cents_per_minute)
+    per_minute.per_minute_for(cap)
 }
 
 impl Actor for CampaignActor {
@@ -461,7 +462,7 @@ impl Actor for CampaignActor {
                         let reservation =
                             reservation_of(c, state.shared.config.outbound_cents_per_minute);
                         c.spent_cents += end.cost_cents;
-                        c.reserved_cents = (c.reserved_cents - reservation).max(0);
+                        c.reserved_cents = (c.reserved_cents - reservation).at_least_zero();
                     }
                     if end.end_reason != END_INTERRUPTED {
                         if end.outcome == CallOutcome::InfraError {
@@ -507,7 +508,7 @@ impl Actor for CampaignActor {
                 if let Some(c) = &mut state.campaign {
                     let reservation =
                         reservation_of(c, state.shared.config.outbound_cents_per_minute);
-                    c.reserved_cents = (c.reserved_cents - reservation).max(0);
+                    c.reserved_cents = (c.reserved_cents - reservation).at_least_zero();
                 }
                 if let Some(a) = state.active.get_mut(&contact) {
                     a.queued = false;

@@ -2,9 +2,12 @@
 //! the hand-driven user agent and from baresip (Debian's package), fetched over HTTP through
 //! signed, expiring links.
 
+use std::time::Duration;
+
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::helpers::TestApp;
 use crate::sip_calls::{SECS, ended_call, endpoint, sip_app};
 use crate::sip_ua::{Ua, media_addr};
 
@@ -36,7 +39,7 @@ async fn the_caller_hangs_up_and_the_call_is_recorded_with_its_audio() {
     let e = s.app.get(&format!("/sip-endpoints/{endpoint_id}")).await;
     assert!(e.body["data"]["last_call_at"].is_string(), "{}", e.text);
 
-    let wav = fetch_recording(&call).await;
+    let wav = fetch_recording(&s.app, &call).await;
     let (left, right) = channels(&wav, 8000);
     assert!(
         switchboard_sip::vad::level_db(&left) > -20.0,
@@ -48,9 +51,9 @@ async fn the_caller_hangs_up_and_the_call_is_recorded_with_its_audio() {
     );
 }
 
-/// Follows a call's recording_url (302) and downloads the WAV, checking the signature rules
-/// and range requests on the way.
-async fn fetch_recording(call: &Value) -> Vec<u8> {
+/// Follows a call's recording_url (302) and downloads the WAV, checking the signature rules,
+/// range requests and the link's expiry on the service's clock on the way.
+async fn fetch_recording(app: &TestApp, call: &Value) -> Vec<u8> {
     let url = call["recording_url"]
         .as_str()
         .expect("recording_url")
@@ -113,6 +116,24 @@ async fn fetch_recording(call: &Value) -> Vec<u8> {
         StatusCode::FORBIDDEN
     );
 
+    // The link works for five minutes, then reads like an altered one; the permanent URL hands
+    // out a fresh link.
+    app.clock.advance(Duration::from_secs(290));
+    assert_eq!(
+        client.get(&location).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+    app.clock.advance(Duration::from_secs(11));
+    let expired = client.get(&location).send().await.unwrap();
+    assert_eq!(expired.status(), StatusCode::FORBIDDEN);
+    assert_eq!(expired.text().await.unwrap(), bodies[0]);
+    let fresh = client.get(&url).send().await.unwrap();
+    assert_eq!(fresh.status(), StatusCode::FOUND);
+    let fresh = fresh.headers()["location"].to_str().unwrap().to_string();
+    assert_eq!(
+        client.get(&fresh).send().await.unwrap().status(),
+        StatusCode::OK
+    );
     bytes
 }
 
@@ -208,7 +229,7 @@ async fn baresip_calls_an_endpoint_and_the_recording_holds_both_sides() {
     let call = ended_call(&s.app, 1).await;
     assert_eq!(call["end_reason"], "caller_hangup", "{call}");
     assert_eq!(call["from_number"], "caller");
-    let audio = fetch_recording(&call).await;
+    let audio = fetch_recording(&s.app, &call).await;
     let (left, right) = channels(&audio, 8000);
     let at = |secs: f64| (secs * 8000.0) as usize;
     // The caller's channel: the tone where the file has it, little before.

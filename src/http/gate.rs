@@ -11,13 +11,13 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 
 use super::AppState;
@@ -52,7 +52,8 @@ enum Bucket {
     Source(IpAddr),
 }
 
-/// A fixed one-minute window per bucket.
+/// A fixed one-minute window per bucket, on the clock the caller reads (the store's, so the
+/// windows follow the service's notion of time).
 pub struct RateLimiter {
     limit: u32,
     windows: Mutex<HashMap<Bucket, (u64, u32)>>,
@@ -73,12 +74,9 @@ impl RateLimiter {
         }
     }
 
-    fn charge(&self, bucket: Bucket) -> Charge {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let window = now / 60;
+    /// Charges one request to `bucket` at `now`.
+    fn charge(&self, bucket: Bucket, now: DateTime<Utc>) -> Charge {
+        let window = u64::try_from(now.timestamp()).unwrap_or(0) / 60;
         let mut windows = self
             .windows
             .lock()
@@ -136,7 +134,7 @@ pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -
         Some(KeyCheck::Valid { key_id, .. }) => Bucket::Key(*key_id),
         _ => Bucket::Source(source),
     };
-    let charge = state.limiter.charge(bucket);
+    let charge = state.limiter.charge(bucket, state.store.now());
     let response = if !charge.allowed {
         ApiError::RateLimited {
             limit: charge.limit,

@@ -1,8 +1,9 @@
 //! Call recordings. A call's `recording_url` is `GET /calls/{id}/recording?sig=...`: permanent,
 //! signed with HMAC-SHA256 under a key the service keeps in its store, and usable without an
 //! API key. Each fetch answers 302 to a fresh link, `GET /recordings/{id}?expires=&nonce=&token=`,
-//! valid for five minutes, which serves the stereo WAV (caller left, agent right) with range
-//! requests. A missing or altered signature gets the same 403 whether or not the call exists.
+//! valid for five minutes of the store's clock, which serves the stereo WAV (caller left, agent
+//! right) with range requests. A missing or altered signature, or an expired link, gets the same
+//! 403 whether or not the call exists.
 
 use std::io::SeekFrom;
 
@@ -10,7 +11,6 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chrono::Utc;
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
@@ -104,7 +104,7 @@ async fn recording(
             resource: "Recording",
         });
     }
-    let expires = Utc::now().timestamp() + LINK_SECS;
+    let expires = state.store.now().timestamp() + LINK_SECS;
     let nonce = hex::encode(rand::random::<[u8; 8]>());
     let token = sign(&state.recording_key, &download_message(id, expires, &nonce));
     let location = format!(
@@ -154,7 +154,7 @@ async fn download(
         &download_message(id, expires, nonce),
         q.token.as_deref(),
     )?;
-    if expires < Utc::now().timestamp() {
+    if expires < state.store.now().timestamp() {
         return Err(ApiError::InvalidSignature);
     }
     let path = crate::inbound::recording_path(&state.config.data_dir, id);

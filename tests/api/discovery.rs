@@ -1,10 +1,12 @@
 //! Discovery, authentication, scopes, rate limits and request-level errors.
 
+use std::time::Duration;
+
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use switchboard::auth::Scopes;
 
-use crate::helpers::{spawn_app, spawn_app_with};
+use crate::helpers::{Resp, TestApp, spawn_app, spawn_app_with};
 
 #[tokio::test]
 async fn the_index_lists_every_endpoint_with_its_scope_without_auth() {
@@ -185,10 +187,30 @@ async fn every_scoped_route_refuses_a_key_without_its_scope() {
     }
 }
 
+/// The first of up to `tries` requests with the app's key that is refused for the rate limit.
+async fn first_limited(app: &TestApp, tries: usize) -> Option<Resp> {
+    for _ in 0..tries {
+        let resp = app.get("/dispositions").await;
+        if resp.status == StatusCode::TOO_MANY_REQUESTS {
+            return Some(resp);
+        }
+    }
+    None
+}
+
+/// `X-RateLimit-Reset`: the Unix time the current window ends.
+fn rate_limit_reset(resp: &Resp) -> i64 {
+    resp.headers["x-ratelimit-reset"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn the_rate_limit_applies_per_key_with_headers_on_every_response() {
     let app = spawn_app_with(|c| c.rate_limit_per_minute = 5).await;
-    let now = chrono::Utc::now().timestamp();
+    let now = app.store.now().timestamp();
     let other = app.key_with_scopes("all").await;
     let mut last = None;
     for i in 0..5 {
@@ -204,11 +226,7 @@ async fn the_rate_limit_applies_per_key_with_headers_on_every_response() {
             .parse()
             .unwrap();
         assert!(remaining <= 4 - i.min(4));
-        let reset: i64 = resp.headers["x-ratelimit-reset"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let reset = rate_limit_reset(&resp);
         assert!(
             reset > now && reset <= now + 61,
             "reset {reset} is the end of the current minute"
@@ -216,15 +234,9 @@ async fn the_rate_limit_applies_per_key_with_headers_on_every_response() {
         last = Some(resp);
     }
     assert!(last.is_some());
-    let mut limited = None;
-    for _ in 0..6 {
-        let resp = app.get("/dispositions").await;
-        if resp.status == StatusCode::TOO_MANY_REQUESTS {
-            limited = Some(resp);
-            break;
-        }
-    }
-    let limited = limited.expect("the sixth request in a minute is limited");
+    let limited = first_limited(&app, 6)
+        .await
+        .expect("the sixth request in a minute is limited");
     assert_eq!(limited.error_code(), "RATE_LIMIT");
     assert_eq!(limited.headers["x-ratelimit-remaining"], "0");
     // Another key has its own budget.
@@ -249,6 +261,20 @@ async fn the_rate_limit_applies_per_key_with_headers_on_every_response() {
         saw_limit,
         "anonymous requests are limited per source address"
     );
+}
+
+#[tokio::test]
+async fn a_limited_key_is_served_again_once_its_minute_has_passed() {
+    let app = spawn_app_with(|c| c.rate_limit_per_minute = 3).await;
+    // A window boundary may pass mid-test and restart the counter; the key is limited a few
+    // requests later then.
+    let limited = first_limited(&app, 10).await.expect("the key is limited");
+    // The next minute on the service's clock.
+    app.clock.advance(Duration::from_secs(60));
+    let served = app.get("/dispositions").await;
+    assert_eq!(served.status, StatusCode::OK, "{}", served.text);
+    assert_eq!(served.headers["x-ratelimit-remaining"], "2");
+    assert!(rate_limit_reset(&served) >= rate_limit_reset(&limited) + 60);
 }
 
 #[tokio::test]

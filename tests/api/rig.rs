@@ -2,6 +2,7 @@
 //! ([`VirtualRun`]), in a temporary directory.
 
 use std::ops::{Deref, DerefMut};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use switchboard::simulation::VirtualRun;
@@ -9,6 +10,8 @@ use switchboard_actors::engine::EngineConfig;
 use switchboard_actors::sim::SimConfig;
 
 pub use switchboard::simulation::{all_day, hours, min_dial_gap, peak_concurrency};
+
+pub const DAY: Duration = Duration::from_secs(86_400);
 
 pub fn at(s: &str) -> DateTime<Utc> {
     s.parse().expect("timestamp")

@@ -19,6 +19,7 @@ mod contacts;
 mod dispositions;
 mod dnc;
 mod engine_calls;
+mod engine_reads;
 mod inbound;
 mod integrations;
 mod keys;

@@ -128,8 +128,9 @@ fn check_email(email: &str) -> Result<String, ApiError> {
                 && !domain.contains("..")
         });
     if !valid {
-        return Err(ApiError::bad_request(
-            "Invalid field `billing_email`: must be an email address like billing@example.com, or empty",
+        return Err(ApiError::invalid_field(
+            "billing_email",
+            "must be an email address like billing@example.com, or empty",
         ));
     }
     Ok(email.to_owned())
@@ -137,9 +138,10 @@ fn check_email(email: &str) -> Result<String, ApiError> {
 
 fn check_range(field: &str, value: i64, min: i64, max: i64) -> Result<i64, ApiError> {
     if !(min..=max).contains(&value) {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `{field}`: must be an integer from {min} to {max}"
-        )));
+        return Err(ApiError::invalid_field(
+            field,
+            format!("must be an integer from {min} to {max}"),
+        ));
     }
     Ok(value)
 }
@@ -188,7 +190,7 @@ async fn payment_method(
         .as_deref()
         .map(str::trim)
         .filter(|t| !t.is_empty());
-    let token = token.ok_or_else(|| ApiError::bad_request("Missing field `payment_token`"))?;
+    let token = token.ok_or_else(|| ApiError::missing_field("payment_token"))?;
     let email = input
         .billing_email
         .as_deref()
@@ -228,7 +230,7 @@ async fn top_up(
     let input: TopUpInput = parse_fields(body, TOP_UP_FIELDS)?;
     let amount = input
         .amount_cents
-        .ok_or_else(|| ApiError::bad_request("Missing field `amount_cents`"))?;
+        .ok_or_else(|| ApiError::missing_field("amount_cents"))?;
     let amount = check_range("amount_cents", amount, TOP_UP_MIN_CENTS, TOP_UP_MAX_CENTS)?;
     let Some(method) = account(&state, auth.workspace_id).await?.payment_method else {
         return Err(ApiError::Billing {
@@ -294,7 +296,12 @@ async fn settings(
         })
         .transpose();
     let amount = amount.map_err(|_| {
-        ApiError::bad_request(format!("Invalid field `auto_topup_amount_cents`: must be 0 or an integer from {AUTO_TOP_UP_MIN_CENTS} to {AUTO_TOP_UP_MAX_CENTS}"))
+        ApiError::invalid_field(
+            "auto_topup_amount_cents",
+            format!(
+                "must be 0 or an integer from {AUTO_TOP_UP_MIN_CENTS} to {AUTO_TOP_UP_MAX_CENTS}"
+            ),
+        )
     })?;
     let threshold = input
         .low_balance_threshold_cents
@@ -318,9 +325,12 @@ async fn settings(
         });
     }
     if enabled && amount.unwrap_or(current.auto_topup_amount_cents) == 0 {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `auto_topup_amount_cents`: auto top-up needs an amount from {AUTO_TOP_UP_MIN_CENTS} to {AUTO_TOP_UP_MAX_CENTS}"
-        )));
+        return Err(ApiError::invalid_field(
+            "auto_topup_amount_cents",
+            format!(
+                "auto top-up needs an amount from {AUTO_TOP_UP_MIN_CENTS} to {AUTO_TOP_UP_MAX_CENTS}"
+            ),
+        ));
     }
     let change = BillingSettingsUpdate {
         auto_topup_enabled: input.auto_topup_enabled,

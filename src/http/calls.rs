@@ -68,15 +68,16 @@ pub struct CreateCall {
 }
 
 fn required<T>(value: Option<T>, field: &str) -> Result<T, ApiError> {
-    value.ok_or_else(|| ApiError::bad_request(format!("Missing field `{field}`")))
+    value.ok_or_else(|| ApiError::missing_field(field))
 }
 
 fn check_object(field: &str, value: Option<Map<String, Value>>) -> Result<Value, ApiError> {
     let value = Value::Object(value.unwrap_or_default());
     if value.to_string().len() > MAX_OBJECT_BYTES {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `{field}`: at most {MAX_OBJECT_BYTES} bytes of JSON"
-        )));
+        return Err(ApiError::invalid_field(
+            field,
+            format!("at most {MAX_OBJECT_BYTES} bytes of JSON"),
+        ));
     }
     Ok(value)
 }
@@ -97,8 +98,9 @@ async fn create(
     let input: CreateCall = parse_fields(body, CREATE_FIELDS)?;
     let key = match input.idempotency_key {
         Some(k) if k.is_empty() || k.len() > 255 => {
-            return Err(ApiError::bad_request(
-                "Invalid field `idempotency_key`: must be 1-255 characters",
+            return Err(ApiError::invalid_field(
+                "idempotency_key",
+                "must be 1-255 characters",
             ));
         }
         other => other,
@@ -111,43 +113,44 @@ async fn create(
     )?);
     let priority = input.priority.unwrap_or(PRIORITY_DEFAULT);
     if !(PRIORITY_MIN..=PRIORITY_MAX).contains(&priority) {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `priority`: must be from {PRIORITY_MIN} to {PRIORITY_MAX}"
-        )));
+        return Err(ApiError::invalid_field(
+            "priority",
+            format!("must be from {PRIORITY_MIN} to {PRIORITY_MAX}"),
+        ));
     }
     let metadata = check_object("metadata", input.metadata)?;
     let variables = check_object("variables", input.variables)?;
     let country = state.store.default_country(ws).await?;
     let to = PhoneNumber::parse(&to, country)
-        .map_err(|e| ApiError::bad_request(format!("Invalid field `to_number`: {e}")))?;
+        .map_err(|e| ApiError::invalid_field("to_number", e.to_string()))?;
 
     let agent = state
         .store
         .agent(ws, agent_id)
         .await?
-        .ok_or_else(|| ApiError::bad_request("Invalid field `agent_id`: no such agent"))?;
+        .ok_or_else(|| ApiError::invalid_field("agent_id", "no such agent"))?;
     if !agent.is_active {
-        return Err(ApiError::bad_request(
-            "Invalid field `agent_id`: the agent is deactivated",
+        return Err(ApiError::invalid_field(
+            "agent_id",
+            "the agent is deactivated",
         ));
     }
     let Some(cap) = agent.max_call_duration_secs.filter(|s| *s > 0) else {
-        return Err(ApiError::bad_request(
-            "Invalid field `agent_id`: the agent has no positive max_call_duration_secs",
+        return Err(ApiError::invalid_field(
+            "agent_id",
+            "the agent has no positive max_call_duration_secs",
         ));
     };
     let number = state
         .store
         .phone_number(ws, from_id)
         .await?
-        .ok_or_else(|| {
-            ApiError::bad_request("Invalid field `from_phone_number_id`: no such number")
-        })?;
+        .ok_or_else(|| ApiError::invalid_field("from_phone_number_id", "no such number"))?;
     if !number.is_active || number.status != "active" {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `from_phone_number_id`: {} is not active (status {})",
-            number.number, number.status
-        )));
+        return Err(ApiError::invalid_field(
+            "from_phone_number_id",
+            format!("{} is not active (status {})", number.number, number.status),
+        ));
     }
     let now = state.store.now();
     if state
@@ -338,8 +341,9 @@ async fn disposition(
         return Err(ApiError::NotFound { resource: "Call" });
     }
     if state.store.disposition(ws, disposition).await?.is_none() {
-        return Err(ApiError::bad_request(
-            "Invalid field `disposition_id`: no such disposition in this workspace",
+        return Err(ApiError::invalid_field(
+            "disposition_id",
+            "no such disposition in this workspace",
         ));
     }
     let result = state

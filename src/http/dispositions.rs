@@ -39,9 +39,7 @@ pub struct DispositionInput {
 fn check_label(label: &str) -> Result<String, ApiError> {
     let label = label.trim();
     if label.is_empty() || label.chars().count() > 64 {
-        return Err(ApiError::bad_request(
-            "Invalid field `label`: must be 1-64 characters",
-        ));
+        return Err(ApiError::invalid_field("label", "must be 1-64 characters"));
     }
     Ok(label.to_owned())
 }
@@ -51,8 +49,9 @@ fn check_color(color: &str) -> Result<String, ApiError> {
         && color.starts_with('#')
         && color[1..].bytes().all(|b| b.is_ascii_hexdigit());
     if !ok {
-        return Err(ApiError::bad_request(
-            "Invalid field `color`: must be a hex color like #1a2b3c",
+        return Err(ApiError::invalid_field(
+            "color",
+            "must be a hex color like #1a2b3c",
         ));
     }
     Ok(color.to_ascii_lowercase())
@@ -60,8 +59,9 @@ fn check_color(color: &str) -> Result<String, ApiError> {
 
 fn check_position(position: i64) -> Result<i64, ApiError> {
     if !(0..=10_000).contains(&position) {
-        return Err(ApiError::bad_request(
-            "Invalid field `position`: must be an integer from 0 to 10000",
+        return Err(ApiError::invalid_field(
+            "position",
+            "must be an integer from 0 to 10000",
         ));
     }
     Ok(position)
@@ -109,7 +109,7 @@ async fn create(
         input
             .label
             .as_deref()
-            .ok_or_else(|| ApiError::bad_request("Missing field `label`"))?,
+            .ok_or_else(|| ApiError::missing_field("label"))?,
     )?;
     let color = check_color(input.color.as_deref().unwrap_or("#6b7280"))?;
     let position = input.position.map(check_position).transpose()?;

@@ -65,9 +65,10 @@ pub struct DncQuery {
 fn check_reason(reason: &str) -> Result<String, ApiError> {
     let reason = reason.trim();
     if reason.chars().count() > MAX_REASON_CHARS {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `reason`: must be at most {MAX_REASON_CHARS} characters"
-        )));
+        return Err(ApiError::invalid_field(
+            "reason",
+            format!("must be at most {MAX_REASON_CHARS} characters"),
+        ));
     }
     Ok(reason.to_owned())
 }
@@ -75,23 +76,38 @@ fn check_reason(reason: &str) -> Result<String, ApiError> {
 fn check_expiry(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
     let expires_at = expires_at.trunc_subsecs(6);
     if expires_at <= now {
-        return Err(ApiError::bad_request(
-            "Invalid field `expires_at`: must be in the future",
+        return Err(ApiError::invalid_field(
+            "expires_at",
+            "must be in the future",
         ));
     }
     Ok(expires_at)
 }
 
+/// Where a phone number to parse was sent, for the refusal's wording.
+pub(super) enum NumberIn {
+    /// A body field.
+    Field(&'static str),
+    /// A query parameter.
+    Query(&'static str),
+}
+
+/// A phone number in any common form, read in the workspace's default country; the E.164 form.
 pub(super) async fn parse_number(
     state: &AppState,
     auth: &Auth,
     input: &str,
-    field: &str,
+    sent_in: NumberIn,
 ) -> Result<String, ApiError> {
     let country = state.store.default_country(auth.workspace_id).await?;
     PhoneNumber::parse(input, country)
         .map(|n| n.as_str().to_owned())
-        .map_err(|err| ApiError::bad_request(format!("Invalid {field}: {err}")))
+        .map_err(|err| match sent_in {
+            NumberIn::Field(field) => ApiError::invalid_field(field, err.to_string()),
+            NumberIn::Query(name) => {
+                ApiError::bad_request(format!("Invalid query parameter `{name}`: {err}"))
+            }
+        })
 }
 
 /// Agent ids, deduplicated, all of which must be agents of the workspace.
@@ -111,9 +127,10 @@ async fn check_agents(
         .dnc_unknown_agents(auth.workspace_id, &agents)
         .await?;
     if let Some(first) = unknown.first() {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `agent_ids`: {first} is not an agent of this workspace"
-        )));
+        return Err(ApiError::invalid_field(
+            "agent_ids",
+            format!("{first} is not an agent of this workspace"),
+        ));
     }
     Ok(agents)
 }
@@ -131,7 +148,7 @@ async fn list(
     Q(query): Q<DncQuery>,
 ) -> Result<Response, ApiError> {
     if let Some(phone) = query.phone.as_deref() {
-        let number = parse_number(&state, &auth, phone, "query parameter `phone`").await?;
+        let number = parse_number(&state, &auth, phone, NumberIn::Query("phone")).await?;
         let found = state
             .store
             .dnc_entry_for_number(auth.workspace_id, &number, state.store.now())
@@ -184,8 +201,8 @@ async fn create(
     let raw = input
         .phone_number
         .as_deref()
-        .ok_or_else(|| ApiError::bad_request("Missing field `phone_number`"))?;
-    let number = parse_number(&state, &auth, raw, "field `phone_number`").await?;
+        .ok_or_else(|| ApiError::missing_field("phone_number"))?;
+    let number = parse_number(&state, &auth, raw, NumberIn::Field("phone_number")).await?;
     let reason = input
         .reason
         .as_deref()

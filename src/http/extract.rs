@@ -107,7 +107,7 @@ pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
         if path == "." || path.is_empty() {
             ApiError::bad_request(first_upper(&inner))
         } else {
-            ApiError::bad_request(format!("Invalid field `{path}`: {inner}"))
+            ApiError::invalid_field(path, inner.to_string())
         }
     })
 }

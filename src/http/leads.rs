@@ -12,6 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::dnc::NumberIn;
 use super::error::ApiError;
 use super::extract::{
     Data, JsonObject, ListResponse, Pagination, PathId, PathIds, Q, check_fields,
@@ -42,7 +43,7 @@ const LEAD_FIELDS: &[&str] = &[
 ];
 
 fn invalid(field: &str, rule: &str) -> ApiError {
-    ApiError::bad_request(format!("Invalid field `{field}`: {rule}"))
+    ApiError::invalid_field(field, rule.to_string())
 }
 
 fn text(body: &Map<String, Value>, key: &str, max: usize) -> Result<Option<String>, ApiError> {
@@ -71,7 +72,8 @@ async fn merge(
         let raw = v
             .as_str()
             .ok_or_else(|| invalid("phone_number", "must be a string"))?;
-        f.phone_number = super::dnc::parse_number(state, auth, raw, "phone_number").await?;
+        f.phone_number =
+            super::dnc::parse_number(state, auth, raw, NumberIn::Field("phone_number")).await?;
     }
     for (key, slot, max) in [
         ("first_name", &mut f.first_name, 100),
@@ -155,7 +157,7 @@ async fn create(
 ) -> Result<(StatusCode, Json<Lead>), ApiError> {
     check_fields(&body, LEAD_FIELDS)?;
     if !body.get("phone_number").is_some_and(Value::is_string) {
-        return Err(ApiError::bad_request("Missing field `phone_number`"));
+        return Err(ApiError::missing_field("phone_number"));
     }
     let tags = tag_ids(&body)?;
     let mut fields = LeadFields {
@@ -216,7 +218,7 @@ async fn list(
     .page()?;
     let phone_number = match q.phone.as_deref() {
         Some(p) => {
-            Some(super::dnc::parse_number(&state, &auth, p, "query parameter `phone`").await?)
+            Some(super::dnc::parse_number(&state, &auth, p, NumberIn::Query("phone")).await?)
         }
         None => None,
     };
@@ -366,7 +368,7 @@ fn tag_fields(
 ) -> Result<(Option<String>, Option<String>), ApiError> {
     check_fields(body, &["name", "color"])?;
     let name = match body.get("name") {
-        None if create => return Err(ApiError::bad_request("Missing field `name`")),
+        None if create => return Err(ApiError::missing_field("name")),
         None => None,
         Some(Value::String(s)) if (1..=50).contains(&s.trim().chars().count()) => {
             Some(s.trim().to_string())

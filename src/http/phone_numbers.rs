@@ -230,9 +230,9 @@ async fn purchase(
     let input: PurchaseInput = parse_fields(body, PURCHASE_WRITABLE)?;
     let raw = input
         .phone_number
-        .ok_or_else(|| ApiError::bad_request("Missing field `phone_number`"))?;
+        .ok_or_else(|| ApiError::missing_field("phone_number"))?;
     let number = PhoneNumber::parse(&raw, israel()?)
-        .map_err(|e| ApiError::bad_request(format!("Invalid field `phone_number`: {e}")))?;
+        .map_err(|e| ApiError::invalid_field("phone_number", e.to_string()))?;
     if number.country().as_deref() != Some("IL") {
         return Err(ApiError::bad_request(ISRAEL_ONLY));
     }
@@ -338,9 +338,10 @@ pub(super) async fn workspace_agent(
         Patch::Value(id) => {
             let agent = AgentId::from_uuid(id);
             if state.store.agent(ws, agent).await?.is_none() {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid field `{field}`: no agent {id} in this workspace"
-                )));
+                return Err(ApiError::invalid_field(
+                    field,
+                    format!("no agent {id} in this workspace"),
+                ));
             }
             Ok(Some(Some(agent)))
         }
@@ -364,9 +365,7 @@ async fn configure(
         )));
     }
     if body.get("friendly_name").is_some_and(|v| v.is_null()) {
-        return Err(ApiError::bad_request(
-            "Invalid field `friendly_name`: must not be null",
-        ));
+        return Err(ApiError::invalid_field("friendly_name", "must not be null"));
     }
     let input: ConfigureInput = parse_fields(body, CONFIGURE_WRITABLE)?;
     let ws = auth.workspace_id;
@@ -381,8 +380,9 @@ async fn configure(
         .as_ref()
         .is_some_and(|name| name.chars().count() > 100)
     {
-        return Err(ApiError::bad_request(
-            "Invalid field `friendly_name`: must be at most 100 characters",
+        return Err(ApiError::invalid_field(
+            "friendly_name",
+            "must be at most 100 characters",
         ));
     }
     let inbound = workspace_agent(&state, ws, "inbound_agent_id", input.inbound_agent_id).await?;

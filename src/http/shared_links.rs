@@ -95,12 +95,13 @@ async fn create(
     let agent: AgentId = body
         .get("agent_id")
         .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::bad_request("Missing field `agent_id`"))?
+        .ok_or_else(|| ApiError::missing_field("agent_id"))?
         .parse()
-        .map_err(|_| ApiError::bad_request("Invalid field `agent_id`: must be a UUID"))?;
+        .map_err(|_| ApiError::invalid_field("agent_id", "must be a UUID"))?;
     if state.store.agent(auth.workspace_id, agent).await?.is_none() {
-        return Err(ApiError::bad_request(
-            "Invalid field `agent_id`: no such agent in this workspace",
+        return Err(ApiError::invalid_field(
+            "agent_id",
+            "no such agent in this workspace",
         ));
     }
     let now = state.store.now();
@@ -122,9 +123,10 @@ async fn create(
 
 fn expiry(body: &Map<String, Value>, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
     let bad = || {
-        ApiError::bad_request(format!(
-            "Invalid field `expires_at`: must be a future RFC 3339 time at most {MAX_DAYS} days ahead"
-        ))
+        ApiError::invalid_field(
+            "expires_at",
+            format!("must be a future RFC 3339 time at most {MAX_DAYS} days ahead"),
+        )
     };
     match body.get("expires_at") {
         None | Some(Value::Null) => Ok(now + Duration::days(DEFAULT_DAYS)),

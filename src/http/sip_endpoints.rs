@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use switchboard_actors::ids::{AgentId, SipEndpointId};
 use switchboard_actors::slug::{SipSlug, SlugPrefix};
-use switchboard_sip::acl::IpNet;
+use switchboard_sip::acl::{IpNet, IpNetError};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -106,9 +106,10 @@ pub struct UpdateInput {
 fn check_name(name: &str) -> Result<String, ApiError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > NAME_MAX || name.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `name`: must be 1-{NAME_MAX} characters without control characters"
-        )));
+        return Err(ApiError::invalid_field(
+            "name",
+            format!("must be 1-{NAME_MAX} characters without control characters"),
+        ));
     }
     Ok(name.to_owned())
 }
@@ -119,19 +120,21 @@ fn check_sources(list: Option<Vec<String>>) -> Result<Option<Vec<String>>, ApiEr
         return Ok(None);
     };
     if list.is_empty() {
-        return Err(ApiError::bad_request(
-            "Invalid field `allowed_source_ips`: an empty list would refuse every caller; send null to accept any source, or set is_active to false",
+        return Err(ApiError::invalid_field(
+            "allowed_source_ips",
+            "an empty list would refuse every caller; send null to accept any source, or set is_active to false",
         ));
     }
     if list.len() > SOURCES_MAX {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `allowed_source_ips`: at most {SOURCES_MAX} entries"
-        )));
+        return Err(ApiError::invalid_field(
+            "allowed_source_ips",
+            format!("at most {SOURCES_MAX} entries"),
+        ));
     }
     let mut out: Vec<String> = Vec::with_capacity(list.len());
     for (i, entry) in list.iter().enumerate() {
-        let net: IpNet = entry.parse().map_err(|err| {
-            ApiError::bad_request(format!("Invalid field `allowed_source_ips[{i}]`: {err}"))
+        let net: IpNet = entry.parse().map_err(|err: IpNetError| {
+            ApiError::invalid_field(format!("allowed_source_ips[{i}]"), err.to_string())
         })?;
         let text = net.to_string();
         if !out.contains(&text) {
@@ -194,11 +197,12 @@ async fn create(
         input
             .name
             .as_deref()
-            .ok_or_else(|| ApiError::bad_request("Missing field `name`"))?,
+            .ok_or_else(|| ApiError::missing_field("name"))?,
     )?;
     let prefix = match input.slug.as_deref() {
-        Some(prefix) => SlugPrefix::parse(prefix)
-            .map_err(|e| ApiError::bad_request(format!("Invalid field `slug`: {e}")))?,
+        Some(prefix) => {
+            SlugPrefix::parse(prefix).map_err(|e| ApiError::invalid_field("slug", e.to_string()))?
+        }
         None => SlugPrefix::from_name(&name),
     };
     let sources = check_sources(input.allowed_source_ips.into_option().flatten())?;

@@ -14,6 +14,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, Q, parse_fields};
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::billing::PaymentError;
 use crate::store::{BillingAccount, BillingSettingsUpdate, LedgerEntry};
 use switchboard_actors::ids::WorkspaceId;
@@ -74,11 +75,21 @@ impl From<BillingAccount> for BillingStatus {
     }
 }
 
+/// An email address (at most 254 characters, a dot in the domain), or empty.
+const EMAIL_PATTERN: &str =
+    r"^$|^[^@\s\x00-\x1f\x7f]+@[^@\s.\x00-\x1f\x7f]+(\.[^@\s.\x00-\x1f\x7f]+)+$";
+
+fn email_or_empty() -> utoipa::openapi::schema::Object {
+    super::openapi::nullable_pattern(EMAIL_PATTERN, Some(254))
+}
+
 #[derive(Deserialize, ToSchema)]
 pub struct PaymentMethodInput {
     /// A token from the payment provider (never card data).
+    #[schema(nullable = false, min_length = 1, pattern = r"\S")]
     payment_token: Option<String>,
     /// Where receipts go; empty to clear.
+    #[schema(schema_with = email_or_empty)]
     billing_email: Option<String>,
 }
 
@@ -109,8 +120,22 @@ pub struct SettingsInput {
     #[schema(minimum = 0, maximum = 1000000)]
     low_balance_threshold_cents: Option<i64>,
     /// A valid email address, or empty to clear.
+    #[schema(schema_with = email_or_empty)]
     billing_email: Option<String>,
 }
+
+body_schema!(
+    /// The body of `POST /billing/payment-method`.
+    PaymentMethodBody = create_body(PaymentMethodInput, &["payment_token"])
+);
+body_schema!(
+    /// The body of `POST /billing/top-up`.
+    TopUpBody = create_body(TopUpInput, &["amount_cents"])
+);
+body_schema!(
+    /// The body of `PATCH /billing/settings`.
+    SettingsBody = patch_body(SettingsInput, SETTINGS_FIELDS)
+);
 
 fn check_email(email: &str) -> Result<String, ApiError> {
     let email = email.trim();
@@ -177,7 +202,7 @@ async fn status(
 
 /// Set up the payment method
 #[utoipa::path(post, path = "/billing/payment-method", operation_id = "setPaymentMethod", tag = "billing", security(("bearer" = ["billing:manage"])),
-    request_body = PaymentMethodInput,
+    request_body = PaymentMethodBody,
     responses((status = 200, body = BillingStatus), (status = 400), (status = 402, description = "The provider declined the method")))]
 async fn payment_method(
     State(state): State<AppState>,
@@ -220,7 +245,7 @@ async fn payment_method(
 
 /// Top up the balance
 #[utoipa::path(post, path = "/billing/top-up", operation_id = "topUp", tag = "billing", security(("bearer" = ["billing:manage"])),
-    request_body = TopUpInput,
+    request_body = TopUpBody,
     responses((status = 200, body = TopUpResult), (status = 400), (status = 402, description = "No payment method, or the charge was declined")))]
 async fn top_up(
     State(state): State<AppState>,
@@ -266,7 +291,7 @@ async fn top_up(
 
 /// Change auto top-up and billing settings
 #[utoipa::path(patch, path = "/billing/settings", operation_id = "updateBillingSettings", tag = "billing", security(("bearer" = ["billing:manage"])),
-    request_body = SettingsInput,
+    request_body = SettingsBody,
     responses((status = 200, body = BillingStatus), (status = 400), (status = 402, description = "Auto top-up needs a payment method")))]
 async fn settings(
     State(state): State<AppState>,

@@ -25,6 +25,7 @@ use super::extract::{
     JsonObject, ListResponse, Pagination, PathId, Q, parse_fields, replayed, request_hash,
 };
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{CallFilter, CallInsert, CallRecord, DispositionSet, NewCall};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -47,6 +48,15 @@ const CREATE_FIELDS: &[&str] = &[
 /// Largest metadata or variables object, serialized.
 const MAX_OBJECT_BYTES: usize = 16 * 1024;
 
+body_schema!(
+    /// The body of `POST /calls`.
+    CreateCallBody = create_body(CreateCall, &["agent_id", "to_number", "from_phone_number_id"])
+);
+body_schema!(
+    /// The body of `POST /calls/{id}/disposition`.
+    CallDispositionBody = create_body(DispositionInput, &["disposition_id"])
+);
+
 #[derive(Deserialize, ToSchema)]
 pub struct CreateCall {
     /// The agent that talks; it must be active and have a positive max_call_duration_secs.
@@ -56,6 +66,7 @@ pub struct CreateCall {
     /// An active number of the workspace to call from.
     from_phone_number_id: Option<uuid::Uuid>,
     /// 0-10, higher is placed first (default 5, the priority of campaign calls).
+    #[schema(minimum = 0, maximum = 10)]
     priority: Option<i64>,
     #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
@@ -64,6 +75,7 @@ pub struct CreateCall {
     variables: Option<Map<String, Value>>,
     /// 1-255 characters. Repeating a key with the same body answers the first call; with a
     /// different body, 400.
+    #[schema(min_length = 1, max_length = 255)]
     idempotency_key: Option<String>,
 }
 
@@ -84,7 +96,7 @@ fn check_object(field: &str, value: Option<Map<String, Value>>) -> Result<Value,
 
 /// Place an outbound call (queued by priority, then FIFO, within the workspace's concurrency)
 #[utoipa::path(post, path = "/calls", operation_id = "createCall", tag = "calls", security(("bearer" = ["calls:create"])),
-    request_body = CreateCall,
+    request_body = CreateCallBody,
     responses((status = 201, body = CallRecord, description = "Queued"), (status = 200, body = CallRecord, description = "The first call of a repeated idempotency_key"),
         (status = 400, description = "Invalid field, do-not-call number (code DO_NOT_CALL), or idempotency_key reused with another body"),
         (status = 402, description = "Balance does not cover the call's reservation, or the workspace is suspended")))]
@@ -324,7 +336,7 @@ pub struct DispositionInput {
 
 /// Land a disposition on an answered call (a stop disposition retires a campaign contact)
 #[utoipa::path(post, path = "/calls/{id}/disposition", operation_id = "setCallDisposition", tag = "calls", security(("bearer" = ["calls:create"])),
-    params(("id" = uuid::Uuid, Path)), request_body = DispositionInput,
+    params(("id" = uuid::Uuid, Path)), request_body = CallDispositionBody,
     responses((status = 200, body = CallRecord), (status = 400, description = "Unknown disposition, or the call was not answered"),
         (status = 404), (status = 409, description = "Another disposition is already set")))]
 async fn disposition(

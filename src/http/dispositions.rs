@@ -13,6 +13,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{Data, JsonObject, PathId, parse_fields};
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{DeleteOutcome, Disposition};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -35,6 +36,15 @@ pub struct DispositionInput {
     #[schema(minimum = 0, maximum = 10000)]
     position: Option<i64>,
 }
+
+body_schema!(
+    /// The body of `POST /dispositions`.
+    DispositionCreate = create_body(DispositionInput, &["label"])
+);
+body_schema!(
+    /// The body of `PATCH /dispositions/{id}`.
+    DispositionPatch = patch_body(DispositionInput, WRITABLE)
+);
 
 fn check_label(label: &str) -> Result<String, ApiError> {
     let label = label.trim();
@@ -98,7 +108,7 @@ async fn get_one(
 
 /// Create a disposition
 #[utoipa::path(post, path = "/dispositions", operation_id = "createDisposition", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
-    request_body = DispositionInput, responses((status = 201, body = Disposition), (status = 400), (status = 409)))]
+    request_body = DispositionCreate, responses((status = 201, body = Disposition), (status = 400), (status = 409)))]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -122,7 +132,7 @@ async fn create(
 
 /// Update a disposition
 #[utoipa::path(patch, path = "/dispositions/{id}", operation_id = "updateDisposition", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body = DispositionInput, responses((status = 200, body = Disposition), (status = 400), (status = 404)))]
+    params(("id" = uuid::Uuid, Path)), request_body = DispositionPatch, responses((status = 200, body = Disposition), (status = 400), (status = 404), (status = 409)))]
 async fn update(
     State(state): State<AppState>,
     auth: Auth,

@@ -21,6 +21,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{DncEntry, DncUpdate, NewDncEntry};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -39,6 +40,7 @@ pub struct DncInput {
     /// Required when adding; cannot be changed afterwards.
     phone_number: Option<String>,
     /// Why the number must not be called (up to 500 characters).
+    #[schema(max_length = 500)]
     reason: Option<String>,
     /// When the entry stops applying (must be in the future); null or omitted for never.
     #[serde(default)]
@@ -48,6 +50,15 @@ pub struct DncInput {
     #[schema(value_type = Option<Vec<uuid::Uuid>>)]
     agent_ids: Option<Vec<uuid::Uuid>>,
 }
+
+body_schema!(
+    /// The body of `POST /do-not-call`.
+    DncCreate = create_body(DncInput, &["phone_number"])
+);
+body_schema!(
+    /// The body of `PATCH /do-not-call/{id}`.
+    DncPatch = patch_body(DncInput, UPDATE_FIELDS)
+);
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -190,7 +201,7 @@ async fn get_one(
 
 /// Add a number to the do-not-call list
 #[utoipa::path(post, path = "/do-not-call", operation_id = "createDoNotCallEntry", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
-    request_body = DncInput,
+    request_body = DncCreate,
     responses((status = 201, body = DncEntry), (status = 400), (status = 409, description = "The number is already on the list")))]
 async fn create(
     State(state): State<AppState>,
@@ -231,7 +242,7 @@ async fn create(
 
 /// Update a do-not-call entry
 #[utoipa::path(patch, path = "/do-not-call/{id}", operation_id = "updateDoNotCallEntry", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body = DncInput,
+    params(("id" = uuid::Uuid, Path)), request_body = DncPatch,
     responses((status = 200, body = DncEntry), (status = 400), (status = 404)))]
 async fn update(
     State(state): State<AppState>,

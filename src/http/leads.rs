@@ -18,6 +18,7 @@ use super::extract::{
     Data, JsonObject, ListResponse, Pagination, PathId, PathIds, Q, check_fields,
 };
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{Lead, LeadFields, LeadFilter, LeadTag};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -41,6 +42,71 @@ const LEAD_FIELDS: &[&str] = &[
     "metadata",
     "tag_ids",
 ];
+
+/// The fields of a lead as the document describes them; the handlers read the body field by
+/// field ([`merge`]).
+#[derive(ToSchema)]
+#[allow(dead_code)] // Read by the OpenAPI document only.
+pub struct LeadInput {
+    /// The number in any common format; national forms are read in the workspace's country.
+    phone_number: String,
+    /// At most 100 characters; null clears it.
+    #[schema(max_length = 100)]
+    first_name: Option<String>,
+    /// At most 100 characters; null clears it.
+    #[schema(max_length = 100)]
+    last_name: Option<String>,
+    /// An email address, at most 254 characters; empty or null clears it.
+    #[schema(max_length = 254, pattern = r"^$|^[^@\s]+@[^@\s]*\.[^@\s]*$")]
+    email: Option<String>,
+    /// At most 200 characters; null clears it.
+    #[schema(max_length = 200)]
+    company: Option<String>,
+    /// An IANA time zone such as `America/New_York`; empty or null clears it.
+    #[schema(max_length = 64)]
+    timezone: Option<String>,
+    /// At most 5000 characters; null clears it.
+    #[schema(max_length = 5000)]
+    notes: Option<String>,
+    /// Any object, at most 16 KiB of JSON; null clears it.
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Value>,
+    /// Lead tags of the workspace to put on the new lead.
+    tag_ids: Option<Vec<uuid::Uuid>>,
+}
+
+body_schema!(
+    /// The body of `POST /leads`.
+    LeadCreate = create_body(LeadInput, &["phone_number"])
+);
+body_schema!(
+    /// The body of `PATCH /leads/{id}`.
+    LeadPatch = patch_body(LeadInput, &LEAD_FIELDS[..8])
+);
+
+/// A lead tag's fields.
+#[derive(ToSchema)]
+#[allow(dead_code)] // Read by the OpenAPI document only; [`tag_fields`] reads the body.
+pub struct LeadTagInput {
+    /// 1-50 characters, unique in the workspace.
+    #[schema(min_length = 1, max_length = 50, pattern = r"\S")]
+    name: String,
+    /// Hex color `#rrggbb` (default `#6b7280`).
+    #[schema(nullable = false, pattern = "^#[0-9a-fA-F]{6}$")]
+    color: Option<String>,
+}
+
+body_schema!(
+    /// The body of `POST /lead-tags`.
+    LeadTagCreate = create_body(LeadTagInput, &["name"])
+);
+body_schema!(
+    /// The body of `PATCH /lead-tags/{id}`.
+    LeadTagPatch = patch_body(LeadTagInput, TAG_FIELDS)
+);
+
+/// The writable fields of a lead tag.
+const TAG_FIELDS: &[&str] = &["name", "color"];
 
 fn invalid(field: &str, rule: &str) -> ApiError {
     ApiError::invalid_field(field, rule.to_string())
@@ -149,7 +215,7 @@ async fn apply_tags(
 
 /// Create a lead
 #[utoipa::path(post, path = "/leads", operation_id = "createLead", tag = "leads", security(("bearer" = ["leads:manage"])),
-    request_body = Object, responses((status = 201, body = Lead), (status = 400), (status = 409, description = "A lead has this number")))]
+    request_body = LeadCreate, responses((status = 201, body = Lead), (status = 400), (status = 409, description = "A lead has this number")))]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -257,7 +323,7 @@ async fn get_one(
 
 /// Update a lead (only the sent fields change)
 #[utoipa::path(patch, path = "/leads/{id}", operation_id = "updateLead", tag = "leads", security(("bearer" = ["leads:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body = Object,
+    params(("id" = uuid::Uuid, Path)), request_body = LeadPatch,
     responses((status = 200, body = Lead), (status = 400), (status = 404), (status = 409)))]
 async fn update(
     State(state): State<AppState>,
@@ -306,6 +372,11 @@ async fn delete(
     Ok(Json(json!({"success": true})))
 }
 
+body_schema!(
+    /// The body of `POST /leads/{id}/tags`.
+    TagBody = create_body(TagInput, &["tag_ids"])
+);
+
 #[derive(Deserialize, ToSchema)]
 pub struct TagInput {
     #[schema(min_items = 1)]
@@ -316,7 +387,7 @@ pub struct TagInput {
 
 /// Tag a lead
 #[utoipa::path(post, path = "/leads/{id}/tags", operation_id = "tagLead", tag = "leads", security(("bearer" = ["leads:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body = TagInput,
+    params(("id" = uuid::Uuid, Path)), request_body = TagBody,
     responses((status = 200, body = Lead), (status = 400), (status = 404)))]
 async fn tag(
     State(state): State<AppState>,
@@ -366,7 +437,7 @@ fn tag_fields(
     body: &Map<String, Value>,
     create: bool,
 ) -> Result<(Option<String>, Option<String>), ApiError> {
-    check_fields(body, &["name", "color"])?;
+    check_fields(body, TAG_FIELDS)?;
     let name = match body.get("name") {
         None if create => return Err(ApiError::missing_field("name")),
         None => None,
@@ -391,7 +462,7 @@ fn tag_fields(
 
 /// Create a lead tag
 #[utoipa::path(post, path = "/lead-tags", operation_id = "createLeadTag", tag = "leads", security(("bearer" = ["lead_tags:manage"])),
-    request_body = Object, responses((status = 201, body = LeadTag), (status = 400), (status = 409, description = "A tag has this name")))]
+    request_body = LeadTagCreate, responses((status = 201, body = LeadTag), (status = 400), (status = 409, description = "A tag has this name")))]
 async fn create_tag(
     State(state): State<AppState>,
     auth: Auth,
@@ -441,7 +512,7 @@ async fn get_tag(
 
 /// Rename or recolor a lead tag
 #[utoipa::path(patch, path = "/lead-tags/{id}", operation_id = "updateLeadTag", tag = "leads", security(("bearer" = ["lead_tags:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body = Object,
+    params(("id" = uuid::Uuid, Path)), request_body = LeadTagPatch,
     responses((status = 200, body = LeadTag), (status = 400), (status = 404), (status = 409)))]
 async fn update_tag(
     State(state): State<AppState>,

@@ -17,6 +17,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::billing::ChargeError;
 use crate::store::{PhoneNumberRecord, StoreError};
 
@@ -62,6 +63,15 @@ pub struct AvailableNumber {
     pub currency: String,
 }
 
+body_schema!(
+    /// The body of `POST /phone-numbers/purchase`.
+    PurchaseBody = create_body(PurchaseInput, &["phone_number"])
+);
+body_schema!(
+    /// The body of `PATCH /phone-numbers/{id}`.
+    ConfigureBody = patch_body(ConfigureInput, CONFIGURE_WRITABLE)
+);
+
 /// Body of `POST /phone-numbers/purchase`.
 #[derive(Deserialize, ToSchema)]
 pub struct PurchaseInput {
@@ -100,6 +110,7 @@ pub struct ConfigureInput {
     #[schema(value_type = Option<uuid::Uuid>)]
     outbound_agent_id: Patch<uuid::Uuid>,
     /// Label, at most 100 characters.
+    #[schema(nullable = false, max_length = 100)]
     friendly_name: Option<String>,
 }
 
@@ -220,7 +231,7 @@ async fn get_one(
 
 /// Buy a phone number (Israeli numbers only; needs a payment method; charges the first month)
 #[utoipa::path(post, path = "/phone-numbers/purchase", operation_id = "purchasePhoneNumber", tag = "phone-numbers", security(("bearer" = ["phone_numbers:purchase"])),
-    request_body = PurchaseInput,
+    request_body = PurchaseBody,
     responses((status = 200, body = PurchaseResult), (status = 400), (status = 402, description = "BILLING_ERROR: no payment method or insufficient balance"), (status = 409)))]
 async fn purchase(
     State(state): State<AppState>,
@@ -350,7 +361,7 @@ pub(super) async fn workspace_agent(
 
 /// Assign agents to a phone number or rename it
 #[utoipa::path(patch, path = "/phone-numbers/{id}", operation_id = "configurePhoneNumber", tag = "phone-numbers", security(("bearer" = ["phone_numbers:configure"])),
-    params(("id" = uuid::Uuid, Path)), request_body = ConfigureInput,
+    params(("id" = uuid::Uuid, Path)), request_body = ConfigureBody,
     responses((status = 200, body = PhoneNumberRecord), (status = 400), (status = 404)))]
 async fn configure(
     State(state): State<AppState>,

@@ -17,6 +17,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, PathId, Q, check_fields};
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::SharedLink;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -79,13 +80,29 @@ fn missing() -> ApiError {
     }
 }
 
+/// A shared link's fields; [`create`] reads the body.
+#[derive(ToSchema)]
+#[allow(dead_code)] // Read by the OpenAPI document only.
+struct SharedLinkInput {
+    /// The agent of this workspace to share.
+    agent_id: uuid::Uuid,
+    /// When the link stops working: in the future, at most 365 days ahead (default 30 days
+    /// when omitted or null).
+    expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+body_schema!(
+    /// The body of `POST /shared-links`.
+    SharedLinkCreate = create_body(SharedLinkInput, &["agent_id"])
+);
+
 /// Longest a link may live.
 const MAX_DAYS: i64 = 365;
 const DEFAULT_DAYS: i64 = 30;
 
 /// Share an agent: a public page until expires_at (default 30 days, at most a year)
 #[utoipa::path(post, path = "/shared-links", operation_id = "createSharedLink", tag = "shared_links", security(("bearer" = ["shared_links:manage"])),
-    request_body = Object, responses((status = 201, body = SharedLinkView), (status = 400)))]
+    request_body = SharedLinkCreate, responses((status = 201, body = SharedLinkView), (status = 400)))]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,

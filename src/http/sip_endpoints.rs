@@ -20,6 +20,7 @@ use super::extract::{
     Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q, deleted, parse_fields,
 };
 use super::gate::Auth;
+use super::openapi::body_schema;
 use super::phone_numbers::workspace_agent;
 use crate::store::{NewSipEndpoint, Paged, SipEndpoint, SipEndpointCreation, SipEndpointUpdate};
 
@@ -74,9 +75,19 @@ fn view(state: &AppState, e: SipEndpoint) -> SipEndpointView {
     }
 }
 
+body_schema!(
+    /// The body of `POST /sip-endpoints`.
+    SipEndpointCreate = create_body(CreateInput, &["name"])
+);
+body_schema!(
+    /// The body of `PATCH /sip-endpoints/{id}`.
+    SipEndpointPatch = patch_body(UpdateInput, UPDATE_FIELDS)
+);
+
 #[derive(Deserialize, ToSchema)]
 pub struct CreateInput {
     /// Label, 1-120 characters.
+    #[schema(min_length = 1, max_length = 120, pattern = "^[^\\x00-\\x1f\\x7f]*$")]
     name: Option<String>,
     /// The agent answering calls.
     #[serde(default)]
@@ -84,6 +95,7 @@ pub struct CreateInput {
     inbound_agent_id: Patch<uuid::Uuid>,
     /// Prefix of the slug: at most 12 lowercase letters, digits and single hyphens (derived
     /// from the name when omitted).
+    #[schema(min_length = 1, max_length = 12, pattern = "^[a-z0-9]+(-[a-z0-9]+)*$")]
     slug: Option<String>,
     /// Addresses or CIDR blocks calls may come from; `null` or omitted accepts any source.
     #[serde(default)]
@@ -93,6 +105,8 @@ pub struct CreateInput {
 
 #[derive(Deserialize, ToSchema)]
 pub struct UpdateInput {
+    /// Label, 1-120 characters.
+    #[schema(min_length = 1, max_length = 120, pattern = "^[^\\x00-\\x1f\\x7f]*$")]
     name: Option<String>,
     #[serde(default)]
     #[schema(value_type = Option<uuid::Uuid>)]
@@ -186,7 +200,7 @@ async fn get_one(
 
 /// Create a SIP endpoint (at most 20 per workspace per day)
 #[utoipa::path(post, path = "/sip-endpoints", operation_id = "createSipEndpoint", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
-    request_body = CreateInput, responses((status = 201, body = Data<SipEndpointView>), (status = 400), (status = 429)))]
+    request_body = SipEndpointCreate, responses((status = 201, body = Data<SipEndpointView>), (status = 400), (status = 429)))]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -259,7 +273,7 @@ async fn create(
 
 /// Update a SIP endpoint
 #[utoipa::path(patch, path = "/sip-endpoints/{id}", operation_id = "updateSipEndpoint", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
-    params(("id" = uuid::Uuid, Path)), request_body = UpdateInput,
+    params(("id" = uuid::Uuid, Path)), request_body = SipEndpointPatch,
     responses((status = 200, body = Data<SipEndpointView>), (status = 400), (status = 404)))]
 async fn update(
     State(state): State<AppState>,

@@ -19,6 +19,7 @@ use super::extract::{
     replayed, request_hash,
 };
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{Delivery, NewTool, Tool, ToolInsert, ToolUpdate};
 use crate::webhooks::{self, Outcome};
 
@@ -295,9 +296,15 @@ async fn deactivate(
     Ok(Json(json!({"success": true, "id": id, "is_active": false})))
 }
 
+body_schema!(
+    /// The body of `PUT /agents/{id}/tools/{tool_id}`.
+    AttachmentBody = create_body(Attachment, &[])
+);
+
 #[derive(Deserialize, ToSchema)]
 pub struct Attachment {
     /// Order among the agent's tools (0-1000, default 0; lower runs first).
+    #[schema(minimum = 0, maximum = 1000)]
     execution_order: Option<i64>,
     /// Settings this agent overrides (an object).
     #[schema(value_type = Option<Object>)]
@@ -306,7 +313,7 @@ pub struct Attachment {
 
 /// Attach a tool to an agent (or change its order and override)
 #[utoipa::path(put, path = "/agents/{id}/tools/{tool_id}", operation_id = "attachAgentTool", tag = "tools", security(("bearer" = ["tools:update"])),
-    params(("id" = uuid::Uuid, Path), ("tool_id" = uuid::Uuid, Path)), request_body = Attachment,
+    params(("id" = uuid::Uuid, Path), ("tool_id" = uuid::Uuid, Path)), request_body = AttachmentBody,
     responses((status = 200, body = Tool), (status = 400), (status = 404)))]
 async fn attach(
     State(state): State<AppState>,

@@ -165,12 +165,25 @@ pub fn camel_case(name: &str) -> String {
     out
 }
 
-fn invalid(field: &str, why: impl std::fmt::Display) -> String {
-    format!("Invalid field `{field}`: {why}")
+/// A field of a tool's configuration that breaks its rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Invalid field `{field}`: {rule}")]
+pub struct InvalidField {
+    /// The field's path, e.g. `config.url`.
+    pub field: String,
+    /// What the field must be.
+    pub rule: String,
+}
+
+fn invalid(field: &str, why: impl std::fmt::Display) -> InvalidField {
+    InvalidField {
+        field: field.to_owned(),
+        rule: why.to_string(),
+    }
 }
 
 /// A checked camelCase name: 1-64 characters, starting with a letter.
-pub fn tool_name(field: &str, raw: &str) -> Result<String, String> {
+pub fn tool_name(field: &str, raw: &str) -> Result<String, InvalidField> {
     let name = camel_case(raw);
     if name.is_empty() || name.len() > 64 || !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
         return Err(invalid(
@@ -183,7 +196,10 @@ pub fn tool_name(field: &str, raw: &str) -> Result<String, String> {
 
 /// Validates a webhook configuration and returns it normalized, with defaults filled in.
 /// The URL is checked against the egress policy, its name resolved.
-pub async fn webhook_config(egress: &Egress, config: &Value) -> Result<WebhookConfig, String> {
+pub async fn webhook_config(
+    egress: &Egress,
+    config: &Value,
+) -> Result<WebhookConfig, InvalidField> {
     let Some(obj) = config.as_object() else {
         return Err(invalid("config", "must be an object"));
     };
@@ -291,7 +307,7 @@ pub async fn webhook_config(egress: &Egress, config: &Value) -> Result<WebhookCo
     })
 }
 
-fn payload_config(value: Option<&Value>) -> Result<PayloadConfig, String> {
+fn payload_config(value: Option<&Value>) -> Result<PayloadConfig, InvalidField> {
     let empty = Map::new();
     let obj = match value {
         None | Some(Value::Null) => &empty,

@@ -138,9 +138,7 @@ fn parse_input(body: Map<String, Value>) -> Result<AgentInput, ApiError> {
         .find(|(k, v)| v.is_null() && !NULLABLE.contains(&k.as_str()))
         .map(|(k, _)| k)
     {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `{key}`: must not be null"
-        )));
+        return Err(ApiError::invalid_field(key, "must not be null"));
     }
     from_value(Value::Object(body))
 }
@@ -211,7 +209,7 @@ fn apply(agent: &mut Agent, input: AgentInput) {
 }
 
 fn invalid(field: &str, rule: &str) -> ApiError {
-    ApiError::bad_request(format!("Invalid field `{field}`: {rule}"))
+    ApiError::invalid_field(field, rule.to_string())
 }
 
 fn chars(field: &str, value: &str, min: usize, max: usize) -> Result<(), ApiError> {
@@ -480,7 +478,7 @@ async fn create(
 ) -> Result<(StatusCode, Json<Agent>), ApiError> {
     let input = parse_input(body)?;
     let Some(name) = input.name.as_deref() else {
-        return Err(ApiError::bad_request("Missing field `name`"));
+        return Err(ApiError::missing_field("name"));
     };
     let mut agent = Agent::new(name.trim().to_owned());
     apply(&mut agent, input);

@@ -14,6 +14,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, Q, parse_fields};
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::billing::PaymentError;
 use crate::store::{BillingAccount, BillingSettingsUpdate, LedgerEntry};
 use switchboard_actors::ids::WorkspaceId;
@@ -75,11 +76,21 @@ impl From<BillingAccount> for BillingStatus {
     }
 }
 
+/// An email address (at most 254 characters, a dot in the domain), or empty.
+const EMAIL_PATTERN: &str =
+    r"^$|^[^@\s\x00-\x1f\x7f]+@[^@\s.\x00-\x1f\x7f]+(\.[^@\s.\x00-\x1f\x7f]+)+$";
+
+fn email_or_empty() -> utoipa::openapi::schema::Object {
+    super::openapi::nullable_pattern(EMAIL_PATTERN, Some(254))
+}
+
 #[derive(Deserialize, ToSchema)]
 pub struct PaymentMethodInput {
     /// A token from the payment provider (never card data).
+    #[schema(nullable = false, min_length = 1, pattern = r"\S")]
     payment_token: Option<String>,
     /// Where receipts go; empty to clear.
+    #[schema(schema_with = email_or_empty)]
     billing_email: Option<String>,
 }
 
@@ -110,8 +121,22 @@ pub struct SettingsInput {
     #[schema(minimum = 0, maximum = 1000000)]
     low_balance_threshold_cents: Option<i64>,
     /// A valid email address, or empty to clear.
+    #[schema(schema_with = email_or_empty)]
     billing_email: Option<String>,
 }
+
+body_schema!(
+    /// The body of `POST /billing/payment-method`.
+    PaymentMethodBody = create_body(PaymentMethodInput, &["payment_token"])
+);
+body_schema!(
+    /// The body of `POST /billing/top-up`.
+    TopUpBody = create_body(TopUpInput, &["amount_cents"])
+);
+body_schema!(
+    /// The body of `PATCH /billing/settings`.
+    SettingsBody = patch_body(SettingsInput, SETTINGS_FIELDS)
+);
 
 fn check_email(email: &str) -> Result<String, ApiError> {
     let email = email.trim();
@@ -129,8 +154,9 @@ fn check_email(email: &str) -> Result<String, ApiError> {
                 && !domain.contains("..")
         });
     if !valid {
-        return Err(ApiError::bad_request(
-            "Invalid field `billing_email`: must be an email address like billing@example.com, or empty",
+        return Err(ApiError::invalid_field(
+            "billing_email",
+            "must be an email address like billing@example.com, or empty",
         ));
     }
     Ok(email.to_owned())
@@ -138,9 +164,10 @@ fn check_email(email: &str) -> Result<String, ApiError> {
 
 fn check_range(field: &str, value: i64, min: i64, max: i64) -> Result<i64, ApiError> {
     if !(min..=max).contains(&value) {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `{field}`: must be an integer from {min} to {max}"
-        )));
+        return Err(ApiError::invalid_field(
+            field,
+            format!("must be an integer from {min} to {max}"),
+        ));
     }
     Ok(value)
 }
@@ -176,7 +203,7 @@ async fn status(
 
 /// Set up the payment method
 #[utoipa::path(post, path = "/billing/payment-method", operation_id = "setPaymentMethod", tag = "billing", security(("bearer" = ["billing:manage"])),
-    request_body = PaymentMethodInput,
+    request_body = PaymentMethodBody,
     responses((status = 200, body = BillingStatus), (status = 400), (status = 402, description = "The provider declined the method")))]
 async fn payment_method(
     State(state): State<AppState>,
@@ -189,7 +216,7 @@ async fn payment_method(
         .as_deref()
         .map(str::trim)
         .filter(|t| !t.is_empty());
-    let token = token.ok_or_else(|| ApiError::bad_request("Missing field `payment_token`"))?;
+    let token = token.ok_or_else(|| ApiError::missing_field("payment_token"))?;
     let email = input
         .billing_email
         .as_deref()
@@ -219,7 +246,7 @@ async fn payment_method(
 
 /// Top up the balance
 #[utoipa::path(post, path = "/billing/top-up", operation_id = "topUp", tag = "billing", security(("bearer" = ["billing:manage"])),
-    request_body = TopUpInput,
+    request_body = TopUpBody,
     responses((status = 200, body = TopUpResult), (status = 400), (status = 402, description = "No payment method, or the charge was declined")))]
 async fn top_up(
     State(state): State<AppState>,
@@ -229,7 +256,7 @@ async fn top_up(
     let input: TopUpInput = parse_fields(body, TOP_UP_FIELDS)?;
     let amount = input
         .amount_cents
-        .ok_or_else(|| ApiError::bad_request("Missing field `amount_cents`"))?;
+        .ok_or_else(|| ApiError::missing_field("amount_cents"))?;
     let amount = check_range("amount_cents", amount, TOP_UP_MIN_CENTS, TOP_UP_MAX_CENTS)?;
     let Some(method) = account(&state, auth.workspace_id).await?.payment_method else {
         return Err(ApiError::Billing {
@@ -265,7 +292,7 @@ async fn top_up(
 
 /// Change auto top-up and billing settings
 #[utoipa::path(patch, path = "/billing/settings", operation_id = "updateBillingSettings", tag = "billing", security(("bearer" = ["billing:manage"])),
-    request_body = SettingsInput,
+    request_body = SettingsBody,
     responses((status = 200, body = BillingStatus), (status = 400), (status = 402, description = "Auto top-up needs a payment method")))]
 async fn settings(
     State(state): State<AppState>,
@@ -295,7 +322,12 @@ async fn settings(
         })
         .transpose();
     let amount = amount.map_err(|_| {
-        ApiError::bad_request(format!("Invalid field `auto_topup_amount_cents`: must be 0 or an integer from {AUTO_TOP_UP_MIN_CENTS} to {AUTO_TOP_UP_MAX_CENTS}"))
+        ApiError::invalid_field(
+            "auto_topup_amount_cents",
+            format!(
+                "must be 0 or an integer from {AUTO_TOP_UP_MIN_CENTS} to {AUTO_TOP_UP_MAX_CENTS}"
+            ),
+        )
     })?;
     let threshold = input
         .low_balance_threshold_cents
@@ -319,9 +351,12 @@ async fn settings(
         });
     }
     if enabled && amount.unwrap_or(current.auto_topup_amount_cents) == 0 {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `auto_topup_amount_cents`: auto top-up needs an amount from {AUTO_TOP_UP_MIN_CENTS} to {AUTO_TOP_UP_MAX_CENTS}"
-        )));
+        return Err(ApiError::invalid_field(
+            "auto_topup_amount_cents",
+            format!(
+                "auto top-up needs an amount from {AUTO_TOP_UP_MIN_CENTS} to {AUTO_TOP_UP_MAX_CENTS}"
+            ),
+        ));
     }
     let change = BillingSettingsUpdate {
         auto_topup_enabled: input.auto_topup_enabled,

@@ -8,14 +8,17 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::Value;
 use switchboard_actors::ids::WorkspaceId;
-use switchboard_actors::window::CallingWindow;
+use switchboard_actors::window::{CallingWindow, DayOfWeek};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::ApiError;
 use super::extract::JsonObject;
 use super::gate::Auth;
+use super::openapi::body_schema;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_window, put_window))
@@ -52,9 +55,58 @@ pub async fn workspace_window(
         })
 }
 
+/// The schema of `days`: at least one of the names `DayOfWeek` reads (`mon` .. `sun`).
+fn days() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    let names = [
+        chrono::Weekday::Mon,
+        chrono::Weekday::Tue,
+        chrono::Weekday::Wed,
+        chrono::Weekday::Thu,
+        chrono::Weekday::Fri,
+        chrono::Weekday::Sat,
+        chrono::Weekday::Sun,
+    ]
+    .map(|day| serde_json::to_value(DayOfWeek::from_weekday(day)).unwrap_or_default());
+    ArrayBuilder::new()
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(names)),
+        )
+        .min_items(Some(1))
+        .build()
+}
+
+/// A calling window; `CallingWindow::from_json` reads the body.
+#[derive(ToSchema)]
+#[allow(dead_code)] // Read by the OpenAPI document only.
+struct CallWindowInput {
+    /// An IANA time zone such as `America/New_York`.
+    #[schema(min_length = 1)]
+    timezone: String,
+    /// The days the window opens (default every weekday).
+    #[schema(schema_with = days)]
+    days: Option<Vec<String>>,
+    /// Opening time, `HH:MM`.
+    #[schema(pattern = "^([01][0-9]|2[0-3]):[0-5][0-9]$")]
+    start: String,
+    /// Closing time, `HH:MM`, later than `start` (windows do not cross midnight).
+    #[schema(pattern = "^([01][0-9]|2[0-3]):[0-5][0-9]$")]
+    end: String,
+    /// Read each contact's own time zone when it has one (default true).
+    #[schema(nullable = false)]
+    use_contact_timezone: Option<bool>,
+}
+
+body_schema!(
+    /// The body of `PUT /call-windows`.
+    CallWindowBody = create_body(CallWindowInput, &["timezone", "start", "end"])
+);
+
 /// Set the workspace's default calling hours
 #[utoipa::path(put, path = "/call-windows", operation_id = "putCallWindow", tag = "calling hours", security(("bearer" = ["campaigns:manage"])),
-    request_body(content = Object, description = "{timezone (IANA), days ([\"mon\", ...]), start \"HH:MM\", end \"HH:MM\", use_contact_timezone (default true)}"),
+    request_body = CallWindowBody,
     responses((status = 200, description = "The saved calling window"), (status = 400)))]
 async fn put_window(
     State(state): State<AppState>,

@@ -24,6 +24,7 @@ use super::extract::{
     JsonObject, ListResponse, Pagination, PathId, Q, parse_fields, replayed, request_hash,
 };
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{CallFilter, CallInsert, CallRecord, DispositionSet, NewCall};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -46,6 +47,15 @@ const CREATE_FIELDS: &[&str] = &[
 /// Largest metadata or variables object, serialized.
 const MAX_OBJECT_BYTES: usize = 16 * 1024;
 
+body_schema!(
+    /// The body of `POST /calls`.
+    CreateCallBody = create_body(CreateCall, &["agent_id", "to_number", "from_phone_number_id"])
+);
+body_schema!(
+    /// The body of `POST /calls/{id}/disposition`.
+    CallDispositionBody = create_body(DispositionInput, &["disposition_id"])
+);
+
 #[derive(Deserialize, ToSchema)]
 pub struct CreateCall {
     /// The agent that talks; it must be active and have a positive max_call_duration_secs.
@@ -55,6 +65,7 @@ pub struct CreateCall {
     /// An active number of the workspace to call from.
     from_phone_number_id: Option<uuid::Uuid>,
     /// 0-10, higher is placed first (default 5, the priority of campaign calls).
+    #[schema(minimum = 0, maximum = 10)]
     priority: Option<i64>,
     #[schema(value_type = Option<Object>)]
     metadata: Option<Map<String, Value>>,
@@ -63,26 +74,28 @@ pub struct CreateCall {
     variables: Option<Map<String, Value>>,
     /// 1-255 characters. Repeating a key with the same body answers the first call; with a
     /// different body, 400.
+    #[schema(min_length = 1, max_length = 255)]
     idempotency_key: Option<String>,
 }
 
 fn required<T>(value: Option<T>, field: &str) -> Result<T, ApiError> {
-    value.ok_or_else(|| ApiError::bad_request(format!("Missing field `{field}`")))
+    value.ok_or_else(|| ApiError::missing_field(field))
 }
 
 fn check_object(field: &str, value: Option<Map<String, Value>>) -> Result<Value, ApiError> {
     let value = Value::Object(value.unwrap_or_default());
     if value.to_string().len() > MAX_OBJECT_BYTES {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `{field}`: at most {MAX_OBJECT_BYTES} bytes of JSON"
-        )));
+        return Err(ApiError::invalid_field(
+            field,
+            format!("at most {MAX_OBJECT_BYTES} bytes of JSON"),
+        ));
     }
     Ok(value)
 }
 
 /// Place an outbound call (queued by priority, then FIFO, within the workspace's concurrency)
 #[utoipa::path(post, path = "/calls", operation_id = "createCall", tag = "calls", security(("bearer" = ["calls:create"])),
-    request_body = CreateCall,
+    request_body = CreateCallBody,
     responses((status = 201, body = CallRecord, description = "Queued"), (status = 200, body = CallRecord, description = "The first call of a repeated idempotency_key"),
         (status = 400, description = "Invalid field, do-not-call number (code DO_NOT_CALL), or idempotency_key reused with another body"),
         (status = 402, description = "Balance does not cover the call's reservation, or the workspace is suspended")))]
@@ -96,8 +109,9 @@ async fn create(
     let input: CreateCall = parse_fields(body, CREATE_FIELDS)?;
     let key = match input.idempotency_key {
         Some(k) if k.is_empty() || k.len() > 255 => {
-            return Err(ApiError::bad_request(
-                "Invalid field `idempotency_key`: must be 1-255 characters",
+            return Err(ApiError::invalid_field(
+                "idempotency_key",
+                "must be 1-255 characters",
             ));
         }
         other => other,
@@ -110,43 +124,44 @@ async fn create(
     )?);
     let priority = input.priority.unwrap_or(PRIORITY_DEFAULT);
     if !(PRIORITY_MIN..=PRIORITY_MAX).contains(&priority) {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `priority`: must be from {PRIORITY_MIN} to {PRIORITY_MAX}"
-        )));
+        return Err(ApiError::invalid_field(
+            "priority",
+            format!("must be from {PRIORITY_MIN} to {PRIORITY_MAX}"),
+        ));
     }
     let metadata = check_object("metadata", input.metadata)?;
     let variables = check_object("variables", input.variables)?;
     let country = state.store.default_country(ws).await?;
     let to = PhoneNumber::parse(&to, country)
-        .map_err(|e| ApiError::bad_request(format!("Invalid field `to_number`: {e}")))?;
+        .map_err(|e| ApiError::invalid_field("to_number", e.to_string()))?;
 
     let agent = state
         .store
         .agent(ws, agent_id)
         .await?
-        .ok_or_else(|| ApiError::bad_request("Invalid field `agent_id`: no such agent"))?;
+        .ok_or_else(|| ApiError::invalid_field("agent_id", "no such agent"))?;
     if !agent.is_active {
-        return Err(ApiError::bad_request(
-            "Invalid field `agent_id`: the agent is deactivated",
+        return Err(ApiError::invalid_field(
+            "agent_id",
+            "the agent is deactivated",
         ));
     }
     let Some(cap) = agent.max_call_duration_secs.filter(|s| *s > 0) else {
-        return Err(ApiError::bad_request(
-            "Invalid field `agent_id`: the agent has no positive max_call_duration_secs",
+        return Err(ApiError::invalid_field(
+            "agent_id",
+            "the agent has no positive max_call_duration_secs",
         ));
     };
     let number = state
         .store
         .phone_number(ws, from_id)
         .await?
-        .ok_or_else(|| {
-            ApiError::bad_request("Invalid field `from_phone_number_id`: no such number")
-        })?;
+        .ok_or_else(|| ApiError::invalid_field("from_phone_number_id", "no such number"))?;
     if !number.is_active || number.status != "active" {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `from_phone_number_id`: {} is not active (status {})",
-            number.number, number.status
-        )));
+        return Err(ApiError::invalid_field(
+            "from_phone_number_id",
+            format!("{} is not active (status {})", number.number, number.status),
+        ));
     }
     let now = state.store.now();
     if state
@@ -320,7 +335,7 @@ pub struct DispositionInput {
 
 /// Land a disposition on an answered call (a stop disposition retires a campaign contact)
 #[utoipa::path(post, path = "/calls/{id}/disposition", operation_id = "setCallDisposition", tag = "calls", security(("bearer" = ["calls:create"])),
-    params(("id" = uuid::Uuid, Path)), request_body = DispositionInput,
+    params(("id" = uuid::Uuid, Path)), request_body = CallDispositionBody,
     responses((status = 200, body = CallRecord), (status = 400, description = "Unknown disposition, or the call was not answered"),
         (status = 404), (status = 409, description = "Another disposition is already set")))]
 async fn disposition(
@@ -337,8 +352,9 @@ async fn disposition(
         return Err(ApiError::NotFound { resource: "Call" });
     }
     if state.store.disposition(ws, disposition).await?.is_none() {
-        return Err(ApiError::bad_request(
-            "Invalid field `disposition_id`: no such disposition in this workspace",
+        return Err(ApiError::invalid_field(
+            "disposition_id",
+            "no such disposition in this workspace",
         ));
     }
     let result = state

@@ -13,6 +13,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{Data, JsonObject, PathId, parse_fields};
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{DeleteOutcome, Disposition};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -36,12 +37,19 @@ pub struct DispositionInput {
     position: Option<i64>,
 }
 
+body_schema!(
+    /// The body of `POST /dispositions`.
+    DispositionCreate = create_body(DispositionInput, &["label"])
+);
+body_schema!(
+    /// The body of `PATCH /dispositions/{id}`.
+    DispositionPatch = patch_body(DispositionInput, WRITABLE)
+);
+
 fn check_label(label: &str) -> Result<String, ApiError> {
     let label = label.trim();
     if label.is_empty() || label.chars().count() > 64 {
-        return Err(ApiError::bad_request(
-            "Invalid field `label`: must be 1-64 characters",
-        ));
+        return Err(ApiError::invalid_field("label", "must be 1-64 characters"));
     }
     Ok(label.to_owned())
 }
@@ -51,8 +59,9 @@ fn check_color(color: &str) -> Result<String, ApiError> {
         && color.starts_with('#')
         && color[1..].bytes().all(|b| b.is_ascii_hexdigit());
     if !ok {
-        return Err(ApiError::bad_request(
-            "Invalid field `color`: must be a hex color like #1a2b3c",
+        return Err(ApiError::invalid_field(
+            "color",
+            "must be a hex color like #1a2b3c",
         ));
     }
     Ok(color.to_ascii_lowercase())
@@ -60,8 +69,9 @@ fn check_color(color: &str) -> Result<String, ApiError> {
 
 fn check_position(position: i64) -> Result<i64, ApiError> {
     if !(0..=10_000).contains(&position) {
-        return Err(ApiError::bad_request(
-            "Invalid field `position`: must be an integer from 0 to 10000",
+        return Err(ApiError::invalid_field(
+            "position",
+            "must be an integer from 0 to 10000",
         ));
     }
     Ok(position)
@@ -98,7 +108,7 @@ async fn get_one(
 
 /// Create a disposition
 #[utoipa::path(post, path = "/dispositions", operation_id = "createDisposition", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
-    request_body = DispositionInput, responses((status = 201, body = Disposition), (status = 400), (status = 409)))]
+    request_body = DispositionCreate, responses((status = 201, body = Disposition), (status = 400), (status = 409)))]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -109,7 +119,7 @@ async fn create(
         input
             .label
             .as_deref()
-            .ok_or_else(|| ApiError::bad_request("Missing field `label`"))?,
+            .ok_or_else(|| ApiError::missing_field("label"))?,
     )?;
     let color = check_color(input.color.as_deref().unwrap_or("#6b7280"))?;
     let position = input.position.map(check_position).transpose()?;
@@ -122,7 +132,7 @@ async fn create(
 
 /// Update a disposition
 #[utoipa::path(patch, path = "/dispositions/{id}", operation_id = "updateDisposition", tag = "dispositions", security(("bearer" = ["dispositions:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body = DispositionInput, responses((status = 200, body = Disposition), (status = 400), (status = 404)))]
+    params(("id" = uuid::Uuid, Path)), request_body = DispositionPatch, responses((status = 200, body = Disposition), (status = 400), (status = 404), (status = 409)))]
 async fn update(
     State(state): State<AppState>,
     auth: Auth,

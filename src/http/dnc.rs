@@ -21,6 +21,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{DncEntry, DncUpdate, NewDncEntry};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -39,6 +40,7 @@ pub struct DncInput {
     /// Required when adding; cannot be changed afterwards.
     phone_number: Option<String>,
     /// Why the number must not be called (up to 500 characters).
+    #[schema(max_length = 500)]
     reason: Option<String>,
     /// When the entry stops applying (must be in the future); null or omitted for never.
     #[serde(default)]
@@ -48,6 +50,15 @@ pub struct DncInput {
     #[schema(value_type = Option<Vec<uuid::Uuid>>)]
     agent_ids: Option<Vec<uuid::Uuid>>,
 }
+
+body_schema!(
+    /// The body of `POST /do-not-call`.
+    DncCreate = create_body(DncInput, &["phone_number"])
+);
+body_schema!(
+    /// The body of `PATCH /do-not-call/{id}`.
+    DncPatch = patch_body(DncInput, UPDATE_FIELDS)
+);
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -65,9 +76,10 @@ pub struct DncQuery {
 fn check_reason(reason: &str) -> Result<String, ApiError> {
     let reason = reason.trim();
     if reason.chars().count() > MAX_REASON_CHARS {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `reason`: must be at most {MAX_REASON_CHARS} characters"
-        )));
+        return Err(ApiError::invalid_field(
+            "reason",
+            format!("must be at most {MAX_REASON_CHARS} characters"),
+        ));
     }
     Ok(reason.to_owned())
 }
@@ -75,23 +87,38 @@ fn check_reason(reason: &str) -> Result<String, ApiError> {
 fn check_expiry(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
     let expires_at = expires_at.trunc_subsecs(6);
     if expires_at <= now {
-        return Err(ApiError::bad_request(
-            "Invalid field `expires_at`: must be in the future",
+        return Err(ApiError::invalid_field(
+            "expires_at",
+            "must be in the future",
         ));
     }
     Ok(expires_at)
 }
 
+/// Where a phone number to parse was sent, for the refusal's wording.
+pub(super) enum NumberIn {
+    /// A body field.
+    Field(&'static str),
+    /// A query parameter.
+    Query(&'static str),
+}
+
+/// A phone number in any common form, read in the workspace's default country; the E.164 form.
 pub(super) async fn parse_number(
     state: &AppState,
     auth: &Auth,
     input: &str,
-    field: &str,
+    sent_in: NumberIn,
 ) -> Result<String, ApiError> {
     let country = state.store.default_country(auth.workspace_id).await?;
     PhoneNumber::parse(input, country)
         .map(|n| n.as_str().to_owned())
-        .map_err(|err| ApiError::bad_request(format!("Invalid {field}: {err}")))
+        .map_err(|err| match sent_in {
+            NumberIn::Field(field) => ApiError::invalid_field(field, err.to_string()),
+            NumberIn::Query(name) => {
+                ApiError::bad_request(format!("Invalid query parameter `{name}`: {err}"))
+            }
+        })
 }
 
 /// Agent ids, deduplicated, all of which must be agents of the workspace.
@@ -111,9 +138,10 @@ async fn check_agents(
         .dnc_unknown_agents(auth.workspace_id, &agents)
         .await?;
     if let Some(first) = unknown.first() {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `agent_ids`: {first} is not an agent of this workspace"
-        )));
+        return Err(ApiError::invalid_field(
+            "agent_ids",
+            format!("{first} is not an agent of this workspace"),
+        ));
     }
     Ok(agents)
 }
@@ -131,7 +159,7 @@ async fn list(
     Q(query): Q<DncQuery>,
 ) -> Result<Response, ApiError> {
     if let Some(phone) = query.phone.as_deref() {
-        let number = parse_number(&state, &auth, phone, "query parameter `phone`").await?;
+        let number = parse_number(&state, &auth, phone, NumberIn::Query("phone")).await?;
         let found = state
             .store
             .dnc_entry_for_number(auth.workspace_id, &number, state.store.now())
@@ -173,7 +201,7 @@ async fn get_one(
 
 /// Add a number to the do-not-call list
 #[utoipa::path(post, path = "/do-not-call", operation_id = "createDoNotCallEntry", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
-    request_body = DncInput,
+    request_body = DncCreate,
     responses((status = 201, body = DncEntry), (status = 400), (status = 409, description = "The number is already on the list")))]
 async fn create(
     State(state): State<AppState>,
@@ -184,8 +212,8 @@ async fn create(
     let raw = input
         .phone_number
         .as_deref()
-        .ok_or_else(|| ApiError::bad_request("Missing field `phone_number`"))?;
-    let number = parse_number(&state, &auth, raw, "field `phone_number`").await?;
+        .ok_or_else(|| ApiError::missing_field("phone_number"))?;
+    let number = parse_number(&state, &auth, raw, NumberIn::Field("phone_number")).await?;
     let reason = input
         .reason
         .as_deref()
@@ -214,7 +242,7 @@ async fn create(
 
 /// Update a do-not-call entry
 #[utoipa::path(patch, path = "/do-not-call/{id}", operation_id = "updateDoNotCallEntry", tag = "do-not-call", security(("bearer" = ["do_not_call:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body = DncInput,
+    params(("id" = uuid::Uuid, Path)), request_body = DncPatch,
     responses((status = 200, body = DncEntry), (status = 400), (status = 404)))]
 async fn update(
     State(state): State<AppState>,

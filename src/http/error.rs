@@ -11,9 +11,16 @@ use crate::store::{StoreError, UniqueRule};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// 400 INVALID_REQUEST: a missing or bad field, invalid JSON, a bad query parameter.
+    /// 400 INVALID_REQUEST: what is not about one body field: invalid JSON, a bad path or query
+    /// parameter, fields that conflict with each other, a reused idempotency key.
     #[error("{message}")]
     BadRequest { message: String },
+    /// 400 INVALID_REQUEST: one field breaks its rule; the body names it in `field`.
+    #[error("Invalid field `{field}`: {rule}")]
+    InvalidField { field: String, rule: String },
+    /// 400 INVALID_REQUEST: a required field is absent; the body names it in `field`.
+    #[error("Missing field `{field}`")]
+    MissingField { field: String },
     /// 400 INVALID_REQUEST: unknown or read-only fields; the body lists the writable ones.
     #[error("Unknown or read-only field(s): {}. Writable fields: {}", .fields.join(", "), .writable.join(", "))]
     UnknownFields {
@@ -109,9 +116,26 @@ impl ApiError {
         }
     }
 
+    /// `field` (a name or a path such as `nodes[2].id`) breaks `rule`.
+    pub fn invalid_field(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self::InvalidField {
+            field: field.into(),
+            rule: rule.into(),
+        }
+    }
+
+    /// The required `field` is absent.
+    pub fn missing_field(field: impl Into<String>) -> Self {
+        Self::MissingField {
+            field: field.into(),
+        }
+    }
+
     pub fn status_code(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. }
+            | Self::InvalidField { .. }
+            | Self::MissingField { .. }
             | Self::UnknownFields { .. }
             | Self::DoNotCall { .. }
             | Self::FlowInvalid { .. } => StatusCode::BAD_REQUEST,
@@ -139,7 +163,10 @@ impl ApiError {
 
     pub fn code(&self) -> &'static str {
         match self {
-            Self::BadRequest { .. } | Self::UnknownFields { .. } => "INVALID_REQUEST",
+            Self::BadRequest { .. }
+            | Self::InvalidField { .. }
+            | Self::MissingField { .. }
+            | Self::UnknownFields { .. } => "INVALID_REQUEST",
             Self::DoNotCall { .. } => "DO_NOT_CALL",
             Self::FlowInvalid { .. } => "FLOW_INVALID",
             Self::MissingKey => "MISSING_KEY",
@@ -170,6 +197,9 @@ impl ApiError {
         body.insert("error".into(), Value::String(self.to_string()));
         body.insert("code".into(), Value::String(self.code().into()));
         match self {
+            Self::InvalidField { field, .. } | Self::MissingField { field } => {
+                body.insert("field".into(), Value::String(field.clone()));
+            }
             Self::UnknownFields { fields, writable } => {
                 body.insert(
                     "details".into(),
@@ -232,6 +262,15 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::webhooks::InvalidField> for ApiError {
+    fn from(err: crate::webhooks::InvalidField) -> Self {
+        Self::InvalidField {
+            field: err.field,
+            rule: err.rule,
+        }
+    }
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
         crate::store::classify(err).into()
@@ -259,5 +298,34 @@ fn conflict_message(rule: &UniqueRule) -> &'static str {
         | UniqueRule::CallIdempotencyKey
         | UniqueRule::ToolIdempotencyKey
         | UniqueRule::Other { .. } => "The change conflicts with an existing resource",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invalid_field_is_a_400_that_names_the_field_and_its_rule() {
+        let err = ApiError::invalid_field("nodes[2].id", "must be 1-100 characters");
+        assert_eq!(err.status_code(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            err.body(),
+            json!({
+                "error": "Invalid field `nodes[2].id`: must be 1-100 characters",
+                "code": "INVALID_REQUEST",
+                "field": "nodes[2].id",
+            })
+        );
+    }
+
+    #[test]
+    fn a_missing_field_is_a_400_that_names_the_field() {
+        let err = ApiError::missing_field("name");
+        assert_eq!(err.status_code(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            err.body(),
+            json!({"error": "Missing field `name`", "code": "INVALID_REQUEST", "field": "name"})
+        );
     }
 }

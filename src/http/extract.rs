@@ -64,9 +64,30 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
         ));
     }
     match serde_json::from_slice::<Value>(bytes) {
-        Ok(Value::Object(map)) => Ok(map),
+        Ok(Value::Object(mut map)) => {
+            map.values_mut().for_each(whole_numbers_as_integers);
+            Ok(map)
+        }
         Ok(_) => Err(ApiError::bad_request("Request body must be a JSON object")),
         Err(err) => Err(ApiError::bad_request(format!("Invalid JSON: {err}"))),
+    }
+}
+
+/// JSON does not tell `3` from `3.0`, and JSON Schema reads both as the integer 3: a number with
+/// no fractional part becomes an integer, so integer fields accept either spelling.
+fn whole_numbers_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() < 9.0e15
+            {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
+        Value::Object(map) => map.values_mut().for_each(whole_numbers_as_integers),
+        _ => {}
     }
 }
 
@@ -107,7 +128,7 @@ pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
         if path == "." || path.is_empty() {
             ApiError::bad_request(first_upper(&inner))
         } else {
-            ApiError::bad_request(format!("Invalid field `{path}`: {inner}"))
+            ApiError::invalid_field(path, inner.to_string())
         }
     })
 }

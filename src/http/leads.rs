@@ -12,11 +12,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::dnc::NumberIn;
 use super::error::ApiError;
 use super::extract::{
     Data, JsonObject, ListResponse, Pagination, PathId, PathIds, Q, check_fields,
 };
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{Lead, LeadFields, LeadFilter, LeadTag};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -41,8 +43,73 @@ const LEAD_FIELDS: &[&str] = &[
     "tag_ids",
 ];
 
+/// The fields of a lead as the document describes them; the handlers read the body field by
+/// field ([`merge`]).
+#[derive(ToSchema)]
+#[allow(dead_code)] // Read by the OpenAPI document only.
+pub struct LeadInput {
+    /// The number in any common format; national forms are read in the workspace's country.
+    phone_number: String,
+    /// At most 100 characters; null clears it.
+    #[schema(max_length = 100)]
+    first_name: Option<String>,
+    /// At most 100 characters; null clears it.
+    #[schema(max_length = 100)]
+    last_name: Option<String>,
+    /// An email address, at most 254 characters; empty or null clears it.
+    #[schema(max_length = 254, pattern = r"^$|^[^@\s]+@[^@\s]*\.[^@\s]*$")]
+    email: Option<String>,
+    /// At most 200 characters; null clears it.
+    #[schema(max_length = 200)]
+    company: Option<String>,
+    /// An IANA time zone such as `America/New_York`; empty or null clears it.
+    #[schema(max_length = 64)]
+    timezone: Option<String>,
+    /// At most 5000 characters; null clears it.
+    #[schema(max_length = 5000)]
+    notes: Option<String>,
+    /// Any object, at most 16 KiB of JSON; null clears it.
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Value>,
+    /// Lead tags of the workspace to put on the new lead.
+    tag_ids: Option<Vec<uuid::Uuid>>,
+}
+
+body_schema!(
+    /// The body of `POST /leads`.
+    LeadCreate = create_body(LeadInput, &["phone_number"])
+);
+body_schema!(
+    /// The body of `PATCH /leads/{id}`.
+    LeadPatch = patch_body(LeadInput, &LEAD_FIELDS[..8])
+);
+
+/// A lead tag's fields.
+#[derive(ToSchema)]
+#[allow(dead_code)] // Read by the OpenAPI document only; [`tag_fields`] reads the body.
+pub struct LeadTagInput {
+    /// 1-50 characters, unique in the workspace.
+    #[schema(min_length = 1, max_length = 50, pattern = r"\S")]
+    name: String,
+    /// Hex color `#rrggbb` (default `#6b7280`).
+    #[schema(nullable = false, pattern = "^#[0-9a-fA-F]{6}$")]
+    color: Option<String>,
+}
+
+body_schema!(
+    /// The body of `POST /lead-tags`.
+    LeadTagCreate = create_body(LeadTagInput, &["name"])
+);
+body_schema!(
+    /// The body of `PATCH /lead-tags/{id}`.
+    LeadTagPatch = patch_body(LeadTagInput, TAG_FIELDS)
+);
+
+/// The writable fields of a lead tag.
+const TAG_FIELDS: &[&str] = &["name", "color"];
+
 fn invalid(field: &str, rule: &str) -> ApiError {
-    ApiError::bad_request(format!("Invalid field `{field}`: {rule}"))
+    ApiError::invalid_field(field, rule.to_string())
 }
 
 fn text(body: &Map<String, Value>, key: &str, max: usize) -> Result<Option<String>, ApiError> {
@@ -71,7 +138,8 @@ async fn merge(
         let raw = v
             .as_str()
             .ok_or_else(|| invalid("phone_number", "must be a string"))?;
-        f.phone_number = super::dnc::parse_number(state, auth, raw, "phone_number").await?;
+        f.phone_number =
+            super::dnc::parse_number(state, auth, raw, NumberIn::Field("phone_number")).await?;
     }
     for (key, slot, max) in [
         ("first_name", &mut f.first_name, 100),
@@ -147,7 +215,7 @@ async fn apply_tags(
 
 /// Create a lead
 #[utoipa::path(post, path = "/leads", operation_id = "createLead", tag = "leads", security(("bearer" = ["leads:manage"])),
-    request_body = Object, responses((status = 201, body = Lead), (status = 400), (status = 409, description = "A lead has this number")))]
+    request_body = LeadCreate, responses((status = 201, body = Lead), (status = 400), (status = 409, description = "A lead has this number")))]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -155,7 +223,7 @@ async fn create(
 ) -> Result<(StatusCode, Json<Lead>), ApiError> {
     check_fields(&body, LEAD_FIELDS)?;
     if !body.get("phone_number").is_some_and(Value::is_string) {
-        return Err(ApiError::bad_request("Missing field `phone_number`"));
+        return Err(ApiError::missing_field("phone_number"));
     }
     let tags = tag_ids(&body)?;
     let mut fields = LeadFields {
@@ -216,7 +284,7 @@ async fn list(
     .page()?;
     let phone_number = match q.phone.as_deref() {
         Some(p) => {
-            Some(super::dnc::parse_number(&state, &auth, p, "query parameter `phone`").await?)
+            Some(super::dnc::parse_number(&state, &auth, p, NumberIn::Query("phone")).await?)
         }
         None => None,
     };
@@ -255,7 +323,7 @@ async fn get_one(
 
 /// Update a lead (only the sent fields change)
 #[utoipa::path(patch, path = "/leads/{id}", operation_id = "updateLead", tag = "leads", security(("bearer" = ["leads:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body = Object,
+    params(("id" = uuid::Uuid, Path)), request_body = LeadPatch,
     responses((status = 200, body = Lead), (status = 400), (status = 404), (status = 409)))]
 async fn update(
     State(state): State<AppState>,
@@ -304,6 +372,11 @@ async fn delete(
     Ok(Json(json!({"success": true})))
 }
 
+body_schema!(
+    /// The body of `POST /leads/{id}/tags`.
+    TagBody = create_body(TagInput, &["tag_ids"])
+);
+
 #[derive(Deserialize, ToSchema)]
 pub struct TagInput {
     #[schema(min_items = 1)]
@@ -314,7 +387,7 @@ pub struct TagInput {
 
 /// Tag a lead
 #[utoipa::path(post, path = "/leads/{id}/tags", operation_id = "tagLead", tag = "leads", security(("bearer" = ["leads:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body = TagInput,
+    params(("id" = uuid::Uuid, Path)), request_body = TagBody,
     responses((status = 200, body = Lead), (status = 400), (status = 404)))]
 async fn tag(
     State(state): State<AppState>,
@@ -364,9 +437,9 @@ fn tag_fields(
     body: &Map<String, Value>,
     create: bool,
 ) -> Result<(Option<String>, Option<String>), ApiError> {
-    check_fields(body, &["name", "color"])?;
+    check_fields(body, TAG_FIELDS)?;
     let name = match body.get("name") {
-        None if create => return Err(ApiError::bad_request("Missing field `name`")),
+        None if create => return Err(ApiError::missing_field("name")),
         None => None,
         Some(Value::String(s)) if (1..=50).contains(&s.trim().chars().count()) => {
             Some(s.trim().to_string())
@@ -389,7 +462,7 @@ fn tag_fields(
 
 /// Create a lead tag
 #[utoipa::path(post, path = "/lead-tags", operation_id = "createLeadTag", tag = "leads", security(("bearer" = ["lead_tags:manage"])),
-    request_body = Object, responses((status = 201, body = LeadTag), (status = 400), (status = 409, description = "A tag has this name")))]
+    request_body = LeadTagCreate, responses((status = 201, body = LeadTag), (status = 400), (status = 409, description = "A tag has this name")))]
 async fn create_tag(
     State(state): State<AppState>,
     auth: Auth,
@@ -439,7 +512,7 @@ async fn get_tag(
 
 /// Rename or recolor a lead tag
 #[utoipa::path(patch, path = "/lead-tags/{id}", operation_id = "updateLeadTag", tag = "leads", security(("bearer" = ["lead_tags:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body = Object,
+    params(("id" = uuid::Uuid, Path)), request_body = LeadTagPatch,
     responses((status = 200, body = LeadTag), (status = 400), (status = 404), (status = 409)))]
 async fn update_tag(
     State(state): State<AppState>,

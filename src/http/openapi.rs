@@ -16,6 +16,8 @@
 
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::Schema;
 use utoipa::{PartialSchema, ToSchema};
 
 use super::gate;
@@ -33,6 +35,117 @@ pub struct ErrorBody {
     /// The field at fault, for INVALID_REQUEST about one field.
     field: Option<String>,
 }
+
+/// The schema of a string that is `pattern` or null (an optional field that reads null as
+/// absent).
+pub fn nullable_pattern(
+    pattern: &str,
+    max_length: Option<usize>,
+) -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+            utoipa::openapi::schema::Type::String,
+            utoipa::openapi::schema::Type::Null,
+        ]))
+        .pattern(Some(pattern))
+        .max_length(max_length)
+        .build()
+}
+
+/// The schema of a create body from its input type's: the `required` fields listed (and not
+/// null), no other keys. Handlers read create and update bodies with one input type; the
+/// document gives each its own rules.
+pub fn create_body(input: RefOr<Schema>, required: &[&str]) -> RefOr<Schema> {
+    shape_body(input, |body| {
+        if let Some(Value::Object(properties)) = body.get_mut("properties") {
+            for name in required {
+                if let Some(property) = properties.get_mut(*name) {
+                    strip_null(property);
+                }
+            }
+        }
+        body.insert("required".into(), json!(required));
+    })
+}
+
+/// The schema of a partial update body from its input type's: the `writable` fields only (the
+/// list the handler checks keys against), at least one of them (an empty update is refused),
+/// no other keys.
+pub fn patch_body(input: RefOr<Schema>, writable: &[&str]) -> RefOr<Schema> {
+    shape_body(input, |body| {
+        if let Some(Value::Object(properties)) = body.get_mut("properties") {
+            properties.retain(|name, _| writable.contains(&name.as_str()));
+        }
+        body.remove("required");
+        body.insert("minProperties".into(), json!(1));
+    })
+}
+
+fn shape_body(input: RefOr<Schema>, finish: impl FnOnce(&mut Map<String, Value>)) -> RefOr<Schema> {
+    let Ok(Value::Object(mut body)) = serde_json::to_value(&input) else {
+        return input;
+    };
+    body.insert("additionalProperties".into(), Value::Bool(false));
+    finish(&mut body);
+    serde_json::from_value(Value::Object(body)).unwrap_or(input)
+}
+
+/// Removes `null` from a property's types (`type: [T, "null"]`, or a `oneOf` with a null
+/// branch).
+fn strip_null(property: &mut Value) {
+    let Some(object) = property.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Array(types)) = object.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            object.insert("type".into(), only);
+        }
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(Value::Array(branches)) = object.get_mut(key) {
+            branches.retain(|b| b.get("type").and_then(Value::as_str) != Some("null"));
+            if let [only] = branches.as_slice() {
+                let only = only.clone();
+                object.remove(key);
+                if let Value::Object(only) = only {
+                    for (k, v) in only {
+                        object.entry(k).or_insert(v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Declares a document-only body type whose schema is built from an input type's, e.g.
+/// `body_schema!(DispositionCreate = create_body(DispositionInput, &["label"]))`, or
+/// `body_schema!(DispositionPatch = patch_body(DispositionInput, WRITABLE))`.
+macro_rules! body_schema {
+    ($(#[$doc:meta])* $name:ident = $kind:ident($input:ty $(, $arg:expr)*)) => {
+        $(#[$doc])*
+        pub struct $name;
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                $crate::http::openapi::$kind(<$input as utoipa::PartialSchema>::schema() $(, $arg)*)
+            }
+        }
+
+        impl utoipa::ToSchema for $name {
+            fn schemas(
+                schemas: &mut Vec<(
+                    String,
+                    utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+                )>,
+            ) {
+                <$input as utoipa::ToSchema>::schemas(schemas);
+            }
+        }
+    };
+}
+pub(crate) use body_schema;
 
 /// The name of [`ErrorBody`] among the document's schemas.
 const ERROR_SCHEMA: &str = "Error";
@@ -174,5 +287,31 @@ mod tests {
         let statuses = statuses(op);
         assert_eq!(statuses, ["200", "429", "500"]);
         assert_eq!(op["responses"]["200"]["description"], "OK");
+    }
+
+    #[derive(ToSchema)]
+    #[allow(dead_code)]
+    struct Input {
+        label: Option<String>,
+        position: Option<i64>,
+        secret: Option<String>,
+    }
+
+    #[test]
+    fn a_create_body_requires_its_fields_and_refuses_other_keys() {
+        let body = serde_json::to_value(create_body(Input::schema(), &["label"])).expect("json");
+        assert_eq!(body["required"], json!(["label"]));
+        assert_eq!(body["properties"]["label"]["type"], "string");
+        assert_eq!(body["additionalProperties"], false);
+    }
+
+    #[test]
+    fn a_patch_body_keeps_the_writable_fields_and_needs_one_of_them() {
+        let body = serde_json::to_value(patch_body(Input::schema(), &["label", "position"]))
+            .expect("json");
+        let properties = body["properties"].as_object().expect("properties");
+        assert_eq!(properties.keys().collect::<Vec<_>>(), ["label", "position"]);
+        assert_eq!(body["minProperties"], 1);
+        assert_eq!(body["additionalProperties"], false);
     }
 }

@@ -18,6 +18,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::billing::ChargeError;
 use crate::store::{PhoneNumberRecord, StoreError};
 
@@ -63,6 +64,15 @@ pub struct AvailableNumber {
     pub currency: String,
 }
 
+body_schema!(
+    /// The body of `POST /phone-numbers/purchase`.
+    PurchaseBody = create_body(PurchaseInput, &["phone_number"])
+);
+body_schema!(
+    /// The body of `PATCH /phone-numbers/{id}`.
+    ConfigureBody = patch_body(ConfigureInput, CONFIGURE_WRITABLE)
+);
+
 /// Body of `POST /phone-numbers/purchase`.
 #[derive(Deserialize, ToSchema)]
 pub struct PurchaseInput {
@@ -101,6 +111,7 @@ pub struct ConfigureInput {
     #[schema(value_type = Option<uuid::Uuid>)]
     outbound_agent_id: Patch<uuid::Uuid>,
     /// Label, at most 100 characters.
+    #[schema(nullable = false, max_length = 100)]
     friendly_name: Option<String>,
 }
 
@@ -221,7 +232,7 @@ async fn get_one(
 
 /// Buy a phone number (Israeli numbers only; needs a payment method; charges the first month)
 #[utoipa::path(post, path = "/phone-numbers/purchase", operation_id = "purchasePhoneNumber", tag = "phone-numbers", security(("bearer" = ["phone_numbers:purchase"])),
-    request_body = PurchaseInput,
+    request_body = PurchaseBody,
     responses((status = 200, body = PurchaseResult), (status = 400), (status = 402, description = "BILLING_ERROR: no payment method or insufficient balance"), (status = 409)))]
 async fn purchase(
     State(state): State<AppState>,
@@ -231,9 +242,9 @@ async fn purchase(
     let input: PurchaseInput = parse_fields(body, PURCHASE_WRITABLE)?;
     let raw = input
         .phone_number
-        .ok_or_else(|| ApiError::bad_request("Missing field `phone_number`"))?;
+        .ok_or_else(|| ApiError::missing_field("phone_number"))?;
     let number = PhoneNumber::parse(&raw, israel()?)
-        .map_err(|e| ApiError::bad_request(format!("Invalid field `phone_number`: {e}")))?;
+        .map_err(|e| ApiError::invalid_field("phone_number", e.to_string()))?;
     if number.country().as_deref() != Some("IL") {
         return Err(ApiError::bad_request(ISRAEL_ONLY));
     }
@@ -339,9 +350,10 @@ pub(super) async fn workspace_agent(
         Patch::Value(id) => {
             let agent = AgentId::from_uuid(id);
             if state.store.agent(ws, agent).await?.is_none() {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid field `{field}`: no agent {id} in this workspace"
-                )));
+                return Err(ApiError::invalid_field(
+                    field,
+                    format!("no agent {id} in this workspace"),
+                ));
             }
             Ok(Some(Some(agent)))
         }
@@ -350,7 +362,7 @@ pub(super) async fn workspace_agent(
 
 /// Assign agents to a phone number or rename it
 #[utoipa::path(patch, path = "/phone-numbers/{id}", operation_id = "configurePhoneNumber", tag = "phone-numbers", security(("bearer" = ["phone_numbers:configure"])),
-    params(("id" = uuid::Uuid, Path)), request_body = ConfigureInput,
+    params(("id" = uuid::Uuid, Path)), request_body = ConfigureBody,
     responses((status = 200, body = PhoneNumberRecord), (status = 400), (status = 404)))]
 async fn configure(
     State(state): State<AppState>,
@@ -365,9 +377,7 @@ async fn configure(
         )));
     }
     if body.get("friendly_name").is_some_and(|v| v.is_null()) {
-        return Err(ApiError::bad_request(
-            "Invalid field `friendly_name`: must not be null",
-        ));
+        return Err(ApiError::invalid_field("friendly_name", "must not be null"));
     }
     let input: ConfigureInput = parse_fields(body, CONFIGURE_WRITABLE)?;
     let ws = auth.workspace_id;
@@ -382,8 +392,9 @@ async fn configure(
         .as_ref()
         .is_some_and(|name| name.chars().count() > 100)
     {
-        return Err(ApiError::bad_request(
-            "Invalid field `friendly_name`: must be at most 100 characters",
+        return Err(ApiError::invalid_field(
+            "friendly_name",
+            "must be at most 100 characters",
         ));
     }
     let inbound = workspace_agent(&state, ws, "inbound_agent_id", input.inbound_agent_id).await?;

@@ -17,6 +17,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, PathId, Q, check_fields};
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::SharedLink;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -79,13 +80,29 @@ fn missing() -> ApiError {
     }
 }
 
+/// A shared link's fields; [`create`] reads the body.
+#[derive(ToSchema)]
+#[allow(dead_code)] // Read by the OpenAPI document only.
+struct SharedLinkInput {
+    /// The agent of this workspace to share.
+    agent_id: uuid::Uuid,
+    /// When the link stops working: in the future, at most 365 days ahead (default 30 days
+    /// when omitted or null).
+    expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+body_schema!(
+    /// The body of `POST /shared-links`.
+    SharedLinkCreate = create_body(SharedLinkInput, &["agent_id"])
+);
+
 /// Longest a link may live.
 const MAX_DAYS: i64 = 365;
 const DEFAULT_DAYS: i64 = 30;
 
 /// Share an agent: a public page until expires_at (default 30 days, at most a year)
 #[utoipa::path(post, path = "/shared-links", operation_id = "createSharedLink", tag = "shared_links", security(("bearer" = ["shared_links:manage"])),
-    request_body = Object, responses((status = 201, body = SharedLinkView), (status = 400)))]
+    request_body = SharedLinkCreate, responses((status = 201, body = SharedLinkView), (status = 400)))]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -95,12 +112,13 @@ async fn create(
     let agent: AgentId = body
         .get("agent_id")
         .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::bad_request("Missing field `agent_id`"))?
+        .ok_or_else(|| ApiError::missing_field("agent_id"))?
         .parse()
-        .map_err(|_| ApiError::bad_request("Invalid field `agent_id`: must be a UUID"))?;
+        .map_err(|_| ApiError::invalid_field("agent_id", "must be a UUID"))?;
     if state.store.agent(auth.workspace_id, agent).await?.is_none() {
-        return Err(ApiError::bad_request(
-            "Invalid field `agent_id`: no such agent in this workspace",
+        return Err(ApiError::invalid_field(
+            "agent_id",
+            "no such agent in this workspace",
         ));
     }
     let now = state.store.now();
@@ -122,9 +140,10 @@ async fn create(
 
 fn expiry(body: &Map<String, Value>, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
     let bad = || {
-        ApiError::bad_request(format!(
-            "Invalid field `expires_at`: must be a future RFC 3339 time at most {MAX_DAYS} days ahead"
-        ))
+        ApiError::invalid_field(
+            "expires_at",
+            format!("must be a future RFC 3339 time at most {MAX_DAYS} days ahead"),
+        )
     };
     match body.get("expires_at") {
         None | Some(Value::Null) => Ok(now + Duration::days(DEFAULT_DAYS)),

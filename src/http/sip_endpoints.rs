@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use switchboard_actors::ids::{AgentId, SipEndpointId};
 use switchboard_actors::slug::{SipSlug, SlugPrefix};
-use switchboard_sip::acl::IpNet;
+use switchboard_sip::acl::{IpNet, IpNetError};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -20,6 +20,7 @@ use super::extract::{
     Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q, deleted, parse_fields,
 };
 use super::gate::Auth;
+use super::openapi::body_schema;
 use super::phone_numbers::workspace_agent;
 use crate::store::{NewSipEndpoint, Paged, SipEndpoint, SipEndpointCreation, SipEndpointUpdate};
 
@@ -74,9 +75,19 @@ fn view(state: &AppState, e: SipEndpoint) -> SipEndpointView {
     }
 }
 
+body_schema!(
+    /// The body of `POST /sip-endpoints`.
+    SipEndpointCreate = create_body(CreateInput, &["name"])
+);
+body_schema!(
+    /// The body of `PATCH /sip-endpoints/{id}`.
+    SipEndpointPatch = patch_body(UpdateInput, UPDATE_FIELDS)
+);
+
 #[derive(Deserialize, ToSchema)]
 pub struct CreateInput {
     /// Label, 1-120 characters.
+    #[schema(min_length = 1, max_length = 120, pattern = "^[^\\x00-\\x1f\\x7f]*$")]
     name: Option<String>,
     /// The agent answering calls.
     #[serde(default)]
@@ -84,6 +95,7 @@ pub struct CreateInput {
     inbound_agent_id: Patch<uuid::Uuid>,
     /// Prefix of the slug: at most 12 lowercase letters, digits and single hyphens (derived
     /// from the name when omitted).
+    #[schema(min_length = 1, max_length = 12, pattern = "^[a-z0-9]+(-[a-z0-9]+)*$")]
     slug: Option<String>,
     /// Addresses or CIDR blocks calls may come from; `null` or omitted accepts any source.
     #[serde(default)]
@@ -93,6 +105,8 @@ pub struct CreateInput {
 
 #[derive(Deserialize, ToSchema)]
 pub struct UpdateInput {
+    /// Label, 1-120 characters.
+    #[schema(min_length = 1, max_length = 120, pattern = "^[^\\x00-\\x1f\\x7f]*$")]
     name: Option<String>,
     #[serde(default)]
     #[schema(value_type = Option<uuid::Uuid>)]
@@ -106,9 +120,10 @@ pub struct UpdateInput {
 fn check_name(name: &str) -> Result<String, ApiError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > NAME_MAX || name.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `name`: must be 1-{NAME_MAX} characters without control characters"
-        )));
+        return Err(ApiError::invalid_field(
+            "name",
+            format!("must be 1-{NAME_MAX} characters without control characters"),
+        ));
     }
     Ok(name.to_owned())
 }
@@ -119,19 +134,21 @@ fn check_sources(list: Option<Vec<String>>) -> Result<Option<Vec<String>>, ApiEr
         return Ok(None);
     };
     if list.is_empty() {
-        return Err(ApiError::bad_request(
-            "Invalid field `allowed_source_ips`: an empty list would refuse every caller; send null to accept any source, or set is_active to false",
+        return Err(ApiError::invalid_field(
+            "allowed_source_ips",
+            "an empty list would refuse every caller; send null to accept any source, or set is_active to false",
         ));
     }
     if list.len() > SOURCES_MAX {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `allowed_source_ips`: at most {SOURCES_MAX} entries"
-        )));
+        return Err(ApiError::invalid_field(
+            "allowed_source_ips",
+            format!("at most {SOURCES_MAX} entries"),
+        ));
     }
     let mut out: Vec<String> = Vec::with_capacity(list.len());
     for (i, entry) in list.iter().enumerate() {
-        let net: IpNet = entry.parse().map_err(|err| {
-            ApiError::bad_request(format!("Invalid field `allowed_source_ips[{i}]`: {err}"))
+        let net: IpNet = entry.parse().map_err(|err: IpNetError| {
+            ApiError::invalid_field(format!("allowed_source_ips[{i}]"), err.to_string())
         })?;
         let text = net.to_string();
         if !out.contains(&text) {
@@ -183,7 +200,7 @@ async fn get_one(
 
 /// Create a SIP endpoint (at most 20 per workspace per day)
 #[utoipa::path(post, path = "/sip-endpoints", operation_id = "createSipEndpoint", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
-    request_body = CreateInput, responses((status = 201, body = Data<SipEndpointView>), (status = 400), (status = 429)))]
+    request_body = SipEndpointCreate, responses((status = 201, body = Data<SipEndpointView>), (status = 400), (status = 429)))]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -194,11 +211,12 @@ async fn create(
         input
             .name
             .as_deref()
-            .ok_or_else(|| ApiError::bad_request("Missing field `name`"))?,
+            .ok_or_else(|| ApiError::missing_field("name"))?,
     )?;
     let prefix = match input.slug.as_deref() {
-        Some(prefix) => SlugPrefix::parse(prefix)
-            .map_err(|e| ApiError::bad_request(format!("Invalid field `slug`: {e}")))?,
+        Some(prefix) => {
+            SlugPrefix::parse(prefix).map_err(|e| ApiError::invalid_field("slug", e.to_string()))?
+        }
         None => SlugPrefix::from_name(&name),
     };
     let sources = check_sources(input.allowed_source_ips.into_option().flatten())?;
@@ -255,7 +273,7 @@ async fn create(
 
 /// Update a SIP endpoint
 #[utoipa::path(patch, path = "/sip-endpoints/{id}", operation_id = "updateSipEndpoint", tag = "sip-endpoints", security(("bearer" = ["phone_numbers:configure"])),
-    params(("id" = uuid::Uuid, Path)), request_body = UpdateInput,
+    params(("id" = uuid::Uuid, Path)), request_body = SipEndpointPatch,
     responses((status = 200, body = Data<SipEndpointView>), (status = 400), (status = 404)))]
 async fn update(
     State(state): State<AppState>,

@@ -19,6 +19,7 @@ use super::extract::{
     replayed, request_hash,
 };
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{Delivery, NewTool, Tool, ToolInsert, ToolUpdate};
 use crate::webhooks::{self, Outcome, WebhookConfig};
 
@@ -51,22 +52,22 @@ fn str_field<'a>(body: &'a Map<String, Value>, key: &str) -> Result<Option<&'a s
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ApiError::bad_request(format!(
-            "Invalid field `{key}`: must be a string"
-        ))),
+        Some(_) => Err(ApiError::invalid_field(key, "must be a string")),
     }
 }
 
 fn description(raw: Option<&str>, webhook: bool) -> Result<String, ApiError> {
     let d = raw.unwrap_or_default().trim().to_string();
     if webhook && d.is_empty() {
-        return Err(ApiError::bad_request(
-            "Invalid field `description`: is required for webhook tools (it tells the model when to use the tool)",
+        return Err(ApiError::invalid_field(
+            "description",
+            "is required for webhook tools (it tells the model when to use the tool)",
         ));
     }
     if d.chars().count() > 2000 {
-        return Err(ApiError::bad_request(
-            "Invalid field `description`: must be at most 2000 characters",
+        return Err(ApiError::invalid_field(
+            "description",
+            "must be at most 2000 characters",
         ));
     }
     Ok(d)
@@ -75,16 +76,12 @@ fn description(raw: Option<&str>, webhook: bool) -> Result<String, ApiError> {
 /// A type's config, validated (webhook) or checked to be an object (function).
 async fn config_for(state: &AppState, tool_type: &str, config: &Value) -> Result<Value, ApiError> {
     if tool_type == "webhook" {
-        let config = webhooks::webhook_config(&state.egress, config)
-            .await
-            .map_err(ApiError::bad_request)?;
+        let config = webhooks::webhook_config(&state.egress, config).await?;
         Ok(config.to_json().map_err(anyhow::Error::from)?)
     } else if config.is_object() {
         Ok(config.clone())
     } else {
-        Err(ApiError::bad_request(
-            "Invalid field `config`: must be an object",
-        ))
+        Err(ApiError::invalid_field("config", "must be an object"))
     }
 }
 
@@ -101,21 +98,22 @@ async fn create(
     let request_hash = request_hash(&body);
     let tool_type = str_field(&body, "type")?.unwrap_or("webhook").to_string();
     if tool_type != "webhook" && tool_type != "function" {
-        return Err(ApiError::bad_request(
-            "Invalid field `type`: must be webhook or function",
+        return Err(ApiError::invalid_field(
+            "type",
+            "must be webhook or function",
         ));
     }
-    let name = str_field(&body, "name")?
-        .ok_or_else(|| ApiError::bad_request("Missing required field `name`"))?;
-    let name = webhooks::tool_name("name", name).map_err(ApiError::bad_request)?;
+    let name = str_field(&body, "name")?.ok_or_else(|| ApiError::missing_field("name"))?;
+    let name = webhooks::tool_name("name", name)?;
     let description = description(str_field(&body, "description")?, tool_type == "webhook")?;
     let idempotency_key = str_field(&body, "idempotency_key")?.map(str::to_string);
     if idempotency_key
         .as_ref()
         .is_some_and(|k| k.is_empty() || k.len() > 255)
     {
-        return Err(ApiError::bad_request(
-            "Invalid field `idempotency_key`: must be 1-255 characters",
+        return Err(ApiError::invalid_field(
+            "idempotency_key",
+            "must be 1-255 characters",
         ));
     }
     let mut config = match body.remove("config") {
@@ -126,27 +124,28 @@ async fn create(
     for key in MIGRATED {
         if let Some(v) = body.remove(key) {
             if tool_type != "webhook" {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid field `{key}`: only webhook tools have payload settings"
-                )));
+                return Err(ApiError::invalid_field(
+                    key,
+                    "only webhook tools have payload settings",
+                ));
             }
             let Some(obj) = config.as_object_mut() else {
-                return Err(ApiError::bad_request(
-                    "Invalid field `config`: must be an object",
-                ));
+                return Err(ApiError::invalid_field("config", "must be an object"));
             };
             let pc = obj
                 .entry("payload_config")
                 .or_insert_with(|| Value::Object(Map::new()));
             let Some(pc) = pc.as_object_mut() else {
-                return Err(ApiError::bad_request(
-                    "Invalid field `config.payload_config`: must be an object",
+                return Err(ApiError::invalid_field(
+                    "config.payload_config",
+                    "must be an object",
                 ));
             };
             if pc.contains_key(key) {
-                return Err(ApiError::bad_request(format!(
-                    "Invalid field `{key}`: also set in config.payload_config; send it once"
-                )));
+                return Err(ApiError::invalid_field(
+                    key,
+                    "also set in config.payload_config; send it once",
+                ));
             }
             pc.insert(key.to_string(), v);
         }
@@ -253,11 +252,9 @@ async fn update(
     let webhook = tool.tool_type == "webhook";
     let mut change = ToolUpdate::default();
     if let Some(name) = str_field(&body, "name")? {
-        change.name = Some(webhooks::tool_name("name", name).map_err(ApiError::bad_request)?);
+        change.name = Some(webhooks::tool_name("name", name)?);
     } else if body.contains_key("name") {
-        return Err(ApiError::bad_request(
-            "Invalid field `name`: must be a string",
-        ));
+        return Err(ApiError::invalid_field("name", "must be a string"));
     }
     if body.contains_key("description") {
         change.description = Some(description(str_field(&body, "description")?, webhook)?);
@@ -269,9 +266,7 @@ async fn update(
         None => {}
         Some(Value::Bool(b)) => change.is_active = Some(*b),
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "Invalid field `is_active`: must be a boolean",
-            ));
+            return Err(ApiError::invalid_field("is_active", "must be a boolean"));
         }
     }
     state
@@ -302,9 +297,15 @@ async fn deactivate(
     Ok(Json(json!({"success": true, "id": id, "is_active": false})))
 }
 
+body_schema!(
+    /// The body of `PUT /agents/{id}/tools/{tool_id}`.
+    AttachmentBody = create_body(Attachment, &[])
+);
+
 #[derive(Deserialize, ToSchema)]
 pub struct Attachment {
     /// Order among the agent's tools (0-1000, default 0; lower runs first).
+    #[schema(minimum = 0, maximum = 1000)]
     execution_order: Option<i64>,
     /// Settings this agent overrides (an object).
     #[schema(value_type = Option<Object>)]
@@ -313,7 +314,7 @@ pub struct Attachment {
 
 /// Attach a tool to an agent (or change its order and override)
 #[utoipa::path(put, path = "/agents/{id}/tools/{tool_id}", operation_id = "attachAgentTool", tag = "tools", security(("bearer" = ["tools:update"])),
-    params(("id" = uuid::Uuid, Path), ("tool_id" = uuid::Uuid, Path)), request_body = Attachment,
+    params(("id" = uuid::Uuid, Path), ("tool_id" = uuid::Uuid, Path)), request_body = AttachmentBody,
     responses((status = 200, body = Tool), (status = 400), (status = 404)))]
 async fn attach(
     State(state): State<AppState>,
@@ -326,16 +327,18 @@ async fn attach(
     let input: Attachment = super::extract::from_value(Value::Object(body))?;
     let order = input.execution_order.unwrap_or(0);
     if !(0..=1000).contains(&order) {
-        return Err(ApiError::bad_request(
-            "Invalid field `execution_order`: must be from 0 to 1000",
+        return Err(ApiError::invalid_field(
+            "execution_order",
+            "must be from 0 to 1000",
         ));
     }
     let config_override = match input.config_override {
         None | Some(Value::Null) => None,
         Some(v @ Value::Object(_)) => Some(v),
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "Invalid field `config_override`: must be an object",
+            return Err(ApiError::invalid_field(
+                "config_override",
+                "must be an object",
             ));
         }
     };
@@ -399,23 +402,19 @@ async fn test_inputs(
         Some(Value::String(s)) => {
             let id: AgentId = s
                 .parse()
-                .map_err(|_| ApiError::bad_request("Invalid field `agent_id`: must be a UUID"))?;
+                .map_err(|_| ApiError::invalid_field("agent_id", "must be a UUID"))?;
             let agent = state
                 .store
                 .agent(auth.workspace_id, id)
                 .await?
                 .ok_or_else(|| {
-                    ApiError::bad_request(
-                        "Invalid field `agent_id`: no such agent in this workspace",
-                    )
+                    ApiError::invalid_field("agent_id", "no such agent in this workspace")
                 })?;
             agent_id = json!(agent.id);
             agent_name = json!(agent.name);
         }
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "Invalid field `agent_id`: must be a UUID",
-            ));
+            return Err(ApiError::invalid_field("agent_id", "must be a UUID"));
         }
     }
     let empty = Map::new();
@@ -423,9 +422,7 @@ async fn test_inputs(
         None | Some(Value::Null) => &empty,
         Some(Value::Object(c)) => c,
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "Invalid field `context`: must be an object",
-            ));
+            return Err(ApiError::invalid_field("context", "must be an object"));
         }
     };
     const CONTEXT: [&str; 6] = [
@@ -437,17 +434,18 @@ async fn test_inputs(
         "call_variables",
     ];
     if let Some(k) = context.keys().find(|k| !CONTEXT.contains(&k.as_str())) {
-        return Err(ApiError::bad_request(format!(
-            "Invalid field `context.{k}`: allowed: {}",
-            CONTEXT.join(", ")
-        )));
+        return Err(ApiError::invalid_field(
+            format!("context.{k}"),
+            format!("allowed: {}", CONTEXT.join(", ")),
+        ));
     }
     let call_id = match context.get("call_id") {
         None | Some(Value::Null) => Value::Null,
         Some(Value::String(s)) if uuid::Uuid::parse_str(s).is_ok() => json!(s),
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "Invalid field `context.call_id`: must be a UUID or null",
+            return Err(ApiError::invalid_field(
+                "context.call_id",
+                "must be a UUID or null",
             ));
         }
     };
@@ -457,8 +455,9 @@ async fn test_inputs(
             json!(d)
         }
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "Invalid field `context.call_direction`: must be inbound, outbound, web_call or null",
+            return Err(ApiError::invalid_field(
+                "context.call_direction",
+                "must be inbound, outbound, web_call or null",
             ));
         }
     };
@@ -466,18 +465,20 @@ async fn test_inputs(
         match context.get(key) {
             None | Some(Value::Null) => Ok(Value::Null),
             Some(v @ Value::String(_)) => Ok(v.clone()),
-            Some(_) => Err(ApiError::bad_request(format!(
-                "Invalid field `context.{key}`: must be a string or null"
-            ))),
+            Some(_) => Err(ApiError::invalid_field(
+                format!("context.{key}"),
+                "must be a string or null",
+            )),
         }
     };
     let object = |key: &str| -> Result<Value, ApiError> {
         match context.get(key) {
             None | Some(Value::Null) => Ok(json!({})),
             Some(v @ Value::Object(_)) => Ok(v.clone()),
-            Some(_) => Err(ApiError::bad_request(format!(
-                "Invalid field `context.{key}`: must be an object"
-            ))),
+            Some(_) => Err(ApiError::invalid_field(
+                format!("context.{key}"),
+                "must be an object",
+            )),
         }
     };
     let mut metadata = Map::new();
@@ -496,26 +497,31 @@ async fn test_inputs(
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(a)) => a.clone(),
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "Invalid field `arguments`: must be a flat object of strings",
+            return Err(ApiError::invalid_field(
+                "arguments",
+                "must be a flat object of strings",
             ));
         }
     };
     for (k, v) in &given {
         if !names.contains(k) {
-            return Err(ApiError::bad_request(format!(
-                "Invalid field `arguments.{k}`: not an extraction parameter of this tool (parameters: {})",
-                if names.is_empty() {
-                    "none".to_string()
-                } else {
-                    names.join(", ")
-                }
-            )));
+            return Err(ApiError::invalid_field(
+                format!("arguments.{k}"),
+                format!(
+                    "not an extraction parameter of this tool (parameters: {})",
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ));
         }
         if !v.is_string() {
-            return Err(ApiError::bad_request(format!(
-                "Invalid field `arguments.{k}`: must be a string"
-            )));
+            return Err(ApiError::invalid_field(
+                format!("arguments.{k}"),
+                "must be a string",
+            ));
         }
     }
     let mut arguments = Map::new();

@@ -42,11 +42,9 @@ fn parse_json_contacts(
     let items = match body.get("contacts") {
         Some(Value::Array(items)) => items,
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "Invalid field `contacts`: must be an array",
-            ));
+            return Err(ApiError::invalid_field("contacts", "must be an array"));
         }
-        None => return Err(ApiError::bad_request("Missing field `contacts`")),
+        None => return Err(ApiError::missing_field("contacts")),
     };
     if items.len() > MAX_JSON_CONTACTS {
         return Err(ApiError::bad_request(format!(

@@ -228,7 +228,7 @@ async fn create(
 ) -> Result<(StatusCode, Json<CampaignView>), ApiError> {
     check_fields(&body, &rules::WRITABLE_FIELDS)?;
     if !body.contains_key("name") {
-        return Err(ApiError::bad_request("Missing field `name`"));
+        return Err(ApiError::missing_field("name"));
     }
     let mut settings = CampaignSettings::defaults(String::new());
     patch::apply_changes(&state, auth.workspace_id, &mut settings, &body).await?;

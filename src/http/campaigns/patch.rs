@@ -7,7 +7,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 }
 
 fn field_error(field: &str, message: &str) -> ApiError {
-    ApiError::bad_request(format!("Invalid field `{field}`: {message}"))
+    ApiError::invalid_field(field, message.to_string())
 }
 
 fn as_bool(field: &str, v: &Value) -> Result<bool, ApiError> {
@@ -141,7 +141,7 @@ pub(super) async fn apply_changes(
             "calling_window" => {
                 settings.calling_window = match v {
                     Value::Null => None,
-                    v => Some(CallingWindow::from_json(v).map_err(|e| ApiError::bad_request(format!("Invalid field `calling_window`: {e}")))?),
+                    v => Some(CallingWindow::from_json(v).map_err(|e| ApiError::invalid_field("calling_window", e.to_string()))?),
                 }
             }
             "starts_at" => settings.starts_at = as_time(field, v)?,

@@ -52,13 +52,16 @@ pub fn parse_country(code: &str) -> Result<phonenumber::country::Id, PhoneError>
 
 impl PhoneNumber {
     /// Parses `input` in any common format; national forms are read in `default_country`.
-    /// The number must be valid for its country (libphonenumber's rules).
+    /// The number must be valid for its country (libphonenumber's rules). Only digits, a
+    /// leading `+` and the separators people write (spaces, `-`, `.`, `/`, parentheses) are
+    /// taken: letters, extensions and dialling symbols (`*`, `#`) are refused rather than
+    /// dropped, so what is stored is what was meant.
     pub fn parse(
         input: &str,
         default_country: phonenumber::country::Id,
     ) -> Result<Self, PhoneError> {
         let trimmed = input.trim();
-        if trimmed.is_empty() || trimmed.len() > 64 {
+        if trimmed.is_empty() || trimmed.len() > 64 || !is_written_number(trimmed) {
             return Err(PhoneError::Unparseable {
                 input: input.to_owned(),
             });
@@ -104,6 +107,15 @@ impl PhoneNumber {
             .ok()
             .map(|n| n.code().value())
     }
+}
+
+/// Digits, an optional leading `+`, and separators; at least one digit.
+fn is_written_number(s: &str) -> bool {
+    let body = s.strip_prefix('+').unwrap_or(s);
+    body.chars().any(|c| c.is_ascii_digit())
+        && body.chars().all(|c| {
+            c.is_ascii_digit() || c.is_whitespace() || matches!(c, '-' | '.' | '/' | '(' | ')')
+        })
 }
 
 /// A number is plausible when it is valid for its country or, for ranges libphonenumber's
@@ -179,7 +191,21 @@ mod tests {
 
     #[test]
     fn garbage_and_invalid_numbers_are_refused() {
-        for bad in ["", "hello", "+12", "123", "+972 1", &"9".repeat(100)] {
+        for bad in [
+            "",
+            "hello",
+            "+12",
+            "123",
+            "+972 1",
+            &"9".repeat(100),
+            "+359460470034010*",
+            "+972501234567#",
+            "+972 50 123 4567 ext. 12",
+            "+972501234567;ext=12",
+            "1-800-FLOWERS",
+            "+972+501234567",
+            "+972５01234567",
+        ] {
             assert!(PhoneNumber::parse(bad, il()).is_err(), "{bad}");
         }
     }

@@ -58,15 +58,8 @@ async fn call_and_wait(app: &TestApp, p: &Parts, to: &str) -> Value {
 }
 
 async fn wait_for_end(app: &TestApp, id: &str) -> Value {
-    for _ in 0..200 {
-        let call = app.get(&format!("/calls/{id}")).await;
-        assert_eq!(call.status, StatusCode::OK, "{}", call.text);
-        if call.body["status"] == "ended" {
-            return call.body;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("call {id} did not end");
+    app.await_status(&format!("/calls/{id}"), "ended", Duration::from_secs(10))
+        .await
 }
 
 #[tokio::test]
@@ -306,16 +299,13 @@ async fn a_launched_campaign_runs_end_to_end_over_http() {
     assert_eq!(enrolled.body["enrolled"], 4);
     let launched = app.post_empty(&format!("/campaigns/{id}/launch")).await;
     assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
-    let mut done = Value::Null;
-    for _ in 0..300 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let c = app.get(&format!("/campaigns/{id}")).await;
-        if c.body["status"] == "completed" {
-            done = c.body;
-            break;
-        }
-    }
-    assert_eq!(done["status"], "completed", "campaign did not complete");
+    let done = app
+        .await_status(
+            &format!("/campaigns/{id}"),
+            "completed",
+            Duration::from_secs(30),
+        )
+        .await;
     assert!(done["completed_at"].is_string());
     assert!(done["last_tick_at"].is_string());
     assert_eq!(done["reserved_cents"], 0);

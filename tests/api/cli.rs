@@ -5,6 +5,8 @@ use std::process::Command;
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use crate::helpers::eventually;
+
 pub fn switchboard(db: &str, args: &[&str]) -> (bool, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .arg("--database-url")
@@ -166,16 +168,13 @@ async fn the_first_serve_creates_a_default_workspace_and_prints_a_working_key() 
     .expect("key printed in time");
     switchboard::install_crypto();
     let client = reqwest::Client::new();
-    let url = format!("http://127.0.0.1:{port}/campaigns");
-    let mut resp = None;
-    for _ in 0..100 {
-        if let Ok(r) = client.get(&url).bearer_auth(&key).send().await {
-            resp = Some(r);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let resp = resp.expect("service answers");
+    let (client, url, key) = (&client, &format!("http://127.0.0.1:{port}/campaigns"), &key);
+    let resp = eventually(
+        std::time::Duration::from_secs(5),
+        "the service answers",
+        || async move { client.get(url).bearer_auth(key).send().await.ok() },
+    )
+    .await;
     assert_eq!(resp.status(), StatusCode::OK);
     let body: Value = resp.json().await.unwrap();
     assert!(body["data"].is_array() && body["pagination"].is_object());

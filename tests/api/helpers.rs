@@ -1,6 +1,7 @@
 //! A real service per test: a fresh SQLite file in a temporary directory, the real router on
 //! an ephemeral port, real HTTP through reqwest.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Once};
 use std::time::Duration;
@@ -228,6 +229,18 @@ impl TestApp {
         self.send(Method::DELETE, path, Some(&self.key), None).await
     }
 
+    /// Reads `path` until its `status` is `status` and returns the body; panics if `within`
+    /// passes first.
+    pub async fn await_status(&self, path: &str, status: &str, within: Duration) -> Value {
+        let what = format!("{path} becomes {status}");
+        eventually(within, &what, || async move {
+            let got = self.get(path).await;
+            assert_eq!(got.status, StatusCode::OK, "{}", got.text);
+            (got.body["status"] == status).then_some(got.body)
+        })
+        .await
+    }
+
     /// A key of this workspace with the given scopes (`all` or a comma list).
     pub async fn key_with_scopes(&self, scopes: &str) -> String {
         let scopes = Scopes::parse(scopes).expect("scopes");
@@ -264,5 +277,28 @@ async fn into_resp(resp: reqwest::Response) -> Resp {
         headers,
         body,
         text,
+    }
+}
+
+/// How often [`eventually`] checks again.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Checks `check` until it answers `Some` and returns that; panics naming `what` if `within`
+/// passes first. For what the service does in the background (a call ending, a job running,
+/// a process starting): the test goes on as soon as it has happened.
+pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(done) = check().await {
+            return done;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("{what}: not within {within:?}");
+        }
+        tokio::time::sleep(POLL).await;
     }
 }

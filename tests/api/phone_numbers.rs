@@ -1,4 +1,4 @@
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -348,15 +348,9 @@ async fn a_purchased_number_becomes_active_after_the_review_delay() {
     assert_eq!(app.get(&path).await.body["status"], "pending_requirements");
     app.clock.advance(Duration::from_secs(86_401));
     // The activation job runs every 50 ms.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let number = loop {
-        let got = app.get(&path).await;
-        if got.body["status"] == "active" || Instant::now() > deadline {
-            break got.body;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(number["status"], "active", "{number}");
+    let number = app
+        .await_status(&path, "active", Duration::from_secs(5))
+        .await;
     assert_eq!(number["is_active"], true);
     assert!(number["ownership_verified_at"].is_string());
 }

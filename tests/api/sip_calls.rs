@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use switchboard_sip::server::{SipSettings, SipSockets};
 
-use crate::helpers::{TestApp, spawn_app_on};
+use crate::helpers::{TestApp, eventually, spawn_app_on};
 use crate::sip_ua::{Ua, media_addr, offer, tcp_request};
 
 pub const SECS: Duration = Duration::from_secs(5);
@@ -79,15 +79,12 @@ pub async fn endpoint(app: &TestApp, agent: Value, endpoint: Value) -> (String, 
 
 /// Waits until the workspace has `n` ended calls and returns the newest.
 pub async fn ended_call(app: &TestApp, n: usize) -> Value {
-    for _ in 0..200 {
+    eventually(Duration::from_secs(10), "the call ends", || async move {
         let list = app.get("/calls?status=ended").await;
         let calls = list.body["data"].as_array().unwrap();
-        if calls.len() >= n {
-            return calls[0].clone();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no ended call");
+        (calls.len() >= n).then(|| calls[0].clone())
+    })
+    .await
 }
 
 #[tokio::test]

@@ -146,11 +146,13 @@ impl EngineStore for EnginePort {
         from: CampaignStatus,
         to: CampaignStatus,
         reason: &str,
+        tick: Option<&TickRecord>,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
         self.query(
             "engine_transition",
-            self.store.engine_transition(id, from, to, reason, now),
+            self.store
+                .engine_transition(id, from, to, reason, tick, now),
         )
         .await
     }

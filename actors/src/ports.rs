@@ -317,13 +317,15 @@ pub trait EngineStore: Send + Sync + 'static {
     /// transaction, re-checking status, daily cap, balance and budget inside it.
     async fn admit(&self, admission: &Admission) -> PortResult<AdmitResult>;
     async fn record_tick(&self, id: CampaignId, tick: &TickRecord) -> PortResult<()>;
-    /// An engine-decided status change with its audit event, applied only from `from`.
+    /// An engine-decided status change with its audit event, applied only from `from`; with
+    /// `tick`, the evaluation that decided it is recorded in the same transaction.
     async fn engine_transition(
         &self,
         id: CampaignId,
         from: CampaignStatus,
         to: CampaignStatus,
         reason: &str,
+        tick: Option<&TickRecord>,
         now: DateTime<Utc>,
     ) -> PortResult<bool>;
     /// Contacts in `dialing` or `awaiting_disposition`, with their last call.

@@ -216,6 +216,25 @@ fn awaited_disposition(row: Option<&SqliteRow>) -> StoreResult<Option<Option<Dis
     Ok(Some(d.map(DispositionId::from_uuid)))
 }
 
+/// Writes an evaluation's record on its campaign.
+async fn write_tick(
+    conn: &mut sqlx::SqliteConnection,
+    id: CampaignId,
+    tick: &TickRecord,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE campaigns SET last_tick_at = ?, last_tick_result = ?, last_error = COALESCE(?, last_error), estimate_cents = ? WHERE id = ?",
+    )
+    .bind(ts(tick.at))
+    .bind(tick.result.to_string())
+    .bind(tick.last_error.as_deref())
+    .bind(tick.estimate_cents.get())
+    .bind(id.as_uuid())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 impl Store {
     pub async fn defer_contacts(
         &self,
@@ -348,25 +367,19 @@ impl Store {
     }
 
     pub async fn record_tick(&self, id: CampaignId, tick: &TickRecord) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE campaigns SET last_tick_at = ?, last_tick_result = ?, last_error = COALESCE(?, last_error), estimate_cents = ? WHERE id = ?",
-        )
-        .bind(ts(tick.at))
-        .bind(tick.result.to_string())
-        .bind(tick.last_error.as_deref())
-        .bind(tick.estimate_cents.get())
-        .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
-        .await?;
-        Ok(())
+        write_tick(&mut *self.conn().await?, id, tick).await
     }
 
+    /// An engine-decided status change from `from`, with its audit event and, when given, the
+    /// evaluation that decided it, in one transaction: nobody sees the new status with the
+    /// old evaluation.
     pub async fn engine_transition(
         &self,
         id: CampaignId,
         from: CampaignStatus,
         to: CampaignStatus,
         reason: &str,
+        tick: Option<&TickRecord>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let at = ts(now);
@@ -405,6 +418,9 @@ impl Store {
             now,
         )
         .await?;
+        if let Some(tick) = tick {
+            write_tick(&mut tx, id, tick).await?;
+        }
         tx.commit().await?;
         drop(conn);
         Ok(true)

@@ -232,10 +232,15 @@ async fn baresip_calls_an_endpoint_and_the_recording_holds_both_sides() {
     let audio = fetch_recording(&s.app, &call).await;
     let (left, right) = channels(&audio, 8000);
     let at = |secs: f64| (secs * 8000.0) as usize;
-    // The caller's channel: the tone where the file has it, little before.
-    let tone = &left[at(3.0)..at(4.2)];
+    // The caller's channel: the tone where the file has it (2.5-4.5 s), little before. The
+    // caller's audio may start up to a few hundred milliseconds after the answer on a busy
+    // machine, so the tone is looked for a little later too.
+    let tone_at = |start: f64| {
+        left.get(at(start)..at(start + 1.2))
+            .map_or(0.0, |window| tone_share(window, 8000.0, 440.0))
+    };
     assert!(
-        tone_share(tone, 8000.0, 440.0) > 0.5,
+        (0..=6).any(|k| tone_at(3.0 + 0.1 * f64::from(k)) > 0.5),
         "440 Hz in the caller's channel"
     );
     assert!(switchboard_sip::vad::level_db(&left[..at(2.0)]) < -40.0);

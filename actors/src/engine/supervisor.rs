@@ -255,6 +255,7 @@ impl Actor for EngineSupervisor {
                                     from,
                                     CampaignStatus::PausedInfra,
                                     &reason,
+                                    None,
                                     now,
                                 )
                                 .await?

@@ -274,7 +274,8 @@ impl CampaignActor {
         Ok(())
     }
 
-    /// An engine status change; on success the tick records `reason` (and `error`).
+    /// An engine status change, recorded with the evaluation that decided it (`reason`, and
+    /// `error` as the campaign's last error) in the same transaction.
     async fn transition(
         state: &mut CampaignState,
         to: CampaignStatus,
@@ -286,17 +287,18 @@ impl CampaignActor {
         };
         let now = state.shared.clock.now();
         let from = c.status;
+        let tick = Self::tick(state, c, now, reason, error);
         let moved = state
             .shared
             .store
-            .engine_transition(state.id, from, to, &reason.as_str(), now)
+            .engine_transition(state.id, from, to, &reason.as_str(), Some(&tick), now)
             .await?;
         if moved {
             tracing::info!(campaign = %state.id, from = from.as_str(), to = to.as_str(), %reason, "campaign status changed by the engine");
             if let Some(c) = &mut state.campaign {
                 c.status = to;
             }
-            Self::record(state, reason, error).await?;
+            state.last_record = Some((now, reason));
         } else {
             state.dirty = true;
         }

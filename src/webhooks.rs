@@ -10,8 +10,9 @@ use serde_json::{Map, Value};
 
 use crate::egress::{Egress, EgressError};
 
-/// Header names a webhook may not set (the HTTP client owns them).
-const FORBIDDEN_HEADERS: [&str; 10] = [
+/// Header names a webhook may not set (the HTTP client owns them); one ending in `-` is a
+/// prefix.
+pub const FORBIDDEN_HEADERS: [&str; 10] = [
     "host",
     "content-length",
     "transfer-encoding",
@@ -46,6 +47,17 @@ fn default_timeout() -> u64 {
     30
 }
 
+/// The longest tool or parameter name, in characters (after camelCase).
+pub const NAME_MAX: usize = 64;
+/// The longest webhook URL, in characters.
+pub const URL_MAX: usize = 2048;
+/// The allowed `timeout_seconds`.
+pub const TIMEOUT_SECONDS: std::ops::RangeInclusive<i64> = 1..=60;
+/// The longest header value, in characters.
+pub const HEADER_VALUE_MAX: usize = 8192;
+/// The characters of an HTTP header name besides ASCII letters and digits (RFC 9110 §5.6.2).
+pub const HEADER_NAME_SYMBOLS: &str = "!#$%&'*+-.^_`|~";
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum WebhookMethod {
@@ -58,6 +70,14 @@ pub enum WebhookMethod {
 }
 
 impl WebhookMethod {
+    pub const ALL: [WebhookMethod; 5] = [
+        WebhookMethod::Get,
+        WebhookMethod::Post,
+        WebhookMethod::Put,
+        WebhookMethod::Patch,
+        WebhookMethod::Delete,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             WebhookMethod::Get => "GET",
@@ -185,13 +205,37 @@ fn invalid(field: &str, why: impl std::fmt::Display) -> InvalidField {
 /// A checked camelCase name: 1-64 characters, starting with a letter.
 pub fn tool_name(field: &str, raw: &str) -> Result<String, InvalidField> {
     let name = camel_case(raw);
-    if name.is_empty() || name.len() > 64 || !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+    if name.is_empty()
+        || name.len() > NAME_MAX
+        || !name.starts_with(|c: char| c.is_ascii_alphabetic())
+    {
         return Err(invalid(
             field,
-            "must hold 1-64 letters or digits (normalized to camelCase), starting with a letter",
+            format!(
+                "must hold 1-{NAME_MAX} letters or digits (normalized to camelCase), starting with a letter"
+            ),
         ));
     }
     Ok(name)
+}
+
+/// HTTP header names (RFC 9110 tokens), as a regular expression.
+pub fn header_name_pattern() -> String {
+    let symbols: String = HEADER_NAME_SYMBOLS
+        .chars()
+        .flat_map(|c| "-^]\\".contains(c).then_some('\\').into_iter().chain([c]))
+        .collect();
+    format!("^[A-Za-z0-9{symbols}]+$")
+}
+
+/// The names [`tool_name`] accepts, as a regular expression: every character other than an
+/// ASCII letter or digit separates words, and the letters and digits (at most [`NAME_MAX`])
+/// start with a letter.
+pub fn tool_name_pattern() -> String {
+    format!(
+        "^[^A-Za-z0-9]*[A-Za-z](?:[^A-Za-z0-9]*[A-Za-z0-9]){{0,{}}}[^A-Za-z0-9]*$",
+        NAME_MAX - 1
+    )
 }
 
 /// Validates a webhook configuration and returns it normalized, with defaults filled in.
@@ -229,8 +273,11 @@ pub async fn webhook_config(
         .get("url")
         .and_then(Value::as_str)
         .ok_or_else(|| invalid("config.url", "is required (a string)"))?;
-    if url.len() > 2048 {
-        return Err(invalid("config.url", "must be at most 2048 characters"));
+    if url.chars().count() > URL_MAX {
+        return Err(invalid(
+            "config.url",
+            format!("must be at most {URL_MAX} characters"),
+        ));
     }
     let checked = egress
         .check(url)
@@ -248,11 +295,15 @@ pub async fn webhook_config(
     let timeout = match obj.get("timeout_seconds") {
         None => 30,
         Some(v) => match v.as_i64() {
-            Some(n) if (1..=60).contains(&n) && v.is_i64() => n as u64,
+            Some(n) if TIMEOUT_SECONDS.contains(&n) && v.is_i64() => n as u64,
             _ => {
                 return Err(invalid(
                     "config.timeout_seconds",
-                    "must be an integer from 1 to 60",
+                    format!(
+                        "must be an integer from {} to {}",
+                        TIMEOUT_SECONDS.start(),
+                        TIMEOUT_SECONDS.end()
+                    ),
                 ));
             }
         },
@@ -264,9 +315,9 @@ pub async fn webhook_config(
             for (name, value) in h {
                 let field = format!("config.headers.{name}");
                 let valid_name = !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                    && name.bytes().all(|b| {
+                        b.is_ascii_alphanumeric() || HEADER_NAME_SYMBOLS.as_bytes().contains(&b)
+                    });
                 if !valid_name {
                     return Err(invalid(&field, "is not a valid header name"));
                 }
@@ -286,10 +337,12 @@ pub async fn webhook_config(
                 let Some(text) = value.as_str() else {
                     return Err(invalid(&field, "must be a string"));
                 };
-                if text.chars().any(|c| c == '\r' || c == '\n' || c == '\0') || text.len() > 8192 {
+                if text.chars().any(|c| c == '\r' || c == '\n' || c == '\0')
+                    || text.chars().count() > HEADER_VALUE_MAX
+                {
                     return Err(invalid(
                         &field,
-                        "must be one line of at most 8192 characters",
+                        format!("must be one line of at most {HEADER_VALUE_MAX} characters"),
                     ));
                 }
                 headers.insert(name.clone(), text.to_string());

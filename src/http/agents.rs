@@ -8,9 +8,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use switchboard_actors::ids::AgentId;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -20,7 +20,11 @@ use super::extract::{
     JsonObject, ListResponse, Pagination, Patch, PathId, Q, check_fields, from_value,
 };
 use super::gate::Auth;
-use crate::store::{Agent, AgentType, ExtractionParameter, FlowConfig};
+use super::openapi::{
+    body_schema, create_body, json_schema, patch_body, schema_json, strip_null, with_bounds,
+};
+use crate::store::{Agent, AgentType, ExtractionParameter, FlowConfig, FlowNode};
+use crate::webhooks;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -58,6 +62,46 @@ const WRITABLE: &[&str] = &[
 
 /// Fields that accept null (meaning: none).
 const NULLABLE: &[&str] = &["flow_config", "max_call_duration_secs", "webhook_url"];
+
+/// A text bound: from `.0` to `.1` characters.
+#[derive(Clone, Copy)]
+struct Chars(usize, usize);
+/// A number bound: from `.0` to `.1`.
+#[derive(Clone, Copy)]
+struct Number(f64, f64);
+/// An integer bound: from `.0` to `.1`.
+#[derive(Clone, Copy)]
+struct Integer(i64, i64);
+
+const NAME: Chars = Chars(1, 200);
+const SYSTEM_PROMPT: Chars = Chars(0, 100_000);
+const DESCRIPTION: Chars = Chars(0, 2000);
+const VOICE: Chars = Chars(1, 100);
+const BACKGROUND_SOUND: Chars = Chars(1, 100);
+const LANGUAGE: Chars = Chars(2, 35);
+const GREETING_MESSAGE: Chars = Chars(0, 2000);
+const BACKGROUND_SOUND_VOLUME: Number = Number(0.0, 1.0);
+const TEMPERATURE: Number = Number(0.0, 2.0);
+const VAD_SECS: Number = Number(0.0, 10.0);
+const VAD_CONFIDENCE: Number = Number(0.0, 1.0);
+const TIMEOUT_SECS: Integer = Integer(1, 3600);
+const MAX_CALL_DURATION_SECS: Integer = Integer(1, 14_400);
+const WEBHOOK_URL_MAX: usize = 2048;
+const WEBHOOK_EVENTS_MAX: usize = 50;
+const WEBHOOK_EVENT: Chars = Chars(1, 100);
+const WEBHOOK_HEADERS_MAX: usize = 50;
+const HEADER_NAME_MAX: usize = 256;
+const HEADER_VALUE_MAX: usize = 4096;
+const PARAMETERS_MAX: usize = 100;
+const PARAMETER_NAME: Chars = Chars(1, 100);
+const PARAMETER_DESCRIPTION: Chars = Chars(0, 1000);
+const FLOW_NODES_MAX: usize = 500;
+const NODE_ID: Chars = Chars(1, 100);
+const NODE_TYPE: Chars = Chars(1, 50);
+const NODE_NAME: Chars = Chars(0, 200);
+const METADATA_KEYS_MAX: usize = 100;
+const METADATA_KEY: Chars = Chars(1, 100);
+const FLOW_CONFIG_VERSION: i64 = 1;
 
 /// Writable agent fields; bounds as documented on the Agent object. On update only the sent
 /// fields change.
@@ -116,6 +160,150 @@ pub struct AgentInput {
     webhook_headers: Option<BTreeMap<String, String>>,
     /// At most 100 `{name, description}`, names unique.
     extraction_parameters: Option<Vec<ExtractionParameter>>,
+}
+
+body_schema!(
+    /// The body of `POST /agents`: `name` required; a `flow` agent needs a flow with at least
+    /// one node.
+    AgentCreate = json(create_schema())
+);
+body_schema!(
+    /// The body of `PATCH /agents/{id}`: at least one writable field.
+    AgentPatch = json(patch_schema())
+);
+
+fn text(Chars(min, max): Chars) -> Value {
+    json!({"minLength": min, "maxLength": max})
+}
+
+fn number_range(Number(min, max): Number) -> Value {
+    json!({"minimum": min, "maximum": max})
+}
+
+fn integer_range(Integer(min, max): Integer) -> Value {
+    json!({"minimum": min, "maximum": max})
+}
+
+/// A flow as [`check_flow`] reads it (node ids unique and `next_step_id` naming a node are
+/// rules between items, which a schema cannot state).
+fn flow_schema() -> Value {
+    let node = with_bounds(
+        schema_json(&<FlowNode as PartialSchema>::schema()),
+        json!({"id": text(NODE_ID), "type": text(NODE_TYPE), "name": text(NODE_NAME)}),
+    );
+    let Chars(key_min, key_max) = METADATA_KEY;
+    json!({
+        "type": "object",
+        "description": "The flow of a `flow` agent.",
+        "required": ["nodes"],
+        "properties": {
+            "nodes": {"type": "array", "maxItems": FLOW_NODES_MAX, "items": node},
+            "flow_config_version": {"type": "integer", "const": FLOW_CONFIG_VERSION, "description": "Default 1."},
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "custom_metadata_keys": {
+                        "type": "array",
+                        "maxItems": METADATA_KEYS_MAX,
+                        "items": {"type": "string", "minLength": key_min, "maxLength": key_max},
+                    },
+                },
+            },
+        },
+    })
+}
+
+/// [`AgentInput`] with every bound [`validate`] checks on a field alone; null only where
+/// [`NULLABLE`] allows it.
+fn input_schema() -> Value {
+    let header_name = webhooks::header_name_pattern();
+    let parameter = with_bounds(
+        schema_json(&<ExtractionParameter as PartialSchema>::schema()),
+        json!({"name": text(PARAMETER_NAME), "description": text(PARAMETER_DESCRIPTION)}),
+    );
+    let Chars(event_min, event_max) = WEBHOOK_EVENT;
+    let mut name = text(NAME);
+    if let Value::Object(name) = &mut name {
+        name.insert("pattern".into(), json!("\\S"));
+    }
+    let mut language = text(LANGUAGE);
+    if let Value::Object(language) = &mut language {
+        language.insert("pattern".into(), json!("^[A-Za-z0-9-]*$"));
+    }
+    let mut input = with_bounds(
+        schema_json(&<AgentInput as PartialSchema>::schema()),
+        json!({
+            "name": name,
+            "system_prompt": text(SYSTEM_PROMPT),
+            "description": text(DESCRIPTION),
+            "voice": text(VOICE),
+            "background_sound": text(BACKGROUND_SOUND),
+            "background_sound_volume": number_range(BACKGROUND_SOUND_VOLUME),
+            "language": language,
+            "temperature": number_range(TEMPERATURE),
+            "greeting_message": text(GREETING_MESSAGE),
+            "vad_stop_secs": number_range(VAD_SECS),
+            "vad_start_secs": number_range(VAD_SECS),
+            "vad_confidence": number_range(VAD_CONFIDENCE),
+            "silence_timeout_secs": integer_range(TIMEOUT_SECS),
+            "max_continuous_speech_secs": integer_range(TIMEOUT_SECS),
+            "max_call_duration_secs": integer_range(MAX_CALL_DURATION_SECS),
+            "webhook_url": {"maxLength": WEBHOOK_URL_MAX},
+            "webhook_events": {
+                "maxItems": WEBHOOK_EVENTS_MAX,
+                "items": {"type": "string", "minLength": event_min, "maxLength": event_max},
+            },
+            "webhook_headers": {
+                "maxProperties": WEBHOOK_HEADERS_MAX,
+                "propertyNames": {"pattern": header_name, "maxLength": HEADER_NAME_MAX},
+                "additionalProperties": {"type": "string", "maxLength": HEADER_VALUE_MAX, "pattern": "^[^\\r\\n]*$"},
+            },
+            "extraction_parameters": {"maxItems": PARAMETERS_MAX, "items": parameter},
+        }),
+    );
+    if let Some(Value::Object(properties)) = input.get_mut("properties") {
+        properties.insert(
+            "flow_config".into(),
+            json!({"oneOf": [flow_schema(), {"type": "null"}]}),
+        );
+        for (field, property) in properties.iter_mut() {
+            if !NULLABLE.contains(&field.as_str()) {
+                strip_null(property);
+            }
+        }
+    }
+    input
+}
+
+/// A body that makes the agent a `flow` agent: the flow it sends has at least one node (on
+/// create it must send one).
+fn flow_rule(body: &mut Value, flow_required: bool) {
+    let required: &[&str] = if flow_required { &["flow_config"] } else { &[] };
+    if let Value::Object(body) = body {
+        body.insert(
+            "if".into(),
+            json!({"required": ["type"], "properties": {"type": {"const": "flow"}}}),
+        );
+        body.insert(
+            "then".into(),
+            json!({
+                "required": required,
+                "properties": {"flow_config": {"type": "object", "properties": {"nodes": {"minItems": 1}}}},
+            }),
+        );
+    }
+}
+
+fn create_schema() -> Value {
+    let mut body = schema_json(&create_body(json_schema(input_schema()), &["name"]));
+    flow_rule(&mut body, true);
+    body
+}
+
+fn patch_schema() -> Value {
+    let mut body = schema_json(&patch_body(json_schema(input_schema()), WRITABLE));
+    flow_rule(&mut body, false);
+    body
 }
 
 /// Query of `GET /agents`.
@@ -212,7 +400,7 @@ fn invalid(field: &str, rule: &str) -> ApiError {
     ApiError::invalid_field(field, rule.to_string())
 }
 
-fn chars(field: &str, value: &str, min: usize, max: usize) -> Result<(), ApiError> {
+fn chars(field: &str, value: &str, Chars(min, max): Chars) -> Result<(), ApiError> {
     let n = value.chars().count();
     if n < min || n > max {
         let rule = if min == 0 {
@@ -225,7 +413,7 @@ fn chars(field: &str, value: &str, min: usize, max: usize) -> Result<(), ApiErro
     Ok(())
 }
 
-fn number(field: &str, value: f64, min: f64, max: f64) -> Result<(), ApiError> {
+fn number(field: &str, value: f64, Number(min, max): Number) -> Result<(), ApiError> {
     if !(min..=max).contains(&value) {
         return Err(invalid(
             field,
@@ -235,7 +423,7 @@ fn number(field: &str, value: f64, min: f64, max: f64) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn integer(field: &str, value: i64, min: i64, max: i64) -> Result<(), ApiError> {
+fn integer(field: &str, value: i64, Integer(min, max): Integer) -> Result<(), ApiError> {
     if !(min..=max).contains(&value) {
         return Err(invalid(
             field,
@@ -248,8 +436,11 @@ fn integer(field: &str, value: i64, min: i64, max: i64) -> Result<(), ApiError> 
 /// A webhook URL: at most 2048 characters and allowed by the outbound URL policy (its form and
 /// any literal address now; names are resolved when it is called).
 fn check_url(field: &str, url: &str, egress: &crate::egress::Egress) -> Result<(), ApiError> {
-    if url.len() > 2048 {
-        return Err(invalid(field, "must be at most 2048 characters"));
+    if url.chars().count() > WEBHOOK_URL_MAX {
+        return Err(invalid(
+            field,
+            &format!("must be at most {WEBHOOK_URL_MAX} characters"),
+        ));
     }
     egress
         .check_form(url)
@@ -258,22 +449,31 @@ fn check_url(field: &str, url: &str, egress: &crate::egress::Egress) -> Result<(
 }
 
 fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
-    if flow.flow_config_version != 1 {
-        return Err(invalid("flow_config.flow_config_version", "must be 1"));
+    if flow.flow_config_version != FLOW_CONFIG_VERSION {
+        return Err(invalid(
+            "flow_config.flow_config_version",
+            &format!("must be {FLOW_CONFIG_VERSION}"),
+        ));
     }
-    if flow.nodes.len() > 500 {
-        return Err(invalid("flow_config.nodes", "must have at most 500 nodes"));
+    if flow.nodes.len() > FLOW_NODES_MAX {
+        return Err(invalid(
+            "flow_config.nodes",
+            &format!("must have at most {FLOW_NODES_MAX} nodes"),
+        ));
     }
     let mut ids = HashSet::new();
     for (i, node) in flow.nodes.iter().enumerate() {
-        chars(&format!("flow_config.nodes[{i}].id"), &node.id, 1, 100)?;
+        chars(&format!("flow_config.nodes[{i}].id"), &node.id, NODE_ID)?;
         chars(
             &format!("flow_config.nodes[{i}].type"),
             &node.node_type,
-            1,
-            50,
+            NODE_TYPE,
         )?;
-        chars(&format!("flow_config.nodes[{i}].name"), &node.name, 0, 200)?;
+        chars(
+            &format!("flow_config.nodes[{i}].name"),
+            &node.name,
+            NODE_NAME,
+        )?;
         if !ids.insert(node.id.as_str()) {
             return Err(invalid(
                 &format!("flow_config.nodes[{i}].id"),
@@ -292,18 +492,17 @@ fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
         }
     }
     let keys = &flow.metadata.custom_metadata_keys;
-    if keys.len() > 100 {
+    if keys.len() > METADATA_KEYS_MAX {
         return Err(invalid(
             "flow_config.metadata.custom_metadata_keys",
-            "must have at most 100 keys",
+            &format!("must have at most {METADATA_KEYS_MAX} keys"),
         ));
     }
     for (i, key) in keys.iter().enumerate() {
         chars(
             &format!("flow_config.metadata.custom_metadata_keys[{i}]"),
             key,
-            1,
-            100,
+            METADATA_KEY,
         )?;
     }
     Ok(())
@@ -311,18 +510,21 @@ fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
 
 /// Every bound of the Agent object.
 fn validate(agent: &Agent, egress: &crate::egress::Egress) -> Result<(), ApiError> {
-    chars("name", &agent.name, 1, 200)?;
-    chars("system_prompt", &agent.system_prompt, 0, 100_000)?;
-    chars("description", &agent.description, 0, 2000)?;
-    chars("voice", &agent.voice, 1, 100)?;
-    chars("background_sound", &agent.background_sound, 1, 100)?;
+    chars("name", &agent.name, NAME)?;
+    chars("system_prompt", &agent.system_prompt, SYSTEM_PROMPT)?;
+    chars("description", &agent.description, DESCRIPTION)?;
+    chars("voice", &agent.voice, VOICE)?;
+    chars(
+        "background_sound",
+        &agent.background_sound,
+        BACKGROUND_SOUND,
+    )?;
     number(
         "background_sound_volume",
         agent.background_sound_volume,
-        0.0,
-        1.0,
+        BACKGROUND_SOUND_VOLUME,
     )?;
-    chars("language", &agent.language, 2, 35)?;
+    chars("language", &agent.language, LANGUAGE)?;
     if !agent
         .language
         .chars()
@@ -333,64 +535,78 @@ fn validate(agent: &Agent, egress: &crate::egress::Egress) -> Result<(), ApiErro
             "must be a BCP 47 language tag such as en-US",
         ));
     }
-    number("temperature", agent.temperature, 0.0, 2.0)?;
-    chars("greeting_message", &agent.greeting_message, 0, 2000)?;
-    number("vad_stop_secs", agent.vad_stop_secs, 0.0, 10.0)?;
-    number("vad_start_secs", agent.vad_start_secs, 0.0, 10.0)?;
-    number("vad_confidence", agent.vad_confidence, 0.0, 1.0)?;
-    integer("silence_timeout_secs", agent.silence_timeout_secs, 1, 3600)?;
+    number("temperature", agent.temperature, TEMPERATURE)?;
+    chars(
+        "greeting_message",
+        &agent.greeting_message,
+        GREETING_MESSAGE,
+    )?;
+    number("vad_stop_secs", agent.vad_stop_secs, VAD_SECS)?;
+    number("vad_start_secs", agent.vad_start_secs, VAD_SECS)?;
+    number("vad_confidence", agent.vad_confidence, VAD_CONFIDENCE)?;
+    integer(
+        "silence_timeout_secs",
+        agent.silence_timeout_secs,
+        TIMEOUT_SECS,
+    )?;
     integer(
         "max_continuous_speech_secs",
         agent.max_continuous_speech_secs,
-        1,
-        3600,
+        TIMEOUT_SECS,
     )?;
+    let Integer(min, max) = MAX_CALL_DURATION_SECS;
     if let Some(secs) = agent.max_call_duration_secs
-        && !(1..=14_400).contains(&secs)
+        && !(min..=max).contains(&secs)
     {
         return Err(invalid(
             "max_call_duration_secs",
-            "must be an integer from 1 to 14400, or null",
+            &format!("must be an integer from {min} to {max}, or null"),
         ));
     }
     if let Some(url) = &agent.webhook_url {
         check_url("webhook_url", url, egress)?;
     }
-    if agent.webhook_events.len() > 50 {
+    if agent.webhook_events.len() > WEBHOOK_EVENTS_MAX {
         return Err(invalid(
             "webhook_events",
-            "must have at most 50 event kinds",
+            &format!("must have at most {WEBHOOK_EVENTS_MAX} event kinds"),
         ));
     }
     for (i, event) in agent.webhook_events.iter().enumerate() {
-        chars(&format!("webhook_events[{i}]"), event, 1, 100)?;
+        chars(&format!("webhook_events[{i}]"), event, WEBHOOK_EVENT)?;
     }
-    if agent.webhook_headers.len() > 50 {
-        return Err(invalid("webhook_headers", "must have at most 50 headers"));
+    if agent.webhook_headers.len() > WEBHOOK_HEADERS_MAX {
+        return Err(invalid(
+            "webhook_headers",
+            &format!("must have at most {WEBHOOK_HEADERS_MAX} headers"),
+        ));
     }
     for (name, value) in &agent.webhook_headers {
         let token = !name.is_empty()
-            && name.len() <= 256
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            && name.len() <= HEADER_NAME_MAX
+            && name.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || webhooks::HEADER_NAME_SYMBOLS.as_bytes().contains(&b)
+            });
         if !token {
             return Err(invalid(
                 "webhook_headers",
                 &format!("`{name}` is not a valid header name"),
             ));
         }
-        if value.len() > 4096 || value.chars().any(|c| c == '\r' || c == '\n') {
+        if value.chars().count() > HEADER_VALUE_MAX || value.chars().any(|c| c == '\r' || c == '\n')
+        {
             return Err(invalid(
                 "webhook_headers",
-                &format!("value of `{name}` must be one line of at most 4096 characters"),
+                &format!(
+                    "value of `{name}` must be one line of at most {HEADER_VALUE_MAX} characters"
+                ),
             ));
         }
     }
-    if agent.extraction_parameters.len() > 100 {
+    if agent.extraction_parameters.len() > PARAMETERS_MAX {
         return Err(invalid(
             "extraction_parameters",
-            "must have at most 100 parameters",
+            &format!("must have at most {PARAMETERS_MAX} parameters"),
         ));
     }
     let mut names = HashSet::new();
@@ -398,14 +614,12 @@ fn validate(agent: &Agent, egress: &crate::egress::Egress) -> Result<(), ApiErro
         chars(
             &format!("extraction_parameters[{i}].name"),
             &param.name,
-            1,
-            100,
+            PARAMETER_NAME,
         )?;
         chars(
             &format!("extraction_parameters[{i}].description"),
             &param.description,
-            0,
-            1000,
+            PARAMETER_DESCRIPTION,
         )?;
         if !names.insert(param.name.as_str()) {
             return Err(invalid(
@@ -470,7 +684,7 @@ async fn get_one(
 
 /// Create an agent
 #[utoipa::path(post, path = "/agents", operation_id = "createAgent", tag = "agents", security(("bearer" = ["agents:create"])),
-    request_body = AgentInput, responses((status = 201, body = Agent), (status = 400)))]
+    request_body = AgentCreate, responses((status = 201, body = Agent), (status = 400)))]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -491,7 +705,7 @@ async fn create(
 
 /// Update an agent (only the sent fields change)
 #[utoipa::path(patch, path = "/agents/{id}", operation_id = "updateAgent", tag = "agents", security(("bearer" = ["agents:update"])),
-    params(("id" = uuid::Uuid, Path)), request_body = AgentInput, responses((status = 200, body = Agent), (status = 400), (status = 404)))]
+    params(("id" = uuid::Uuid, Path)), request_body = AgentPatch, responses((status = 200, body = Agent), (status = 400), (status = 404)))]
 async fn update(
     State(state): State<AppState>,
     auth: Auth,

@@ -14,7 +14,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, Q, parse_fields};
 use super::gate::Auth;
-use super::openapi::body_schema;
+use super::openapi::{body_schema, patch_body, schema_json, with_bounds};
 use crate::billing::PaymentError;
 use crate::store::{BillingAccount, BillingSettingsUpdate, LedgerEntry};
 use switchboard_actors::ids::WorkspaceId;
@@ -134,8 +134,16 @@ body_schema!(
     TopUpBody = create_body(TopUpInput, &["amount_cents"])
 );
 body_schema!(
-    /// The body of `PATCH /billing/settings`.
-    SettingsBody = patch_body(SettingsInput, SETTINGS_FIELDS)
+    /// The body of `PATCH /billing/settings`: an auto top-up amount is 0 (none) or at least
+    /// [`AUTO_TOP_UP_MIN_CENTS`].
+    SettingsBody = json(with_bounds(
+        schema_json(&patch_body(SettingsInput::schema(), SETTINGS_FIELDS)),
+        serde_json::json!({"auto_topup_amount_cents": {"not": {
+            "type": "integer",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": AUTO_TOP_UP_MIN_CENTS,
+        }}}),
+    ))
 );
 
 fn check_email(email: &str) -> Result<String, ApiError> {

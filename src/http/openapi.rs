@@ -82,17 +82,80 @@ pub fn patch_body(input: RefOr<Schema>, writable: &[&str]) -> RefOr<Schema> {
 }
 
 fn shape_body(input: RefOr<Schema>, finish: impl FnOnce(&mut Map<String, Value>)) -> RefOr<Schema> {
-    let Ok(Value::Object(mut body)) = serde_json::to_value(&input) else {
-        return input;
+    let mut body = schema_json(&input);
+    if let Value::Object(body) = &mut body {
+        body.insert("additionalProperties".into(), Value::Bool(false));
+        finish(body);
+    }
+    json_schema(body)
+}
+
+/// The extension key that carries a schema written as JSON through utoipa's types, which
+/// drop the keywords they do not model (`if`/`then`, `not`, `const`, `uniqueItems`, ...).
+const JSON_SCHEMA: &str = "x-json-schema";
+
+/// A schema written as JSON Schema, any keyword allowed. utoipa carries it as an extension
+/// of a placeholder; [`expand_json_schemas`] puts it in the placeholder's place, and refuses
+/// (so start-up fails) any that is not a schema object.
+pub fn json_schema(schema: Value) -> RefOr<Schema> {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .extensions(Some(utoipa::openapi::extensions::Extensions::from_iter([
+            (JSON_SCHEMA, schema),
+        ])))
+        .build()
+        .into()
+}
+
+/// A schema as JSON: what [`json_schema`] carries, or the serialized utoipa schema (`null`
+/// if it does not serialize, which [`expand_json_schemas`] refuses).
+pub fn schema_json(schema: &RefOr<Schema>) -> Value {
+    let mut value = serde_json::to_value(schema).unwrap_or(Value::Null);
+    match value.get_mut(JSON_SCHEMA) {
+        Some(inner) => inner.take(),
+        None => value,
+    }
+}
+
+/// Replaces every placeholder of [`json_schema`] in the document with the schema it carries.
+pub fn expand_json_schemas(doc: &mut Value) -> anyhow::Result<()> {
+    match doc {
+        Value::Object(map) => {
+            if let Some(schema) = map.remove(JSON_SCHEMA) {
+                anyhow::ensure!(
+                    schema.is_object(),
+                    "a request body schema could not be built: {schema}"
+                );
+                *doc = schema;
+                return expand_json_schemas(doc);
+            }
+            map.values_mut().try_for_each(expand_json_schemas)
+        }
+        Value::Array(items) => items.iter_mut().try_for_each(expand_json_schemas),
+        _ => Ok(()),
+    }
+}
+
+/// Merges `bounds` (property name to JSON Schema keywords) into the properties of an object
+/// schema; a keyword already there is replaced.
+pub fn with_bounds(mut schema: Value, bounds: Value) -> Value {
+    let (Some(Value::Object(properties)), Value::Object(bounds)) =
+        (schema.get_mut("properties"), bounds)
+    else {
+        return schema;
     };
-    body.insert("additionalProperties".into(), Value::Bool(false));
-    finish(&mut body);
-    serde_json::from_value(Value::Object(body)).unwrap_or(input)
+    for (name, keywords) in bounds {
+        if let (Some(Value::Object(property)), Value::Object(keywords)) =
+            (properties.get_mut(&name), keywords)
+        {
+            property.extend(keywords);
+        }
+    }
+    schema
 }
 
 /// Removes `null` from a property's types (`type: [T, "null"]`, or a `oneOf` with a null
 /// branch).
-fn strip_null(property: &mut Value) {
+pub fn strip_null(property: &mut Value) {
     let Some(object) = property.as_object_mut() else {
         return;
     };
@@ -121,8 +184,21 @@ fn strip_null(property: &mut Value) {
 
 /// Declares a document-only body type whose schema is built from an input type's, e.g.
 /// `body_schema!(DispositionCreate = create_body(DispositionInput, &["label"]))`, or
-/// `body_schema!(DispositionPatch = patch_body(DispositionInput, WRITABLE))`.
+/// `body_schema!(DispositionPatch = patch_body(DispositionInput, WRITABLE))`; or written as
+/// JSON Schema: `body_schema!(ToolCreate = json(tool_create_schema()))`.
 macro_rules! body_schema {
+    ($(#[$doc:meta])* $name:ident = json($build:expr)) => {
+        $(#[$doc])*
+        pub struct $name;
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                $crate::http::openapi::json_schema($build)
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
+    };
     ($(#[$doc:meta])* $name:ident = $kind:ident($input:ty $(, $arg:expr)*)) => {
         $(#[$doc])*
         pub struct $name;
@@ -180,7 +256,8 @@ pub fn complete_operation(path: &str, op: &mut Map<String, Value>, access: Acces
     {
         statuses.push(StatusCode::BAD_REQUEST);
     }
-    if op.contains_key("requestBody") {
+    if let Some(body) = op.get_mut("requestBody") {
+        optional_body_not_null(body);
         statuses.push(StatusCode::BAD_REQUEST);
         statuses.push(StatusCode::PAYLOAD_TOO_LARGE);
     }
@@ -208,6 +285,31 @@ pub fn complete_operation(path: &str, op: &mut Map<String, Value>, access: Acces
                 "content".into(),
                 json!({"application/json": {"schema": {"$ref": format!("#/components/schemas/{ERROR_SCHEMA}")}}}),
             );
+        }
+    }
+}
+
+/// An optional body (`request_body(content = Option<T>)`) may be left out, but when sent it is
+/// a `T`, never `null`: utoipa writes `oneOf: [T, null]`, which this reduces to `T`.
+fn optional_body_not_null(body: &mut Value) {
+    if body.get("required") == Some(&Value::Bool(true)) {
+        return;
+    }
+    let Some(Value::Object(content)) = body.get_mut("content") else {
+        return;
+    };
+    for media in content.values_mut() {
+        let Some(schema) = media.get_mut("schema") else {
+            continue;
+        };
+        if let Some(Value::Array(branches)) = schema.get("oneOf") {
+            let kept: Vec<&Value> = branches
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) != Some("null"))
+                .collect();
+            if let [only] = kept.as_slice() {
+                *schema = (*only).clone();
+            }
         }
     }
 }
@@ -299,16 +401,40 @@ mod tests {
 
     #[test]
     fn a_create_body_requires_its_fields_and_refuses_other_keys() {
-        let body = serde_json::to_value(create_body(Input::schema(), &["label"])).expect("json");
+        let body = schema_json(&create_body(Input::schema(), &["label"]));
         assert_eq!(body["required"], json!(["label"]));
         assert_eq!(body["properties"]["label"]["type"], "string");
         assert_eq!(body["additionalProperties"], false);
     }
 
     #[test]
+    fn a_schema_written_as_json_takes_its_placeholders_place_with_every_keyword() {
+        let written =
+            json!({"type": "object", "if": {"required": ["a"]}, "then": {"required": ["b"]}});
+        let mut doc = json!({"components": {"schemas": {"Body": json_schema(written.clone())}}});
+        expand_json_schemas(&mut doc).expect("expanded");
+        assert_eq!(doc["components"]["schemas"]["Body"], written);
+    }
+
+    #[test]
+    fn a_schema_that_could_not_be_built_fails_the_document() {
+        let mut doc = json!({"paths": {"/x": {"post": {"schema": json_schema(Value::Null)}}}});
+        assert!(expand_json_schemas(&mut doc).is_err());
+    }
+
+    #[test]
+    fn an_optional_body_is_its_schema_not_null() {
+        let mut body = json!({"content": {"application/json": {"schema": {"oneOf": [{"$ref": "#/components/schemas/A"}, {"type": "null"}]}}}});
+        optional_body_not_null(&mut body);
+        assert_eq!(
+            body["content"]["application/json"]["schema"],
+            json!({"$ref": "#/components/schemas/A"})
+        );
+    }
+
+    #[test]
     fn a_patch_body_keeps_the_writable_fields_and_needs_one_of_them() {
-        let body = serde_json::to_value(patch_body(Input::schema(), &["label", "position"]))
-            .expect("json");
+        let body = schema_json(&patch_body(Input::schema(), &["label", "position"]));
         let properties = body["properties"].as_object().expect("properties");
         assert_eq!(properties.keys().collect::<Vec<_>>(), ["label", "position"]);
         assert_eq!(body["minProperties"], 1);

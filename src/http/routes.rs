@@ -55,11 +55,13 @@ impl RouteTable {
     /// `bearer` scope or an explicitly empty requirement (public); anything else is refused, so
     /// no route can be added without saying who may call it.
     ///
-    /// The document is completed on the way (see [`super::openapi`]): each operation's access
-    /// decides which of the gate's refusals it documents.
+    /// The document is completed on the way (see [`super::openapi`]): the schemas written as
+    /// JSON take their placeholders' places, and each operation's access decides which of the
+    /// gate's refusals it documents.
     pub fn from_openapi(mut openapi: Value) -> anyhow::Result<Self> {
         let mut access = HashMap::new();
         let mut endpoints = Vec::new();
+        super::openapi::expand_json_schemas(&mut openapi)?;
         super::openapi::add_error_schema(&mut openapi)?;
         let paths = openapi
             .get_mut("paths")

@@ -20,7 +20,7 @@ use super::extract::{
     Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q, deleted, parse_fields,
 };
 use super::gate::Auth;
-use super::openapi::body_schema;
+use super::openapi::{body_schema, create_body, patch_body, schema_json, with_bounds};
 use super::phone_numbers::workspace_agent;
 use crate::store::{NewSipEndpoint, Paged, SipEndpoint, SipEndpointCreation, SipEndpointUpdate};
 
@@ -77,12 +77,22 @@ fn view(state: &AppState, e: SipEndpoint) -> SipEndpointView {
 
 body_schema!(
     /// The body of `POST /sip-endpoints`.
-    SipEndpointCreate = create_body(CreateInput, &["name"])
+    SipEndpointCreate = json(with_sources(create_body(CreateInput::schema(), &["name"])))
 );
 body_schema!(
     /// The body of `PATCH /sip-endpoints/{id}`.
-    SipEndpointPatch = patch_body(UpdateInput, UPDATE_FIELDS)
+    SipEndpointPatch = json(with_sources(patch_body(UpdateInput::schema(), UPDATE_FIELDS)))
 );
+
+/// A body schema with the bounds of `allowed_source_ips` that [`check_sources`] checks.
+fn with_sources(
+    body: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+) -> serde_json::Value {
+    with_bounds(
+        schema_json(&body),
+        serde_json::json!({"allowed_source_ips": {"minItems": 1, "maxItems": SOURCES_MAX}}),
+    )
+}
 
 #[derive(Deserialize, ToSchema)]
 pub struct CreateInput {

@@ -21,7 +21,7 @@ use super::extract::{
 use super::gate::Auth;
 use super::openapi::body_schema;
 use crate::store::{Delivery, NewTool, Tool, ToolInsert, ToolUpdate};
-use crate::webhooks::{self, Outcome, WebhookConfig};
+use crate::webhooks::{self, Outcome, WebhookConfig, WebhookMethod};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -42,6 +42,21 @@ const CREATE_FIELDS: &[&str] = &[
     "include_standard_metadata",
 ];
 const UPDATE_FIELDS: &[&str] = &["name", "description", "config", "is_active"];
+/// The longest description, in characters (after trimming).
+const DESCRIPTION_MAX: usize = 2000;
+/// The longest idempotency key, in characters.
+const IDEMPOTENCY_KEY_MAX: usize = 255;
+/// The keys of a test delivery's `context`.
+const TEST_CONTEXT: [&str; 6] = [
+    "call_id",
+    "call_direction",
+    "caller_number",
+    "callee_number",
+    "call_metadata",
+    "call_variables",
+];
+/// The call directions a test delivery's `context.call_direction` may name.
+const DIRECTIONS: [&str; 3] = ["inbound", "outbound", "web_call"];
 const MIGRATED: [&str; 3] = [
     "extraction_parameters",
     "static_parameters",
@@ -64,10 +79,10 @@ fn description(raw: Option<&str>, webhook: bool) -> Result<String, ApiError> {
             "is required for webhook tools (it tells the model when to use the tool)",
         ));
     }
-    if d.chars().count() > 2000 {
+    if d.chars().count() > DESCRIPTION_MAX {
         return Err(ApiError::invalid_field(
             "description",
-            "must be at most 2000 characters",
+            format!("must be at most {DESCRIPTION_MAX} characters"),
         ));
     }
     Ok(d)
@@ -85,9 +100,217 @@ async fn config_for(state: &AppState, tool_type: &str, config: &Value) -> Result
     }
 }
 
+body_schema!(
+    /// The body of `POST /tools`.
+    ToolCreate = json(create_schema())
+);
+body_schema!(
+    /// The body of `PATCH /tools/{id}`.
+    ToolPatch = json(patch_schema())
+);
+body_schema!(
+    /// The body of `POST /tools/{id}/test`.
+    ToolTestBody = json(test_schema())
+);
+
+/// A tool or parameter name as [`webhooks::tool_name`] reads it.
+fn name_schema() -> Value {
+    json!({
+        "type": "string",
+        "pattern": webhooks::tool_name_pattern(),
+        "description": format!("Normalized to camelCase: 1-{} letters or digits, starting with a letter.", webhooks::NAME_MAX),
+    })
+}
+
+/// `name` as a pattern that ignores ASCII case.
+fn any_case(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphabetic() {
+                format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase())
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The header names a webhook may set: RFC 9110 tokens, none the HTTP client owns.
+fn header_name_schema() -> Value {
+    let forbidden: Vec<String> = webhooks::FORBIDDEN_HEADERS
+        .iter()
+        .map(|f| match f.strip_suffix('-') {
+            Some(prefix) => format!("{}-.*", any_case(prefix)),
+            None => any_case(f),
+        })
+        .collect();
+    json!({
+        "pattern": webhooks::header_name_pattern(),
+        "not": {"pattern": format!("^(?:{})$", forbidden.join("|"))},
+    })
+}
+
+/// The payload settings, in `config.payload_config` (or beside `config` on create).
+fn payload_properties() -> Value {
+    json!({
+        "extraction_parameters": {
+            "type": ["array", "null"],
+            "description": "Values the model extracts from the conversation; names unique after camelCase.",
+            "items": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["name", "description"],
+                "properties": {
+                    "name": name_schema(),
+                    "description": {"type": "string", "pattern": "\\S"},
+                    "required": {"type": "boolean"},
+                },
+            },
+        },
+        "static_parameters": {"type": ["object", "null"], "description": "Sent as they are with every delivery."},
+        "include_standard_metadata": {"type": "boolean", "description": "Default true."},
+    })
+}
+
+/// A webhook tool's `config`, as [`webhooks::webhook_config`] reads it.
+fn webhook_config_schema() -> Value {
+    let methods: Vec<&str> = WebhookMethod::ALL.iter().map(|m| m.as_str()).collect();
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["url"],
+        "properties": {
+            "url": {
+                "type": "string",
+                "maxLength": webhooks::URL_MAX,
+                "description": "http(s) URL; its host must resolve to addresses the outbound policy allows.",
+            },
+            "method": {"type": "string", "enum": methods, "description": "Default POST."},
+            "timeout_seconds": {
+                "type": "integer",
+                "minimum": webhooks::TIMEOUT_SECONDS.start(),
+                "maximum": webhooks::TIMEOUT_SECONDS.end(),
+                "description": "Default 30.",
+            },
+            "headers": {
+                "type": ["object", "null"],
+                "propertyNames": header_name_schema(),
+                "additionalProperties": {
+                    "type": "string",
+                    "maxLength": webhooks::HEADER_VALUE_MAX,
+                    "pattern": "^[^\\r\\n\\x00]*$",
+                },
+            },
+            "payload_config": {
+                "type": ["object", "null"],
+                "additionalProperties": false,
+                "properties": payload_properties(),
+            },
+        },
+    })
+}
+
+/// `POST /tools`: a webhook tool (the default type) needs a description and a config; a
+/// function tool takes any config object and no payload settings. Payload settings sent beside
+/// `config` may not also be in `config.payload_config`.
+fn create_schema() -> Value {
+    let mut properties = json!({
+        "name": name_schema(),
+        "description": {
+            "type": ["string", "null"],
+            "maxLength": DESCRIPTION_MAX,
+            "description": "When the model should use the tool; required (not blank) for webhook tools.",
+        },
+        "type": {"type": ["string", "null"], "enum": ["webhook", "function", null], "description": "Default webhook."},
+        "config": {"description": "A webhook tool's settings (url, method, timeout_seconds, headers, payload_config); any object for a function tool."},
+        "idempotency_key": {"type": ["string", "null"], "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX},
+    });
+    if let (Value::Object(all), Value::Object(payload)) = (&mut properties, payload_properties()) {
+        all.extend(payload);
+    }
+    let mut function_only: Map<String, Value> = MIGRATED
+        .iter()
+        .map(|k| (k.to_string(), Value::Bool(false)))
+        .collect();
+    function_only.insert("config".into(), json!({"type": ["object", "null"]}));
+    let sent_once: Vec<Value> = MIGRATED
+        .iter()
+        .map(|k| {
+            json!({
+                "if": {"required": [k]},
+                "then": {"properties": {"config": {"properties": {"payload_config": {"type": "object", "not": {"required": [k]}}}}}},
+            })
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["name"],
+        "properties": properties,
+        "if": {"required": ["type"], "properties": {"type": {"const": "function"}}},
+        "then": {"properties": function_only},
+        "else": {
+            "required": ["description", "config"],
+            "properties": {"description": {"type": "string", "pattern": "\\S"}, "config": webhook_config_schema()},
+            "allOf": sent_once,
+        },
+    })
+}
+
+/// `PATCH /tools/{id}`: `config`, when sent, is the complete configuration of the tool's type.
+fn patch_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "minProperties": 1,
+        "properties": {
+            "name": name_schema(),
+            "description": {
+                "type": ["string", "null"],
+                "maxLength": DESCRIPTION_MAX,
+                "description": "Not blank for a webhook tool.",
+            },
+            "config": {"type": "object", "description": "As on create, for the tool's type."},
+            "is_active": {"type": "boolean"},
+        },
+    })
+}
+
+/// `POST /tools/{id}/test`: all optional; arguments default to `<name>` placeholders.
+fn test_schema() -> Value {
+    let mut directions: Vec<Value> = DIRECTIONS.iter().map(|d| json!(d)).collect();
+    directions.push(Value::Null);
+    let nullable = |t: &str| json!({"type": [t, "null"]});
+    let context: Map<String, Value> = TEST_CONTEXT
+        .iter()
+        .map(|&key| {
+            let schema = match key {
+                "call_id" => json!({"type": ["string", "null"], "format": "uuid"}),
+                "call_direction" => json!({"enum": directions, "description": "Default outbound."}),
+                "call_metadata" | "call_variables" => nullable("object"),
+                _ => nullable("string"),
+            };
+            (key.to_owned(), schema)
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "agent_id": {"type": ["string", "null"], "format": "uuid", "description": "An agent of the workspace, named in the metadata."},
+            "arguments": {
+                "type": ["object", "null"],
+                "additionalProperties": {"type": "string"},
+                "description": "Values of the tool's extraction parameters (only those).",
+            },
+            "context": {"type": ["object", "null"], "additionalProperties": false, "properties": context},
+        },
+    })
+}
+
 /// Create a tool (a repeated idempotency_key with the same body returns the first tool)
 #[utoipa::path(post, path = "/tools", operation_id = "createTool", tag = "tools", security(("bearer" = ["tools:create"])),
-    request_body = Object,
+    request_body = ToolCreate,
     responses((status = 201, body = Tool), (status = 200, body = Tool, description = "The first tool of a repeated idempotency_key"), (status = 400)))]
 async fn create(
     State(state): State<AppState>,
@@ -109,11 +332,11 @@ async fn create(
     let idempotency_key = str_field(&body, "idempotency_key")?.map(str::to_string);
     if idempotency_key
         .as_ref()
-        .is_some_and(|k| k.is_empty() || k.len() > 255)
+        .is_some_and(|k| k.is_empty() || k.chars().count() > IDEMPOTENCY_KEY_MAX)
     {
         return Err(ApiError::invalid_field(
             "idempotency_key",
-            "must be 1-255 characters",
+            format!("must be 1-{IDEMPOTENCY_KEY_MAX} characters"),
         ));
     }
     let mut config = match body.remove("config") {
@@ -227,7 +450,7 @@ async fn get_one(
 
 /// Update a tool (config, when sent, is the complete configuration)
 #[utoipa::path(patch, path = "/tools/{id}", operation_id = "updateTool", tag = "tools", security(("bearer" = ["tools:update"])),
-    params(("id" = uuid::Uuid, Path)), request_body = Object,
+    params(("id" = uuid::Uuid, Path)), request_body = ToolPatch,
     responses((status = 200, body = Tool), (status = 400), (status = 404)))]
 async fn update(
     State(state): State<AppState>,
@@ -314,7 +537,7 @@ pub struct Attachment {
 
 /// Attach a tool to an agent (or change its order and override)
 #[utoipa::path(put, path = "/agents/{id}/tools/{tool_id}", operation_id = "attachAgentTool", tag = "tools", security(("bearer" = ["tools:update"])),
-    params(("id" = uuid::Uuid, Path), ("tool_id" = uuid::Uuid, Path)), request_body = AttachmentBody,
+    params(("id" = uuid::Uuid, Path), ("tool_id" = uuid::Uuid, Path)), request_body(content = Option<AttachmentBody>, description = "Optional: no body attaches with the defaults"),
     responses((status = 200, body = Tool), (status = 400), (status = 404)))]
 async fn attach(
     State(state): State<AppState>,
@@ -425,18 +648,10 @@ async fn test_inputs(
             return Err(ApiError::invalid_field("context", "must be an object"));
         }
     };
-    const CONTEXT: [&str; 6] = [
-        "call_id",
-        "call_direction",
-        "caller_number",
-        "callee_number",
-        "call_metadata",
-        "call_variables",
-    ];
-    if let Some(k) = context.keys().find(|k| !CONTEXT.contains(&k.as_str())) {
+    if let Some(k) = context.keys().find(|k| !TEST_CONTEXT.contains(&k.as_str())) {
         return Err(ApiError::invalid_field(
             format!("context.{k}"),
-            format!("allowed: {}", CONTEXT.join(", ")),
+            format!("allowed: {}", TEST_CONTEXT.join(", ")),
         ));
     }
     let call_id = match context.get("call_id") {
@@ -451,7 +666,7 @@ async fn test_inputs(
     };
     let direction = match context.get("call_direction") {
         None | Some(Value::Null) => json!("outbound"),
-        Some(Value::String(d)) if ["inbound", "outbound", "web_call"].contains(&d.as_str()) => {
+        Some(Value::String(d)) if DIRECTIONS.contains(&d.as_str()) => {
             json!(d)
         }
         Some(_) => {
@@ -537,7 +752,7 @@ async fn test_inputs(
 
 /// Deliver one test request to a webhook tool with the production payload contract
 #[utoipa::path(post, path = "/tools/{id}/test", operation_id = "testTool", tag = "tools", security(("bearer" = ["tools:update"])),
-    params(("id" = uuid::Uuid, Path)), request_body = Object,
+    params(("id" = uuid::Uuid, Path)), request_body(content = Option<ToolTestBody>, description = "Optional: no body tests with placeholder arguments"),
     responses((status = 200, description = "{success, status_code, response_body, payload_sent, delivery_id}"),
         (status = 400), (status = 404),
         (status = 502, description = "DOWNSTREAM_HTTP_ERROR or WEBHOOK_NETWORK_ERROR"),

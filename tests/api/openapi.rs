@@ -73,6 +73,42 @@ async fn the_openapi_document_passes_openapi_spec_validator() {
 }
 
 #[tokio::test]
+async fn every_json_request_body_lists_its_fields_and_refuses_other_keys() {
+    let app = spawn_app().await;
+    let doc = app.send(Method::GET, "/openapi.json", None, None).await;
+    let doc: serde_json::Value = serde_json::from_str(&doc.text).expect("JSON document");
+    let schemas = &doc["components"]["schemas"];
+    let mut untyped = Vec::new();
+    let mut bodies = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            let Some(schema) = op.pointer("/requestBody/content/application~1json/schema") else {
+                continue;
+            };
+            bodies += 1;
+            let schema = match schema["$ref"].as_str() {
+                Some(target) => &schemas[target.trim_start_matches("#/components/schemas/")],
+                None => schema,
+            };
+            let typed = schema["type"] == "object"
+                && schema["properties"]
+                    .as_object()
+                    .is_some_and(|p| !p.is_empty())
+                && schema["additionalProperties"] == false;
+            if !typed {
+                untyped.push(format!("{} {path}: {schema}", method.to_uppercase()));
+            }
+        }
+    }
+    assert!(bodies > 20, "only {bodies} JSON request bodies found");
+    assert!(
+        untyped.is_empty(),
+        "untyped request bodies:\n{}",
+        untyped.join("\n")
+    );
+}
+
+#[tokio::test]
 async fn schemathesis_finds_no_answer_the_document_does_not_describe() {
     let Some(st) = tool("st") else {
         return;

@@ -27,6 +27,29 @@ pub struct EnrollResult {
     pub invalid: Vec<InvalidRow>,
 }
 
+body_schema!(
+    /// The JSON body of `POST /campaigns/{id}/contacts`; a contact that breaks a rule is
+    /// reported in `invalid` and the others are enrolled.
+    ContactsBody = json(contacts_schema())
+);
+
+fn contacts_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["contacts"],
+        "properties": {
+            "contacts": {
+                "type": "array",
+                "maxItems": MAX_JSON_CONTACTS,
+                "items": {
+                    "description": "{phone_number, timezone?, lead_id?, variables?, metadata?}: phone_number E.164 (or national in the workspace's country), lead_id a lead of the workspace. An item that is not such an object is reported in `invalid`, not refused.",
+                },
+            },
+        },
+    })
+}
+
 struct RawContact {
     phone_number: String,
     timezone: Option<String>,
@@ -134,7 +157,7 @@ fn parse_csv_contacts(bytes: &[u8]) -> Result<Vec<Result<RawContact, String>>, A
 /// Enroll contacts (JSON `{contacts: [...]}` up to 10,000, or a `text/csv` body)
 #[utoipa::path(post, path = "/campaigns/{id}/contacts", operation_id = "enrollCampaignContacts", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)),
-    request_body(content = Object, description = "JSON {contacts: [{phone_number, timezone?, lead_id?, variables?, metadata?}]} or text/csv with a phone_number column"),
+    request_body(content((ContactsBody = "application/json"), (String = "text/csv")), description = "JSON {contacts: [{phone_number, timezone?, lead_id?, variables?, metadata?}]} or text/csv with a phone_number column"),
     responses((status = 200, body = EnrollResult), (status = 400), (status = 404), (status = 413)))]
 async fn enroll(
     State(state): State<AppState>,

@@ -14,7 +14,7 @@ use axum::extract::{FromRequest, Request, State};
 use axum::http::{StatusCode, header};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use switchboard_actors::campaign::{
     self as rules, AgentFacts, AuditEvent, CampaignStatus, Command, IntRule, NumberFacts,
     Preflight, RegulatoryBasis, Transition, TransitionError,
@@ -36,6 +36,7 @@ use super::extract::{
     JsonObject, ListResponse, Pagination, PathId, PathIds, Q, check_fields, read_body,
 };
 use super::gate::Auth;
+use super::openapi::body_schema;
 use crate::store::{
     Agent, CallRecord, CampaignEvent, CampaignRecord, CampaignSettings, CampaignStats, Contact,
     Disposition, NewContact, PhoneNumberRecord, StatusChange,
@@ -219,7 +220,7 @@ async fn view(
 
 /// Create a campaign (always `draft`)
 #[utoipa::path(post, path = "/campaigns", operation_id = "createCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
-    request_body(content = Object, description = "name (required) and any writable field"),
+    request_body = patch::CampaignCreate,
     responses((status = 201, body = CampaignView), (status = 400), (status = 409)))]
 async fn create(
     State(state): State<AppState>,

@@ -6,6 +6,9 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(update))
 }
 
+/// The longest description, in characters.
+const DESCRIPTION_MAX: usize = 2000;
+
 fn field_error(field: &str, message: &str) -> ApiError {
     ApiError::invalid_field(field, message.to_string())
 }
@@ -49,6 +52,96 @@ fn as_time(field: &str, v: &Value) -> Result<Option<DateTime<Utc>>, ApiError> {
     }
 }
 
+body_schema!(
+    /// The body of `POST /campaigns`.
+    CampaignCreate = json(body_schema(true))
+);
+body_schema!(
+    /// The body of `PATCH /campaigns/{id}`.
+    CampaignPatch = json(body_schema(false))
+);
+
+/// The longest name [`rules::check_name`] accepts, found by asking it: the rule keeps its
+/// bound to itself.
+fn name_max() -> usize {
+    (1..)
+        .take_while(|n| rules::check_name(&"x".repeat(*n)).is_ok())
+        .last()
+        .unwrap_or(0)
+}
+
+/// The schema of each writable field, as [`apply_changes`] reads it.
+fn field_schemas() -> Map<String, Value> {
+    let uuid_or_null = || json!({"type": ["string", "null"], "format": "uuid"});
+    let mut bases: Vec<Value> = RegulatoryBasis::ALL
+        .iter()
+        .map(|b| json!(b.as_str()))
+        .collect();
+    bases.push(Value::Null);
+    let mut window = super::super::openapi::schema_json(
+        &<super::super::call_windows::CallWindowBody as utoipa::PartialSchema>::schema(),
+    );
+    if let Value::Object(window) = &mut window {
+        window.insert("type".into(), json!(["object", "null"]));
+    }
+    let mut fields = Map::new();
+    fields.insert(
+        "name".into(),
+        json!({"type": "string", "pattern": "\\S", "maxLength": name_max(), "description": "Trimmed; not blank."}),
+    );
+    fields.insert(
+        "description".into(),
+        json!({"type": ["string", "null"], "maxLength": DESCRIPTION_MAX}),
+    );
+    fields.insert("agent_id".into(), uuid_or_null());
+    fields.insert("from_phone_number_id".into(), uuid_or_null());
+    fields.insert("regulatory_basis".into(), json!({"enum": bases}));
+    fields.insert(
+        "stop_disposition_ids".into(),
+        json!({"type": "array", "items": {"type": "string", "format": "uuid"}, "description": "Dispositions of the workspace."}),
+    );
+    for field in rules::BOOL_FIELDS {
+        fields.insert(field.into(), json!({"type": "boolean"}));
+    }
+    for rule in rules::INT_RULES {
+        fields.insert(
+            rule.field.into(),
+            json!({"type": "integer", "minimum": rule.min, "maximum": rule.max, "default": rule.default}),
+        );
+    }
+    fields.insert(
+        "budget_cents".into(),
+        json!({"type": ["integer", "null"], "exclusiveMinimum": 0, "description": "Positive cents, or null for no cap."}),
+    );
+    fields.insert("calling_window".into(), window);
+    for field in ["starts_at", "ends_at"] {
+        fields.insert(
+            field.into(),
+            json!({"type": ["string", "null"], "format": "date-time", "description": "RFC 3339 with offset; `starts_at` before `ends_at`."}),
+        );
+    }
+    fields
+}
+
+/// A create body (`name` required) or a PATCH body (at least one field): the writable fields,
+/// no other keys.
+fn body_schema(create: bool) -> Value {
+    let mut body = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": field_schemas(),
+    });
+    let rule = if create {
+        ("required", json!(["name"]))
+    } else {
+        ("minProperties", json!(1))
+    };
+    if let Value::Object(body) = &mut body {
+        body.insert(rule.0.into(), rule.1);
+    }
+    body
+}
+
 /// Applies the body's writable fields to `settings`, validating each; returns the keys applied.
 pub(super) async fn apply_changes(
     state: &AppState,
@@ -69,8 +162,8 @@ pub(super) async fn apply_changes(
             "description" => {
                 settings.description = match v {
                     Value::Null => String::new(),
-                    Value::String(s) if s.chars().count() <= 2000 => s.clone(),
-                    _ => return Err(field_error("description", "must be a string of at most 2000 characters")),
+                    Value::String(s) if s.chars().count() <= DESCRIPTION_MAX => s.clone(),
+                    _ => return Err(field_error("description", &format!("must be a string of at most {DESCRIPTION_MAX} characters"))),
                 }
             }
             "agent_id" => {
@@ -156,7 +249,7 @@ pub(super) async fn apply_changes(
 
 /// Update a campaign's writable fields (takes effect at the next evaluation)
 #[utoipa::path(patch, path = "/campaigns/{id}", operation_id = "updateCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
-    params(("id" = uuid::Uuid, Path)), request_body(content = Object, description = "any subset of the writable fields"),
+    params(("id" = uuid::Uuid, Path)), request_body = CampaignPatch,
     responses((status = 200, body = CampaignView), (status = 400), (status = 404), (status = 409)))]
 async fn update(
     State(state): State<AppState>,
@@ -197,4 +290,24 @@ async fn update(
     }
     let updated = state.store.campaign(ws, id).await?.ok_or(NOT_FOUND)?;
     Ok(Json(view(&state, ws, updated).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_campaign_body_schema_describes_every_writable_field_and_no_other() {
+        let fields = field_schemas();
+        let mut documented: Vec<&str> = fields.keys().map(String::as_str).collect();
+        let mut writable = rules::WRITABLE_FIELDS.to_vec();
+        documented.sort_unstable();
+        writable.sort_unstable();
+        assert_eq!(documented, writable);
+        let attempts = &fields[rules::MAX_ATTEMPTS.field];
+        assert_eq!(attempts["minimum"], rules::MAX_ATTEMPTS.min);
+        assert_eq!(attempts["maximum"], rules::MAX_ATTEMPTS.max);
+        assert!(rules::check_name(&"x".repeat(name_max())).is_ok());
+        assert!(rules::check_name(&"x".repeat(name_max() + 1)).is_err());
+    }
 }

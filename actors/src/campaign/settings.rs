@@ -176,6 +176,9 @@ pub fn check_budget(value: i64) -> Result<i64, RuleError> {
 }
 
 /// A campaign name: trimmed, non-empty, at most 200 characters.
+/// The longest campaign name, in characters (after trimming).
+pub const NAME_MAX: usize = 200;
+
 pub fn check_name(name: &str) -> Result<String, RuleError> {
     let trimmed = name.trim();
     if trimmed.is_empty() {
@@ -184,10 +187,10 @@ pub fn check_name(name: &str) -> Result<String, RuleError> {
             message: "must not be empty".into(),
         });
     }
-    if trimmed.chars().count() > 200 {
+    if trimmed.chars().count() > NAME_MAX {
         return Err(RuleError {
             field: "name",
-            message: "must be at most 200 characters".into(),
+            message: format!("must be at most {NAME_MAX} characters"),
         });
     }
     Ok(trimmed.to_owned())

@@ -1,0 +1,148 @@
+//! The request bodies of the agent routes as the OpenAPI document describes them, built from the
+//! same limits `validate` checks.
+
+use super::*;
+
+body_schema!(
+    /// The body of `POST /agents`: `name` required; a `flow` agent needs a flow with at least
+    /// one node.
+    AgentCreate = json(create_schema())
+);
+body_schema!(
+    /// The body of `PATCH /agents/{id}`: at least one writable field.
+    AgentPatch = json(patch_schema())
+);
+
+pub(super) fn text(Chars(min, max): Chars) -> Value {
+    json!({"minLength": min, "maxLength": max})
+}
+
+pub(super) fn number_range(Number(min, max): Number) -> Value {
+    json!({"minimum": min, "maximum": max})
+}
+
+pub(super) fn integer_range(Integer(min, max): Integer) -> Value {
+    json!({"minimum": min, "maximum": max})
+}
+
+/// A flow as [`check_flow`] reads it (node ids unique and `next_step_id` naming a node are
+/// rules between items, which a schema cannot state).
+pub(super) fn flow_schema() -> Value {
+    let node = with_bounds(
+        schema_json(&<FlowNode as PartialSchema>::schema()),
+        json!({"id": text(NODE_ID), "type": text(NODE_TYPE), "name": text(NODE_NAME)}),
+    );
+    let Chars(key_min, key_max) = METADATA_KEY;
+    json!({
+        "type": "object",
+        "description": "The flow of a `flow` agent.",
+        "required": ["nodes"],
+        "properties": {
+            "nodes": {"type": "array", "maxItems": FLOW_NODES_MAX, "items": node},
+            "flow_config_version": {"type": "integer", "const": FLOW_CONFIG_VERSION, "description": "Default 1."},
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "custom_metadata_keys": {
+                        "type": "array",
+                        "maxItems": METADATA_KEYS_MAX,
+                        "items": {"type": "string", "minLength": key_min, "maxLength": key_max},
+                    },
+                },
+            },
+        },
+    })
+}
+
+/// [`AgentInput`] with every bound [`validate`] checks on a field alone; null only where
+/// [`NULLABLE`] allows it.
+pub(super) fn input_schema() -> Value {
+    let header_name = webhooks::header_name_pattern();
+    let parameter = with_bounds(
+        schema_json(&<ExtractionParameter as PartialSchema>::schema()),
+        json!({"name": text(PARAMETER_NAME), "description": text(PARAMETER_DESCRIPTION)}),
+    );
+    let Chars(event_min, event_max) = WEBHOOK_EVENT;
+    let mut name = text(NAME);
+    if let Value::Object(name) = &mut name {
+        name.insert("pattern".into(), json!("\\S"));
+    }
+    let mut language = text(LANGUAGE);
+    if let Value::Object(language) = &mut language {
+        language.insert("pattern".into(), json!("^[A-Za-z0-9-]*$"));
+    }
+    let mut input = with_bounds(
+        schema_json(&<AgentInput as PartialSchema>::schema()),
+        json!({
+            "name": name,
+            "system_prompt": text(SYSTEM_PROMPT),
+            "description": text(DESCRIPTION),
+            "voice": text(VOICE),
+            "background_sound": text(BACKGROUND_SOUND),
+            "background_sound_volume": number_range(BACKGROUND_SOUND_VOLUME),
+            "language": language,
+            "temperature": number_range(TEMPERATURE),
+            "greeting_message": text(GREETING_MESSAGE),
+            "vad_stop_secs": number_range(VAD_SECS),
+            "vad_start_secs": number_range(VAD_SECS),
+            "vad_confidence": number_range(VAD_CONFIDENCE),
+            "silence_timeout_secs": integer_range(TIMEOUT_SECS),
+            "max_continuous_speech_secs": integer_range(TIMEOUT_SECS),
+            "max_call_duration_secs": integer_range(MAX_CALL_DURATION_SECS),
+            "webhook_url": {"maxLength": WEBHOOK_URL_MAX},
+            "webhook_events": {
+                "maxItems": WEBHOOK_EVENTS_MAX,
+                "items": {"type": "string", "minLength": event_min, "maxLength": event_max},
+            },
+            "webhook_headers": {
+                "maxProperties": WEBHOOK_HEADERS_MAX,
+                "propertyNames": {"pattern": header_name, "maxLength": HEADER_NAME_MAX},
+                "additionalProperties": {"type": "string", "maxLength": HEADER_VALUE_MAX, "pattern": "^[^\\r\\n]*$"},
+            },
+            "extraction_parameters": {"maxItems": PARAMETERS_MAX, "items": parameter},
+        }),
+    );
+    if let Some(Value::Object(properties)) = input.get_mut("properties") {
+        properties.insert(
+            "flow_config".into(),
+            json!({"oneOf": [flow_schema(), {"type": "null"}]}),
+        );
+        for (field, property) in properties.iter_mut() {
+            if !NULLABLE.contains(&field.as_str()) {
+                strip_null(property);
+            }
+        }
+    }
+    input
+}
+
+/// A body that makes the agent a `flow` agent: the flow it sends has at least one node (on
+/// create it must send one).
+pub(super) fn flow_rule(body: &mut Value, flow_required: bool) {
+    let required: &[&str] = if flow_required { &["flow_config"] } else { &[] };
+    if let Value::Object(body) = body {
+        body.insert(
+            "if".into(),
+            json!({"required": ["type"], "properties": {"type": {"const": "flow"}}}),
+        );
+        body.insert(
+            "then".into(),
+            json!({
+                "required": required,
+                "properties": {"flow_config": {"type": "object", "properties": {"nodes": {"minItems": 1}}}},
+            }),
+        );
+    }
+}
+
+pub(super) fn create_schema() -> Value {
+    let mut body = schema_json(&create_body(json_schema(input_schema()), &["name"]));
+    flow_rule(&mut body, true);
+    body
+}
+
+pub(super) fn patch_schema() -> Value {
+    let mut body = schema_json(&patch_body(json_schema(input_schema()), WRITABLE));
+    flow_rule(&mut body, false);
+    body
+}

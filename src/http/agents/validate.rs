@@ -1,0 +1,258 @@
+//! The rules of an agent: every field's bounds, the webhook URL through the outbound policy, and
+//! the flow's shape. Checked on the agent as it will be saved (the sent fields over the stored
+//! ones).
+
+use super::*;
+
+pub(super) fn invalid(field: &str, rule: &str) -> ApiError {
+    ApiError::invalid_field(field, rule.to_string())
+}
+
+pub(super) fn chars(field: &str, value: &str, Chars(min, max): Chars) -> Result<(), ApiError> {
+    let n = value.chars().count();
+    if n < min || n > max {
+        let rule = if min == 0 {
+            format!("must be at most {max} characters")
+        } else {
+            format!("must be {min}-{max} characters")
+        };
+        return Err(invalid(field, &rule));
+    }
+    Ok(())
+}
+
+pub(super) fn number(field: &str, value: f64, Number(min, max): Number) -> Result<(), ApiError> {
+    if !(min..=max).contains(&value) {
+        return Err(invalid(
+            field,
+            &format!("must be a number from {min} to {max}"),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn integer(field: &str, value: i64, Integer(min, max): Integer) -> Result<(), ApiError> {
+    if !(min..=max).contains(&value) {
+        return Err(invalid(
+            field,
+            &format!("must be an integer from {min} to {max}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A webhook URL: at most 2048 characters and allowed by the outbound URL policy (its form and
+/// any literal address now; names are resolved when it is called).
+pub(super) fn check_url(
+    field: &str,
+    url: &str,
+    egress: &crate::egress::Egress,
+) -> Result<(), ApiError> {
+    if url.chars().count() > WEBHOOK_URL_MAX {
+        return Err(invalid(
+            field,
+            &format!("must be at most {WEBHOOK_URL_MAX} characters"),
+        ));
+    }
+    egress
+        .check_form(url)
+        .map(|_| ())
+        .map_err(|e| invalid(field, &e.to_string()))
+}
+
+pub(super) fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
+    if flow.flow_config_version != FLOW_CONFIG_VERSION {
+        return Err(invalid(
+            "flow_config.flow_config_version",
+            &format!("must be {FLOW_CONFIG_VERSION}"),
+        ));
+    }
+    if flow.nodes.len() > FLOW_NODES_MAX {
+        return Err(invalid(
+            "flow_config.nodes",
+            &format!("must have at most {FLOW_NODES_MAX} nodes"),
+        ));
+    }
+    let mut ids = HashSet::new();
+    for (i, node) in flow.nodes.iter().enumerate() {
+        chars(&format!("flow_config.nodes[{i}].id"), &node.id, NODE_ID)?;
+        chars(
+            &format!("flow_config.nodes[{i}].type"),
+            &node.node_type,
+            NODE_TYPE,
+        )?;
+        chars(
+            &format!("flow_config.nodes[{i}].name"),
+            &node.name,
+            NODE_NAME,
+        )?;
+        if !ids.insert(node.id.as_str()) {
+            return Err(invalid(
+                &format!("flow_config.nodes[{i}].id"),
+                &format!("node id `{}` is used more than once", node.id),
+            ));
+        }
+    }
+    for (i, node) in flow.nodes.iter().enumerate() {
+        if let Some(next) = &node.next_step_id
+            && !ids.contains(next.as_str())
+        {
+            return Err(invalid(
+                &format!("flow_config.nodes[{i}].next_step_id"),
+                &format!("`{next}` is not a node of this flow"),
+            ));
+        }
+    }
+    let keys = &flow.metadata.custom_metadata_keys;
+    if keys.len() > METADATA_KEYS_MAX {
+        return Err(invalid(
+            "flow_config.metadata.custom_metadata_keys",
+            &format!("must have at most {METADATA_KEYS_MAX} keys"),
+        ));
+    }
+    for (i, key) in keys.iter().enumerate() {
+        chars(
+            &format!("flow_config.metadata.custom_metadata_keys[{i}]"),
+            key,
+            METADATA_KEY,
+        )?;
+    }
+    Ok(())
+}
+
+/// Every bound of the Agent object.
+pub(super) fn validate(agent: &Agent, egress: &crate::egress::Egress) -> Result<(), ApiError> {
+    chars("name", &agent.name, NAME)?;
+    chars("system_prompt", &agent.system_prompt, SYSTEM_PROMPT)?;
+    chars("description", &agent.description, DESCRIPTION)?;
+    chars("voice", &agent.voice, VOICE)?;
+    chars(
+        "background_sound",
+        &agent.background_sound,
+        BACKGROUND_SOUND,
+    )?;
+    number(
+        "background_sound_volume",
+        agent.background_sound_volume,
+        BACKGROUND_SOUND_VOLUME,
+    )?;
+    chars("language", &agent.language, LANGUAGE)?;
+    if !agent
+        .language
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(invalid(
+            "language",
+            "must be a BCP 47 language tag such as en-US",
+        ));
+    }
+    number("temperature", agent.temperature, TEMPERATURE)?;
+    chars(
+        "greeting_message",
+        &agent.greeting_message,
+        GREETING_MESSAGE,
+    )?;
+    number("vad_stop_secs", agent.vad_stop_secs, VAD_SECS)?;
+    number("vad_start_secs", agent.vad_start_secs, VAD_SECS)?;
+    number("vad_confidence", agent.vad_confidence, VAD_CONFIDENCE)?;
+    integer(
+        "silence_timeout_secs",
+        agent.silence_timeout_secs,
+        TIMEOUT_SECS,
+    )?;
+    integer(
+        "max_continuous_speech_secs",
+        agent.max_continuous_speech_secs,
+        TIMEOUT_SECS,
+    )?;
+    let Integer(min, max) = MAX_CALL_DURATION_SECS;
+    if let Some(secs) = agent.max_call_duration_secs
+        && !(min..=max).contains(&secs)
+    {
+        return Err(invalid(
+            "max_call_duration_secs",
+            &format!("must be an integer from {min} to {max}, or null"),
+        ));
+    }
+    if let Some(url) = &agent.webhook_url {
+        check_url("webhook_url", url, egress)?;
+    }
+    if agent.webhook_events.len() > WEBHOOK_EVENTS_MAX {
+        return Err(invalid(
+            "webhook_events",
+            &format!("must have at most {WEBHOOK_EVENTS_MAX} event kinds"),
+        ));
+    }
+    for (i, event) in agent.webhook_events.iter().enumerate() {
+        chars(&format!("webhook_events[{i}]"), event, WEBHOOK_EVENT)?;
+    }
+    if agent.webhook_headers.len() > WEBHOOK_HEADERS_MAX {
+        return Err(invalid(
+            "webhook_headers",
+            &format!("must have at most {WEBHOOK_HEADERS_MAX} headers"),
+        ));
+    }
+    for (name, value) in &agent.webhook_headers {
+        let token = !name.is_empty()
+            && name.len() <= HEADER_NAME_MAX
+            && name.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || webhooks::HEADER_NAME_SYMBOLS.as_bytes().contains(&b)
+            });
+        if !token {
+            return Err(invalid(
+                "webhook_headers",
+                &format!("`{name}` is not a valid header name"),
+            ));
+        }
+        if value.chars().count() > HEADER_VALUE_MAX || value.chars().any(|c| c == '\r' || c == '\n')
+        {
+            return Err(invalid(
+                "webhook_headers",
+                &format!(
+                    "value of `{name}` must be one line of at most {HEADER_VALUE_MAX} characters"
+                ),
+            ));
+        }
+    }
+    if agent.extraction_parameters.len() > PARAMETERS_MAX {
+        return Err(invalid(
+            "extraction_parameters",
+            &format!("must have at most {PARAMETERS_MAX} parameters"),
+        ));
+    }
+    let mut names = HashSet::new();
+    for (i, param) in agent.extraction_parameters.iter().enumerate() {
+        chars(
+            &format!("extraction_parameters[{i}].name"),
+            &param.name,
+            PARAMETER_NAME,
+        )?;
+        chars(
+            &format!("extraction_parameters[{i}].description"),
+            &param.description,
+            PARAMETER_DESCRIPTION,
+        )?;
+        if !names.insert(param.name.as_str()) {
+            return Err(invalid(
+                &format!("extraction_parameters[{i}].name"),
+                &format!("`{}` is used more than once", param.name),
+            ));
+        }
+    }
+    if let Some(flow) = &agent.flow_config {
+        check_flow(flow)?;
+    }
+    if agent.agent_type == AgentType::Flow
+        && agent
+            .flow_config
+            .as_ref()
+            .is_none_or(|f| f.nodes.is_empty())
+    {
+        return Err(invalid(
+            "flow_config",
+            "a flow agent needs a flow_config with at least one node",
+        ));
+    }
+    Ok(())
+}

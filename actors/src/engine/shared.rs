@@ -23,12 +23,11 @@ pub(crate) type Timer<M> = tokio::task::JoinHandle<Result<(), ractor::MessagingE
 
 /// Starts a contact actor linked to `parent` (its campaign). It is a function the supervisor
 /// module provides, so that a campaign starts contact actors without naming their type.
-pub(crate) type ContactSpawner =
-    fn(
-        Arc<Shared>,
-        AttemptStart,
-        ActorCell,
-    ) -> Pin<Box<dyn Future<Output = Result<ActorRef<ContactMsg>, SpawnErr>> + Send>>;
+pub(crate) type ContactSpawner = fn(Arc<Shared>, AttemptStart, ActorCell) -> SpawningContact;
+
+/// A contact actor being started.
+pub(crate) type SpawningContact =
+    Pin<Box<dyn Future<Output = Result<ActorRef<ContactMsg>, SpawnErr>> + Send>>;
 
 /// Engine settings.
 #[derive(Debug, Clone)]

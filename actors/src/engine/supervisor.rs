@@ -4,15 +4,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SpawnErr, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::time::Instant;
 
 use super::call::{CallActor, CallArgs};
 use super::campaign::{CampaignActor, CampaignArgs};
 use super::contact::{ContactActor, ContactArgs};
-use super::messages::{AttemptStart, BootError, CampaignMsg, ContactMsg, SupervisorMsg};
+use super::messages::{AttemptStart, BootError, CampaignMsg, SupervisorMsg};
 use super::queue::{CallQueue, QueueArgs};
-use super::shared::Shared;
+use super::shared::{Shared, SpawningContact};
 use crate::call::END_INTERRUPTED;
 use crate::campaign::CampaignStatus;
 use crate::contact::CallOutcome;
@@ -26,9 +26,7 @@ pub(super) fn spawn_contact(
     shared: Arc<Shared>,
     start: AttemptStart,
     campaign: ActorCell,
-) -> std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<ActorRef<ContactMsg>, SpawnErr>> + Send>,
-> {
+) -> SpawningContact {
     Box::pin(async move {
         let (actor, _) =
             Actor::spawn_linked(None, ContactActor, ContactArgs { shared, start }, campaign)

@@ -49,11 +49,14 @@ impl Stop {
     }
 }
 
-/// Who places a campaign's calls: its agent, its from-number and the agent's duration cap.
+/// With what this evaluation admits: the campaign's agent, from-number and the agent's duration
+/// cap, what one call reserves, and the day `max_calls_per_day` counts on.
 struct Caller<'a> {
     agent_id: AgentId,
     from_number: &'a str,
     max_duration_secs: i64,
+    reservation: Cents,
+    today: chrono::NaiveDate,
 }
 
 /// What the admission loop did.
@@ -144,6 +147,8 @@ impl CampaignActor {
             agent_id,
             from_number: &number.number,
             max_duration_secs: cap,
+            reservation,
+            today,
         };
         let run = Self::admit_due(myself, state, &c, &caller, slots, now).await?;
         if run.ended {
@@ -366,8 +371,7 @@ impl CampaignActor {
         let shared = state.shared.clone();
         let config = &shared.config;
         let rules = &c.rules;
-        let today = local_date(now, c.window.timezone);
-        let reservation = reservation_of(c, config.outbound_cents_per_minute);
+        let (today, reservation) = (caller.today, caller.reservation);
         let horizon = horizon(rules.ends_at, now);
         let mut run = Admitted {
             count: 0,

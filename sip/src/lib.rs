@@ -7,6 +7,7 @@ pub mod media;
 pub mod rtp;
 pub mod sdp;
 pub mod server;
+pub mod trunk;
 pub mod vad;
 
 /// The codec implementations (PCMU, PCMA, G.722), for peers such as the load generator.

@@ -9,15 +9,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_actors::clock::SharedClock;
 use switchboard_actors::ids::CallId;
-use switchboard_actors::inbound::{
-    InboundEnd, InboundPlan, InboundStart, InboundStore, Speech, run_call,
-};
+use switchboard_actors::agent::{AgentPlan, Speech};
+use switchboard_actors::inbound::{InboundEnd, InboundPlan, InboundStart, InboundStore, run_call};
 use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{PortError, PortResult};
 use switchboard_actors::slug::SipSlug;
 use switchboard_sip::acl::{IpNet, SourceFilter};
 use switchboard_sip::media::VadSettings;
-use switchboard_sip::server::{Answer, InboundCall, InboundRouter, Routing};
+use switchboard_sip::call::Call;
+use switchboard_sip::server::{Answer, InboundRouter, Routing};
 use tokio_util::sync::CancellationToken;
 
 use crate::billing::PaymentProvider;
@@ -132,12 +132,14 @@ impl InboundRouter for SipRouter {
             endpoint_id: route.endpoint_id,
             agent_id: route.agent_id,
             sip_uri: format!("sip:{}@{}", route.slug, self.config.sip_host),
-            greeting: agent.greeting_message.clone(),
-            agent_speaks_first: agent.agent_speaks_first,
-            voice: agent.voice.clone(),
-            language: agent.language.clone(),
-            silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
-            max_duration: Duration::from_secs(max_secs),
+            agent: AgentPlan {
+                greeting: agent.greeting_message.clone(),
+                agent_speaks_first: agent.agent_speaks_first,
+                voice: agent.voice.clone(),
+                language: agent.language.clone(),
+                silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
+                max_duration: Duration::from_secs(max_secs),
+            },
             recorded: true,
         };
         Routing::Answer(Answer {
@@ -151,7 +153,7 @@ impl InboundRouter for SipRouter {
         })
     }
 
-    async fn run_call(&self, plan: InboundPlan, call: InboundCall) {
+    async fn run_call(&self, plan: InboundPlan, call: Call) {
         let _running = self.live.token();
         run_call(
             call,

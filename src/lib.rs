@@ -44,8 +44,8 @@ pub use config::Config;
 pub use store::Store;
 
 /// The text-to-speech engine the settings ask for.
-fn speech_engine(config: &Config) -> anyhow::Result<Arc<dyn switchboard_actors::inbound::Speech>> {
-    let engine: Arc<dyn switchboard_actors::inbound::Speech> = match &config.tts {
+fn speech_engine(config: &Config) -> anyhow::Result<Arc<dyn switchboard_actors::agent::Speech>> {
+    let engine: Arc<dyn switchboard_actors::agent::Speech> = match &config.tts {
         config::Tts::Auto => match speech::Espeak::find() {
             Some(espeak) => Arc::new(espeak),
             None => {

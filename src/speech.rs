@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use switchboard_actors::inbound::{Speech, SpeechError};
+use switchboard_actors::agent::{Speech, SpeechError};
 use switchboard_sip::media::resample;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

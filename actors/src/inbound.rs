@@ -1,22 +1,17 @@
-//! Inbound calls: the call actor that runs one answered SIP call and its agent.
-//!
-//! The actor is one task whose mailbox is the call's event stream (media events and the
-//! dialog's end) plus its own timers. It records the call as live before the agent says a word,
-//! and records its end whatever way it ends.
-//!
-//! The agent, first version: when the agent speaks first it plays its greeting (synthesized by
-//! the [`Speech`] port at the call's sample rate); the caller speaking over it cuts it short. The
-//! call ends with a BYE after `silence_timeout_secs` with neither side speaking, or at
-//! `max_call_duration_secs`. What the agent says in reply comes with the conversation engine.
+//! Inbound calls: an answered SIP call to an endpoint, recorded as live before the agent
+//! ([`crate::agent::converse`], the same for both directions) says a word, and recorded as
+//! ended whatever way it ends.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use switchboard_sip::media::MediaEvent;
-use switchboard_sip::server::{CallEvent, EndCause, InboundCall};
+use switchboard_sip::call::Call;
 use tokio::time::Instant;
+
+pub use crate::agent::{AgentPlan, Speech, SpeechError};
+use crate::agent::converse;
 
 use crate::clock::SharedClock;
 use crate::ids::{AgentId, CallId, SipEndpointId, WorkspaceId};
@@ -32,13 +27,8 @@ pub struct InboundPlan {
     pub agent_id: AgentId,
     /// The URI called, `sip:<slug>@<host>`.
     pub sip_uri: String,
-    pub greeting: String,
-    pub agent_speaks_first: bool,
-    pub voice: String,
-    pub language: String,
-    pub silence_timeout: Duration,
-    /// The agent's cap on a call's length.
-    pub max_duration: Duration,
+    /// How the agent runs the call.
+    pub agent: AgentPlan,
     /// Whether the call is recorded.
     pub recorded: bool,
 }
@@ -80,31 +70,9 @@ pub trait InboundStore: Send + Sync + 'static {
     async fn inbound_ended(&self, call: &InboundEnd) -> PortResult<()>;
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct SpeechError(pub String);
-
-/// Text to speech.
-#[async_trait]
-pub trait Speech: Send + Sync + 'static {
-    /// Mono 16-bit audio of `text` at `sample_rate`.
-    async fn speak(
-        &self,
-        text: &str,
-        voice: &str,
-        language: &str,
-        sample_rate: u32,
-    ) -> Result<Arc<[i16]>, SpeechError>;
-}
-
-/// Why the agent ended a call.
-pub const END_SILENCE: &str = "silence_timeout";
-pub const END_MAX_DURATION: &str = "max_duration";
-pub const END_SHUTDOWN: &str = "shutdown";
-
 /// Runs an answered inbound call to its end. `stop` ends it early (service shutdown).
 pub async fn run_call(
-    mut call: InboundCall,
+    mut call: Call,
     plan: InboundPlan,
     store: Arc<dyn InboundStore>,
     speech: Arc<dyn Speech>,
@@ -113,7 +81,7 @@ pub async fn run_call(
 ) {
     let id = plan.call_id;
     let answered_at = clock.now();
-    let started = Instant::now();
+    let answered = Instant::now();
     let start = InboundStart {
         id,
         plan: plan.clone(),
@@ -127,74 +95,13 @@ pub async fn run_call(
         let _ = call.finish().await;
         return;
     }
-    let mut agent_speaking = false;
-    if plan.agent_speaks_first && !plan.greeting.trim().is_empty() {
-        match speech
-            .speak(
-                &plan.greeting,
-                &plan.voice,
-                &plan.language,
-                call.codec.sample_rate(),
-            )
-            .await
-        {
-            Ok(audio) => {
-                call.media.play(audio);
-                agent_speaking = true;
-            }
-            Err(e) => tracing::warn!(error = %e, "the greeting could not be synthesized"),
-        }
-    }
-    let deadline = started + plan.max_duration;
-    let mut caller_speaking = false;
-    let mut quiet_since = Instant::now();
-    let reason: String = loop {
-        let silence_at = quiet_since + plan.silence_timeout;
-        let watch_silence = !caller_speaking && !agent_speaking;
-        tokio::select! {
-            _ = stop.cancelled() => {
-                call.hangup().await;
-                break END_SHUTDOWN.into();
-            }
-            _ = tokio::time::sleep_until(deadline) => {
-                call.hangup().await;
-                break END_MAX_DURATION.into();
-            }
-            _ = tokio::time::sleep_until(silence_at), if watch_silence => {
-                call.hangup().await;
-                break END_SILENCE.into();
-            }
-            event = call.next_event() => match event {
-                Some(CallEvent::Media(MediaEvent::SpeechStarted)) => {
-                    caller_speaking = true;
-                    if agent_speaking {
-                        // The caller talks over the agent: the agent yields.
-                        call.media.clear();
-                    }
-                }
-                Some(CallEvent::Media(MediaEvent::SpeechStopped)) => {
-                    caller_speaking = false;
-                    quiet_since = Instant::now();
-                }
-                Some(CallEvent::Media(MediaEvent::PlayoutDone)) => {
-                    agent_speaking = false;
-                    quiet_since = Instant::now();
-                }
-                Some(CallEvent::Ended(cause)) => break cause.name().into(),
-                None => break call.end_cause().unwrap_or(EndCause::Failed).name().into(),
-            }
-        }
-    };
-    let duration_secs = started.elapsed().as_secs() as i64;
     let from = call.from.clone();
-    let stats = call.finish().await.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "an inbound call's media ended badly");
-        Default::default()
-    });
+    let ended = converse(call, &plan.agent, speech.as_ref(), answered, stop).await;
+    let stats = ended.stats;
     tracing::info!(
         call = %id,
-        reason = %reason,
-        duration_secs,
+        reason = %ended.reason,
+        duration_secs = ended.duration_secs,
         sent = stats.packets_sent,
         received = stats.packets_received,
         lost = stats.packets_lost,
@@ -208,8 +115,8 @@ pub async fn run_call(
         from,
         answered_at,
         ended_at: clock.now(),
-        duration_secs,
-        end_reason: reason,
+        duration_secs: ended.duration_secs,
+        end_reason: ended.reason,
         packets_sent: stats.packets_sent,
         packets_received: stats.packets_received,
         packets_lost: stats.packets_lost,

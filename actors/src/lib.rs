@@ -21,6 +21,7 @@
 //! **Invariant:** this crate does no HTTP and no SQL. Storage and dialing are ports (traits) that
 //! the service implements.
 
+pub mod agent;
 pub mod call;
 pub mod campaign;
 pub mod clock;

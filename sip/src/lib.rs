@@ -3,7 +3,9 @@
 //! plain types.
 
 pub mod acl;
+pub mod call;
 pub mod media;
+pub mod outbound;
 pub mod rtp;
 pub mod sdp;
 pub mod server;

@@ -95,6 +95,8 @@ pub struct MediaHandle {
     control: MediaControl,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<Result<MediaStats, MediaError>>,
+    /// A handle dropped without `finish` (its owner failed) stops the session too.
+    _stop_on_drop: tokio_util::sync::DropGuard,
     pub local: SocketAddr,
 }
 
@@ -147,6 +149,7 @@ pub fn start(
     let task = tokio::spawn(session.run(stop.clone()));
     Ok(MediaHandle {
         control: MediaControl { commands: tx },
+        _stop_on_drop: stop.clone().drop_guard(),
         stop,
         task,
         local,

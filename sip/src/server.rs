@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rsipstack::EndpointBuilder;
-use rsipstack::dialog::DialogId;
-use rsipstack::dialog::dialog::{DialogState, DialogStateSender, TerminatedReason};
+use rsipstack::dialog::dialog::DialogState;
 use rsipstack::dialog::dialog_layer::DialogLayer;
 use rsipstack::dialog::invite_dialog::InviteDialog;
 use rsipstack::sip::prelude::HeadersExt;
@@ -36,7 +35,9 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use crate::media::{self, MediaConfig, MediaControl, MediaEvent, MediaHandle, VadSettings};
+pub use crate::call::{Call, CallEvent, Direction, EndCause};
+use crate::call::{CallParts, Core, LiveDialog, event_sink, sdp_type};
+use crate::media::{self, MediaConfig, VadSettings};
 use crate::rtp::RtpPorts;
 use crate::sdp::{self, Codec, MediaDescription, SdpError};
 
@@ -152,92 +153,8 @@ pub trait InboundRouter: Send + Sync + 'static {
     async fn route(&self, slug: &str, source: IpAddr) -> Routing<Self::Target>;
 
     /// Runs an answered call to its end. The call's media is already flowing; end it with
-    /// [`InboundCall::hangup`] or wait for [`CallEvent::Ended`], then [`InboundCall::finish`].
-    async fn run_call(&self, target: Self::Target, call: InboundCall);
-}
-
-/// Why a call's dialog ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndCause {
-    /// The caller sent BYE.
-    CallerHangup,
-    /// We sent BYE.
-    LocalHangup,
-    /// The caller cancelled before the answer.
-    CallerCancelled,
-    /// The caller never acknowledged the answer.
-    AckTimeout,
-    /// Anything else the dialog reported.
-    Failed,
-}
-
-impl EndCause {
-    pub fn name(self) -> &'static str {
-        match self {
-            EndCause::CallerHangup => "caller_hangup",
-            EndCause::LocalHangup => "agent_hangup",
-            EndCause::CallerCancelled => "caller_cancelled",
-            EndCause::AckTimeout => "ack_timeout",
-            EndCause::Failed => "signalling_error",
-        }
-    }
-}
-
-/// What happens on a live call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallEvent {
-    Media(MediaEvent),
-    Ended(EndCause),
-}
-
-/// An answered inbound call, as the service runs it.
-pub struct InboundCall {
-    /// The SIP Call-ID.
-    pub call_id: String,
-    /// The caller's user part (a number or a name), or the whole From URI without one.
-    pub from: String,
-    /// The slug called.
-    pub to: String,
-    pub source: SocketAddr,
-    pub codec: Codec,
-    pub media: MediaHandle,
-    events: mpsc::UnboundedReceiver<CallEvent>,
-    dialog: InviteDialog,
-    ended: Option<EndCause>,
-}
-
-impl InboundCall {
-    /// The next thing that happens on the call; `None` once it has ended and said so.
-    pub async fn next_event(&mut self) -> Option<CallEvent> {
-        if self.ended.is_some() {
-            return None;
-        }
-        let event = self.events.recv().await;
-        match event {
-            Some(CallEvent::Ended(cause)) => self.ended = Some(cause),
-            None => self.ended = Some(EndCause::Failed),
-            _ => {}
-        }
-        event.or(Some(CallEvent::Ended(EndCause::Failed)))
-    }
-
-    /// Ends the call from our side with a BYE (nothing happens if it already ended).
-    pub async fn hangup(&mut self) {
-        if self.ended.is_none() {
-            let _ = self.dialog.bye().await;
-            self.ended = Some(EndCause::LocalHangup);
-        }
-    }
-
-    /// How the call ended, once it has.
-    pub fn end_cause(&self) -> Option<EndCause> {
-        self.ended
-    }
-
-    /// Stops the media and closes the recording.
-    pub async fn finish(self) -> Result<media::MediaStats, media::MediaError> {
-        self.media.finish().await
-    }
+    /// [`Call::hangup`] or wait for [`CallEvent::Ended`], then [`Call::finish`].
+    async fn run_call(&self, target: Self::Target, call: Call);
 }
 
 /// Counts INVITEs per source over one-second windows.
@@ -262,29 +179,15 @@ impl RateLimiter {
     }
 }
 
-/// A live call's dialog, as the state loop needs it.
-struct LiveDialog {
-    events: mpsc::UnboundedSender<CallEvent>,
-    media: Option<MediaControl>,
-    answer: (SocketAddr, u8, Codec),
-    session_id: u64,
-    version: u64,
-}
-
 struct Shared<R: InboundRouter> {
     router: R,
-    settings: SipSettings,
-    ports: RtpPorts,
-    media_ip: IpAddr,
-    dialogs: Arc<DialogLayer>,
-    states: DialogStateSender,
-    live: Mutex<HashMap<DialogId, LiveDialog>>,
+    core: Arc<Core>,
     limiter: RateLimiter,
-    contacts: HashMap<&'static str, rsip::Uri>,
 }
 
 /// A running SIP server.
 pub struct SipServer {
+    core: Arc<Core>,
     pub udp: SocketAddr,
     pub tcp: SocketAddr,
     pub tls: Option<SocketAddr>,
@@ -383,19 +286,24 @@ impl SipServer {
         }
         let rtp_ip = settings.rtp_ip.unwrap_or(listen_ip);
         let ports = RtpPorts::new(rtp_ip, settings.rtp_ports.0, settings.rtp_ports.1)?;
-        let shared = Arc::new(Shared {
-            router,
-            limiter: RateLimiter {
-                per_second: settings.invites_per_second.max(1),
-                window: Mutex::new((Instant::now(), HashMap::new())),
-            },
+        let limiter = RateLimiter {
+            per_second: settings.invites_per_second.max(1),
+            window: Mutex::new((Instant::now(), HashMap::new())),
+        };
+        let core = Arc::new(Core {
             settings,
             ports,
             media_ip: public_ip,
+            endpoint: endpoint.inner.clone(),
             dialogs,
             states,
             live: Mutex::new(HashMap::new()),
             contacts,
+        });
+        let shared = Arc::new(Shared {
+            router,
+            core: core.clone(),
+            limiter,
         });
         let tcp_public = SocketAddr::new(public_ip, tcp_addr.port());
         let mut streams = vec![(
@@ -461,7 +369,7 @@ impl SipServer {
                 ));
             }
             let accept = accept_loop(shared.clone(), incoming);
-            let states = state_loop(shared, state_rx);
+            let states = state_loop(shared.core.clone(), state_rx);
             tokio::select! {
                 _ = serve => {}
                 _ = accept => {}
@@ -470,12 +378,20 @@ impl SipServer {
             }
         });
         Ok(SipServer {
+            core,
             udp: SocketAddr::new(listen_ip, port),
             tcp: tcp_addr,
             tls: tls_addr,
             stop,
             task,
         })
+    }
+
+    /// The client side: outbound calls and OPTIONS probes through this server's transports.
+    pub fn client(&self) -> crate::outbound::SipClient {
+        crate::outbound::SipClient {
+            core: self.core.clone(),
+        }
     }
 
     /// Stops listening. Live calls' media keeps running until their owners finish them.
@@ -564,59 +480,10 @@ async fn accept_loop<R: InboundRouter>(
     }
 }
 
-async fn state_loop<R: InboundRouter>(
-    shared: Arc<Shared<R>>,
-    mut states: mpsc::UnboundedReceiver<DialogState>,
-) {
+async fn state_loop(core: Arc<Core>, mut states: mpsc::UnboundedReceiver<DialogState>) {
     while let Some(state) = states.recv().await {
-        match state {
-            DialogState::Terminated(id, reason) => {
-                shared.dialogs.remove_dialog(&id);
-                let entry = shared.live.lock().ok().and_then(|mut l| l.remove(&id));
-                if let Some(entry) = entry {
-                    let cause = match reason {
-                        TerminatedReason::UacBye => EndCause::CallerHangup,
-                        TerminatedReason::UasBye => EndCause::LocalHangup,
-                        TerminatedReason::UacCancel => EndCause::CallerCancelled,
-                        TerminatedReason::Timeout => EndCause::AckTimeout,
-                        _ => EndCause::Failed,
-                    };
-                    let _ = entry.events.send(CallEvent::Ended(cause));
-                }
-            }
-            DialogState::Updated(id, req, handle) => {
-                let reply = shared.reinvite(&id, &req);
-                tokio::spawn(async move {
-                    let _ = match reply {
-                        Ok(body) => {
-                            handle
-                                .respond(StatusCode::OK, Some(vec![sdp_type()]), Some(body))
-                                .await
-                        }
-                        Err(code) => handle.respond(code, None, None).await,
-                    };
-                });
-            }
-            DialogState::Options(_, _, handle) | DialogState::Info(_, _, handle) => {
-                tokio::spawn(async move {
-                    let _ = handle.reply(StatusCode::OK).await;
-                });
-            }
-            DialogState::Message(_, _, handle)
-            | DialogState::Notify(_, _, handle)
-            | DialogState::Refer(_, _, handle)
-            | DialogState::Publish(_, _, handle) => {
-                tokio::spawn(async move {
-                    let _ = handle.reply(StatusCode::NotImplemented).await;
-                });
-            }
-            _ => {}
-        }
+        core.on_state(state);
     }
-}
-
-fn sdp_type() -> Header {
-    Header::ContentType("application/sdp".into())
 }
 
 fn source_of(tx: &Transaction) -> Option<SocketAddr> {
@@ -635,7 +502,7 @@ impl<R: InboundRouter> Shared<R> {
             .and_then(|to| to.tag().ok().flatten())
             .is_some();
         if in_dialog {
-            match self.dialogs.match_dialog(&tx) {
+            match self.core.dialogs.match_dialog(&tx) {
                 Some(mut dialog) => {
                     let _ = dialog.handle(&mut tx).await;
                 }
@@ -717,7 +584,7 @@ impl<R: InboundRouter> Shared<R> {
             let _ = tx.reply(StatusCode::NotAcceptableHere).await;
             return;
         }
-        let socket = match self.ports.bind().await {
+        let socket = match self.core.ports.bind().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "no RTP port for an inbound call");
@@ -735,11 +602,12 @@ impl<R: InboundRouter> Shared<R> {
             rsip::Transport::Tls => "tls",
             _ => "udp",
         };
-        let contact = self.contacts.get(contact_key).cloned();
+        let contact = self.core.contacts.get(contact_key).cloned();
         let mut dialog =
             match self
+                .core
                 .dialogs
-                .get_or_create_server_invite(&tx, self.states.clone(), None, contact)
+                .get_or_create_server_invite(&tx, self.core.states.clone(), None, contact)
             {
                 Ok(d) => d,
                 Err(_) => {
@@ -750,7 +618,7 @@ impl<R: InboundRouter> Shared<R> {
             };
         let id = dialog.id();
         let local = match socket.local_addr() {
-            Ok(a) => SocketAddr::new(self.media_ip, a.port()),
+            Ok(a) => SocketAddr::new(self.core.media_ip, a.port()),
             Err(_) => {
                 let _ = tx.reply(StatusCode::ServerInternalError).await;
                 return;
@@ -758,30 +626,26 @@ impl<R: InboundRouter> Shared<R> {
         };
         let session_id: u64 = rand::random::<u32>().into();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        if let Ok(mut live) = self.live.lock() {
-            live.insert(
-                id.clone(),
-                LiveDialog {
-                    events: events_tx.clone(),
-                    media: None,
-                    answer: (local, payload_type, codec),
-                    session_id,
-                    version: 1,
-                },
-            );
-        }
+        let core = &self.core;
+        core.insert_live(
+            id.clone(),
+            LiveDialog {
+                direction: Direction::Inbound,
+                events: events_tx.clone(),
+                media: None,
+                answer: (local, payload_type, codec),
+                session_id,
+                version: 1,
+                refreshed: Instant::now(),
+            },
+        );
         let control = dialog.clone();
         tokio::spawn(async move {
             let _ = dialog.handle(&mut tx).await;
         });
         let _ = control.ringing(None, None);
-        tokio::time::sleep(self.settings.ring).await;
-        let still_live = self
-            .live
-            .lock()
-            .map(|l| l.contains_key(&id))
-            .unwrap_or(false);
-        if !still_live {
+        tokio::time::sleep(core.settings.ring).await;
+        if !core.is_live(&id) {
             // Cancelled while ringing.
             return;
         }
@@ -792,7 +656,6 @@ impl<R: InboundRouter> Shared<R> {
         {
             return;
         }
-        let sink = events_tx.clone();
         let media = match media::start(
             socket,
             MediaConfig {
@@ -801,11 +664,9 @@ impl<R: InboundRouter> Shared<R> {
                 remote: offer.addr,
                 recording: answer.recording,
                 vad: answer.vad,
-                jitter_depth: self.settings.jitter_depth,
+                jitter_depth: core.settings.jitter_depth,
             },
-            Box::new(move |e| {
-                let _ = sink.send(CallEvent::Media(e));
-            }),
+            event_sink(&events_tx),
         ) {
             Ok(m) => m,
             Err(e) => {
@@ -814,52 +675,24 @@ impl<R: InboundRouter> Shared<R> {
                 return;
             }
         };
-        if let Ok(mut live) = self.live.lock()
-            && let Some(entry) = live.get_mut(&id)
-        {
-            entry.media = Some(media.control());
-        }
+        core.set_media(&id, media.control());
         let from = tx_from(&control);
-        let call = InboundCall {
-            call_id: id.call_id.clone(),
-            from,
-            to: slug,
-            source,
-            codec,
-            media,
-            events: events_rx,
-            dialog: control,
-            ended: None,
-        };
+        let call = Call::new(
+            core.clone(),
+            CallParts {
+                direction: Direction::Inbound,
+                call_id: id.call_id.clone(),
+                from,
+                to: slug,
+                remote: source,
+                codec,
+                media,
+                events: events_rx,
+                dialog: control,
+                refresher: None,
+            },
+        );
         self.router.run_call(answer.target, call).await;
-    }
-
-    /// Answers a re-INVITE: the same codec at the same media address, or 488 if the new offer
-    /// no longer includes it. A new peer address moves the media there.
-    fn reinvite(&self, id: &DialogId, req: &rsip::Request) -> Result<Vec<u8>, StatusCode> {
-        let mut live = self
-            .live
-            .lock()
-            .map_err(|_| StatusCode::ServerInternalError)?;
-        let entry = live
-            .get_mut(id)
-            .ok_or(StatusCode::CallTransactionDoesNotExist)?;
-        let (local, pt, codec) = entry.answer;
-        if !req.body.is_empty() {
-            let offer =
-                MediaDescription::parse(&req.body).map_err(|_| StatusCode::NotAcceptableHere)?;
-            if !offer.codecs.iter().any(|(_, c)| *c == codec) {
-                return Err(StatusCode::NotAcceptableHere);
-            }
-            if let Some(media) = &entry.media
-                && offer.addr.port() != 0
-                && !offer.addr.ip().is_unspecified()
-            {
-                media.retarget(offer.addr);
-            }
-        }
-        entry.version += 1;
-        Ok(sdp::describe(local, &[(pt, codec)], entry.session_id, entry.version).into_bytes())
     }
 }
 

@@ -67,7 +67,7 @@ impl Store {
         .bind(&call.from)
         .bind(&p.sip_uri)
         .bind(PRIORITY_DEFAULT)
-        .bind(p.max_duration.as_secs() as i64)
+        .bind(p.agent.max_duration.as_secs() as i64)
         .bind(at.clone())
         .bind(at.clone())
         .bind(at.clone())

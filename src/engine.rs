@@ -250,6 +250,7 @@ impl Dialer for NoCarrier {
             talk_secs: 0,
             end_reason: "no_carrier".into(),
             disposition_label: None,
+            network: Default::default(),
         }
     }
 }

@@ -373,6 +373,7 @@ impl VirtualRun {
             variables: serde_json::json!({}),
             idempotency_key: None,
             request_hash: None,
+            ring_timeout_secs: None,
         };
         match self.store.create_call(&new).await.expect("call") {
             crate::store::CallInsert::Created(_) => {}

@@ -35,5 +35,6 @@ pub mod phone;
 pub mod policy;
 pub mod ports;
 pub mod sim;
+pub mod sip_dialer;
 pub mod slug;
 pub mod window;

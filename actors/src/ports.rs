@@ -229,6 +229,23 @@ pub struct CallEnd {
     pub end_reason: String,
     /// A disposition label the agent's end-of-call analysis chose, if any.
     pub disposition_label: Option<String>,
+    /// What the network said (SIP calls).
+    pub network: NetworkDetails,
+}
+
+/// What the network said about a call: the SIP final response, who answered, the media.
+/// Empty for calls that never reached a network (the simulator, interrupted calls).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NetworkDetails {
+    pub sip_code: Option<u16>,
+    pub sip_reason: Option<String>,
+    /// The Q.850 cause of the response's `Reason` header.
+    pub q850_cause: Option<u16>,
+    /// `human`, `machine` or `unsure` (answering-machine detection on answered calls).
+    pub answered_by: Option<String>,
+    pub codec: Option<String>,
+    /// A recording of the call exists.
+    pub recorded: bool,
 }
 
 /// The last call of an open attempt, as stored.
@@ -380,6 +397,9 @@ pub struct DialRequest {
     pub campaign_id: Option<CampaignId>,
     pub contact_id: Option<ContactId>,
     pub attempt: i64,
+    pub agent_id: AgentId,
+    /// The number the call is made from (its carrier account's trunk carries it).
+    pub from_phone_number_id: Option<PhoneNumberId>,
     pub from_number: String,
     pub to_number: String,
     /// The agent's duration cap: the call is hung up at this length.
@@ -396,6 +416,7 @@ pub struct DialResult {
     pub talk_secs: i64,
     pub end_reason: String,
     pub disposition_label: Option<String>,
+    pub network: NetworkDetails,
 }
 
 /// The carrier port: places one call and resolves when it is over.

@@ -314,6 +314,7 @@ impl Dialer for SimCarrier {
             talk_secs: talk,
             end_reason: end_reason.into(),
             disposition_label: None,
+            network: Default::default(),
         }
     }
 }

@@ -479,6 +479,9 @@ impl SipClient {
             Ok(started) => started,
             Err(e) => return Attempt::Next(failure(FailureKind::Transport, e.to_string(), false)),
         };
+        // Dropped before a final response (the dial's owner went away): CANCEL, so nothing
+        // keeps ringing the callee.
+        let mut pending = CancelOnDrop(Some(dialog.clone()));
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let attempt_start = tokio::time::Instant::now();
         let ring_deadline = tokio::time::Instant::from_std(started + plan.ring_timeout);
@@ -516,6 +519,7 @@ impl SipClient {
                 }
             }
         };
+        pending.0 = None;
         let early_media = media.running.is_some();
         let (id, resp) = match result {
             Ok(Ok(done)) => done,
@@ -758,6 +762,21 @@ impl SipClient {
                     && resp.status_code != StatusCode::RequestTimeout;
                 probe(ok, Some(code), resp.status_code.text().to_string())
             }
+        }
+    }
+}
+
+/// Cancels an INVITE whose dial is dropped before its final response.
+struct CancelOnDrop(Option<InviteDialog>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(dialog) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                let _ = dialog.cancel().await;
+            });
         }
     }
 }

@@ -42,7 +42,11 @@ const CREATE_FIELDS: &[&str] = &[
     "metadata",
     "variables",
     "idempotency_key",
+    "ring_timeout_secs",
 ];
+
+/// The range of a call's own ring timeout.
+const RING_TIMEOUT_SECS: std::ops::RangeInclusive<i64> = 5..=300;
 
 /// Largest metadata or variables object, serialized.
 const MAX_OBJECT_BYTES: usize = 16 * 1024;
@@ -76,6 +80,10 @@ pub struct CreateCall {
     /// different body, 400.
     #[schema(min_length = 1, max_length = 255)]
     idempotency_key: Option<String>,
+    /// How long the callee's phone may ring before the call is given up as `no_answer`
+    /// (5-300 s; default: the service's ring timeout, 30 s unless the operator set another).
+    #[schema(minimum = 5, maximum = 300)]
+    ring_timeout_secs: Option<i64>,
 }
 
 fn required<T>(value: Option<T>, field: &str) -> Result<T, ApiError> {
@@ -127,6 +135,18 @@ async fn create(
         return Err(ApiError::invalid_field(
             "priority",
             format!("must be from {PRIORITY_MIN} to {PRIORITY_MAX}"),
+        ));
+    }
+    if let Some(ring) = input.ring_timeout_secs
+        && !RING_TIMEOUT_SECS.contains(&ring)
+    {
+        return Err(ApiError::invalid_field(
+            "ring_timeout_secs",
+            format!(
+                "must be from {} to {} seconds",
+                RING_TIMEOUT_SECS.start(),
+                RING_TIMEOUT_SECS.end()
+            ),
         ));
     }
     let metadata = check_object("metadata", input.metadata)?;
@@ -194,6 +214,7 @@ async fn create(
         variables,
         idempotency_key: key,
         request_hash: Some(request_hash.clone()),
+        ring_timeout_secs: input.ring_timeout_secs,
     };
     match state.store.create_call(&new).await? {
         CallInsert::Created(call) => {

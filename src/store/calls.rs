@@ -65,6 +65,17 @@ pub struct CallRecord {
     pub sip_endpoint_id: Option<SipEndpointId>,
     /// The audio codec of a SIP call: `pcmu`, `pcma` or `g722`.
     pub codec: Option<String>,
+    /// The SIP final response of an outbound call through a trunk (200 when answered).
+    pub sip_code: Option<i64>,
+    /// Its reason phrase.
+    pub sip_reason: Option<String>,
+    /// The Q.850 cause the carrier gave in a `Reason` header, if any.
+    pub q850_cause: Option<i64>,
+    /// Who answered an outbound call, by answering-machine detection: `human`, `machine` or
+    /// `unsure` (`unsure` counts as human).
+    pub answered_by: Option<String>,
+    /// The call's own ring timeout (null: the service's, 30 s by default).
+    pub ring_timeout_secs: Option<i64>,
     #[serde(skip)]
     pub recorded: bool,
     pub queued_at: DateTime<Utc>,
@@ -103,6 +114,11 @@ pub(super) fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
         recording_url: None,
         sip_endpoint_id: opt_id(r, "sip_endpoint_id")?,
         codec: r.try_get("codec")?,
+        sip_code: r.try_get("sip_code")?,
+        sip_reason: r.try_get("sip_reason")?,
+        q850_cause: r.try_get("q850_cause")?,
+        answered_by: r.try_get("answered_by")?,
+        ring_timeout_secs: r.try_get("ring_timeout_secs")?,
         recorded: r.try_get("recorded")?,
         queued_at: r.try_get("queued_at")?,
         started_at: r.try_get("started_at")?,
@@ -140,6 +156,8 @@ pub struct NewCall {
     pub variables: serde_json::Value,
     pub idempotency_key: Option<String>,
     pub request_hash: Option<String>,
+    /// The call's own ring timeout (SIP trunks), else the service's.
+    pub ring_timeout_secs: Option<i64>,
 }
 
 /// What inserting a direct call did.
@@ -298,6 +316,13 @@ impl Store {
                     .ok_or_else(|| corrupt("calls", "idempotency key vanished"));
             }
             Err(e) => return Err(e),
+        }
+        if let Some(ring) = new.ring_timeout_secs {
+            sqlx::query("UPDATE calls SET ring_timeout_secs = ? WHERE id = ?")
+                .bind(ring)
+                .bind(spec.id.as_uuid())
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         drop(conn);

@@ -85,6 +85,7 @@ impl<'a> Ending<'a> {
         let mut body = String::from(
             "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = ?, \
              ended_at = ?, duration_secs = ?, cost_cents = ?, updated_at = ?, \
+             sip_code = ?, sip_reason = ?, q850_cause = ?, answered_by = ?, codec = COALESCE(?, codec), recorded = MAX(recorded, ?), \
              disposition_id = COALESCE(disposition_id, (SELECT d.id FROM dispositions d WHERE d.workspace_id = calls.workspace_id AND d.label = ?)), \
              disposition_source = CASE WHEN disposition_id IS NULL AND ? IS NOT NULL THEN 'agent' ELSE disposition_source END \
              WHERE id = ? AND status IN ('queued', 'dialing'); ",
@@ -123,6 +124,12 @@ impl<'a> Ending<'a> {
             .bind(end.billable_secs)
             .bind(end.cost_cents.get())
             .bind(at.clone())
+            .bind(end.network.sip_code.map(i64::from))
+            .bind(end.network.sip_reason.clone())
+            .bind(end.network.q850_cause.map(i64::from))
+            .bind(end.network.answered_by.clone())
+            .bind(end.network.codec.clone())
+            .bind(end.network.recorded)
             .bind(end.disposition_label.clone())
             .bind(end.disposition_label.clone())
             .bind(spec.id.as_uuid());

@@ -114,6 +114,7 @@ impl Store {
             cost_cents: cost,
             end_reason: call.end_reason.clone(),
             disposition_label: None,
+            network: Default::default(),
         };
         let description = format!(
             "Call from {} ({} s at the inbound rate)",

@@ -31,6 +31,21 @@ pub struct CallState {
 
 pub struct CallActor;
 
+/// A task aborted when its handle is dropped (the call actor stopped before the dial ended).
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    async fn join(mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl Actor for CallActor {
     type Msg = CallMsg;
     type State = CallState;
@@ -88,14 +103,24 @@ impl Actor for CallActor {
             campaign_id: spec.campaign_id,
             contact_id: spec.contact_id,
             attempt: spec.attempt,
+            agent_id: spec.agent_id,
+            from_phone_number_id: spec.from_phone_number_id,
             from_number: spec.from_number.clone(),
             to_number: spec.to_number.clone(),
             max_duration_secs: spec.max_duration_secs,
         };
         let dialer = shared.dialer.clone();
+        // The dial runs on its own task so that a panic inside it (a bug in a call) ends this
+        // call alone: the watcher turns it into a failure of this actor.
+        let dial = AbortOnDrop(tokio::spawn(async move { dialer.dial(request).await }));
         state.dial = Some(tokio::spawn(async move {
-            let result = dialer.dial(request).await;
-            let _ = myself.cast(CallMsg::Dialled { result });
+            let msg = match dial.join().await {
+                Ok(result) => CallMsg::Dialled { result },
+                Err(error) => CallMsg::Crashed {
+                    error: error.to_string(),
+                },
+            };
+            let _ = myself.cast(msg);
         }));
         Ok(())
     }
@@ -106,7 +131,12 @@ impl Actor for CallActor {
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let CallMsg::Dialled { result } = msg;
+        let result = match msg {
+            CallMsg::Dialled { result } => result,
+            CallMsg::Crashed { error } => {
+                return Err(format!("the call failed: {error}").into());
+            }
+        };
         let shared = state.shared.clone();
         let spec = &state.spec;
         let ended_at = shared.clock.now();
@@ -125,6 +155,7 @@ impl Actor for CallActor {
                 .per_minute_for(result.talk_secs),
             end_reason: result.end_reason,
             disposition_label: result.disposition_label,
+            network: result.network,
         };
         if let (Some(campaign), Some(contact)) = (spec.campaign_id, spec.contact_id) {
             // The contact actor commits the end with the attempt's next step, in one

@@ -131,6 +131,9 @@ pub enum SupervisorMsg {
 pub enum CallMsg {
     /// The dialer's answer: how the call went.
     Dialled { result: DialResult },
+    /// The dial failed without an answer (it panicked): the actor fails, and its supervisor
+    /// ends the call as interrupted and frees its slot.
+    Crashed { error: String },
 }
 
 /// Why the engine could not start.

@@ -7,6 +7,7 @@
 //! - `eval-cost`: the wall time of one campaign evaluation at several campaign sizes.
 //! - `sip-load`: a SIP load generator against a running (or spawned) server.
 
+mod measure;
 mod sip_load;
 
 use std::collections::BTreeMap;

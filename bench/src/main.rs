@@ -6,8 +6,11 @@
 //! - `enroll-csv`: enrolls a large CSV through the real HTTP API.
 //! - `eval-cost`: the wall time of one campaign evaluation at several campaign sizes.
 //! - `sip-load`: a SIP load generator against a running (or spawned) server.
+//! - `outbound-load`: outbound calls through a SIP trunk to an answering peer, placed directly
+//!   or by campaigns, against a spawned server.
 
 mod measure;
+mod outbound_load;
 mod sip_load;
 
 use std::collections::BTreeMap;
@@ -45,6 +48,9 @@ enum Command {
     EvalCost(EvalArgs),
     /// Place SIP calls at a steady rate, stream audio, and measure the server.
     SipLoad(sip_load::SipLoadArgs),
+    /// Place outbound calls through a SIP trunk to an answering peer (directly or by
+    /// campaigns), and measure the server and the pacing the far end saw.
+    OutboundLoad(outbound_load::OutboundLoadArgs),
 }
 
 #[derive(clap::Args)]
@@ -157,6 +163,14 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()?;
             (rt.block_on(sip_load::run(args))?, json)
+        }
+        Command::OutboundLoad(args) => {
+            switchboard::install_crypto();
+            let json = args.json.clone();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            (rt.block_on(outbound_load::run(args))?, json)
         }
     };
     let (report, json_path) = report;

@@ -116,6 +116,13 @@ pub fn trunk(gateways: Vec<Gateway>) -> Trunk {
 
 /// The service with `--carrier sip` and `trunk` as the operator's default trunk.
 pub async fn outbound_app(trunk: Trunk) -> TestApp {
+    outbound_app_with(trunk, |_| {}).await
+}
+
+pub async fn outbound_app_with(
+    trunk: Trunk,
+    configure: impl FnOnce(&mut switchboard::Config),
+) -> TestApp {
     let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let sockets = SipSockets::bind(loopback, None).await.expect("SIP sockets");
     let app = spawn_app_on(Some(sockets), |c| {
@@ -128,6 +135,7 @@ pub async fn outbound_app(trunk: Trunk) -> TestApp {
         c.tts = switchboard::config::Tts::Tones;
         c.carrier = Carrier::Sip;
         c.outbound_trunk = Some(trunk);
+        configure(c);
     })
     .await;
     app.store
@@ -271,4 +279,152 @@ async fn a_short_session_timer_is_refreshed_by_us() {
     assert_eq!(call["end_reason"], "callee_hangup", "{call}");
     assert!(call["duration_secs"].as_i64().unwrap() >= 4, "{call}");
     sipp.passed().await;
+}
+
+/// Three calls at once; the one to `+972541230002` fails inside (a panic once answered). It
+/// ends as interrupted, its dialog gets a BYE, and the two others run to their normal end.
+#[tokio::test]
+async fn a_call_that_fails_inside_ends_interrupted_and_disturbs_no_other() {
+    let sipp = Sipp::start("answer_until_bye.xml", 3, &[]).await;
+    let fault: switchboard_actors::sip_dialer::CallFault =
+        std::sync::Arc::new(|request| request.to_number == "+972541230002");
+    let app = outbound_app_with(trunk(vec![sipp.gateway(0)]), |c| {
+        c.call_fault = Some(switchboard::config::CallFaultHook(fault));
+    })
+    .await;
+    let agent = app
+        .post(
+            "/agents",
+            json!({"name": "Ava", "max_call_duration_secs": 4, "silence_timeout_secs": 30,
+                "greeting_message": "Hello, this is Ava calling about your appointment."}),
+        )
+        .await;
+    let agent = agent.body["id"].as_str().unwrap().to_string();
+    let from = number(&app, "+972501230000", "active").await;
+    let mut ids = Vec::new();
+    for n in 1..=3 {
+        let resp = app
+            .post(
+                "/calls",
+                json!({"agent_id": agent, "to_number": format!("+97254123000{n}"), "from_phone_number_id": from}),
+            )
+            .await;
+        assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
+        ids.push(resp.body["id"].as_str().unwrap().to_string());
+    }
+    let mut calls = Vec::new();
+    for id in &ids {
+        calls.push(
+            eventually(Duration::from_secs(30), "the call ends", || async {
+                let call = app.get(&format!("/calls/{id}")).await.body;
+                (call["status"] == "ended").then_some(call)
+            })
+            .await,
+        );
+    }
+    assert_eq!(calls[1]["end_reason"], "interrupted", "{}", calls[1]);
+    assert_eq!(calls[1]["outcome"], "infra_error");
+    for call in [&calls[0], &calls[2]] {
+        assert_eq!(call["outcome"], "answered", "{call}");
+        assert_eq!(call["end_reason"], "max_duration", "{call}");
+        assert!(call["duration_secs"].as_i64().unwrap() >= 3, "{call}");
+    }
+    // Every dialog, the failed one included, was ended with a BYE that SIPp answered.
+    sipp.passed().await;
+}
+
+/// `switchboard serve --carrier sip` is killed with SIGKILL while a call rings; the restart
+/// ends that call as interrupted, never redials it, and CANCELs the INVITE the dead process
+/// left ringing.
+#[tokio::test]
+async fn a_restart_cancels_what_a_killed_process_left_ringing() {
+    let sipp = Sipp::start("ringing_until_cancel.xml", 1, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("crash.db").display());
+    let http = free_port();
+    let sip = free_port();
+    let trunk = serde_json::to_string(&trunk(vec![sipp.gateway(0)])).unwrap();
+    let serve = || {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(["--database-url", &db, "serve", "--http"])
+            .arg(format!("127.0.0.1:{http}"))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--carrier", "sip", "--outbound-trunk", &trunk, "--sip"])
+            .args(["--sip-listen", &format!("127.0.0.1:{sip}")])
+            .args(["--rtp-ports", "30000-30999", "--tts", "tones"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("switchboard starts")
+    };
+    let store = switchboard::store::Store::open(&db).await.unwrap();
+    let ws = store.create_workspace("crash", "IL").await.unwrap();
+    let (_, key) = store
+        .create_key(ws.id, "test", &switchboard::auth::Scopes::All, None)
+        .await
+        .unwrap();
+    store
+        .apply_ledger_entry(ws.id, 100_000, "credit", "test credit", None)
+        .await
+        .unwrap();
+    let mut first = serve();
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{http}");
+    let post = |path: &str, body: Value| {
+        client
+            .post(format!("{base}{path}"))
+            .bearer_auth(&key)
+            .json(&body)
+            .send()
+    };
+    eventually(Duration::from_secs(20), "the service is up", || async {
+        client.get(format!("{base}/")).send().await.ok().map(|_| ())
+    })
+    .await;
+    let agent: Value = post("/agents", json!({"name": "Ava", "max_call_duration_secs": 60}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let parsed = switchboard_actors::phone::PhoneNumber::parse(
+        "+972501230000",
+        switchboard_actors::phone::parse_country("IL").unwrap(),
+    )
+    .unwrap();
+    let number = store
+        .add_owned_number(ws.id, &parsed, "active")
+        .await
+        .unwrap()
+        .id
+        .to_string();
+    let call: Value = post(
+        "/calls",
+        json!({"agent_id": agent["id"], "to_number": "+972541234567",
+            "from_phone_number_id": number, "ring_timeout_secs": 300}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let id: switchboard_actors::ids::CallId = call["id"].as_str().unwrap().parse().unwrap();
+    // Ringing at SIPp, and written down.
+    eventually(Duration::from_secs(20), "the INVITE is written down", || async {
+        let stale = store.stale_invites().await.unwrap();
+        stale.iter().any(|(c, _)| *c == id).then_some(())
+    })
+    .await;
+    first.start_kill().unwrap();
+    first.wait().await.unwrap();
+    let _second = serve();
+    sipp.passed().await;
+    let ended = eventually(Duration::from_secs(20), "the call is reconciled", || async {
+        let call = store.call(ws.id, id).await.unwrap()?;
+        (call.status == "ended").then_some(call)
+    })
+    .await;
+    assert_eq!(ended.end_reason.as_deref(), Some("interrupted"));
 }

@@ -535,10 +535,11 @@ impl SipClient {
         let response_deadline = attempt_start + plan.response_timeout;
         let mut heard = false;
         let mut cancelled: Option<FailureKind> = None;
+        let mut states_open = true;
         let result = loop {
             tokio::select! {
                 result = &mut invite => break result,
-                state = states.recv() => match state {
+                state = states.recv(), if states_open => match state {
                     Some(DialogState::Trying(_)) => heard = true,
                     Some(DialogState::Early(_, resp)) => {
                         heard = true;
@@ -549,7 +550,7 @@ impl SipClient {
                         }
                     }
                     Some(_) => {}
-                    None => {}
+                    None => states_open = false,
                 },
                 _ = tokio::time::sleep_until(response_deadline), if !heard && cancelled.is_none() => {
                     // Nothing from this target: leave it (its transaction ends on its own).

@@ -272,6 +272,7 @@ pub fn dialer(config: &Config, store: &Store) -> anyhow::Result<Arc<dyn Dialer>>
     Ok(match &config.carrier {
         Carrier::None => Arc::new(NoCarrier),
         Carrier::Sim(sim) => Arc::new(SimCarrier::new(sim.clone(), store.clock())?),
+        Carrier::Sip => anyhow::bail!("the SIP dialer is not available in this build"),
     })
 }
 

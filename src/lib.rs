@@ -15,6 +15,8 @@
 //! - [`inbound`]: inbound SIP calls: routing slugs to endpoints and agents, and their records.
 //! - [`webhooks`]: webhook tools: configuration rules, the payload contract, one delivery.
 //! - [`speech`]: text to speech for agents' prompts (espeak-ng, OpenAI-compatible, fallback).
+//! - [`trunks`]: SIP trunks on carrier accounts: their status, the port that probes them, how
+//!   they are shown and read from a flag.
 //!
 //! [`serve`] runs the whole service on the HTTP listener and SIP sockets the caller binds, until
 //! a shutdown future resolves, so tests run the real service in-process on port 0.
@@ -32,6 +34,7 @@ pub mod jobs;
 pub mod simulation;
 pub mod speech;
 pub mod store;
+pub mod trunks;
 pub mod webhooks;
 
 use std::future::Future;
@@ -95,6 +98,8 @@ pub async fn serve(
     if config.public_url.is_none() {
         config.public_url = Some(format!("http://{}", listener.local_addr()?));
     }
+    config.check()?;
+    let store = store.with_default_trunk(config.default_trunk().is_some());
     let config = Arc::new(config);
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
     let dialer = engine::dialer(&config, &store)?;
@@ -139,12 +144,16 @@ pub async fn serve(
             chrono::Utc::now(),
         )
         .await?;
+    // What `POST /carrier-accounts/{id}/test` probes trunks with: the SIP server's OPTIONS
+    // client, once the server runs; without one the route answers 503 SIP_NOT_RUNNING.
+    let trunk_prober: Option<Arc<dyn trunks::TrunkProber>> = None;
     let state = http::AppState::new(
         store.clone(),
         config.clone(),
         engine.clone(),
         payments,
         recording_key.into(),
+        trunk_prober,
     )?;
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);

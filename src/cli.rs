@@ -289,6 +289,10 @@ pub struct ServeArgs {
     /// Milliseconds an inbound call rings before the agent answers.
     #[arg(long, env = "SWITCHBOARD_SIP_RING_MS", default_value_t = 200)]
     pub sip_ring_ms: u64,
+    /// Seconds an outbound SIP call rings before it is cancelled as `no_answer` (5-300), unless
+    /// the call sets its own `ring_timeout_secs`.
+    #[arg(long, env = "SWITCHBOARD_RING_TIMEOUT_SECS", default_value_t = 30)]
+    pub ring_timeout_secs: u64,
     /// SIP timer T1 in milliseconds (retransmissions; the wait for ACK is 64 x T1).
     #[arg(long, env = "SWITCHBOARD_SIP_T1_MS", default_value_t = 500)]
     pub sip_t1_ms: u64,
@@ -497,6 +501,7 @@ impl ServeArgs {
                 _ => Carrier::None,
             },
             outbound_trunk: self.outbound_trunk()?,
+            ring_timeout: Duration::from_secs(self.ring_timeout_secs.clamp(5, 300)),
             evaluation_interval: Duration::from_secs(self.evaluation_interval_secs.max(1)),
             disposition_timeout: Duration::from_secs(self.disposition_timeout_secs),
             workspace_max_concurrent_calls: self.workspace_concurrency.max(1),

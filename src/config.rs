@@ -22,6 +22,16 @@ pub enum Carrier {
     Sip,
 }
 
+/// A fault injected into outbound calls (resilience tests only).
+#[derive(Clone)]
+pub struct CallFaultHook(pub switchboard_actors::sip_dialer::CallFault);
+
+impl std::fmt::Debug for CallFaultHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallFaultHook")
+    }
+}
+
 /// Which text-to-speech engine speaks agents' prompts.
 #[derive(Debug, Clone, Default)]
 pub enum Tts {
@@ -70,6 +80,11 @@ pub struct Config {
     /// The operator's default trunk (`--outbound-trunk`, with `--carrier sip` only): numbers on
     /// no carrier account call through it.
     pub outbound_trunk: Option<switchboard_sip::trunk::Trunk>,
+    /// How long an outbound SIP call may ring before it is cancelled as `no_answer`, unless
+    /// the call sets its own (`ring_timeout_secs`).
+    pub ring_timeout: Duration,
+    /// Resilience tests: calls this picks fail inside (panic) once answered.
+    pub call_fault: Option<CallFaultHook>,
     /// How often each campaign is evaluated when nothing else wakes it.
     pub evaluation_interval: Duration,
     /// How long an answered call waits for a disposition before it is unclassified.
@@ -115,6 +130,8 @@ impl Default for Config {
             number_monthly_cents: 500,
             carrier: Carrier::None,
             outbound_trunk: None,
+            ring_timeout: switchboard_actors::sip_dialer::DEFAULT_RING_TIMEOUT,
+            call_fault: None,
             evaluation_interval: Duration::from_secs(60),
             disposition_timeout: Duration::from_secs(300),
             workspace_max_concurrent_calls: 10,

@@ -31,6 +31,7 @@ pub mod flows;
 pub mod http;
 pub mod inbound;
 pub mod jobs;
+pub mod outbound;
 pub mod simulation;
 pub mod speech;
 pub mod store;
@@ -102,15 +103,9 @@ pub async fn serve(
     let store = store.with_default_trunk(config.default_trunk().is_some());
     let config = Arc::new(config);
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
-    let dialer = engine::dialer(&config, &store)?;
-    let engine = engine::start(
-        &store,
-        payments.clone(),
-        dialer,
-        engine::engine_config(&config),
-    )
-    .await?;
     let sip_stop = tokio_util::sync::CancellationToken::new();
+    let speech = speech_engine(&config)?;
+    // The SIP server starts first: the SIP dialer places calls through it.
     let sip = match (&config.sip, sip) {
         (Some(settings), Some(sockets)) => {
             let router = inbound::SipRouter {
@@ -121,7 +116,7 @@ pub async fn serve(
                     payments.clone(),
                     config.inbound_cents_per_minute,
                 )),
-                speech: speech_engine(&config)?,
+                speech: speech.clone(),
                 clock: Arc::new(switchboard_actors::clock::SystemClock),
                 stop: sip_stop.clone(),
                 live: Default::default(),
@@ -137,6 +132,25 @@ pub async fn serve(
         (Some(_), None) => anyhow::bail!("SIP is configured but no SIP sockets were given"),
         (None, Some(_)) => anyhow::bail!("SIP sockets were given but SIP is not configured"),
     };
+    let client = sip.as_ref().map(|(server, _)| server.client());
+    if let Some(client) = &client {
+        // Before the engine reconciles them as interrupted: end what a previous process left
+        // ringing or answered.
+        outbound::abandon_stale_calls(&store, client).await?;
+    }
+    let dialer = engine::dialer(
+        &config,
+        &store,
+        client.as_ref().map(|c| (c, &sip_stop)),
+        speech,
+    )?;
+    let engine = engine::start(
+        &store,
+        payments.clone(),
+        dialer,
+        engine::engine_config(&config),
+    )
+    .await?;
     let recording_key = store
         .service_secret(
             "recording_url",
@@ -146,7 +160,9 @@ pub async fn serve(
         .await?;
     // What `POST /carrier-accounts/{id}/test` probes trunks with: the SIP server's OPTIONS
     // client, once the server runs; without one the route answers 503 SIP_NOT_RUNNING.
-    let trunk_prober: Option<Arc<dyn trunks::TrunkProber>> = None;
+    let trunk_prober: Option<Arc<dyn trunks::TrunkProber>> = client
+        .clone()
+        .map(|c| Arc::new(c) as Arc<dyn trunks::TrunkProber>);
     let state = http::AppState::new(
         store.clone(),
         config.clone(),

@@ -24,6 +24,14 @@ pub trait TrunkProber: Send + Sync + 'static {
     async fn probe(&self, trunk: &Trunk) -> Vec<GatewayProbe>;
 }
 
+/// The running SIP server probes with OPTIONS.
+#[async_trait::async_trait]
+impl TrunkProber for switchboard_sip::outbound::SipClient {
+    async fn probe(&self, trunk: &Trunk) -> Vec<GatewayProbe> {
+        switchboard_sip::outbound::SipClient::probe(self, trunk).await
+    }
+}
+
 /// A carrier account's trunk status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -131,7 +131,8 @@ pub enum AffiliateCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum CarrierAccountCommand {
-    /// Register a carrier account.
+    /// Register a carrier account (`untested`).
+    #[command(visible_alias = "create")]
     Add {
         #[arg(long)]
         workspace: WorkspaceId,
@@ -140,6 +141,37 @@ pub enum CarrierAccountCommand {
         /// The carrier, e.g. `twilio`, `telnyx`.
         #[arg(long)]
         provider: String,
+        /// The account's SIP trunk: JSON, or `@file` holding it (see the README).
+        #[arg(long)]
+        trunk: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a carrier account's name, provider or SIP trunk. A trunk replaces the stored one
+    /// whole, but keeps the stored password unless it has a `password` key (`null` clears it);
+    /// a changed trunk makes the account `untested`.
+    Update {
+        #[arg(long)]
+        workspace: WorkspaceId,
+        #[arg(long)]
+        id: uuid::Uuid,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        provider: Option<String>,
+        /// The account's SIP trunk: JSON, or `@file` holding it.
+        #[arg(long)]
+        trunk: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a carrier account and its trunk (never the password: `has_password` says whether
+    /// one is stored).
+    Show {
+        #[arg(long)]
+        workspace: WorkspaceId,
+        #[arg(long)]
+        id: uuid::Uuid,
         #[arg(long)]
         json: bool,
     },
@@ -177,10 +209,15 @@ pub struct ServeArgs {
     /// Log format: text or json.
     #[arg(long, env = "SWITCHBOARD_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
-    /// Where outbound calls go: `none` (calls fail as infra errors) or `sim` (the simulated
-    /// carrier: nobody is called; for demos, dry runs and benchmarks).
-    #[arg(long, env = "SWITCHBOARD_CARRIER", default_value = "none", value_parser = ["none", "sim"])]
+    /// Where outbound calls go: `none` (calls fail as infra errors), `sim` (the simulated
+    /// carrier: nobody is called; for demos, dry runs and benchmarks) or `sip` (SIP trunks:
+    /// each number's carrier account's trunk, else `--outbound-trunk`).
+    #[arg(long, env = "SWITCHBOARD_CARRIER", default_value = "none", value_parser = ["none", "sim", "sip"])]
     pub carrier: String,
+    /// With `--carrier sip`: the default trunk, for numbers on no carrier account. JSON, or
+    /// `@file` holding it.
+    #[arg(long, env = "SWITCHBOARD_OUTBOUND_TRUNK", hide_env_values = true)]
+    pub outbound_trunk: Option<String>,
     /// Simulated carrier: outcome weights, e.g. `answered=40,no_answer=30,busy=8,voicemail=15,failed=5,infra_error=2`.
     #[arg(long, env = "SWITCHBOARD_SIM_MIX")]
     pub sim_mix: Option<OutcomeMix>,
@@ -252,6 +289,10 @@ pub struct ServeArgs {
     /// Milliseconds an inbound call rings before the agent answers.
     #[arg(long, env = "SWITCHBOARD_SIP_RING_MS", default_value_t = 200)]
     pub sip_ring_ms: u64,
+    /// Seconds an outbound SIP call rings before it is cancelled as `no_answer` (5-300), unless
+    /// the call sets its own `ring_timeout_secs`.
+    #[arg(long, env = "SWITCHBOARD_RING_TIMEOUT_SECS", default_value_t = 30)]
+    pub ring_timeout_secs: u64,
     /// SIP timer T1 in milliseconds (retransmissions; the wait for ACK is 64 x T1).
     #[arg(long, env = "SWITCHBOARD_SIP_T1_MS", default_value_t = 500)]
     pub sip_t1_ms: u64,
@@ -425,6 +466,22 @@ impl ServeArgs {
         Ok(Some(sockets))
     }
 
+    /// The default trunk, read and checked; only `--carrier sip` takes one.
+    fn outbound_trunk(&self) -> anyhow::Result<Option<switchboard_sip::trunk::Trunk>> {
+        let Some(value) = &self.outbound_trunk else {
+            return Ok(None);
+        };
+        if self.carrier != "sip" {
+            anyhow::bail!(
+                "--outbound-trunk needs --carrier sip (it is {})",
+                self.carrier
+            );
+        }
+        crate::trunks::read_trunk(value)
+            .map(Some)
+            .context("--outbound-trunk")
+    }
+
     pub fn config(&self, database_url: String) -> anyhow::Result<Config> {
         Ok(Config {
             http: self.http,
@@ -440,8 +497,11 @@ impl ServeArgs {
                     seed: self.sim_seed,
                     dial_log: self.sim_dial_log.clone(),
                 }),
+                "sip" => Carrier::Sip,
                 _ => Carrier::None,
             },
+            outbound_trunk: self.outbound_trunk()?,
+            ring_timeout: Duration::from_secs(self.ring_timeout_secs.clamp(5, 300)),
             evaluation_interval: Duration::from_secs(self.evaluation_interval_secs.max(1)),
             disposition_timeout: Duration::from_secs(self.disposition_timeout_secs),
             workspace_max_concurrent_calls: self.workspace_concurrency.max(1),

@@ -17,6 +17,19 @@ pub enum Carrier {
     None,
     /// The simulated carrier (demos, dry runs, benchmarks): nobody is called.
     Sim(SimConfig),
+    /// SIP trunks: a number's carrier account's trunk, else the operator's default trunk
+    /// (`Config::outbound_trunk`).
+    Sip,
+}
+
+/// A fault injected into outbound calls (resilience tests only).
+#[derive(Clone)]
+pub struct CallFaultHook(pub switchboard_actors::sip_dialer::CallFault);
+
+impl std::fmt::Debug for CallFaultHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallFaultHook")
+    }
 }
 
 /// Which text-to-speech engine speaks agents' prompts.
@@ -64,6 +77,14 @@ pub struct Config {
     pub number_monthly_cents: i64,
     /// Where outbound calls go.
     pub carrier: Carrier,
+    /// The operator's default trunk (`--outbound-trunk`, with `--carrier sip` only): numbers on
+    /// no carrier account call through it.
+    pub outbound_trunk: Option<switchboard_sip::trunk::Trunk>,
+    /// How long an outbound SIP call may ring before it is cancelled as `no_answer`, unless
+    /// the call sets its own (`ring_timeout_secs`).
+    pub ring_timeout: Duration,
+    /// Resilience tests: calls this picks fail inside (panic) once answered.
+    pub call_fault: Option<CallFaultHook>,
     /// How often each campaign is evaluated when nothing else wakes it.
     pub evaluation_interval: Duration,
     /// How long an answered call waits for a disposition before it is unclassified.
@@ -108,6 +129,9 @@ impl Default for Config {
             inbound_cents_per_minute: Cents::new(5),
             number_monthly_cents: 500,
             carrier: Carrier::None,
+            outbound_trunk: None,
+            ring_timeout: switchboard_actors::sip_dialer::DEFAULT_RING_TIMEOUT,
+            call_fault: None,
             evaluation_interval: Duration::from_secs(60),
             disposition_timeout: Duration::from_secs(300),
             workspace_max_concurrent_calls: 10,
@@ -121,6 +145,29 @@ impl Default for Config {
             egress_allow: Vec::new(),
             carrier_accounts_enabled: true,
             affiliate_hold_days: 30,
+        }
+    }
+}
+
+impl Config {
+    /// Refuses settings that do not hold together, before anything starts.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(trunk) = &self.outbound_trunk {
+            if !matches!(self.carrier, Carrier::Sip) {
+                anyhow::bail!("--outbound-trunk needs --carrier sip");
+            }
+            trunk
+                .validate()
+                .map_err(|err| anyhow::anyhow!("--outbound-trunk: {err}"))?;
+        }
+        Ok(())
+    }
+
+    /// The trunk numbers on no carrier account call through, when calls go out over SIP.
+    pub fn default_trunk(&self) -> Option<&switchboard_sip::trunk::Trunk> {
+        match self.carrier {
+            Carrier::Sip => self.outbound_trunk.as_ref(),
+            _ => None,
         }
     }
 }

@@ -16,6 +16,7 @@ use switchboard_actors::ports::{
     TickRecord,
 };
 use switchboard_actors::sim::SimCarrier;
+use switchboard_actors::sip_dialer::{DEFAULT_RESPONSE_TIMEOUT, SipDialer};
 
 use crate::billing::PaymentProvider;
 use crate::config::{Carrier, Config};
@@ -267,11 +268,34 @@ pub fn engine_config(config: &Config) -> EngineConfig {
     }
 }
 
-/// The dialer `config.carrier` selects.
-pub fn dialer(config: &Config, store: &Store) -> anyhow::Result<Arc<dyn Dialer>> {
+/// The dialer `config.carrier` selects; `sip` is the SIP server's client side, when SIP runs.
+pub fn dialer(
+    config: &Arc<Config>,
+    store: &Store,
+    sip: Option<(&switchboard_sip::outbound::SipClient, &tokio_util::sync::CancellationToken)>,
+    speech: Arc<dyn switchboard_actors::agent::Speech>,
+) -> anyhow::Result<Arc<dyn Dialer>> {
     Ok(match &config.carrier {
         Carrier::None => Arc::new(NoCarrier),
         Carrier::Sim(sim) => Arc::new(SimCarrier::new(sim.clone(), store.clock())?),
+        Carrier::Sip => {
+            let Some((client, stop)) = sip else {
+                anyhow::bail!("--carrier sip needs the SIP server (--sip)");
+            };
+            let port = Arc::new(crate::outbound::OutboundPort {
+                store: store.clone(),
+                config: config.clone(),
+            });
+            Arc::new(SipDialer {
+                client: client.clone(),
+                directory: port.clone(),
+                speech,
+                stop: stop.clone(),
+                response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+                journal: Some(port),
+                fault: config.call_fault.as_ref().map(|f| f.0.clone()),
+            })
+        }
     })
 }
 

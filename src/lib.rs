@@ -15,6 +15,8 @@
 //! - [`inbound`]: inbound SIP calls: routing slugs to endpoints and agents, and their records.
 //! - [`webhooks`]: webhook tools: configuration rules, the payload contract, one delivery.
 //! - [`speech`]: text to speech for agents' prompts (espeak-ng, OpenAI-compatible, fallback).
+//! - [`trunks`]: SIP trunks on carrier accounts: their status, the port that probes them, how
+//!   they are shown and read from a flag.
 //!
 //! [`serve`] runs the whole service on the HTTP listener and SIP sockets the caller binds, until
 //! a shutdown future resolves, so tests run the real service in-process on port 0.
@@ -29,9 +31,11 @@ pub mod flows;
 pub mod http;
 pub mod inbound;
 pub mod jobs;
+pub mod outbound;
 pub mod simulation;
 pub mod speech;
 pub mod store;
+pub mod trunks;
 pub mod webhooks;
 
 use std::future::Future;
@@ -95,17 +99,13 @@ pub async fn serve(
     if config.public_url.is_none() {
         config.public_url = Some(format!("http://{}", listener.local_addr()?));
     }
+    config.check()?;
+    let store = store.with_default_trunk(config.default_trunk().is_some());
     let config = Arc::new(config);
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
-    let dialer = engine::dialer(&config, &store)?;
-    let engine = engine::start(
-        &store,
-        payments.clone(),
-        dialer,
-        engine::engine_config(&config),
-    )
-    .await?;
     let sip_stop = tokio_util::sync::CancellationToken::new();
+    let speech = speech_engine(&config)?;
+    // The SIP server starts first: the SIP dialer places calls through it.
     let sip = match (&config.sip, sip) {
         (Some(settings), Some(sockets)) => {
             let router = inbound::SipRouter {
@@ -116,7 +116,7 @@ pub async fn serve(
                     payments.clone(),
                     config.inbound_cents_per_minute,
                 )),
-                speech: speech_engine(&config)?,
+                speech: speech.clone(),
                 clock: Arc::new(switchboard_actors::clock::SystemClock),
                 stop: sip_stop.clone(),
                 live: Default::default(),
@@ -132,6 +132,25 @@ pub async fn serve(
         (Some(_), None) => anyhow::bail!("SIP is configured but no SIP sockets were given"),
         (None, Some(_)) => anyhow::bail!("SIP sockets were given but SIP is not configured"),
     };
+    let client = sip.as_ref().map(|(server, _)| server.client());
+    if let Some(client) = &client {
+        // Before the engine reconciles them as interrupted: end what a previous process left
+        // ringing or answered.
+        outbound::abandon_stale_calls(&store, client).await?;
+    }
+    let dialer = engine::dialer(
+        &config,
+        &store,
+        client.as_ref().map(|c| (c, &sip_stop)),
+        speech,
+    )?;
+    let engine = engine::start(
+        &store,
+        payments.clone(),
+        dialer,
+        engine::engine_config(&config),
+    )
+    .await?;
     let recording_key = store
         .service_secret(
             "recording_url",
@@ -139,12 +158,18 @@ pub async fn serve(
             chrono::Utc::now(),
         )
         .await?;
+    // What `POST /carrier-accounts/{id}/test` probes trunks with: the SIP server's OPTIONS
+    // client, once the server runs; without one the route answers 503 SIP_NOT_RUNNING.
+    let trunk_prober: Option<Arc<dyn trunks::TrunkProber>> = client
+        .clone()
+        .map(|c| Arc::new(c) as Arc<dyn trunks::TrunkProber>);
     let state = http::AppState::new(
         store.clone(),
         config.clone(),
         engine.clone(),
         payments,
         recording_key.into(),
+        trunk_prober,
     )?;
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);

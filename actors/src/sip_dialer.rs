@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use switchboard_sip::media::VadSettings;
-use switchboard_sip::outbound::{DialFailure, DialPlan, FailureKind, SipClient};
+use switchboard_sip::outbound::{DialFailure, DialPlan, FailureKind, InviteJournal, SipClient};
 use switchboard_sip::trunk::Trunk;
 use tokio_util::sync::CancellationToken;
 
@@ -55,6 +55,8 @@ pub struct SipDialer {
     /// Ends every call (service shutdown).
     pub stop: CancellationToken,
     pub response_timeout: Duration,
+    /// Where each call's INVITE is written down (so a restart can end what a crash left).
+    pub journal: Option<Arc<dyn InviteJournal>>,
     /// Resilience tests: a call for which this answers `true` panics once answered.
     pub fault: Option<CallFault>,
 }
@@ -113,6 +115,7 @@ impl Dialer for SipDialer {
             response_timeout: self.response_timeout,
             recording: route.recording.clone(),
             vad: route.vad,
+            journal: self.journal.clone(),
         };
         let answered = match self.client.dial(plan, self.stop.child_token()).await {
             Ok(answered) => answered,

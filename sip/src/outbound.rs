@@ -26,6 +26,7 @@ use rsipstack::dialog::authenticate::Credential;
 use rsipstack::dialog::dialog::{DialogState, DialogStateReceiver};
 use rsipstack::dialog::invitation::InviteOption;
 use rsipstack::dialog::invite_dialog::InviteDialog;
+use rsipstack::sip::prelude::HeadersExt;
 use rsipstack::sip::{self as rsip, Header, StatusCode, StatusCodeKind};
 use rsipstack::transaction::Transaction;
 use rsipstack::transaction::key::{TransactionKey, TransactionRole};
@@ -48,8 +49,36 @@ const OFFER: [(u8, Codec); 3] = [(0, Codec::Pcmu), (8, Codec::Pcma), (9, Codec::
 pub const SESSION_EXPIRES: Duration = Duration::from_secs(1800);
 pub const MIN_SE: Duration = Duration::from_secs(90);
 
+/// What identifies an INVITE we sent: enough for another process (a restart after a crash)
+/// to CANCEL it, or to BYE the dialog once it is answered, so that nothing keeps ringing or
+/// holding a callee for a process that is gone.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InviteKey {
+    pub request_uri: String,
+    /// The Via, From (with our tag) and To header values of the INVITE.
+    pub via: String,
+    pub from: String,
+    pub to: String,
+    pub call_id: String,
+    pub cseq: u32,
+    /// Where the INVITE went.
+    pub transport: TrunkTransport,
+    pub destination: SocketAddr,
+    /// Once answered: the callee's tag and Contact (where in-dialog requests go).
+    pub remote_tag: Option<String>,
+    pub remote_target: Option<String>,
+}
+
+/// Where the dialer writes down the INVITEs it sends (the service keeps them with the call).
+#[async_trait::async_trait]
+pub trait InviteJournal: Send + Sync + 'static {
+    /// The INVITE of a call is on its way (written again when it is answered, with the
+    /// callee's tag).
+    async fn invite_sent(&self, call_id: &str, key: &InviteKey);
+}
+
 /// One call to place.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DialPlan {
     pub trunk: Trunk,
     /// Our number (E.164), the From user unless the trunk names one.
@@ -65,6 +94,20 @@ pub struct DialPlan {
     /// Where to record the call (early media included); none for no recording.
     pub recording: Option<PathBuf>,
     pub vad: VadSettings,
+    /// Where each INVITE sent is written down, if anywhere.
+    pub journal: Option<Arc<dyn InviteJournal>>,
+}
+
+impl std::fmt::Debug for DialPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DialPlan")
+            .field("trunk", &self.trunk)
+            .field("from_number", &self.from_number)
+            .field("to_number", &self.to_number)
+            .field("call_id", &self.call_id)
+            .field("ring_timeout", &self.ring_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 /// An answered outbound call.
@@ -482,16 +525,21 @@ impl SipClient {
         // Dropped before a final response (the dial's owner went away): CANCEL, so nothing
         // keeps ringing the callee.
         let mut pending = CancelOnDrop(Some(dialog.clone()));
+        let mut key = invite_key(&dialog.initial_request(), target);
+        if let (Some(journal), Some(key)) = (&plan.journal, &key) {
+            journal.invite_sent(&key.call_id, key).await;
+        }
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let attempt_start = tokio::time::Instant::now();
         let ring_deadline = tokio::time::Instant::from_std(started + plan.ring_timeout);
         let response_deadline = attempt_start + plan.response_timeout;
         let mut heard = false;
         let mut cancelled: Option<FailureKind> = None;
+        let mut states_open = true;
         let result = loop {
             tokio::select! {
                 result = &mut invite => break result,
-                state = states.recv() => match state {
+                state = states.recv(), if states_open => match state {
                     Some(DialogState::Trying(_)) => heard = true,
                     Some(DialogState::Early(_, resp)) => {
                         heard = true;
@@ -502,7 +550,7 @@ impl SipClient {
                         }
                     }
                     Some(_) => {}
-                    None => {}
+                    None => states_open = false,
                 },
                 _ = tokio::time::sleep_until(response_deadline), if !heard && cancelled.is_none() => {
                     // Nothing from this target: leave it (its transaction ends on its own).
@@ -623,6 +671,14 @@ impl SipClient {
                 refreshed: Instant::now(),
             },
         );
+        if let (Some(journal), Some(key)) = (&plan.journal, &mut key) {
+            key.remote_tag = Some(id.remote_tag.clone());
+            key.remote_target = resp
+                .typed_contact_headers()
+                .ok()
+                .and_then(|c| c.first().map(|c| c.uri.to_string()));
+            journal.invite_sent(&key.call_id, key).await;
+        }
         let timer = session_timer(&resp);
         let refresher = tokio::spawn(drive(
             core.clone(),
@@ -763,6 +819,85 @@ impl SipClient {
                 probe(ok, Some(code), resp.status_code.text().to_string())
             }
         }
+    }
+}
+
+/// The identity of an INVITE as sent to `target`.
+fn invite_key(req: &rsip::Request, target: &Target) -> Option<InviteKey> {
+    let value = |name: &str| header_value(&req.headers, name);
+    let cseq = value("cseq")?.split_whitespace().next()?.parse().ok()?;
+    Some(InviteKey {
+        request_uri: req.uri.to_string(),
+        via: value("via")?,
+        from: value("from")?,
+        to: value("to")?,
+        call_id: value("call-id")?,
+        cseq,
+        transport: target.transport,
+        destination: target.addr.get_socketaddr().ok()?,
+        remote_tag: None,
+        remote_target: None,
+    })
+}
+
+impl SipClient {
+    /// Ends what a previous process left of a call: CANCELs its INVITE, or BYEs its dialog
+    /// when it was answered. Returns the final response's code, if one came.
+    pub async fn abandon(&self, key: &InviteKey) -> Option<u16> {
+        let (method, uri, to, cseq, via) = match (&key.remote_tag, &key.remote_target) {
+            (Some(tag), target) => (
+                "BYE",
+                target.clone().unwrap_or_else(|| key.request_uri.clone()),
+                format!("{};tag={tag}", key.to),
+                key.cseq + 1,
+                // A new transaction: the Via of the INVITE with a fresh branch.
+                key.via
+                    .split(';')
+                    .map(|p| {
+                        if p.trim_start().starts_with("branch=") {
+                            format!("branch=z9hG4bK{}", rand::random::<u64>())
+                        } else {
+                            p.to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(";"),
+            ),
+            (None, _) => (
+                "CANCEL",
+                key.request_uri.clone(),
+                key.to.clone(),
+                key.cseq,
+                key.via.clone(),
+            ),
+        };
+        let text = format!(
+            "{method} {uri} SIP/2.0\r\nVia: {via}\r\nFrom: {}\r\nTo: {to}\r\nCall-ID: {}\r\nCSeq: {cseq} {method}\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n",
+            key.from, key.call_id
+        );
+        let request = rsip::Request::try_from(text.as_str()).ok()?;
+        let endpoint = &self.core.endpoint;
+        let txkey = TransactionKey::from_request(&request, TransactionRole::Client).ok()?;
+        let mut tx = Transaction::new_client(txkey, request, endpoint.clone(), None);
+        tx.destination = Some(SipAddr {
+            r#type: Some(sip_transport(key.transport)),
+            addr: key.destination.into(),
+        });
+        let wait = async {
+            tx.send().await.ok()?;
+            while let Some(msg) = tx.receive().await {
+                if let rsip::SipMessage::Response(resp) = msg
+                    && resp.status_code.kind() != StatusCodeKind::Provisional
+                {
+                    return Some(u16::from(resp.status_code));
+                }
+            }
+            None
+        };
+        tokio::time::timeout(self.core.settings.t1 * 16, wait)
+            .await
+            .ok()
+            .flatten()
     }
 }
 

@@ -4,6 +4,11 @@
 //! From identity, the number format the carrier expects and extra headers. The service stores
 //! trunks and hands them to the dialer; this module knows their rules: what a valid trunk is,
 //! how a number becomes a Request-URI and which gateway comes first.
+//!
+//! Unknown keys are refused when a trunk is read, so a misspelt field is an error, never a
+//! silently ignored setting. The password is never serialized: a serialized trunk (as the
+//! service stores and answers it) carries everything else. With the `openapi` feature the types
+//! describe themselves for an OpenAPI document; the schemas' bounds are this module's limits.
 
 use std::fmt;
 
@@ -11,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 /// How a gateway is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum TrunkTransport {
     #[default]
@@ -39,17 +45,22 @@ impl TrunkTransport {
 
 /// One gateway of a trunk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Gateway {
     /// A host name or an IP address (IPv6 without brackets).
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 253))]
     pub host: String,
     /// Absent: the port (and target hosts) come from DNS SRV records, else the transport's
     /// default port (RFC 3263).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 65535))]
     pub port: Option<u16>,
     #[serde(default)]
     pub transport: TrunkTransport,
     /// Lower is tried first; equal priorities keep their listed order.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 65535))]
     pub priority: u16,
 }
 
@@ -69,12 +80,16 @@ impl fmt::Display for Gateway {
 
 /// How a number is written in the Request-URI and To header.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct NumberFormat {
     /// `+972501234567` (true) or `972501234567` (false).
     #[serde(default = "yes")]
     pub plus: bool,
-    /// Digits the carrier wants before the number (a "tech prefix"), e.g. `1234#`.
+    /// Digits the carrier wants before the number (a "tech prefix"), e.g. `1234#`: 1-16
+    /// digits, `*` or `#`.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9*#]{1,16}$"))]
     pub tech_prefix: Option<String>,
 }
 
@@ -106,8 +121,17 @@ impl NumberFormat {
 
 /// A header added to every INVITE sent through the trunk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ExtraHeader {
+    /// A SIP header name (a token of at most 64 characters) the dialer does not write itself.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9.!%*_+`'~-]{1,64}$"))]
     pub name: String,
+    /// At most 255 characters, no control characters.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 255, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")
+    )]
     pub value: String,
 }
 
@@ -135,33 +159,72 @@ impl fmt::Debug for Secret {
 
 /// A SIP trunk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Trunk {
+    /// 1-8 gateways, tried by priority.
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 8))]
     pub gateways: Vec<Gateway>,
     /// The digest user; also the From user unless `from_user` is set.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^[A-Za-z0-9_.!~*'()&=+$,;?/#-]{1,255}$")
+    )]
     pub username: Option<String>,
     /// A separate user for the digest computation (some carriers name an account id here).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^[A-Za-z0-9_.!~*'()&=+$,;?/#-]{1,255}$")
+    )]
     pub auth_username: Option<String>,
-    /// Write-only: stored, used for digest authentication, never returned or logged.
-    #[serde(default)]
+    /// Write-only: stored, used for digest authentication, never serialized, returned or
+    /// logged. 1-255 characters without control characters; it needs a `username`.
+    #[serde(default, skip_serializing_if = "never_serialized")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<String>, write_only, min_length = 1, max_length = 255)
+    )]
     pub password: Option<Secret>,
     /// The From user; absent: the calling number in the trunk's number format.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^[A-Za-z0-9_.!~*'()&=+$,;?/#-]{1,255}$")
+    )]
     pub from_user: Option<String>,
     /// The From host; absent: the first gateway's host.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 253))]
     pub from_domain: Option<String>,
     #[serde(default)]
     pub number_format: NumberFormat,
+    /// At most 16 headers.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 16))]
     pub headers: Vec<ExtraHeader>,
     /// New calls per second through the trunk; absent: no cap.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(format = Int64, minimum = 1, maximum = 4294967295_u64)
+    )]
     pub calls_per_second: Option<u32>,
     /// Calls live on the trunk at once; absent: no cap.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(format = Int64, minimum = 1, maximum = 4294967295_u64)
+    )]
     pub max_concurrent_calls: Option<u32>,
+}
+
+/// The password's serialization rule: never. (`skip_serializing_if` rather than
+/// `skip_serializing`, which would also drop the field from the OpenAPI schema, where it is a
+/// write-only field of the request.)
+fn never_serialized(_: &Option<Secret>) -> bool {
+    true
 }
 
 /// Why a trunk is not valid; `field` names the offending field (`gateways[0].host`, ...).
@@ -377,6 +440,7 @@ impl Trunk {
 
 /// What an OPTIONS probe of one gateway found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GatewayProbe {
     /// The gateway as configured (`host[:port];transport=...`).
     pub gateway: String,
@@ -460,6 +524,40 @@ mod tests {
         let mut t = trunk();
         t.gateways[0].host = "2001:db8::1".into();
         assert_eq!(t.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_serialized_trunk_carries_everything_but_the_password() {
+        let t = trunk();
+        let json = serde_json::to_string(&t).expect("serializes");
+        assert!(!json.contains("s3cret"), "{json}");
+        assert!(!json.contains("password"), "{json}");
+        let back: Trunk = serde_json::from_str(&json).expect("reads back");
+        assert_eq!(
+            back,
+            Trunk {
+                password: None,
+                ..t
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_at_every_level() {
+        let read = |json: &str| serde_json::from_str::<Trunk>(json);
+        assert!(read(r#"{"gateways": [{"host": "a.example"}]}"#).is_ok());
+        assert!(read(r#"{"gateways": [{"host": "a.example"}], "pasword": "x"}"#).is_err());
+        assert!(read(r#"{"gateways": [{"host": "a.example", "prio": 1}]}"#).is_err());
+        assert!(
+            read(
+                r#"{"gateways": [{"host": "a.example"}], "number_format": {"plus": true, "x": 1}}"#
+            )
+            .is_err()
+        );
+        assert!(
+            read(r#"{"gateways": [{"host": "a.example"}], "headers": [{"name": "X-A", "value": "1", "v": 2}]}"#)
+                .is_err()
+        );
     }
 
     #[test]

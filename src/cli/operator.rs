@@ -12,7 +12,13 @@ use super::{
     KeyCommand, NumberCommand, WorkspaceCommand,
 };
 use crate::auth::Scopes;
-use crate::store::Store;
+use crate::store::{AccountUpdate, CarrierAccountUpdate, Store, TrunkUpdate};
+use crate::trunks::{ACCOUNT_NAME_MAX, PROVIDER_MAX, read_trunk, read_trunk_update};
+
+/// A carrier account's name or provider from its flag.
+fn account_label(flag: &str, raw: &str, max: usize) -> anyhow::Result<String> {
+    crate::trunks::account_label(raw, max).map_err(|rule| anyhow::anyhow!("{flag} {rule}"))
+}
 
 fn print(json: bool, value: serde_json::Value, text: String) {
     if json {
@@ -143,20 +149,116 @@ pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()>
             workspace,
             name,
             provider,
+            trunk,
             json,
         }) => {
             workspace_must_exist(store, workspace).await?;
-            let (name, provider) = (name.trim(), provider.trim());
-            if name.is_empty() || provider.is_empty() {
-                bail!("--name and --provider must not be empty");
-            }
+            let name = account_label("--name", &name, ACCOUNT_NAME_MAX)?;
+            let provider = account_label("--provider", &provider, PROVIDER_MAX)?;
+            let trunk = trunk
+                .as_deref()
+                .map(read_trunk)
+                .transpose()
+                .context("--trunk")?;
             let account = store
-                .create_carrier_account(workspace, name, provider)
+                .create_carrier_account(workspace, &name, &provider, trunk.as_ref())
                 .await?;
             print(
                 json,
-                json!({"id": account.id, "name": account.name, "provider": account.provider}),
+                serde_json::to_value(&account)?,
                 format!("carrier account {} created: {}", account.name, account.id),
+            );
+        }
+        Command::CarrierAccount(CarrierAccountCommand::Update {
+            workspace,
+            id,
+            name,
+            provider,
+            trunk,
+            json,
+        }) => {
+            workspace_must_exist(store, workspace).await?;
+            let update = CarrierAccountUpdate {
+                name: name
+                    .map(|n| account_label("--name", &n, ACCOUNT_NAME_MAX))
+                    .transpose()?,
+                provider: provider
+                    .map(|p| account_label("--provider", &p, PROVIDER_MAX))
+                    .transpose()?,
+                trunk: match trunk.as_deref().map(str::trim) {
+                    None => None,
+                    Some("null") => Some(TrunkUpdate::Remove),
+                    Some(value) => {
+                        let (trunk, password) = read_trunk_update(value).context("--trunk")?;
+                        Some(TrunkUpdate::Replace {
+                            trunk: Box::new(trunk),
+                            password,
+                        })
+                    }
+                },
+            };
+            if update.name.is_none() && update.provider.is_none() && update.trunk.is_none() {
+                bail!("nothing to change: give --name, --provider or --trunk");
+            }
+            let account = match store.update_carrier_account(workspace, id, update).await? {
+                AccountUpdate::Updated(account) => account,
+                AccountUpdate::NotFound => {
+                    bail!("no carrier account {id} in workspace {workspace}")
+                }
+                AccountUpdate::Invalid(err) => bail!("--trunk: {err}"),
+            };
+            print(
+                json,
+                serde_json::to_value(&account)?,
+                format!(
+                    "carrier account {} updated: {}",
+                    account.name,
+                    account.status.as_str()
+                ),
+            );
+        }
+        Command::CarrierAccount(CarrierAccountCommand::Show {
+            workspace,
+            id,
+            json,
+        }) => {
+            workspace_must_exist(store, workspace).await?;
+            let account = store
+                .carrier_account(workspace, id)
+                .await?
+                .with_context(|| format!("no carrier account {id} in workspace {workspace}"))?;
+            let trunk = match &account.trunk {
+                Some(shown) => {
+                    let gateways: Vec<String> = shown
+                        .trunk()
+                        .gateways
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect();
+                    let password = if shown.has_password() {
+                        "a password"
+                    } else {
+                        "no password"
+                    };
+                    format!("trunk via {} ({password})", gateways.join(", "))
+                }
+                None => "no trunk".into(),
+            };
+            let reason = account
+                .status_reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default();
+            print(
+                json,
+                serde_json::to_value(&account)?,
+                format!(
+                    "{} ({}) {}: {}{reason}, {trunk}",
+                    account.name,
+                    account.provider,
+                    account.id,
+                    account.status.as_str()
+                ),
             );
         }
         Command::CarrierAccount(CarrierAccountCommand::Assign {

@@ -1,28 +1,105 @@
-//! Carrier accounts: status, list, get, the numbers on an account, and taking a number off an
-//! account. The operator's emergency switch (`--carrier-accounts-enabled false`) makes every
-//! route here answer `403 CARRIER_ACCOUNTS_NOT_ENABLED` with `enabled: false`; a key without
-//! the route's scope gets 403 too.
+//! Carrier accounts: status, create, list, get, update, the test of an account's SIP trunk,
+//! the numbers on an account, and taking a number off an account. The operator's emergency
+//! switch (`--carrier-accounts-enabled false`) makes every route here answer `403
+//! CARRIER_ACCOUNTS_NOT_ENABLED` with `enabled: false`; a key without the route's scope gets
+//! 403 too.
+//!
+//! **Invariant:** a trunk's password is write-only: no answer here carries it.
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 use switchboard_actors::ids::PhoneNumberId;
+use switchboard_sip::trunk::{GatewayProbe, Trunk, TrunkError};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{ListResponse, Pagination, PathId, PathIds, Q};
+use super::extract::{
+    JsonObject, ListResponse, Pagination, Patch, PathId, PathIds, Q, parse_fields,
+};
 use super::gate::Auth;
-use crate::store::{CarrierAccount, NumberRemoval, PhoneNumberRecord};
+use super::openapi::body_schema;
+use crate::store::{
+    AccountUpdate, CarrierAccount, CarrierAccountUpdate, NumberRemoval, PhoneNumberRecord,
+    TrunkLookup, TrunkUpdate,
+};
+use crate::trunks::{self, ACCOUNT_NAME_MAX, PROVIDER_MAX, PasswordUpdate};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(status))
-        .routes(routes!(list))
-        .routes(routes!(get_one))
+        .routes(routes!(list, create))
+        .routes(routes!(get_one, update))
+        .routes(routes!(test_trunk))
         .routes(routes!(numbers))
         .routes(routes!(remove_number))
+}
+
+const WRITABLE: &[&str] = &["name", "provider", "trunk"];
+
+#[derive(Deserialize, ToSchema)]
+pub struct CarrierAccountInput {
+    /// 1-100 characters, not blank (trimmed).
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
+    name: Option<String>,
+    /// The carrier, e.g. `telnyx`: 1-64 characters, not blank (trimmed).
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
+    provider: Option<String>,
+    /// The SIP trunk the account's numbers call through; `null`: none. On an update the trunk
+    /// is replaced whole, except that a trunk without a `password` key keeps the stored
+    /// password (`"password": null` clears it); any change of the trunk makes the account
+    /// `untested`.
+    #[serde(default)]
+    #[schema(value_type = Option<Trunk>)]
+    trunk: Patch<Trunk>,
+}
+
+body_schema!(
+    /// The body of `POST /carrier-accounts`.
+    CarrierAccountCreate = create_body(CarrierAccountInput, &["name", "provider"])
+);
+body_schema!(
+    /// The body of `PATCH /carrier-accounts/{id}`.
+    CarrierAccountPatch = patch_body(CarrierAccountInput, WRITABLE)
+);
+
+/// The answer to a trunk test.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TrunkTest {
+    /// The account, with the status the test gave it.
+    pub account: CarrierAccount,
+    /// What each gateway answered to OPTIONS.
+    pub probes: Vec<GatewayProbe>,
+}
+
+/// A trunk rule broken, named from the body's top (`trunk.gateways[0].host`).
+fn trunk_invalid(err: TrunkError) -> ApiError {
+    ApiError::invalid_field(format!("trunk.{}", err.field), err.message)
+}
+
+/// What the body's trunk does with the stored password (`Keep` without a trunk object).
+fn sent_password(body: &Map<String, Value>) -> Result<PasswordUpdate, ApiError> {
+    match body.get("trunk") {
+        Some(Value::Object(trunk)) => PasswordUpdate::sent(trunk).map_err(trunk_invalid),
+        _ => Ok(PasswordUpdate::Keep),
+    }
+}
+
+fn label(field: &'static str, raw: &str, max: usize) -> Result<String, ApiError> {
+    trunks::account_label(raw, max).map_err(|rule| ApiError::invalid_field(field, rule))
 }
 
 fn switch_on(state: &AppState) -> Result<(), ApiError> {
@@ -89,6 +166,123 @@ async fn get_one(
         .ok_or_else(account_missing)
 }
 
+/// Register a carrier account, with its SIP trunk or without one (`untested`)
+#[utoipa::path(post, path = "/carrier-accounts", operation_id = "createCarrierAccount", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
+    request_body = CarrierAccountCreate, responses((status = 201, body = CarrierAccount), (status = 400), (status = 403)))]
+async fn create(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonObject(body): JsonObject,
+) -> Result<(StatusCode, Json<CarrierAccount>), ApiError> {
+    switch_on(&state)?;
+    sent_password(&body)?;
+    let input: CarrierAccountInput = parse_fields(body, WRITABLE)?;
+    let name = input.name.ok_or_else(|| ApiError::missing_field("name"))?;
+    let provider = input
+        .provider
+        .ok_or_else(|| ApiError::missing_field("provider"))?;
+    let name = label("name", &name, ACCOUNT_NAME_MAX)?;
+    let provider = label("provider", &provider, PROVIDER_MAX)?;
+    let trunk = match input.trunk {
+        Patch::Value(trunk) => {
+            trunk.validate().map_err(trunk_invalid)?;
+            Some(trunk)
+        }
+        Patch::Absent | Patch::Null => None,
+    };
+    let account = state
+        .store
+        .create_carrier_account(auth.workspace_id, &name, &provider, trunk.as_ref())
+        .await?;
+    tracing::info!(account = %account.id, trunk = trunk.is_some(), "carrier account created");
+    Ok((StatusCode::CREATED, Json(account)))
+}
+
+/// Update a carrier account's name, provider or SIP trunk; a changed trunk is `untested` again
+#[utoipa::path(patch, path = "/carrier-accounts/{id}", operation_id = "updateCarrierAccount", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
+    params(("id" = uuid::Uuid, Path)), request_body = CarrierAccountPatch,
+    responses((status = 200, body = CarrierAccount), (status = 400), (status = 403), (status = 404)))]
+async fn update(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+    JsonObject(body): JsonObject,
+) -> Result<Json<CarrierAccount>, ApiError> {
+    switch_on(&state)?;
+    if body.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "No writable field given. Writable fields: {}",
+            WRITABLE.join(", ")
+        )));
+    }
+    let password = sent_password(&body)?;
+    let input: CarrierAccountInput = parse_fields(body, WRITABLE)?;
+    let update = CarrierAccountUpdate {
+        name: input
+            .name
+            .map(|n| label("name", &n, ACCOUNT_NAME_MAX))
+            .transpose()?,
+        provider: input
+            .provider
+            .map(|p| label("provider", &p, PROVIDER_MAX))
+            .transpose()?,
+        trunk: match input.trunk {
+            Patch::Absent => None,
+            Patch::Null => Some(TrunkUpdate::Remove),
+            Patch::Value(trunk) => Some(TrunkUpdate::Replace {
+                trunk: Box::new(trunk),
+                password,
+            }),
+        },
+    };
+    match state
+        .store
+        .update_carrier_account(auth.workspace_id, id, update)
+        .await?
+    {
+        AccountUpdate::Updated(account) => Ok(Json(*account)),
+        AccountUpdate::NotFound => Err(account_missing()),
+        AccountUpdate::Invalid(err) => Err(trunk_invalid(err)),
+    }
+}
+
+/// Test a carrier account's SIP trunk: an OPTIONS to every gateway; the account becomes `active` when one answers, else `failing` with the reason
+#[utoipa::path(post, path = "/carrier-accounts/{id}/test", operation_id = "testCarrierAccountTrunk", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
+    params(("id" = uuid::Uuid, Path)),
+    responses((status = 200, body = TrunkTest), (status = 403), (status = 404),
+        (status = 409, description = "TRUNK_NOT_CONFIGURED: the account has no trunk; TRUNK_CHANGED: the trunk changed during the test"),
+        (status = 503, description = "SIP_NOT_RUNNING: this service runs no SIP client to probe with")))]
+async fn test_trunk(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<TrunkTest>, ApiError> {
+    switch_on(&state)?;
+    let tested = match state.store.carrier_trunk(auth.workspace_id, id).await? {
+        TrunkLookup::NoAccount => return Err(account_missing()),
+        TrunkLookup::NoTrunk => {
+            return Err(ApiError::CodedConflict {
+                code: "TRUNK_NOT_CONFIGURED",
+                message: "This carrier account has no SIP trunk to test; set one with PATCH /carrier-accounts/{id}".into(),
+            });
+        }
+        TrunkLookup::Trunk(tested) => tested,
+    };
+    let prober = state.trunk_prober.as_ref().ok_or(ApiError::SipNotRunning)?;
+    let probes = prober.probe(&tested.trunk).await;
+    let (status, reason) = trunks::assess(&probes);
+    let account = state
+        .store
+        .record_trunk_test(auth.workspace_id, id, &tested, status, reason.as_deref())
+        .await?
+        .ok_or_else(|| ApiError::CodedConflict {
+            code: "TRUNK_CHANGED",
+            message: "The trunk changed while it was being tested; test it again".into(),
+        })?;
+    tracing::info!(account = %id, status = status.as_str(), reason = reason.as_deref().unwrap_or(""), "carrier account trunk tested");
+    Ok(Json(TrunkTest { account, probes }))
+}
+
 /// The workspace's numbers on a carrier account
 #[utoipa::path(get, path = "/carrier-accounts/{id}/numbers", operation_id = "listCarrierAccountNumbers", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
     params(("id" = uuid::Uuid, Path), Pagination),
@@ -141,5 +335,19 @@ async fn remove_number(
             code: "NUMBER_NOT_FOUND",
             message: "That number is not on this carrier account".into(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use utoipa::PartialSchema;
+
+    #[test]
+    fn the_body_schema_bounds_are_the_label_rules_limits() {
+        let body = super::super::openapi::schema_json(&CarrierAccountCreate::schema());
+        assert_eq!(body["properties"]["name"]["maxLength"], ACCOUNT_NAME_MAX);
+        assert_eq!(body["properties"]["provider"]["maxLength"], PROVIDER_MAX);
+        assert_eq!(body["required"], json!(["name", "provider"]));
     }
 }

@@ -73,6 +73,10 @@ pub enum ApiError {
     /// 409 CONFLICT: the change collides with an existing resource.
     #[error("{message}")]
     Conflict { message: String },
+    /// 409 with a specific code: TRUNK_NOT_CONFIGURED (testing an account without a trunk),
+    /// TRUNK_CHANGED (the trunk changed while it was being tested).
+    #[error("{message}")]
+    CodedConflict { code: &'static str, message: String },
     /// 413 PAYLOAD_TOO_LARGE
     #[error("Request body larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
@@ -104,6 +108,9 @@ pub enum ApiError {
     FlowInvalid {
         issues: Vec<crate::flows::FlowIssue>,
     },
+    /// 503 SIP_NOT_RUNNING: the service runs no SIP client, so trunks cannot be probed.
+    #[error("SIP is not running on this service, so trunks cannot be tested")]
+    SipNotRunning,
     /// 500 INTERNAL_ERROR: logged here; the detail never reaches the client.
     #[error("Internal error")]
     Internal(#[source] anyhow::Error),
@@ -151,12 +158,13 @@ impl ApiError {
             Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::NotFound { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::Conflict { .. } | Self::CodedConflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::CampaignNotReady { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } | Self::Quota { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Webhook { status, .. } => *status,
+            Self::SipNotRunning => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -182,11 +190,13 @@ impl ApiError {
             Self::NotFound { .. } | Self::NoRoute { .. } => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::Conflict { .. } => "CONFLICT",
+            Self::CodedConflict { code, .. } => code,
             Self::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
             Self::UnsupportedMediaType { .. } => "UNSUPPORTED_MEDIA_TYPE",
             Self::CampaignNotReady { .. } => "CAMPAIGN_NOT_READY",
             Self::RateLimited { .. } | Self::Quota { .. } => "RATE_LIMIT",
             Self::Webhook { code, .. } => code,
+            Self::SipNotRunning => "SIP_NOT_RUNNING",
             Self::Internal(_) => "INTERNAL_ERROR",
         }
     }

@@ -65,6 +65,8 @@ pub struct AppState {
     pub recording_key: Arc<[u8]>,
     /// The outbound URL policy (webhooks).
     pub egress: crate::egress::Egress,
+    /// Probes carrier accounts' trunks (SIP OPTIONS); `None` while no SIP client runs.
+    pub trunk_prober: Option<Arc<dyn crate::trunks::TrunkProber>>,
 }
 
 impl AppState {
@@ -74,6 +76,7 @@ impl AppState {
         engine: Engine,
         payments: Arc<dyn PaymentProvider>,
         recording_key: Arc<[u8]>,
+        trunk_prober: Option<Arc<dyn crate::trunks::TrunkProber>>,
     ) -> anyhow::Result<Self> {
         let (_, openapi) = api().split_for_parts();
         let routes = routes::RouteTable::from_openapi(serde_json::to_value(&openapi)?)?;
@@ -88,6 +91,7 @@ impl AppState {
             engine,
             egress,
             recording_key,
+            trunk_prober,
         })
     }
 

@@ -345,6 +345,7 @@ fn describe(status: u16) -> &'static str {
         422 => "Not ready (CAMPAIGN_NOT_READY)",
         429 => "Rate limit exceeded (RATE_LIMIT)",
         500 => "Internal error (INTERNAL_ERROR); the detail is logged, never sent",
+        503 => "Unavailable on this service",
         _ => "See the error code",
     }
 }

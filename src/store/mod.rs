@@ -25,6 +25,7 @@ mod integrations;
 mod keys;
 mod leads;
 mod numbers;
+mod outbound;
 mod shared_links;
 mod sip_endpoints;
 mod tools;
@@ -40,6 +41,7 @@ pub use contacts::*;
 pub use dispositions::*;
 pub use dnc::*;
 pub use inbound::*;
+pub use outbound::*;
 pub use integrations::*;
 pub use keys::*;
 pub use leads::*;
@@ -144,6 +146,9 @@ pub struct Store {
     /// back whatever transaction was left open.
     abandoned: Arc<std::sync::atomic::AtomicBool>,
     clock: SharedClock,
+    /// Whether the operator's default trunk serves numbers on no carrier account (`serve
+    /// --carrier sip --outbound-trunk`): such numbers show `sip_outbound_configured`.
+    default_trunk: bool,
 }
 
 /// A connection for one query or transaction: from the pool, or the single one.
@@ -255,7 +260,20 @@ impl Store {
             single: None,
             abandoned: Arc::default(),
             clock,
+            default_trunk: false,
         })
+    }
+
+    /// The store of a service whose default trunk serves numbers on no carrier account, or not.
+    pub fn with_default_trunk(self, default_trunk: bool) -> Self {
+        Self {
+            default_trunk,
+            ..self
+        }
+    }
+
+    pub fn default_trunk(&self) -> bool {
+        self.default_trunk
     }
 
     /// The current time, at the store's precision, from the store's clock.

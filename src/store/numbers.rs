@@ -9,7 +9,9 @@ use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
 
+use super::carrier_accounts::status_column;
 use super::{Page, Paged, Store, StoreError, StoreResult, classify, opt_id, sql, ts};
+use crate::trunks::{TrunkStatus, sip_outbound_configured};
 
 /// The carrier account a number is on (embedded).
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -17,7 +19,8 @@ pub struct CarrierAccountRef {
     pub id: uuid::Uuid,
     pub name: String,
     pub provider: String,
-    pub status: String,
+    /// The account's trunk status: `untested`, `active` or `failing`.
+    pub status: TrunkStatus,
 }
 
 /// The spec's PhoneNumber object.
@@ -37,6 +40,8 @@ pub struct PhoneNumberRecord {
     #[schema(value_type = Option<uuid::Uuid>)]
     pub outbound_agent_id: Option<AgentId>,
     pub sip_inbound_configured: bool,
+    /// Whether the number can call out over SIP: its carrier account has a trunk whose last
+    /// test reached a gateway, or (a number on no account) the operator set a default trunk.
     pub sip_outbound_configured: bool,
     /// ISO 3166 country of the number.
     pub country_code: String,
@@ -48,23 +53,43 @@ pub struct PhoneNumberRecord {
 }
 
 pub(crate) const NUMBER_COLUMNS: &str = "n.id, n.number, n.friendly_name, n.provider, n.status, n.is_active, n.inbound_agent_id, n.outbound_agent_id, \
-     n.sip_inbound_configured, n.sip_outbound_configured, n.country_code, n.monthly_cost_cents, n.created_at, n.ownership_verified_at, \
-     ca.id AS ca_id, ca.name AS ca_name, ca.provider AS ca_provider, ca.status AS ca_status";
+     n.sip_inbound_configured, n.country_code, n.monthly_cost_cents, n.created_at, n.ownership_verified_at, \
+     ca.id AS ca_id, ca.name AS ca_name, ca.provider AS ca_provider, ca.status AS ca_status, ca.trunk IS NOT NULL AS ca_has_trunk";
 
-pub(crate) const NUMBER_FROM: &str =
-    "phone_numbers n LEFT JOIN carrier_accounts ca ON ca.id = n.carrier_account_id";
+pub(crate) const NUMBER_FROM: &str = "phone_numbers n LEFT JOIN carrier_accounts ca \
+     ON ca.id = n.carrier_account_id AND ca.workspace_id = n.workspace_id";
 
-pub(crate) fn number_row(r: SqliteRow) -> Result<PhoneNumberRecord, sqlx::Error> {
-    let ca_id: Option<uuid::Uuid> = r.try_get("ca_id")?;
-    let carrier_account = match ca_id {
-        Some(id) => Some(CarrierAccountRef {
-            id,
-            name: r.try_get("ca_name")?,
-            provider: r.try_get("ca_provider")?,
-            status: r.try_get("ca_status")?,
-        }),
-        None => None,
-    };
+impl Store {
+    /// A number as the API shows it; `sip_outbound_configured` is computed here.
+    pub(crate) fn number_row(&self, r: SqliteRow) -> StoreResult<PhoneNumberRecord> {
+        let ca_id: Option<uuid::Uuid> = r.try_get("ca_id")?;
+        let (carrier_account, route) = match ca_id {
+            Some(id) => {
+                let status = status_column(&r, "ca_status")?;
+                let has_trunk: bool = r.try_get("ca_has_trunk")?;
+                let account = CarrierAccountRef {
+                    id,
+                    name: r.try_get("ca_name")?,
+                    provider: r.try_get("ca_provider")?,
+                    status,
+                };
+                (Some(account), Some((has_trunk, status)))
+            }
+            None => (None, None),
+        };
+        number_record(
+            r,
+            carrier_account,
+            sip_outbound_configured(route, self.default_trunk()),
+        )
+    }
+}
+
+fn number_record(
+    r: SqliteRow,
+    carrier_account: Option<CarrierAccountRef>,
+    sip_outbound_configured: bool,
+) -> StoreResult<PhoneNumberRecord> {
     let cents: i64 = r.try_get("monthly_cost_cents")?;
     Ok(PhoneNumberRecord {
         id: PhoneNumberId::from_uuid(r.try_get("id")?),
@@ -76,7 +101,7 @@ pub(crate) fn number_row(r: SqliteRow) -> Result<PhoneNumberRecord, sqlx::Error>
         inbound_agent_id: opt_id(&r, "inbound_agent_id")?,
         outbound_agent_id: opt_id(&r, "outbound_agent_id")?,
         sip_inbound_configured: r.try_get("sip_inbound_configured")?,
-        sip_outbound_configured: r.try_get("sip_outbound_configured")?,
+        sip_outbound_configured,
         country_code: r.try_get("country_code")?,
         monthly_cost: cents as f64 / 100.0,
         created_at: r.try_get("created_at")?,
@@ -97,7 +122,7 @@ impl Store {
             .bind(id.as_uuid())
             .fetch_optional(&mut *self.conn().await?)
             .await?;
-        Ok(row.map(number_row).transpose()?)
+        row.map(|r| self.number_row(r)).transpose()
     }
 
     /// Registers a number the workspace already owns (operator command).
@@ -163,7 +188,10 @@ impl Store {
         .bind(page.offset)
         .fetch_all(&mut *self.conn().await?)
         .await?;
-        let items = rows.into_iter().map(number_row).collect::<Result<_, _>>()?;
+        let items = rows
+            .into_iter()
+            .map(|r| self.number_row(r))
+            .collect::<Result<_, _>>()?;
         Ok(Paged { items, total })
     }
 

@@ -25,6 +25,8 @@ mod rig;
 mod shared_links;
 mod sip_calls;
 mod sip_endpoints;
+mod sip_outbound;
+
 mod sip_recordings;
 mod sip_ua;
 mod tools;

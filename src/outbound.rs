@@ -1,0 +1,109 @@
+//! Outbound SIP calls wired to the store: the SIP dialer's directory (a call's trunk, agent and
+//! recording) and its INVITE journal, and the start-up step that ends what a crashed process
+//! left ringing or answered.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use switchboard_actors::agent::AgentPlan;
+use switchboard_actors::ids::CallId;
+use switchboard_actors::ports::{DialRequest, PortError, PortResult};
+use switchboard_actors::sip_dialer::{OutboundDirectory, OutboundRoute};
+use switchboard_sip::media::VadSettings;
+use switchboard_sip::outbound::{InviteJournal, InviteKey, SipClient};
+
+use crate::config::Config;
+use crate::inbound::recording_path;
+use crate::store::{CallTrunk, Store};
+
+/// The SIP dialer's view of the store.
+pub struct OutboundPort {
+    pub store: Store,
+    pub config: Arc<Config>,
+}
+
+#[async_trait]
+impl OutboundDirectory for OutboundPort {
+    async fn route(&self, request: &DialRequest) -> PortResult<Option<OutboundRoute>> {
+        let failed = |op| move |e| PortError::failed(op, e);
+        let Some(route) = self
+            .store
+            .call_route(request.call_id)
+            .await
+            .map_err(failed("call_route"))?
+        else {
+            return Ok(None);
+        };
+        let trunk = match route.trunk {
+            CallTrunk::Account(trunk) => trunk,
+            CallTrunk::NoAccount => match &self.config.outbound_trunk {
+                Some(trunk) => trunk.clone(),
+                None => return Ok(None),
+            },
+            CallTrunk::None => return Ok(None),
+        };
+        let Some(agent) = self
+            .store
+            .agent(route.workspace_id, request.agent_id)
+            .await
+            .map_err(failed("agent"))?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(OutboundRoute {
+            trunk,
+            agent: AgentPlan {
+                greeting: agent.greeting_message.clone(),
+                agent_speaks_first: agent.agent_speaks_first,
+                voice: agent.voice.clone(),
+                language: agent.language.clone(),
+                silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
+                max_duration: Duration::from_secs(request.max_duration_secs.max(1) as u64),
+            },
+            recording: Some(recording_path(&self.config.data_dir, request.call_id)),
+            vad: VadSettings {
+                start_secs: agent.vad_start_secs,
+                stop_secs: agent.vad_stop_secs,
+                confidence: agent.vad_confidence,
+            },
+            ring_timeout: route
+                .ring_timeout_secs
+                .map(|s| Duration::from_secs(s.max(1) as u64))
+                .unwrap_or(self.config.ring_timeout),
+        }))
+    }
+}
+
+#[async_trait]
+impl InviteJournal for OutboundPort {
+    async fn invite_sent(&self, call_id: &str, key: &InviteKey) {
+        let Ok(id) = call_id.parse::<uuid::Uuid>() else {
+            return;
+        };
+        if let Err(e) = self.store.record_invite(CallId::from_uuid(id), key).await {
+            tracing::warn!(call = %call_id, error = %e, "an outbound INVITE could not be written down");
+        }
+    }
+}
+
+/// Ends what a previous process left of its outbound calls: a CANCEL for each INVITE still
+/// ringing, a BYE for each answered dialog. Run at start, before the calls are reconciled as
+/// interrupted; the far ends that do not answer are left to their own timers.
+pub async fn abandon_stale_calls(store: &Store, client: &SipClient) -> anyhow::Result<()> {
+    let stale = store.stale_invites().await?;
+    if stale.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(calls = stale.len(), "ending the SIP calls a previous process left");
+    let mut ends = tokio::task::JoinSet::new();
+    for (id, key) in stale {
+        let client = client.clone();
+        ends.spawn(async move {
+            let answered = client.abandon(&key).await;
+            tracing::info!(call = %id, response = ?answered, "a call of a previous process was ended");
+        });
+    }
+    while ends.join_next().await.is_some() {}
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! What outbound SIP calls need from the store: the trunk a call leaves through (its number's
+//! carrier account), the call's own ring timeout, and the INVITE journal a restart reads.
+
+use sqlx::Row;
+use switchboard_actors::ids::{CallId, WorkspaceId};
+use switchboard_sip::outbound::InviteKey;
+use switchboard_sip::trunk::{Secret, Trunk};
+
+use super::{Store, StoreResult, corrupt};
+
+/// Where an outbound call leaves.
+#[derive(Debug, Clone)]
+pub enum CallTrunk {
+    /// The calling number's carrier account has this trunk.
+    Account(Trunk),
+    /// The calling number is on no carrier account: the operator's default trunk serves it.
+    NoAccount,
+    /// The number's account has no trunk: nothing serves it.
+    None,
+}
+
+/// A call's trunk and ring timeout.
+#[derive(Debug, Clone)]
+pub struct CallRoute {
+    pub workspace_id: WorkspaceId,
+    pub trunk: CallTrunk,
+    pub ring_timeout_secs: Option<i64>,
+}
+
+impl Store {
+    /// The trunk of an outbound call, through its calling number's carrier account; `None` if
+    /// the call does not exist.
+    pub async fn call_route(&self, call: CallId) -> StoreResult<Option<CallRoute>> {
+        let row = sqlx::query(
+            "SELECT c.workspace_id, c.ring_timeout_secs, n.carrier_account_id, ca.trunk, ca.trunk_password \
+             FROM calls c \
+             LEFT JOIN phone_numbers n ON n.id = c.from_phone_number_id AND n.workspace_id = c.workspace_id \
+             LEFT JOIN carrier_accounts ca ON ca.id = n.carrier_account_id AND ca.workspace_id = c.workspace_id \
+             WHERE c.id = ?",
+        )
+        .bind(call.as_uuid())
+        .fetch_optional(&mut *self.conn().await?)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let account: Option<uuid::Uuid> = row.try_get("carrier_account_id")?;
+        let trunk_json: Option<String> = row.try_get("trunk")?;
+        let password: Option<String> = row.try_get("trunk_password")?;
+        let trunk = match (account, trunk_json) {
+            (None, _) => CallTrunk::NoAccount,
+            (Some(_), None) => CallTrunk::None,
+            (Some(_), Some(json)) => {
+                let mut trunk: Trunk =
+                    serde_json::from_str(&json).map_err(|e| corrupt("carrier_accounts.trunk", e))?;
+                trunk.password = password.map(Secret::new);
+                CallTrunk::Account(trunk)
+            }
+        };
+        Ok(Some(CallRoute {
+            workspace_id: WorkspaceId::from_uuid(row.try_get("workspace_id")?),
+            trunk,
+            ring_timeout_secs: row.try_get("ring_timeout_secs")?,
+        }))
+    }
+
+    /// Writes down the INVITE of a live outbound call (see [`InviteKey`]).
+    pub async fn record_invite(&self, call: CallId, key: &InviteKey) -> StoreResult<()> {
+        let json = serde_json::to_string(key).map_err(|e| corrupt("calls.sip_invite", e))?;
+        sqlx::query("UPDATE calls SET sip_invite = ? WHERE id = ? AND status = 'dialing'")
+            .bind(json)
+            .bind(call.as_uuid())
+            .execute(&mut *self.conn().await?)
+            .await?;
+        Ok(())
+    }
+
+    /// The INVITEs of outbound calls still `dialing` (run before the start-up reconciliation
+    /// ends them as interrupted).
+    pub async fn stale_invites(&self) -> StoreResult<Vec<(CallId, InviteKey)>> {
+        let rows = sqlx::query(
+            "SELECT id, sip_invite FROM calls WHERE status = 'dialing' AND direction = 'outbound' AND sip_invite IS NOT NULL",
+        )
+        .fetch_all(&mut *self.conn().await?)
+        .await?;
+        let mut found = Vec::with_capacity(rows.len());
+        for row in rows {
+            let json: String = row.try_get("sip_invite")?;
+            match serde_json::from_str(&json) {
+                Ok(key) => found.push((CallId::from_uuid(row.try_get("id")?), key)),
+                Err(e) => tracing::warn!(error = %e, "an unreadable INVITE record is skipped"),
+            }
+        }
+        Ok(found)
+    }
+}

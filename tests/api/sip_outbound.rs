@@ -1,0 +1,430 @@
+//! Outbound calls through a SIP trunk, end to end on loopback: the real service with
+//! `--carrier sip` dials SIPp (Debian's `sip-tester`) playing the scenarios in `tests/sipp/`,
+//! and each call's record must say what the network answered.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use switchboard::config::Carrier;
+use switchboard_sip::server::{SipSettings, SipSockets};
+use switchboard_sip::trunk::{Gateway, Trunk, TrunkTransport};
+
+use crate::campaigns::{agent, number};
+use crate::helpers::{TestApp, eventually, spawn_app_on};
+
+/// A free UDP port on loopback (and its TCP twin free too, for SIPp's own sockets).
+fn free_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let port = udp.local_addr().expect("addr").port();
+        if port % 2 == 0 && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A running SIPp UAS.
+pub struct Sipp {
+    child: tokio::process::Child,
+    pub port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Sipp {
+    /// Starts SIPp's UAS on `scenario` (a file in tests/sipp/) for `calls` calls, echoing
+    /// RTP back (`-rtp_echo`).
+    pub async fn start(scenario: &str, calls: u32, extra: &[&str]) -> Sipp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let media = free_port();
+        let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/sipp")
+            .join(scenario);
+        let log = dir.path().join("sipp.log");
+        let child = tokio::process::Command::new("sipp")
+            .arg("-sf")
+            .arg(&scenario)
+            .args(["-i", "127.0.0.1", "-mi", "127.0.0.1"])
+            .args(["-p", &port.to_string(), "-mp", &media.to_string()])
+            .args(["-m", &calls.to_string()])
+            .args(["-rtp_echo", "-nostdin", "-timeout", "40s", "-timeout_error"])
+            .args(["-trace_err", "-error_file"])
+            .arg(&log)
+            .args(["-trace_msg", "-message_file"])
+            .arg(dir.path().join("messages.log"))
+            .args(extra)
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("sipp runs (Debian package sip-tester; ./scripts/test installs it)");
+        // SIPp binds its socket right away; give it a moment before the first INVITE.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Sipp {
+            child,
+            port,
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub fn gateway(&self, priority: u16) -> Gateway {
+        Gateway {
+            host: "127.0.0.1".into(),
+            port: Some(self.port),
+            transport: TrunkTransport::Udp,
+            priority,
+        }
+    }
+
+    /// Waits for SIPp to finish its calls; its scenario must have passed.
+    pub async fn passed(mut self) {
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("sipp finished in time")
+            .expect("sipp ran");
+        let messages = std::fs::read_to_string(self.log.with_file_name("messages.log"))
+            .unwrap_or_default();
+        let errors = std::fs::read_to_string(&self.log).unwrap_or_default();
+        assert!(
+            status.success(),
+            "sipp failed ({status}): {errors}\n--- messages ---\n{messages}"
+        );
+    }
+}
+
+pub fn trunk(gateways: Vec<Gateway>) -> Trunk {
+    Trunk {
+        gateways,
+        username: None,
+        auth_username: None,
+        password: None,
+        from_user: None,
+        from_domain: None,
+        number_format: Default::default(),
+        headers: vec![],
+        calls_per_second: None,
+        max_concurrent_calls: None,
+    }
+}
+
+/// The service with `--carrier sip` and `trunk` as the operator's default trunk.
+pub async fn outbound_app(trunk: Trunk) -> TestApp {
+    outbound_app_with(trunk, |_| {}).await
+}
+
+pub async fn outbound_app_with(
+    trunk: Trunk,
+    configure: impl FnOnce(&mut switchboard::Config),
+) -> TestApp {
+    let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let sockets = SipSockets::bind(loopback, None).await.expect("SIP sockets");
+    let app = spawn_app_on(Some(sockets), |c| {
+        c.sip = Some(SipSettings {
+            rtp_ports: (50_000, 59_999),
+            t1: Duration::from_millis(100),
+            ..SipSettings::default()
+        });
+        c.sip_host = "sip.test".into();
+        c.tts = switchboard::config::Tts::Tones;
+        c.carrier = Carrier::Sip;
+        c.outbound_trunk = Some(trunk);
+        configure(c);
+    })
+    .await;
+    app.store
+        .apply_ledger_entry(app.workspace_id, 100_000, "credit", "test credit", None)
+        .await
+        .unwrap();
+    app
+}
+
+/// Places a call and waits for its end.
+pub async fn call(app: &TestApp, extra: Value) -> Value {
+    let agent = agent(app, Some(20)).await;
+    let from = number(app, "+972501230000", "active").await;
+    let mut body = json!({"agent_id": agent, "to_number": "+972541234567", "from_phone_number_id": from});
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    let resp = app.post("/calls", body).await;
+    assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
+    let id = resp.body["id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(30), "the call ends", || async {
+        let call = app.get(&format!("/calls/{id}")).await.body;
+        (call["status"] == "ended").then_some(call)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_busy_callee_ends_the_call_busy_with_its_q850_cause() {
+    let sipp = Sipp::start("busy.xml", 1, &[]).await;
+    let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
+    let call = call(&app, json!({})).await;
+    assert_eq!(call["outcome"], "busy", "{call}");
+    assert_eq!(call["sip_code"], 486);
+    assert_eq!(call["sip_reason"], "Busy Here");
+    assert_eq!(call["q850_cause"], 17);
+    assert_eq!(call["duration_secs"], 0);
+    assert_eq!(call["cost_cents"], 0);
+    sipp.passed().await;
+}
+
+#[tokio::test]
+async fn an_answered_call_carries_audio_both_ways_into_the_recording() {
+    let sipp = Sipp::start("answer.xml", 1, &[]).await;
+    let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
+    let call = call(&app, json!({})).await;
+    assert_eq!(call["outcome"], "answered", "{call}");
+    assert_eq!(call["sip_code"], 200);
+    assert_eq!(call["end_reason"], "callee_hangup");
+    assert_eq!(call["codec"], "pcmu");
+    assert!(call["duration_secs"].as_i64().unwrap() >= 2, "{call}");
+    sipp.passed().await;
+    // The agent's greeting went out (right channel) and came back echoed (left channel).
+    let url = call["recording_url"].as_str().expect("the call was recorded");
+    let wav = reqwest::get(url).await.unwrap().bytes().await.unwrap();
+    let (callee, agent) = channel_levels(&wav);
+    assert!(agent > 500.0, "the agent's channel is silent: {agent}");
+    assert!(callee > 500.0, "the callee's channel (the echo) is silent: {callee}");
+}
+
+/// RMS of the left (callee) and right (agent) channels of a stereo recording.
+fn channel_levels(wav: &[u8]) -> (f64, f64) {
+    let mut reader = hound::WavReader::new(std::io::Cursor::new(wav)).expect("a WAV recording");
+    let samples: Vec<i16> = reader.samples::<i16>().map(|s| s.unwrap()).collect();
+    let rms = |offset: usize| {
+        let ch: Vec<f64> = samples
+            .iter()
+            .skip(offset)
+            .step_by(2)
+            .map(|s| *s as f64)
+            .collect();
+        (ch.iter().map(|s| s * s).sum::<f64>() / ch.len().max(1) as f64).sqrt()
+    };
+    (rms(0), rms(1))
+}
+
+#[tokio::test]
+async fn a_digest_challenge_is_answered_with_the_trunks_credentials() {
+    let sipp = Sipp::start("auth.xml", 1, &[]).await;
+    let mut t = trunk(vec![sipp.gateway(0)]);
+    t.username = Some("acct-1001".into());
+    t.password = Some(switchboard_sip::trunk::Secret::new("s3cret-pass"));
+    let app = outbound_app(t).await;
+    let call = call(&app, json!({})).await;
+    assert_eq!(call["outcome"], "answered", "{call}");
+    sipp.passed().await;
+}
+
+#[tokio::test]
+async fn an_unanswered_call_is_cancelled_at_the_ring_timeout() {
+    let sipp = Sipp::start("no_answer.xml", 1, &[]).await;
+    let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
+    let started = std::time::Instant::now();
+    let call = call(&app, json!({"ring_timeout_secs": 5})).await;
+    assert_eq!(call["outcome"], "no_answer", "{call}");
+    assert_eq!(call["end_reason"], "ring_timeout");
+    assert_eq!(call["sip_code"], 487);
+    assert_eq!(call["ring_timeout_secs"], 5);
+    assert!(started.elapsed() >= Duration::from_secs(5));
+    sipp.passed().await;
+}
+
+#[tokio::test]
+async fn a_503_from_the_first_gateway_moves_the_call_to_the_second() {
+    let down = Sipp::start("unavailable.xml", 1, &[]).await;
+    let up = Sipp::start("answer.xml", 1, &[]).await;
+    let app = outbound_app(trunk(vec![up.gateway(20), down.gateway(10)])).await;
+    let call = call(&app, json!({})).await;
+    assert_eq!(call["outcome"], "answered", "{call}");
+    down.passed().await;
+    up.passed().await;
+}
+
+#[tokio::test]
+async fn an_answer_that_crosses_our_cancel_is_acked_and_hung_up() {
+    let sipp = Sipp::start("answer_races_cancel.xml", 1, &[]).await;
+    let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
+    let call = call(&app, json!({"ring_timeout_secs": 5})).await;
+    assert_eq!(call["outcome"], "no_answer", "{call}");
+    assert_eq!(call["end_reason"], "ring_timeout");
+    assert_eq!(call["duration_secs"], 0);
+    sipp.passed().await;
+}
+
+#[tokio::test]
+async fn early_media_with_100rel_is_acknowledged_and_the_call_answers() {
+    let sipp = Sipp::start("early_media.xml", 1, &[]).await;
+    let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
+    let call = call(&app, json!({})).await;
+    assert_eq!(call["outcome"], "answered", "{call}");
+    assert_eq!(call["end_reason"], "callee_hangup");
+    sipp.passed().await;
+}
+
+#[tokio::test]
+async fn a_short_session_timer_is_refreshed_by_us() {
+    let sipp = Sipp::start("session_timer.xml", 1, &[]).await;
+    let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
+    let call = call(&app, json!({})).await;
+    assert_eq!(call["outcome"], "answered", "{call}");
+    assert_eq!(call["end_reason"], "callee_hangup", "{call}");
+    assert!(call["duration_secs"].as_i64().unwrap() >= 4, "{call}");
+    sipp.passed().await;
+}
+
+/// Three calls at once; the one to `+972541230002` fails inside (a panic once answered). It
+/// ends as interrupted, its dialog gets a BYE, and the two others run to their normal end.
+#[tokio::test]
+async fn a_call_that_fails_inside_ends_interrupted_and_disturbs_no_other() {
+    let sipp = Sipp::start("answer_until_bye.xml", 3, &[]).await;
+    let fault: switchboard_actors::sip_dialer::CallFault =
+        std::sync::Arc::new(|request| request.to_number == "+972541230002");
+    let app = outbound_app_with(trunk(vec![sipp.gateway(0)]), |c| {
+        c.call_fault = Some(switchboard::config::CallFaultHook(fault));
+    })
+    .await;
+    let agent = app
+        .post(
+            "/agents",
+            json!({"name": "Ava", "max_call_duration_secs": 4, "silence_timeout_secs": 30,
+                "greeting_message": "Hello, this is Ava calling about your appointment."}),
+        )
+        .await;
+    let agent = agent.body["id"].as_str().unwrap().to_string();
+    let from = number(&app, "+972501230000", "active").await;
+    let mut ids = Vec::new();
+    for n in 1..=3 {
+        let resp = app
+            .post(
+                "/calls",
+                json!({"agent_id": agent, "to_number": format!("+97254123000{n}"), "from_phone_number_id": from}),
+            )
+            .await;
+        assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
+        ids.push(resp.body["id"].as_str().unwrap().to_string());
+    }
+    let mut calls = Vec::new();
+    for id in &ids {
+        calls.push(
+            eventually(Duration::from_secs(30), "the call ends", || async {
+                let call = app.get(&format!("/calls/{id}")).await.body;
+                (call["status"] == "ended").then_some(call)
+            })
+            .await,
+        );
+    }
+    assert_eq!(calls[1]["end_reason"], "interrupted", "{}", calls[1]);
+    assert_eq!(calls[1]["outcome"], "infra_error");
+    for call in [&calls[0], &calls[2]] {
+        assert_eq!(call["outcome"], "answered", "{call}");
+        assert_eq!(call["end_reason"], "max_duration", "{call}");
+        assert!(call["duration_secs"].as_i64().unwrap() >= 3, "{call}");
+    }
+    // Every dialog, the failed one included, was ended with a BYE that SIPp answered.
+    sipp.passed().await;
+}
+
+/// `switchboard serve --carrier sip` is killed with SIGKILL while a call rings; the restart
+/// ends that call as interrupted, never redials it, and CANCELs the INVITE the dead process
+/// left ringing.
+#[tokio::test]
+async fn a_restart_cancels_what_a_killed_process_left_ringing() {
+    let sipp = Sipp::start("ringing_until_cancel.xml", 1, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("crash.db").display());
+    let http = free_port();
+    let sip = free_port();
+    let trunk = serde_json::to_string(&trunk(vec![sipp.gateway(0)])).unwrap();
+    let serve = || {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(["--database-url", &db, "serve", "--http"])
+            .arg(format!("127.0.0.1:{http}"))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--carrier", "sip", "--outbound-trunk", &trunk, "--sip"])
+            .args(["--sip-listen", &format!("127.0.0.1:{sip}")])
+            .args(["--rtp-ports", "30000-30999", "--tts", "tones"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("switchboard starts")
+    };
+    let store = switchboard::store::Store::open(&db).await.unwrap();
+    let ws = store.create_workspace("crash", "IL").await.unwrap();
+    let (_, key) = store
+        .create_key(ws.id, "test", &switchboard::auth::Scopes::All, None)
+        .await
+        .unwrap();
+    store
+        .apply_ledger_entry(ws.id, 100_000, "credit", "test credit", None)
+        .await
+        .unwrap();
+    let mut first = serve();
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{http}");
+    let post = |path: &str, body: Value| {
+        client
+            .post(format!("{base}{path}"))
+            .bearer_auth(&key)
+            .json(&body)
+            .send()
+    };
+    eventually(Duration::from_secs(20), "the service is up", || async {
+        client.get(format!("{base}/")).send().await.ok().map(|_| ())
+    })
+    .await;
+    let agent: Value = post("/agents", json!({"name": "Ava", "max_call_duration_secs": 60}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let parsed = switchboard_actors::phone::PhoneNumber::parse(
+        "+972501230000",
+        switchboard_actors::phone::parse_country("IL").unwrap(),
+    )
+    .unwrap();
+    let number = store
+        .add_owned_number(ws.id, &parsed, "active")
+        .await
+        .unwrap()
+        .id
+        .to_string();
+    let call: Value = post(
+        "/calls",
+        json!({"agent_id": agent["id"], "to_number": "+972541234567",
+            "from_phone_number_id": number, "ring_timeout_secs": 300}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let id: switchboard_actors::ids::CallId = call["id"].as_str().unwrap().parse().unwrap();
+    // Ringing at SIPp, and written down.
+    eventually(Duration::from_secs(20), "the INVITE is written down", || async {
+        let stale = store.stale_invites().await.unwrap();
+        stale.iter().any(|(c, _)| *c == id).then_some(())
+    })
+    .await;
+    first.start_kill().unwrap();
+    first.wait().await.unwrap();
+    let _second = serve();
+    sipp.passed().await;
+    let ended = eventually(Duration::from_secs(20), "the call is reconciled", || async {
+        let call = store.call(ws.id, id).await.unwrap()?;
+        (call.status == "ended").then_some(call)
+    })
+    .await;
+    assert_eq!(ended.end_reason.as_deref(), Some("interrupted"));
+}

@@ -56,7 +56,8 @@ pub struct OutboundLoadArgs {
     /// Milliseconds the peer rings before it answers.
     #[arg(long, default_value_t = 500)]
     ring_ms: u64,
-    /// ring_timeout_secs of direct calls (5-300): how long unanswered calls ring.
+    /// How long unanswered calls ring, 5-300 s (the service's ring timeout, and
+    /// ring_timeout_secs of direct calls).
     #[arg(long, default_value_t = 5)]
     ring_timeout: u64,
     /// Campaigns to run (each calls from its own number).
@@ -200,6 +201,7 @@ pub async fn run(args: OutboundLoadArgs) -> anyhow::Result<Value> {
         numbers,
         tts: &args.tts,
         log_filter: &args.server_log,
+        ring_timeout: args.ring_timeout,
         extra: &args.server_args,
     })
     .await?;
@@ -231,7 +233,7 @@ pub async fn run(args: OutboundLoadArgs) -> anyhow::Result<Value> {
     let drive_secs = drive.secs;
     let threads_after = crate::measure::thread_ticks(server.pid);
     eprintln!();
-    drain(&args, &api, &far, campaigns > 0).await;
+    drain(&args, &api, &far).await;
     let wall = started.elapsed().as_secs_f64();
     sampler.abort();
     let records = api.all("/calls?direction=outbound").await?;
@@ -498,9 +500,8 @@ async fn drive_campaigns(
 
 /// Waits for the calls under way to end: nothing queued or dialing at the service and nothing
 /// in flight at the far end, or the longest a call can take.
-async fn drain(args: &OutboundLoadArgs, api: &Api, far: &Far, campaigns: bool) {
-    let ring = if campaigns { 30 } else { args.ring_timeout };
-    let deadline = Instant::now() + Duration::from_secs(args.hold + ring + 30);
+async fn drain(args: &OutboundLoadArgs, api: &Api, far: &Far) {
+    let deadline = Instant::now() + Duration::from_secs(args.hold + args.ring_timeout + 30);
     while Instant::now() < deadline {
         let mut open = 0i64;
         for status in ["queued", "dialing"] {

@@ -78,6 +78,16 @@ fn mean(v: &[f64]) -> f64 {
     }
 }
 
+/// The least-squares slope of y over x; none without spread in x.
+fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (points.len() >= 2 && sxx > 0.0).then(|| sxy / sxx)
+}
+
 pub fn report(i: Inputs) -> Value {
     let args = i.args;
     let start = i.drive.started.unwrap_or_else(std::time::Instant::now);
@@ -258,6 +268,16 @@ pub fn report(i: Inputs) -> Value {
         .filter_map(|s| s["server_cpu_percent"].as_f64())
         .fold(0.0, f64::max);
     let server_cpu = at_plateau("server_cpu_percent");
+    // How RSS grew with the calls talking while they ramped up to the peak (least squares).
+    let ramp_end = talking_now
+        .iter()
+        .position(|n| *n == sampled_peak)
+        .unwrap_or(0);
+    let ramp: Vec<(f64, f64)> = i.samples[..=ramp_end.min(i.samples.len().saturating_sub(1))]
+        .iter()
+        .filter_map(|s| Some((s["talking"].as_f64()?, s["server_rss_kib"].as_f64()?)))
+        .collect();
+    let rss_slope = slope(&ramp);
     let rss_per_call = if peak_talking > 0 {
         round((rss_peak - rss_base) / peak_talking as f64)
     } else {
@@ -358,6 +378,7 @@ pub fn report(i: Inputs) -> Value {
         "server_rss_base_mib": round(rss_base / 1024.0),
         "server_rss_peak_mib": round(rss_peak / 1024.0),
         "server_rss_per_call_kib": rss_per_call,
+        "server_rss_slope_kib_per_call": rss_slope.map(round),
         "peer_cpu_percent_at_peak": at_plateau("peer_cpu_percent"),
         "bench_cpu_percent_at_peak": at_plateau("bench_cpu_percent"),
         "machine_busy_percent_at_peak": at_plateau("machine_busy_percent"),
@@ -443,6 +464,8 @@ mod tests {
     fn peaks_count_overlaps_and_end_before_start() {
         assert_eq!(peak(vec![(0.0, 2.0), (1.0, 3.0), (2.0, 4.0)]), 2);
         assert_eq!(peak(vec![]), 0);
+        assert_eq!(slope(&[(0.0, 10.0), (2.0, 14.0), (4.0, 18.0)]), Some(2.0));
+        assert_eq!(slope(&[(1.0, 1.0)]), None);
     }
 
     #[test]

@@ -504,6 +504,7 @@ impl Call {
             .fetch_add(self.record.rtp_received, Ordering::Relaxed);
         live.rtp_lost
             .fetch_add(self.record.rtp_lost, Ordering::Relaxed);
+        self.sh.calls.lock().unwrap().push(self.record.clone());
         // Answer retransmissions for a while, then forget the call.
         let linger = tokio::time::sleep(LINGER);
         tokio::pin!(linger);
@@ -520,7 +521,6 @@ impl Call {
             }
         }
         self.sh.routes.lock().unwrap().remove(&self.record.call_id);
-        self.sh.calls.lock().unwrap().push(self.record);
     }
 
     /// Retransmits a final response to the INVITE until its ACK (RFC 3261 timers G and H).

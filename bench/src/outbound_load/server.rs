@@ -44,6 +44,8 @@ pub struct Launch<'a> {
     pub numbers: Vec<String>,
     pub tts: &'a str,
     pub log_filter: &'a str,
+    /// The service's ring timeout (campaign calls ring this long).
+    pub ring_timeout: u64,
     pub extra: &'a [String],
 }
 
@@ -115,6 +117,8 @@ pub async fn start(launch: Launch<'_>) -> anyhow::Result<Server> {
         ])
         // Below the ephemeral range, where the peer's media sockets are.
         .args(["--rtp-ports", "20000-31999"])
+        .arg("--ring-timeout-secs")
+        .arg(launch.ring_timeout.to_string())
         .args(launch.extra)
         .env("SWITCHBOARD_LOG", launch.log_filter)
         .stdout(std::process::Stdio::null())

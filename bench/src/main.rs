@@ -185,7 +185,8 @@ fn main() -> anyhow::Result<()> {
 fn print_report(report: &Value) {
     println!();
     if let Value::Object(map) = report {
-        for (k, v) in map {
+        // The time series are for the JSON and HTML reports.
+        for (k, v) in map.iter().filter(|(k, _)| *k != "samples") {
             match v {
                 Value::Object(_) | Value::Array(_) => println!("{k:>28}: {v}"),
                 Value::String(s) => println!("{k:>28}: {s}"),

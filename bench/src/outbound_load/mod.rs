@@ -88,6 +88,9 @@ pub struct OutboundLoadArgs {
     /// More arguments for `switchboard serve` (repeat; e.g. --server-arg=--sip-t1-ms=200).
     #[arg(long = "server-arg", allow_hyphen_values = true)]
     server_args: Vec<String>,
+    /// Environment for the server, `NAME=VALUE` (repeat; e.g. MALLOC_ARENA_MAX=2).
+    #[arg(long = "server-env")]
+    server_env: Vec<String>,
     /// The server's log filter. Its per-call RTP counters come from the dialer's "outbound call
     /// ended" lines at info.
     #[arg(long, default_value = "warn,switchboard_actors::sip_dialer=info")]
@@ -203,8 +206,17 @@ pub async fn run(args: OutboundLoadArgs) -> anyhow::Result<Value> {
         log_filter: &args.server_log,
         ring_timeout: args.ring_timeout,
         extra: &args.server_args,
+        env: &args.server_env,
     })
     .await?;
+    eprintln!(
+        "server: pid {}, {}, directory {}; far end: {} at {}",
+        server.pid,
+        server.base,
+        server.dir.path().display(),
+        args.peer,
+        far.addr()
+    );
     let api = server.client();
     let agent = api
         .must(
@@ -298,6 +310,7 @@ pub async fn run(args: OutboundLoadArgs) -> anyhow::Result<Value> {
         );
         std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
     }
+    report["samples"] = json!(samples);
     Ok(report)
 }
 

@@ -47,6 +47,8 @@ pub struct Launch<'a> {
     /// The service's ring timeout (campaign calls ring this long).
     pub ring_timeout: u64,
     pub extra: &'a [String],
+    /// `NAME=VALUE` pairs.
+    pub env: &'a [String],
 }
 
 /// The switchboard binary beside this one (`target/release/switchboard`).
@@ -121,6 +123,7 @@ pub async fn start(launch: Launch<'_>) -> anyhow::Result<Server> {
         .arg(launch.ring_timeout.to_string())
         .args(launch.extra)
         .env("SWITCHBOARD_LOG", launch.log_filter)
+        .envs(launch.env.iter().filter_map(|kv| kv.split_once('=')))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -208,9 +211,20 @@ impl Server {
         }
     }
 
+    /// Stops the server as an operator would (SIGTERM: it drains and exits), killing it if it
+    /// has not exited within ten seconds.
     pub async fn stop(mut self, keep: bool) -> Option<PathBuf> {
-        let _ = self.child.start_kill();
-        let _ = self.child.wait().await;
+        // SAFETY: kill(2) with the id of our own child, which has not been waited for yet.
+        unsafe {
+            libc::kill(self.pid as libc::pid_t, libc::SIGTERM);
+        }
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.start_kill();
+            let _ = self.child.wait().await;
+        }
         keep.then(|| self.dir.keep())
     }
 }

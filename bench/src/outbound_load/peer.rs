@@ -389,7 +389,7 @@ async fn dispatch(sh: Arc<Shared>) {
             None if msg.is("INVITE") && !msg.has_to_tag() => {
                 let now = Instant::now();
                 let kind = sh.mix.lock().unwrap().next();
-                let from: Arc<str> = msg.from_user().into();
+                let from: Arc<str> = msg.caller().into();
                 let ended = Arc::new(AtomicBool::new(false));
                 let (tx, rx) = mpsc::unbounded_channel();
                 sh.begin(&from, now);
@@ -882,6 +882,7 @@ mod tests {
             response_timeout: Duration::from_secs(2),
             recording: None,
             vad: Default::default(),
+            journal: None,
         };
         let cancel = tokio_util::sync::CancellationToken::new;
         for n in 0..2 {

@@ -106,7 +106,7 @@ impl Msg {
     }
 
     /// The user part of the From URI (`+972501234567` of `<sip:+972501234567@host>;tag=1`).
-    pub fn from_user(&self) -> String {
+    pub fn caller(&self) -> String {
         uri_user(self.header("from").unwrap_or(""))
     }
 
@@ -201,7 +201,7 @@ mod tests {
         let m = Msg::parse(INVITE.as_bytes()).unwrap();
         assert!(m.is("INVITE"));
         assert_eq!(m.call_id(), "0190-call");
-        assert_eq!(m.from_user(), "+972501000001");
+        assert_eq!(m.caller(), "+972501000001");
         assert_eq!(m.body, "v=0\r");
         assert!(!m.has_to_tag());
         assert_eq!(

@@ -72,7 +72,7 @@ impl Sipp {
         let Some(header) = lines.next() else {
             return Value::Null;
         };
-        let Some(last) = lines.last() else {
+        let Some(last) = lines.next_back() else {
             return Value::Null;
         };
         let mut out = Map::new();

@@ -547,5 +547,8 @@ async fn a_trunk_holds_at_most_its_concurrent_calls() {
     call_all_on(&rig, trunk, 20).await;
     let dials = dials.lock().unwrap();
     assert_eq!(dials.starts.len(), 20);
-    assert_eq!(dials.peak_live, 3, "the trunk's three calls are used, never more");
+    assert_eq!(
+        dials.peak_live, 3,
+        "the trunk's three calls are used, never more"
+    );
 }

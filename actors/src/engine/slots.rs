@@ -89,7 +89,7 @@ struct TrunkUse {
     starts: VecDeque<DateTime<Utc>>,
 }
 
-/// The instant before which a start has left the window at `now`.
+/// A start at or before this instant has left the window at `now`.
 fn window_start(now: DateTime<Utc>) -> DateTime<Utc> {
     now - chrono::Duration::seconds(1)
 }
@@ -405,6 +405,44 @@ mod tests {
         calls.iter().map(|c| c.id).collect()
     }
 
+    /// `n` calls of one workspace on `trunk`.
+    fn calls_on(trunk: TrunkLimits, n: usize) -> Vec<CallSpec> {
+        let ws = WorkspaceId::new();
+        (0..n).map(|_| on(trunk, ws, 0)).collect()
+    }
+
+    /// A queue holding `n` calls of one workspace on `trunk`, and the calls in queue order.
+    fn queued_on(trunk: TrunkLimits, n: usize) -> (QueueCore, Vec<CallSpec>) {
+        let mut core = QueueCore::default();
+        let calls = calls_on(trunk, n);
+        for c in &calls {
+            core.push(c.clone());
+        }
+        (core, calls)
+    }
+
+    /// Dispatches at `at_ms` after [`t0`], with room everywhere but on the trunks: exactly
+    /// `expected` are released, and the queue is asked to wake after `wake_ms`, if given.
+    fn releases(
+        core: &mut QueueCore,
+        at_ms: i64,
+        expected: &[CallSpec],
+        wake_ms: Option<u64>,
+    ) -> Vec<CallSpec> {
+        let released = core.dispatch(100, 100, t0() + ms(at_ms));
+        assert_eq!(
+            ids(&released.calls),
+            ids(expected),
+            "released at {at_ms} ms"
+        );
+        assert_eq!(
+            released.window_opens_in,
+            wake_ms.map(Duration::from_millis),
+            "wake-up asked at {at_ms} ms"
+        );
+        released.calls
+    }
+
     /// The call ended: every slot it took is free.
     fn end(core: &mut QueueCore, spec: &CallSpec) {
         core.free_slot(spec.workspace_id);
@@ -421,7 +459,10 @@ mod tests {
         // Two slots per workspace, three on the node.
         assert!(core.claim(&spec_in(a, 0), 2, 3, now));
         assert!(core.claim(&spec_in(a, 0), 2, 3, now));
-        assert!(!core.claim(&spec_in(a, 0), 2, 3, now), "the workspace is full");
+        assert!(
+            !core.claim(&spec_in(a, 0), 2, 3, now),
+            "the workspace is full"
+        );
         assert!(core.claim(&spec_in(b, 0), 2, 3, now));
         assert!(!core.claim(&spec_in(b, 0), 2, 3, now), "the node is full");
         assert_eq!(core.stats().live, 3);
@@ -462,106 +503,62 @@ mod tests {
 
     #[test]
     fn a_trunk_starts_at_most_its_calls_per_second_and_the_rest_later_in_order() {
-        let ws = WorkspaceId::new();
-        let trunk = cps(5);
-        let mut core = QueueCore::default();
-        let calls: Vec<CallSpec> = (0..12).map(|_| on(trunk, ws, 0)).collect();
-        for c in &calls {
-            core.push(c.clone());
-        }
-        let now = t0();
-        let first = core.dispatch(100, 100, now);
-        assert_eq!(ids(&first.calls), ids(&calls[..5]));
-        assert_eq!(first.window_opens_in, Some(Duration::from_secs(1)));
-
+        let (mut core, calls) = queued_on(cps(5), 12);
+        let first = releases(&mut core, 0, &calls[..5], Some(1000));
         // Within the same second nothing more starts, and the queue learns when it may.
-        let early = core.dispatch(100, 100, now + ms(400));
-        assert!(early.calls.is_empty());
-        assert_eq!(early.window_opens_in, Some(Duration::from_millis(600)));
+        releases(&mut core, 400, &[], Some(600));
         // Calls ending does not open the window: it is about starts, not live calls.
-        for c in &first.calls {
+        for c in &first {
             end(&mut core, c);
         }
-        assert!(core.dispatch(100, 100, now + ms(999)).calls.is_empty());
-
-        let second = core.dispatch(100, 100, now + ms(1000));
-        assert_eq!(ids(&second.calls), ids(&calls[5..10]));
-        let third = core.dispatch(100, 100, now + ms(2000));
-        assert_eq!(ids(&third.calls), ids(&calls[10..]));
-        assert_eq!(third.window_opens_in, None, "nothing waits any more");
+        releases(&mut core, 999, &[], Some(1));
+        releases(&mut core, 1000, &calls[5..10], Some(1000));
+        // Nothing waits any more: no wake-up.
+        releases(&mut core, 2000, &calls[10..], None);
         assert_eq!(core.stats().waiting, 0);
     }
 
     #[test]
     fn the_window_slides_with_each_start() {
-        let ws = WorkspaceId::new();
-        let trunk = cps(2);
+        let calls = calls_on(cps(2), 4);
         let mut core = QueueCore::default();
-        let calls: Vec<CallSpec> = (0..4).map(|_| on(trunk, ws, 0)).collect();
-        for c in &calls {
+        core.push(calls[0].clone());
+        releases(&mut core, 0, &calls[..1], None);
+        for c in &calls[1..] {
             core.push(c.clone());
         }
-        let now = t0();
-        // One start at 0 ms, one at 500 ms: the next may go at 1000 ms, then at 1500 ms.
-        assert_eq!(ids(&core.dispatch(100, 1, now).calls), ids(&calls[..1]));
-        end(&mut core, &calls[0]);
-        let second = core.dispatch(100, 100, now + ms(500));
-        assert_eq!(ids(&second.calls), ids(&calls[1..2]));
-        assert_eq!(second.window_opens_in, Some(Duration::from_millis(500)));
-        let third = core.dispatch(100, 100, now + ms(1000));
-        assert_eq!(ids(&third.calls), ids(&calls[2..3]));
-        assert_eq!(third.window_opens_in, Some(Duration::from_millis(500)));
-        assert_eq!(
-            ids(&core.dispatch(100, 100, now + ms(1500)).calls),
-            ids(&calls[3..])
-        );
+        // Starts at 0 ms and 500 ms: the next may go at 1000 ms, the last at 1500 ms.
+        releases(&mut core, 500, &calls[1..2], Some(500));
+        releases(&mut core, 1000, &calls[2..3], Some(500));
+        releases(&mut core, 1499, &[], Some(1));
+        releases(&mut core, 1500, &calls[3..], None);
     }
 
     #[test]
     fn a_trunk_holds_at_most_its_concurrent_calls() {
-        let ws = WorkspaceId::new();
-        let trunk = concurrent(2);
-        let mut core = QueueCore::default();
-        let calls: Vec<CallSpec> = (0..4).map(|_| on(trunk, ws, 0)).collect();
-        for c in &calls {
-            core.push(c.clone());
-        }
-        let now = t0();
-        let first = core.dispatch(100, 100, now);
-        assert_eq!(ids(&first.calls), ids(&calls[..2]));
-        assert_eq!(
-            first.window_opens_in, None,
-            "a call's end wakes the queue, not a timer"
-        );
-        assert!(core.dispatch(100, 100, now + ms(5000)).calls.is_empty());
+        let (mut core, calls) = queued_on(concurrent(2), 4);
+        // A call's end wakes the queue, not a timer.
+        releases(&mut core, 0, &calls[..2], None);
+        releases(&mut core, 5000, &[], None);
         end(&mut core, &calls[0]);
-        assert_eq!(
-            ids(&core.dispatch(100, 100, now + ms(5000)).calls),
-            ids(&calls[2..3])
-        );
+        releases(&mut core, 5000, &calls[2..3], None);
         end(&mut core, &calls[1]);
         end(&mut core, &calls[2]);
-        assert_eq!(
-            ids(&core.dispatch(100, 100, now + ms(5000)).calls),
-            ids(&calls[3..])
-        );
+        releases(&mut core, 5000, &calls[3..], None);
     }
 
     #[test]
     fn a_full_trunk_does_not_hold_back_its_workspace_on_another_trunk() {
-        let ws = WorkspaceId::new();
-        let (busy, free) = (concurrent(1), cps(10));
+        let (ws, now) = (WorkspaceId::new(), t0());
+        let busy = concurrent(1);
         let mut core = QueueCore::default();
-        let now = t0();
         let live = on(busy, ws, 0);
         assert!(core.claim(&live, 10, 100, now));
         // The waiting call on the full trunk is first in line by priority and by age.
-        let stuck = on(busy, ws, 9);
-        let other = on(free, ws, 0);
-        let untrunked = spec_in(ws, 0);
-        core.push(stuck.clone());
-        core.push(other.clone());
-        core.push(untrunked.clone());
+        let [stuck, other, untrunked] = [on(busy, ws, 9), on(cps(10), ws, 0), spec_in(ws, 0)];
+        for c in [&stuck, &other, &untrunked] {
+            core.push(c.clone());
+        }
         let released = core.dispatch(10, 100, now);
         assert_eq!(ids(&released.calls), [other.id, untrunked.id]);
         assert_eq!(core.stats().waiting, 1);
@@ -623,7 +620,10 @@ mod tests {
         let capped = concurrent(1);
         let live = on(capped, ws, 0);
         assert!(core.claim(&live, 10, 100, now));
-        assert!(!core.claim(&on(capped, ws, 0), 10, 100, now), "the trunk is full");
+        assert!(
+            !core.claim(&on(capped, ws, 0), 10, 100, now),
+            "the trunk is full"
+        );
         // Another trunk of the workspace still has room.
         assert!(core.claim(&on(concurrent(1), ws, 0), 10, 100, now));
         end(&mut core, &live);

@@ -16,9 +16,7 @@ use crate::ids::{AgentId, CallId};
 use crate::money::Cents;
 use crate::pacing::{Pacing, TickResult, admitted_on, calling_window, horizon};
 use crate::policy::{contact_zone, local_date};
-use crate::ports::{
-    Admission, AdmitResult, CallSpec, DueContact, EngineCampaign, TrunkLimits,
-};
+use crate::ports::{Admission, AdmitResult, CallSpec, DueContact, EngineCampaign, TrunkLimits};
 
 /// What a gate decided.
 enum Gate {

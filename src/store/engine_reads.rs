@@ -148,6 +148,7 @@ impl Store {
                 is_active: row.try_get("number_is_active")?,
                 status: row.try_get("number_status")?,
                 number: row.try_get("number_number")?,
+                trunk: None,
             }),
             None => None,
         };

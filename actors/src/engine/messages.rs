@@ -100,10 +100,14 @@ pub enum QueueMsg {
     Enqueue {
         call: CallSpec,
     },
-    /// A live call of the workspace ended (or never started): its slot is free.
+    /// A live call of the workspace ended (or never started): its workspace and node slots
+    /// are free (its trunk's slot was freed in the queue's core at once, see
+    /// `Shared::free_slot`).
     CallEnded {
         workspace: WorkspaceId,
     },
+    /// A trunk's calls-per-second window opened: release what waited for it.
+    WindowOpened,
     /// Cancel the campaign's calls that have not been dialled yet.
     CancelCampaign {
         campaign: CampaignId,

@@ -166,8 +166,8 @@ pub async fn outbound_app_with(
     app
 }
 
-/// Places a call and waits for its end.
-pub async fn call(app: &TestApp, extra: Value) -> Value {
+/// Places a call and waits for its end (what SIPp saw is shown if it does not end).
+pub async fn call(app: &TestApp, sipp: &Sipp, extra: Value) -> Value {
     let agent = app
         .post(
             "/agents",
@@ -185,18 +185,26 @@ pub async fn call(app: &TestApp, extra: Value) -> Value {
     let resp = app.post("/calls", body).await;
     assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
     let id = resp.body["id"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(30), "the call ends", || async {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
         let call = app.get(&format!("/calls/{id}")).await.body;
-        (call["status"] == "ended").then_some(call)
-    })
-    .await
+        if call["status"] == "ended" {
+            return call;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call did not end: {call}\n{}",
+            sipp.messages()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]
 async fn a_busy_callee_ends_the_call_busy_with_its_q850_cause() {
     let sipp = Sipp::start("busy.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &sipp, json!({})).await;
     assert_eq!(call["outcome"], "busy", "{call}");
     assert_eq!(call["sip_code"], 486);
     assert_eq!(call["sip_reason"], "Busy Here");
@@ -210,7 +218,7 @@ async fn a_busy_callee_ends_the_call_busy_with_its_q850_cause() {
 async fn an_answered_call_carries_audio_both_ways_into_the_recording() {
     let sipp = Sipp::start("answer.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &sipp, json!({})).await;
     assert_eq!(call["outcome"], "answered", "{call}");
     assert_eq!(call["sip_code"], 200);
     assert_eq!(call["end_reason"], "callee_hangup");
@@ -265,7 +273,7 @@ async fn a_proxy_challenge_is_answered_with_the_trunks_credentials() {
     t.username = Some("acct-1001".into());
     t.password = Some(switchboard_sip::trunk::Secret::new("s3cret-pass"));
     let app = outbound_app(t).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &sipp, json!({})).await;
     assert_eq!(call["outcome"], "answered", "{call}\n{}", sipp.messages());
     sipp.passed().await;
 }
@@ -277,7 +285,7 @@ async fn a_digest_challenge_is_answered_with_the_trunks_credentials() {
     t.username = Some("acct-1001".into());
     t.password = Some(switchboard_sip::trunk::Secret::new("s3cret-pass"));
     let app = outbound_app(t).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &sipp, json!({})).await;
     assert_eq!(call["outcome"], "answered", "{call}\n{}", sipp.messages());
     sipp.passed().await;
 }
@@ -287,7 +295,7 @@ async fn an_unanswered_call_is_cancelled_at_the_ring_timeout() {
     let sipp = Sipp::start("no_answer.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
     let started = std::time::Instant::now();
-    let call = call(&app, json!({"ring_timeout_secs": 5})).await;
+    let call = call(&app, &sipp, json!({"ring_timeout_secs": 5})).await;
     assert_eq!(call["outcome"], "no_answer", "{call}");
     assert_eq!(call["end_reason"], "ring_timeout");
     assert_eq!(call["sip_code"], 487);
@@ -301,7 +309,7 @@ async fn a_503_from_the_first_gateway_moves_the_call_to_the_second() {
     let down = Sipp::start("unavailable.xml", 1, &[]).await;
     let up = Sipp::start("answer.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![up.gateway(20), down.gateway(10)])).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &up, json!({})).await;
     assert_eq!(call["outcome"], "answered", "{call}");
     down.passed().await;
     up.passed().await;
@@ -311,7 +319,7 @@ async fn a_503_from_the_first_gateway_moves_the_call_to_the_second() {
 async fn an_answer_that_crosses_our_cancel_is_acked_and_hung_up() {
     let sipp = Sipp::start("answer_races_cancel.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
-    let call = call(&app, json!({"ring_timeout_secs": 5})).await;
+    let call = call(&app, &sipp, json!({"ring_timeout_secs": 5})).await;
     assert_eq!(call["outcome"], "no_answer", "{call}");
     assert_eq!(call["end_reason"], "ring_timeout");
     assert_eq!(call["duration_secs"], 0);
@@ -322,7 +330,7 @@ async fn an_answer_that_crosses_our_cancel_is_acked_and_hung_up() {
 async fn early_media_with_100rel_is_acknowledged_and_the_call_answers() {
     let sipp = Sipp::start("early_media.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
-    let call = call(&app, json!({"ring_timeout_secs": 8})).await;
+    let call = call(&app, &sipp, json!({"ring_timeout_secs": 8})).await;
     assert_eq!(call["outcome"], "answered", "{call}\n{}", sipp.messages());
     assert_eq!(call["outcome"], "answered", "{call}");
     assert_eq!(call["end_reason"], "callee_hangup");
@@ -333,7 +341,7 @@ async fn early_media_with_100rel_is_acknowledged_and_the_call_answers() {
 async fn a_short_session_timer_is_refreshed_by_us() {
     let sipp = Sipp::start("session_timer.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &sipp, json!({})).await;
     assert_eq!(call["outcome"], "answered", "{call}");
     assert_eq!(call["end_reason"], "callee_hangup", "{call}");
     assert!(call["duration_secs"].as_i64().unwrap() >= 4, "{call}");

@@ -95,7 +95,10 @@ pub async fn abandon_stale_calls(store: &Store, client: &SipClient) -> anyhow::R
     if stale.is_empty() {
         return Ok(());
     }
-    tracing::info!(calls = stale.len(), "ending the SIP calls a previous process left");
+    tracing::info!(
+        calls = stale.len(),
+        "ending the SIP calls a previous process left"
+    );
     let mut ends = tokio::task::JoinSet::new();
     for (id, key) in stale {
         let client = client.clone();

@@ -81,7 +81,12 @@ pub fn outcome_of(failure: &DialFailure) -> (CallOutcome, &'static str) {
     }
 }
 
-fn failed(outcome: CallOutcome, reason: &str, ring_secs: i64, network: NetworkDetails) -> DialResult {
+fn failed(
+    outcome: CallOutcome,
+    reason: &str,
+    ring_secs: i64,
+    network: NetworkDetails,
+) -> DialResult {
     DialResult {
         outcome,
         ring_secs,
@@ -103,7 +108,12 @@ impl Dialer for SipDialer {
             }
             Err(e) => {
                 tracing::warn!(call = %request.call_id, error = %e, "the call's trunk could not be read");
-                return failed(CallOutcome::InfraError, "route_error", 0, Default::default());
+                return failed(
+                    CallOutcome::InfraError,
+                    "route_error",
+                    0,
+                    Default::default(),
+                );
             }
         };
         let plan = DialPlan {
@@ -207,7 +217,9 @@ mod tests {
         for code in [408, 480, 487] {
             assert_eq!(outcome(code), CallOutcome::NoAnswer, "{code}");
         }
-        for code in [404, 410, 484, 485, 604, 403, 603, 607, 608, 401, 407, 488, 415] {
+        for code in [
+            404, 410, 484, 485, 604, 403, 603, 607, 608, 401, 407, 488, 415,
+        ] {
             assert_eq!(outcome(code), CallOutcome::Failed, "{code}");
         }
         for code in [500, 502, 503, 504] {

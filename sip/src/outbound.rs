@@ -613,7 +613,11 @@ impl SipClient {
                 sip_code: Some(code),
                 reason_phrase: Some(phrase),
                 q850_cause: q850_cause(&resp),
-                ..failure(kind, format!("cancelled; the far end answered {code}"), early_media)
+                ..failure(
+                    kind,
+                    format!("cancelled; the far end answered {code}"),
+                    early_media,
+                )
             });
         }
         if !answered {
@@ -1045,9 +1049,15 @@ mod tests {
             })
         );
         let t = session_timer(&response(&[("Session-Expires", "1800;refresher=uas")]));
-        assert_eq!(t.map(|t| (t.we_refresh, t.use_update)), Some((false, false)));
+        assert_eq!(
+            t.map(|t| (t.we_refresh, t.use_update)),
+            Some((false, false))
+        );
         assert_eq!(session_timer(&response(&[])), None);
-        assert_eq!(expiry_margin(Duration::from_secs(90)), Duration::from_secs(60));
+        assert_eq!(
+            expiry_margin(Duration::from_secs(90)),
+            Duration::from_secs(60)
+        );
         assert_eq!(
             expiry_margin(Duration::from_secs(1800)),
             Duration::from_secs(1768)

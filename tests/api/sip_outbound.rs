@@ -110,8 +110,8 @@ impl Sipp {
             .await
             .expect("sipp finished in time")
             .expect("sipp ran");
-        let messages = std::fs::read_to_string(self.log.with_file_name("messages.log"))
-            .unwrap_or_default();
+        let messages =
+            std::fs::read_to_string(self.log.with_file_name("messages.log")).unwrap_or_default();
         let errors = std::fs::read_to_string(&self.log).unwrap_or_default();
         assert!(
             status.success(),
@@ -178,7 +178,8 @@ pub async fn call(app: &TestApp, sipp: &Sipp, extra: Value) -> Value {
     assert_eq!(agent.status, StatusCode::CREATED, "{}", agent.text);
     let agent = agent.body["id"].as_str().unwrap().to_string();
     let from = number(app, "+972501230000", "active").await;
-    let mut body = json!({"agent_id": agent, "to_number": "+972541234567", "from_phone_number_id": from});
+    let mut body =
+        json!({"agent_id": agent, "to_number": "+972541234567", "from_phone_number_id": from});
     for (k, v) in extra.as_object().unwrap() {
         body[k] = v.clone();
     }
@@ -226,11 +227,16 @@ async fn an_answered_call_carries_audio_both_ways_into_the_recording() {
     assert!(call["duration_secs"].as_i64().unwrap() >= 2, "{call}");
     sipp.passed().await;
     // The agent's greeting went out (right channel) and came back echoed (left channel).
-    let url = call["recording_url"].as_str().expect("the call was recorded");
+    let url = call["recording_url"]
+        .as_str()
+        .expect("the call was recorded");
     let wav = reqwest::get(url).await.unwrap().bytes().await.unwrap();
     let (callee, agent) = channel_levels(&wav);
     assert!(agent > 500.0, "the agent's channel is silent: {agent}");
-    assert!(callee > 500.0, "the callee's channel (the echo) is silent: {callee}");
+    assert!(
+        callee > 500.0,
+        "the callee's channel (the echo) is silent: {callee}"
+    );
 }
 
 /// RMS of the left (callee) and right (agent) channels of a stereo recording.
@@ -451,12 +457,15 @@ async fn a_restart_cancels_what_a_killed_process_left_ringing() {
         client.get(format!("{base}/")).send().await.ok().map(|_| ())
     })
     .await;
-    let agent: Value = post("/agents", json!({"name": "Ava", "max_call_duration_secs": 60}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agent: Value = post(
+        "/agents",
+        json!({"name": "Ava", "max_call_duration_secs": 60}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     let parsed = switchboard_actors::phone::PhoneNumber::parse(
         "+972501230000",
         switchboard_actors::phone::parse_country("IL").unwrap(),
@@ -480,19 +489,27 @@ async fn a_restart_cancels_what_a_killed_process_left_ringing() {
     .unwrap();
     let id: switchboard_actors::ids::CallId = call["id"].as_str().unwrap().parse().unwrap();
     // Ringing at SIPp, and written down.
-    eventually(Duration::from_secs(20), "the INVITE is written down", || async {
-        let stale = store.stale_invites().await.unwrap();
-        stale.iter().any(|(c, _)| *c == id).then_some(())
-    })
+    eventually(
+        Duration::from_secs(20),
+        "the INVITE is written down",
+        || async {
+            let stale = store.stale_invites().await.unwrap();
+            stale.iter().any(|(c, _)| *c == id).then_some(())
+        },
+    )
     .await;
     first.start_kill().unwrap();
     first.wait().await.unwrap();
     let _second = serve();
     sipp.passed().await;
-    let ended = eventually(Duration::from_secs(20), "the call is reconciled", || async {
-        let call = store.call(ws.id, id).await.unwrap()?;
-        (call.status == "ended").then_some(call)
-    })
+    let ended = eventually(
+        Duration::from_secs(20),
+        "the call is reconciled",
+        || async {
+            let call = store.call(ws.id, id).await.unwrap()?;
+            (call.status == "ended").then_some(call)
+        },
+    )
     .await;
     assert_eq!(ended.end_reason.as_deref(), Some("interrupted"));
 }

@@ -3,6 +3,7 @@
 //! plain types.
 
 pub mod acl;
+pub mod amd;
 pub mod media;
 pub mod rtp;
 pub mod sdp;

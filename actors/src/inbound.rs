@@ -180,6 +180,8 @@ pub async fn run_call(
                     agent_speaking = false;
                     quiet_since = Instant::now();
                 }
+                // Answering-machine detection runs on outbound calls only.
+                Some(CallEvent::Media(MediaEvent::Amd(_) | MediaEvent::Beep(_))) => {}
                 Some(CallEvent::Ended(cause)) => break cause.name().into(),
                 None => break call.end_cause().unwrap_or(EndCause::Failed).name().into(),
             }

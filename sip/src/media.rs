@@ -1,5 +1,7 @@
 //! One call's audio: RTP in and out every 20 ms, decoding and encoding, voice activity
 //! detection on the caller's side, and the stereo recording (caller left, other side right).
+//! On request ([`MediaControl::detect_answering_machine`]), answering-machine detection runs on
+//! the peer's decoded frames in the same loop and reports through the same events.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -16,6 +18,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+use crate::amd::{AmdEvent, AmdSettings, AmdVerdict, AnsweringMachineDetector, BeepEvent};
 use crate::rtp::{JitterBuffer, LossCounter, Slot};
 use crate::sdp::Codec;
 pub use crate::vad::{Vad, VadChange, VadSettings};
@@ -29,6 +32,19 @@ pub enum MediaEvent {
     SpeechStopped,
     /// Everything queued with [`MediaHandle::play`] has been sent.
     PlayoutDone,
+    /// Who answered, once answering-machine detection decides.
+    Amd(AmdVerdict),
+    /// The voicemail tone after a machine's greeting.
+    Beep(BeepEvent),
+}
+
+impl From<AmdEvent> for MediaEvent {
+    fn from(event: AmdEvent) -> Self {
+        match event {
+            AmdEvent::Verdict(v) => MediaEvent::Amd(v),
+            AmdEvent::Beep(b) => MediaEvent::Beep(b),
+        }
+    }
 }
 
 /// Figures for one call's media, once it ends.
@@ -62,6 +78,7 @@ enum Command {
     Play(Arc<[i16]>),
     Clear,
     Retarget(SocketAddr),
+    DetectAnsweringMachine(AmdSettings),
 }
 
 /// Where a session's events go.
@@ -87,6 +104,15 @@ impl MediaControl {
     /// Sends audio somewhere else from now on (a re-INVITE moved the peer).
     pub fn retarget(&self, remote: SocketAddr) {
         let _ = self.commands.send(Command::Retarget(remote));
+    }
+
+    /// Starts answering-machine detection on the peer's audio from the next frame on (an
+    /// outbound call, right after the answer): a [`MediaEvent::Amd`] verdict follows, and on a
+    /// machine the [`MediaEvent::Beep`]s of its voicemail tone. Sent again, it starts over.
+    pub fn detect_answering_machine(&self, settings: AmdSettings) {
+        let _ = self
+            .commands
+            .send(Command::DetectAnsweringMachine(settings));
     }
 }
 
@@ -198,6 +224,9 @@ struct Session {
     jitter: JitterBuffer,
     loss: LossCounter,
     vad: Vad,
+    /// Answering-machine detection while it listens; `None` otherwise (inbound calls, and
+    /// once it is done), so a call without it pays one branch a frame.
+    amd: Option<Box<AnsweringMachineDetector>>,
     playout: VecDeque<Arc<[i16]>>,
     play_offset: usize,
     playing: bool,
@@ -229,6 +258,7 @@ impl Session {
             jitter: JitterBuffer::new(config.jitter_depth),
             loss: LossCounter::default(),
             vad: Vad::new(config.vad),
+            amd: None,
             playout: VecDeque::new(),
             play_offset: 0,
             playing: false,
@@ -289,6 +319,12 @@ impl Session {
                 self.remote = addr;
                 self.latched = false;
             }
+            Command::DetectAnsweringMachine(settings) => {
+                self.amd = Some(Box::new(AnsweringMachineDetector::new(
+                    settings,
+                    self.codec.sample_rate(),
+                )));
+            }
         }
     }
 
@@ -329,6 +365,12 @@ impl Session {
                 VadChange::Started => MediaEvent::SpeechStarted,
                 VadChange::Stopped => MediaEvent::SpeechStopped,
             });
+        }
+        if let Some(amd) = self.amd.as_mut() {
+            amd.feed(caller, |e| (self.events)(e.into()));
+            if amd.finished() {
+                self.amd = None;
+            }
         }
         // The agent's side.
         self.fill_agent(agent);
@@ -493,5 +535,78 @@ mod tests {
         assert!(level_db(&left) > -30.0, "caller channel holds the tone");
         assert!(level_db(&right) > -30.0, "agent channel holds the prompt");
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn answering_machine_detection_reports_through_the_media_events() {
+        let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let ours = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let ours_addr = ours.local_addr().unwrap();
+        let (etx, mut erx) = mpsc::unbounded_channel();
+        let handle = start(
+            ours,
+            MediaConfig {
+                codec: Codec::Pcmu,
+                payload_type: 0,
+                remote: peer.local_addr().unwrap(),
+                recording: None,
+                vad: VadSettings::default(),
+                jitter_depth: 2,
+            },
+            Box::new(move |e| {
+                let _ = etx.send(e);
+            }),
+        )
+        .unwrap();
+        handle.control().detect_answering_machine(AmdSettings {
+            initial_silence_ms: 200,
+            ..AmdSettings::default()
+        });
+        // Nothing from the peer: silence, then a machine.
+        let verdict = tokio::time::timeout(Duration::from_secs(5), erx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let MediaEvent::Amd(verdict) = verdict else {
+            panic!("{verdict:?}");
+        };
+        assert_eq!(verdict.answered_by, crate::amd::AnsweredBy::Machine);
+        assert_eq!(verdict.reason.code(), "INITIALSILENCE");
+        // Then its beep: 0.6 s of 1 kHz, two packets every 40 ms.
+        let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
+        let beep: Vec<i16> = (0..4800)
+            .map(|i| {
+                (8000.0 * (2.0 * std::f64::consts::PI * 1000.0 * i as f64 / 8000.0).sin()) as i16
+            })
+            .collect();
+        for (i, pcm) in beep.chunks(160).enumerate() {
+            let packet = RtpPacketBuilder::new()
+                .payload_type(0)
+                .ssrc(9)
+                .sequence(Seq::from(i as u16))
+                .timestamp(160 * i as u32)
+                .payload(&enc.encode(pcm))
+                .build()
+                .unwrap();
+            peer.send_to(&packet, ours_addr).await.unwrap();
+            if i % 2 == 1 {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+        }
+        let started = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match erx.recv().await {
+                    Some(MediaEvent::Beep(BeepEvent::Started { frequency_hz, .. })) => {
+                        break frequency_hz;
+                    }
+                    Some(_) => continue,
+                    None => panic!("the events ended"),
+                }
+            }
+        })
+        .await
+        .expect("the beep is heard");
+        assert!(started.abs_diff(1000) <= 25, "{started} Hz");
+        handle.finish().await.unwrap();
     }
 }

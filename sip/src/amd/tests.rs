@@ -189,40 +189,39 @@ fn two_words_then_silence_are_a_person() {
     assert_eq!(v.answered_by, AnsweredBy::Human, "{v:?}");
 }
 
+/// `n` words of 160 ms, 200 ms apart.
+fn words(n: usize) -> Signal {
+    let mut signal = Signal::new(RATE);
+    for _ in 0..n {
+        signal = signal.silence(200).word(160, 4000.0);
+    }
+    signal
+}
+
 #[test]
-fn a_third_word_is_a_machine() {
-    let v = classify(
-        AmdSettings::default(),
-        Signal::new(RATE)
-            .silence(200)
-            .word(150, 4000.0)
-            .silence(200)
-            .word(150, 4000.0)
-            .silence(200)
-            .word(150, 4000.0),
+fn a_fourth_word_is_a_machine() {
+    assert_eq!(
+        classify(AmdSettings::default(), words(3)).answered_by,
+        AnsweredBy::Human
     );
+    let v = classify(AmdSettings::default(), words(4));
     assert_eq!(v.answered_by, AnsweredBy::Machine);
-    assert_eq!(v.reason, AmdReason::MaxWords { words: 3, limit: 2 });
-    // Decided on the third word's 100th millisecond.
-    assert_eq!(v.after_ms, 200 + 150 + 200 + 150 + 200 + 100);
+    assert_eq!(v.reason, AmdReason::MaxWords { words: 4, limit: 3 });
+    // Decided on the fourth word's 100th millisecond.
+    assert_eq!(v.after_ms, 3 * 360 + 200 + 100);
 }
 
 #[test]
 fn maximum_number_of_words_sets_how_many_words_a_person_may_say() {
-    let three = || {
-        Signal::new(RATE)
-            .silence(200)
-            .word(150, 4000.0)
-            .silence(200)
-            .word(150, 4000.0)
-            .silence(200)
-            .word(150, 4000.0)
-    };
+    // Asterisk's default: the third word is a machine.
     let settings = AmdSettings {
-        maximum_number_of_words: 3,
+        maximum_number_of_words: 2,
         ..AmdSettings::default()
     };
-    assert_eq!(classify(settings, three()).answered_by, AnsweredBy::Human);
+    assert_eq!(classify(settings, words(2)).answered_by, AnsweredBy::Human);
+    let v = classify(settings, words(3));
+    assert_eq!(v.reason, AmdReason::MaxWords { words: 3, limit: 2 });
+    assert_eq!(v.reason.to_string(), "MAXWORDS-3-2");
 }
 
 #[test]

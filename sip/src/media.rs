@@ -457,26 +457,27 @@ mod tests {
         assert_eq!(resample(&x, 22050, 22050), x);
     }
 
-    #[tokio::test]
-    async fn media_flows_both_ways_and_is_recorded() {
-        let dir = std::env::temp_dir().join(format!("sb-media-{}", std::process::id()));
-        let path = dir.join("call.wav");
+    /// A session on loopback: the peer's socket, our address, the handle and the events.
+    struct Rig {
+        peer: UdpSocket,
+        ours: SocketAddr,
+        handle: MediaHandle,
+        events: mpsc::UnboundedReceiver<MediaEvent>,
+    }
+
+    async fn rig(recording: Option<PathBuf>, vad: VadSettings) -> Rig {
         let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let ours = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let ours_addr = ours.local_addr().unwrap();
-        let (etx, mut erx) = mpsc::unbounded_channel();
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let ours = socket.local_addr().unwrap();
+        let (etx, events) = mpsc::unbounded_channel();
         let handle = start(
-            ours,
+            socket,
             MediaConfig {
                 codec: Codec::Pcmu,
                 payload_type: 0,
                 remote: peer.local_addr().unwrap(),
-                recording: Some(path.clone()),
-                vad: VadSettings {
-                    start_secs: 0.04,
-                    stop_secs: 0.2,
-                    confidence: 0.5,
-                },
+                recording,
+                vad,
                 jitter_depth: 2,
             },
             Box::new(move |e| {
@@ -484,43 +485,70 @@ mod tests {
             }),
         )
         .unwrap();
-        handle.play(tone(1600, 6000.0, 8000.0).into());
-        // The peer sends 0.4 s of tone, out of order in pairs.
-        let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
-        let frames: Vec<Vec<u8>> = (0..20)
-            .map(|i| {
-                let pcm = tone(160, 8000.0, 8000.0);
-                RtpPacketBuilder::new()
-                    .payload_type(0)
-                    .ssrc(7)
-                    .sequence(Seq::from(100 + i as u16))
-                    .timestamp(160 * i)
-                    .payload(&enc.encode(&pcm))
-                    .build()
-                    .unwrap()
-            })
-            .collect();
-        for pair in frames.chunks(2) {
-            peer.send_to(&pair[1], ours_addr).await.unwrap();
-            peer.send_to(&pair[0], ours_addr).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(40)).await;
+        Rig {
+            peer,
+            ours,
+            handle,
+            events,
         }
+    }
+
+    impl Rig {
+        /// Sends `frames` of 440 Hz tone from the peer as PCMU, out of order in pairs, a pair
+        /// every 40 ms.
+        async fn send_tone(&self, frames: u16) {
+            let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
+            let packets: Vec<Vec<u8>> = (0..frames)
+                .map(|i| {
+                    let pcm = tone(160, 8000.0, 8000.0);
+                    RtpPacketBuilder::new()
+                        .payload_type(0)
+                        .ssrc(7)
+                        .sequence(Seq::from(100 + i))
+                        .timestamp(160 * u32::from(i))
+                        .payload(&enc.encode(&pcm))
+                        .build()
+                        .unwrap()
+                })
+                .collect();
+            for pair in packets.chunks(2) {
+                for packet in pair.iter().rev() {
+                    self.peer.send_to(packet, self.ours).await.unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn media_flows_both_ways_and_is_recorded() {
+        let dir = std::env::temp_dir().join(format!("sb-media-{}", std::process::id()));
+        let path = dir.join("call.wav");
+        let vad = VadSettings {
+            start_secs: 0.04,
+            stop_secs: 0.2,
+            confidence: 0.5,
+        };
+        let mut rig = rig(Some(path.clone()), vad).await;
+        rig.handle.play(tone(1600, 6000.0, 8000.0).into());
+        // The peer sends 0.4 s of tone.
+        rig.send_tone(20).await;
         let mut got = 0;
         let mut buf = [0u8; 1500];
         while got < 10 {
-            let (len, _) = peer.recv_from(&mut buf).await.unwrap();
+            let (len, _) = rig.peer.recv_from(&mut buf).await.unwrap();
             let rtp = RtpReader::new(&buf[..len]).unwrap();
             assert_eq!(rtp.payload_type(), 0);
             assert_eq!(rtp.payload().len(), 160);
             got += 1;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let stats = handle.finish().await.unwrap();
+        let stats = rig.handle.finish().await.unwrap();
         assert_eq!(stats.packets_received, 20);
         assert_eq!(stats.packets_lost, 0);
         assert_eq!(stats.packets_discarded, 0);
         let mut events = Vec::new();
-        while let Ok(e) = erx.try_recv() {
+        while let Ok(e) = rig.events.try_recv() {
             events.push(e);
         }
         assert!(events.contains(&MediaEvent::SpeechStarted), "{events:?}");
@@ -539,31 +567,13 @@ mod tests {
 
     #[tokio::test]
     async fn answering_machine_detection_reports_through_the_media_events() {
-        let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let ours = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let ours_addr = ours.local_addr().unwrap();
-        let (etx, mut erx) = mpsc::unbounded_channel();
-        let handle = start(
-            ours,
-            MediaConfig {
-                codec: Codec::Pcmu,
-                payload_type: 0,
-                remote: peer.local_addr().unwrap(),
-                recording: None,
-                vad: VadSettings::default(),
-                jitter_depth: 2,
-            },
-            Box::new(move |e| {
-                let _ = etx.send(e);
-            }),
-        )
-        .unwrap();
-        handle.control().detect_answering_machine(AmdSettings {
+        let mut rig = rig(None, VadSettings::default()).await;
+        rig.handle.control().detect_answering_machine(AmdSettings {
             initial_silence_ms: 200,
             ..AmdSettings::default()
         });
         // Nothing from the peer: silence, then a machine.
-        let verdict = tokio::time::timeout(Duration::from_secs(5), erx.recv())
+        let verdict = tokio::time::timeout(Duration::from_secs(5), rig.events.recv())
             .await
             .unwrap()
             .unwrap();
@@ -572,30 +582,11 @@ mod tests {
         };
         assert_eq!(verdict.answered_by, crate::amd::AnsweredBy::Machine);
         assert_eq!(verdict.reason.code(), "INITIALSILENCE");
-        // Then its beep: 0.6 s of 1 kHz, two packets every 40 ms.
-        let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
-        let beep: Vec<i16> = (0..4800)
-            .map(|i| {
-                (8000.0 * (2.0 * std::f64::consts::PI * 1000.0 * i as f64 / 8000.0).sin()) as i16
-            })
-            .collect();
-        for (i, pcm) in beep.chunks(160).enumerate() {
-            let packet = RtpPacketBuilder::new()
-                .payload_type(0)
-                .ssrc(9)
-                .sequence(Seq::from(i as u16))
-                .timestamp(160 * i as u32)
-                .payload(&enc.encode(pcm))
-                .build()
-                .unwrap();
-            peer.send_to(&packet, ours_addr).await.unwrap();
-            if i % 2 == 1 {
-                tokio::time::sleep(Duration::from_millis(40)).await;
-            }
-        }
+        // Then its beep: 0.6 s of 440 Hz.
+        rig.send_tone(30).await;
         let started = tokio::time::timeout(Duration::from_secs(5), async {
             loop {
-                match erx.recv().await {
+                match rig.events.recv().await {
                     Some(MediaEvent::Beep(BeepEvent::Started { frequency_hz, .. })) => {
                         break frequency_hz;
                     }
@@ -606,7 +597,7 @@ mod tests {
         })
         .await
         .expect("the beep is heard");
-        assert!(started.abs_diff(1000) <= 25, "{started} Hz");
-        handle.finish().await.unwrap();
+        assert!(started.abs_diff(440) <= 25, "{started} Hz");
+        rig.handle.finish().await.unwrap();
     }
 }

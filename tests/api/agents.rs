@@ -212,19 +212,8 @@ async fn out_of_bounds_agent_fields_are_refused_with_the_field_named() {
         ),
     ];
     for (body, needle) in cases {
-        let resp = app.post("/agents", body.clone()).await;
-        assert_eq!(
-            resp.status,
-            StatusCode::BAD_REQUEST,
-            "{body}: {}",
-            resp.text
-        );
-        assert_eq!(resp.error_code(), "INVALID_REQUEST");
-        assert!(
-            resp.body["error"].as_str().unwrap().contains(needle),
-            "{body}: {}",
-            resp.text
-        );
+        let resp = app.post("/agents", body).await;
+        resp.assert_invalid(needle);
     }
     let list = app.get("/agents").await;
     assert_eq!(
@@ -322,18 +311,8 @@ async fn answering_machine_detection_is_on_by_default_and_takes_overrides_within
             "voicemail_message",
         ),
     ] {
-        let resp = app.patch(&path, body.clone()).await;
-        assert_eq!(
-            resp.status,
-            StatusCode::BAD_REQUEST,
-            "{body}: {}",
-            resp.text
-        );
-        assert!(
-            resp.body["error"].as_str().unwrap().contains(needle),
-            "{body}: {}",
-            resp.text
-        );
+        let resp = app.patch(&path, body).await;
+        resp.assert_invalid(needle);
     }
     let after = app.get(&path).await.body;
     assert_eq!(after["answering_machine_detection"]["enabled"], false);
@@ -381,18 +360,8 @@ async fn wrong_types_unknown_fields_and_read_only_fields_are_refused() {
         ),
         (json!({"name": "a", "colour": "red"}), "Writable fields"),
     ] {
-        let resp = app.post("/agents", body.clone()).await;
-        assert_eq!(
-            resp.status,
-            StatusCode::BAD_REQUEST,
-            "{body}: {}",
-            resp.text
-        );
-        assert!(
-            resp.body["error"].as_str().unwrap().contains(needle),
-            "{body}: {}",
-            resp.text
-        );
+        let resp = app.post("/agents", body).await;
+        resp.assert_invalid(needle);
     }
     let resp = app
         .post("/agents", json!({"name": "a", "created_at": "x"}))
@@ -463,18 +432,8 @@ async fn bad_patches_are_refused_and_change_nothing() {
         (json!({"type": "flow"}), "flow_config"),
         (json!({"vad_confidence": "high"}), "vad_confidence"),
     ] {
-        let resp = app.patch(&path, body.clone()).await;
-        assert_eq!(
-            resp.status,
-            StatusCode::BAD_REQUEST,
-            "{body}: {}",
-            resp.text
-        );
-        assert!(
-            resp.body["error"].as_str().unwrap().contains(needle),
-            "{body}: {}",
-            resp.text
-        );
+        let resp = app.patch(&path, body).await;
+        resp.assert_invalid(needle);
     }
     assert_eq!(app.get(&path).await.body, before);
 }

@@ -18,6 +18,7 @@ use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
+use switchboard::store::AnsweringMachineDetection;
 use switchboard_sip::amd::{
     AmdEvent, AmdSettings, AnsweredBy, AnsweringMachineDetector, BeepDetector, BeepEvent,
     BeepSettings,
@@ -37,6 +38,10 @@ pub struct AmdArgs {
     /// Seed of the draw.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Overrides a detection parameter, as an agent's `answering_machine_detection` names it,
+    /// e.g. `--set maximum_number_of_words=2` (repeatable).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    overrides: Vec<String>,
     /// Keep the generated WAV files here (a temporary folder, removed, when omitted).
     #[arg(long)]
     keep: Option<PathBuf>,
@@ -143,7 +148,25 @@ pub(crate) struct Outcome {
     pub beep_ended_ms: Option<u32>,
 }
 
+/// The settings of `--set` over the defaults, read as an agent's overrides are.
+fn settings(overrides: &[String]) -> anyhow::Result<AmdSettings> {
+    let mut object = serde_json::Map::new();
+    for o in overrides {
+        let (name, value) = o
+            .split_once('=')
+            .with_context(|| format!("--set {o}: NAME=VALUE"))?;
+        let value: u32 = value
+            .parse()
+            .with_context(|| format!("--set {o}: a whole number"))?;
+        object.insert(name.to_string(), json!(value));
+    }
+    let amd: AnsweringMachineDetection =
+        serde_json::from_value(Value::Object(object)).context("--set")?;
+    amd.settings().context("--set: detection is on")
+}
+
 pub fn run(args: AmdArgs) -> anyhow::Result<Value> {
+    let settings = settings(&args.overrides)?;
     for tool in ["espeak-ng", "sox"] {
         let found = Command::new(tool).arg("--version").output().is_ok();
         if !found {
@@ -164,14 +187,14 @@ pub fn run(args: AmdArgs) -> anyhow::Result<Value> {
     let mut cases = generate(&dir, &mut rng, args.variants.max(1))?;
     let started = std::time::Instant::now();
     for case in &mut cases {
-        case.result = Some(detect(&case.samples));
+        case.result = Some(detect(settings, &case.samples));
     }
     let cpu_ms = started.elapsed().as_secs_f64() * 1000.0;
     let audio_secs: f64 = cases
         .iter()
         .map(|c| c.samples.len() as f64 / f64::from(RATE))
         .sum();
-    let report = output::report(&cases, cpu_ms, audio_secs, args.seed);
+    let report = output::report(&cases, settings, cpu_ms, audio_secs, args.seed);
     output::print_matrix(&report);
     let full = output::with_files(&report, &cases);
     if let Some(path) = &args.json {
@@ -187,8 +210,8 @@ pub fn run(args: AmdArgs) -> anyhow::Result<Value> {
 
 /// Runs the detection a call runs over `samples`, then silence until it decides (the line
 /// goes quiet after the file), and the beep detector alone over the whole file.
-fn detect(samples: &[i16]) -> Outcome {
-    let mut amd = AnsweringMachineDetector::new(AmdSettings::default(), RATE);
+fn detect(settings: AmdSettings, samples: &[i16]) -> Outcome {
+    let mut amd = AnsweringMachineDetector::new(settings, RATE);
     let mut verdict = None;
     let mut beep_ended_ms = None;
     let mut at_ms = 0;

@@ -37,7 +37,13 @@ fn times<'a>(outcomes: impl Iterator<Item = &'a Outcome>) -> Value {
     json!({"files": ms.len(), "p50": percentile(&ms, 50.0), "p99": percentile(&ms, 99.0), "max": ms.last().copied().unwrap_or(0)})
 }
 
-pub(super) fn report(cases: &[Case], cpu_ms: f64, audio_secs: f64, seed: u64) -> Value {
+pub(super) fn report(
+    cases: &[Case],
+    settings: AmdSettings,
+    cpu_ms: f64,
+    audio_secs: f64,
+    seed: u64,
+) -> Value {
     let done: Vec<(&Case, &Outcome)> = cases
         .iter()
         .filter_map(|c| c.result.as_ref().map(|r| (c, r)))
@@ -121,7 +127,7 @@ pub(super) fn report(cases: &[Case], cpu_ms: f64, audio_secs: f64, seed: u64) ->
         "seed": seed,
         "files": done.len(),
         "audio_secs": crate::round(audio_secs),
-        "settings": settings_json(&AmdSettings::default()),
+        "settings": settings_json(&settings),
         "confusion_matrix": matrix,
         "accuracy": share(spoken_right, spoken.len()),
         "accuracy_unsure_as_wrong": share(strict_right, spoken.len()),
@@ -173,9 +179,9 @@ pub(super) fn print_matrix(report: &Value) {
         println!(
             "{:>12} | {:>7} {:>7} {:>7}",
             truth.as_str(),
-            row["human"],
-            row["machine"],
-            row["unsure"]
+            row["human"].as_u64().unwrap_or(0),
+            row["machine"].as_u64().unwrap_or(0),
+            row["unsure"].as_u64().unwrap_or(0)
         );
     }
 }

@@ -327,7 +327,7 @@ impl AmdClassifier {
         self.decide(answered_by, reason)
     }
 
-    /// Ends the analysis with a verdict reached outside the rules (the voicemail tone).
+    /// Ends the analysis: `answered_by`, for `reason`, after the audio fed so far.
     fn decide(&mut self, answered_by: AnsweredBy, reason: AmdReason) -> Option<AmdVerdict> {
         let verdict = AmdVerdict {
             answered_by,

@@ -461,6 +461,7 @@ fn speak(
     let peak = rng.random_range(2.0..=12.0f64);
     run_tool(
         Command::new("sox")
+            .arg("-R")
             .arg(&raw)
             .args(["-r", "8000", "-c", "1", "-b", "16"])
             .arg(&out)
@@ -480,6 +481,7 @@ fn tone(dir: &Path, hz: u32, ms: u32, rng: &mut StdRng) -> anyhow::Result<Vec<i1
     let peak = rng.random_range(6.0..=14.0f64);
     run_tool(
         Command::new("sox")
+            .arg("-R")
             .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
             .arg(&out)
             .args(["synth", &format!("{:.3}", f64::from(ms) / 1000.0), "sine"])
@@ -498,6 +500,7 @@ fn add_noise(dir: &Path, samples: &mut [i16], kind: &str, db: f64) -> anyhow::Re
     let secs = samples.len() as f64 / f64::from(RATE) + 0.1;
     run_tool(
         Command::new("sox")
+            .arg("-R")
             .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
             .arg(&out)
             .args(["synth", &format!("{secs:.2}"), kind])

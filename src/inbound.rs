@@ -139,6 +139,7 @@ impl InboundRouter for SipRouter {
                 language: agent.language.clone(),
                 silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
                 max_duration: Duration::from_secs(max_secs),
+                amd: None,
             },
             recorded: true,
         };

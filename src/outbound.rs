@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_actors::agent::AgentPlan;
+use switchboard_actors::agent::{AgentPlan, AmdPlan};
 use switchboard_actors::ids::CallId;
 use switchboard_actors::ports::{DialRequest, PortError, PortResult};
 use switchboard_actors::sip_dialer::{OutboundDirectory, OutboundRoute};
@@ -60,6 +60,13 @@ impl OutboundDirectory for OutboundPort {
                 language: agent.language.clone(),
                 silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
                 max_duration: Duration::from_secs(request.max_duration_secs.max(1) as u64),
+                amd: agent
+                    .answering_machine_detection
+                    .settings()
+                    .map(|settings| AmdPlan {
+                        settings,
+                        voicemail_message: agent.voicemail_message.clone(),
+                    }),
             },
             recording: Some(recording_path(&self.config.data_dir, request.call_id)),
             vad: VadSettings {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::media::VadSettings;
 use switchboard_sip::outbound::{DialFailure, DialPlan, FailureKind, InviteJournal, SipClient};
 use switchboard_sip::trunk::Trunk;
@@ -172,8 +173,13 @@ impl Dialer for SipDialer {
             lost = ended.stats.packets_lost,
             "outbound call ended"
         );
+        let machine = ended.answered_by == Some(AnsweredBy::Machine);
         DialResult {
-            outcome: CallOutcome::Answered,
+            outcome: if machine {
+                CallOutcome::Voicemail
+            } else {
+                CallOutcome::Answered
+            },
             ring_secs: answered.ring.as_secs() as i64,
             talk_secs: ended.duration_secs.min(request.max_duration_secs),
             end_reason: ended.reason,
@@ -182,7 +188,7 @@ impl Dialer for SipDialer {
                 sip_code: Some(200),
                 sip_reason: Some("OK".into()),
                 q850_cause: None,
-                answered_by: None,
+                answered_by: ended.answered_by.map(|a| a.as_str().to_string()),
                 codec: Some(codec),
                 recorded: route.recording.is_some(),
             },

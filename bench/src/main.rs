@@ -6,7 +6,9 @@
 //! - `enroll-csv`: enrolls a large CSV through the real HTTP API.
 //! - `eval-cost`: the wall time of one campaign evaluation at several campaign sizes.
 //! - `sip-load`: a SIP load generator against a running (or spawned) server.
+//! - `amd`: answering-machine detection over a generated, labelled set of calls' audio.
 
+mod amd;
 mod sip_load;
 
 use std::collections::BTreeMap;
@@ -44,6 +46,9 @@ enum Command {
     EvalCost(EvalArgs),
     /// Place SIP calls at a steady rate, stream audio, and measure the server.
     SipLoad(sip_load::SipLoadArgs),
+    /// Generate voicemail greetings, people answering, silence and noise (espeak-ng, sox) and
+    /// measure answering-machine detection on them.
+    Amd(amd::AmdArgs),
 }
 
 #[derive(clap::Args)]
@@ -157,6 +162,8 @@ fn main() -> anyhow::Result<()> {
                 .build()?;
             (rt.block_on(sip_load::run(args))?, json)
         }
+        // Writes its own JSON (with every file's verdict).
+        Command::Amd(args) => (amd::run(args)?, None),
     };
     let (report, json_path) = report;
     print_report(&report);

@@ -172,7 +172,9 @@ pub async fn call(app: &TestApp, sipp: &Sipp, extra: Value) -> Value {
         .post(
             "/agents",
             json!({"name": "Ava", "max_call_duration_secs": 20, "agent_speaks_first": true,
-                "greeting_message": "Hello, this is Ava from the clinic, calling about your appointment tomorrow."}),
+                "greeting_message": "Hello, this is Ava from the clinic, calling about your appointment tomorrow.",
+                // SIPp echoes our own audio back: nothing for the detector to hear.
+                "answering_machine_detection": {"enabled": false}}),
         )
         .await;
     assert_eq!(agent.status, StatusCode::CREATED, "{}", agent.text);
@@ -369,7 +371,8 @@ async fn a_call_that_fails_inside_ends_interrupted_and_disturbs_no_other() {
         .post(
             "/agents",
             json!({"name": "Ava", "max_call_duration_secs": 4, "silence_timeout_secs": 30,
-                "greeting_message": "Hello, this is Ava calling about your appointment."}),
+                "greeting_message": "Hello, this is Ava calling about your appointment.",
+                "answering_machine_detection": {"enabled": false}}),
         )
         .await;
     let agent = agent.body["id"].as_str().unwrap().to_string();

@@ -36,7 +36,7 @@ impl OutboundDirectory for OutboundPort {
             return Ok(None);
         };
         let trunk = match route.trunk {
-            CallTrunk::Account(trunk) => trunk,
+            CallTrunk::Account(trunk) => *trunk,
             CallTrunk::NoAccount => match &self.config.outbound_trunk {
                 Some(trunk) => trunk.clone(),
                 None => return Ok(None),

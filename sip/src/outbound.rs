@@ -282,7 +282,7 @@ fn session_timer(resp: &rsip::Response) -> Option<SessionTimer> {
 
 /// What one INVITE to one target came to.
 enum Attempt {
-    Answered(Answered),
+    Answered(Box<Answered>),
     /// Worth trying the next target (5xx, no response, unreachable), and nothing was heard.
     Next(DialFailure),
     Final(DialFailure),
@@ -412,7 +412,7 @@ impl SipClient {
                     .attempt(&plan, &target, &mut media, &cancel, started)
                     .await
                 {
-                    Attempt::Answered(answered) => return Ok(answered),
+                    Attempt::Answered(answered) => return Ok(*answered),
                     Attempt::Final(mut failure) => {
                         failure.recorded = media.stop().await;
                         return Err(failure);
@@ -710,12 +710,12 @@ impl SipClient {
                 refresher: Some(refresher),
             },
         );
-        Attempt::Answered(Answered {
+        Attempt::Answered(Box::new(Answered {
             call,
             gateway: target.gateway.clone(),
             ring: started.elapsed(),
             early_media,
-        })
+        }))
     }
 
     /// Sends OPTIONS to every gateway of `trunk` (each address DNS names, until one answers).

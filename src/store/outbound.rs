@@ -13,7 +13,7 @@ use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, corrupt, sql};
 #[derive(Debug, Clone)]
 pub enum CallTrunk {
     /// The calling number's carrier account has this trunk.
-    Account(Trunk),
+    Account(Box<Trunk>),
     /// The calling number is on no carrier account: the operator's default trunk serves it.
     NoAccount,
     /// The number's account has no trunk: nothing serves it.
@@ -72,7 +72,7 @@ impl Store {
                 let mut trunk: Trunk = serde_json::from_str(&json)
                     .map_err(|e| corrupt("carrier_accounts.trunk", e))?;
                 trunk.password = password.map(Secret::new);
-                CallTrunk::Account(trunk)
+                CallTrunk::Account(Box::new(trunk))
             }
         };
         Ok(Some(CallRoute {

@@ -21,7 +21,7 @@ fn free_port() -> u16 {
     loop {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
         let port = udp.local_addr().expect("addr").port();
-        if port % 2 == 0 && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if port.is_multiple_of(2) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }

@@ -20,6 +20,9 @@ use crate::ids::{CallId, CampaignId, ContactId, WorkspaceId};
 use crate::ports::{CallEnd, CallSpec, CampaignRules, DialResult, OpenAttempt, PortError};
 
 /// To a `CampaignActor`.
+// A message is moved once, into a mailbox: boxing its largest variant would only add an
+// allocation per message.
+#[allow(clippy::large_enum_variant)]
 pub enum CampaignMsg {
     Evaluate,
     /// The API changed the campaign (status, settings or contacts).
@@ -96,6 +99,9 @@ pub enum ContactMsg {
 }
 
 /// To the `CallQueue`.
+// A message is moved once, into a mailbox: boxing its largest variant would only add an
+// allocation per message.
+#[allow(clippy::large_enum_variant)]
 pub enum QueueMsg {
     Enqueue {
         call: CallSpec,

@@ -272,7 +272,10 @@ pub fn engine_config(config: &Config) -> EngineConfig {
 pub fn dialer(
     config: &Arc<Config>,
     store: &Store,
-    sip: Option<(&switchboard_sip::outbound::SipClient, &tokio_util::sync::CancellationToken)>,
+    sip: Option<(
+        &switchboard_sip::outbound::SipClient,
+        &tokio_util::sync::CancellationToken,
+    )>,
     speech: Arc<dyn switchboard_actors::agent::Speech>,
 ) -> anyhow::Result<Arc<dyn Dialer>> {
     Ok(match &config.carrier {

@@ -7,16 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use switchboard_actors::agent::{AgentPlan, Speech};
 use switchboard_actors::clock::SharedClock;
 use switchboard_actors::ids::CallId;
-use switchboard_actors::agent::{AgentPlan, Speech};
 use switchboard_actors::inbound::{InboundEnd, InboundPlan, InboundStart, InboundStore, run_call};
 use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{PortError, PortResult};
 use switchboard_actors::slug::SipSlug;
 use switchboard_sip::acl::{IpNet, SourceFilter};
-use switchboard_sip::media::VadSettings;
 use switchboard_sip::call::Call;
+use switchboard_sip::media::VadSettings;
 use switchboard_sip::server::{Answer, InboundRouter, Routing};
 use tokio_util::sync::CancellationToken;
 
@@ -139,6 +139,7 @@ impl InboundRouter for SipRouter {
                 language: agent.language.clone(),
                 silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
                 max_duration: Duration::from_secs(max_secs),
+                amd: None,
             },
             recorded: true,
         };

@@ -100,7 +100,7 @@ pub async fn serve(
         config.public_url = Some(format!("http://{}", listener.local_addr()?));
     }
     config.check()?;
-    let store = store.with_default_trunk(config.default_trunk().is_some());
+    let store = store.with_default_trunk(config.default_trunk());
     let config = Arc::new(config);
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
     let sip_stop = tokio_util::sync::CancellationToken::new();

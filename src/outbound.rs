@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_actors::agent::AgentPlan;
+use switchboard_actors::agent::{AgentPlan, AmdPlan};
 use switchboard_actors::ids::CallId;
 use switchboard_actors::ports::{DialRequest, PortError, PortResult};
 use switchboard_actors::sip_dialer::{OutboundDirectory, OutboundRoute};
@@ -36,7 +36,7 @@ impl OutboundDirectory for OutboundPort {
             return Ok(None);
         };
         let trunk = match route.trunk {
-            CallTrunk::Account(trunk) => trunk,
+            CallTrunk::Account(trunk) => *trunk,
             CallTrunk::NoAccount => match &self.config.outbound_trunk {
                 Some(trunk) => trunk.clone(),
                 None => return Ok(None),
@@ -60,6 +60,13 @@ impl OutboundDirectory for OutboundPort {
                 language: agent.language.clone(),
                 silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
                 max_duration: Duration::from_secs(request.max_duration_secs.max(1) as u64),
+                amd: agent
+                    .answering_machine_detection
+                    .settings()
+                    .map(|settings| AmdPlan {
+                        settings,
+                        voicemail_message: agent.voicemail_message.clone(),
+                    }),
             },
             recording: Some(recording_path(&self.config.data_dir, request.call_id)),
             vad: VadSettings {
@@ -95,7 +102,10 @@ pub async fn abandon_stale_calls(store: &Store, client: &SipClient) -> anyhow::R
     if stale.is_empty() {
         return Ok(());
     }
-    tracing::info!(calls = stale.len(), "ending the SIP calls a previous process left");
+    tracing::info!(
+        calls = stale.len(),
+        "ending the SIP calls a previous process left"
+    );
     let mut ends = tokio::task::JoinSet::new();
     for (id, key) in stale {
         let client = client.clone();

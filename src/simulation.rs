@@ -23,6 +23,7 @@ use switchboard_actors::engine::{Engine, EngineConfig};
 use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::money::Cents;
 use switchboard_actors::phone::PhoneNumber;
+use switchboard_actors::ports::{Dialer, TrunkLimits};
 use switchboard_actors::sim::{SecondsRange, SimCarrier, SimConfig};
 use switchboard_actors::window::CallingWindow;
 
@@ -40,7 +41,12 @@ pub struct VirtualRun {
     pub hold: Arc<TimeHold>,
     /// Faults the next engine start (see [`VirtualRun::restart`]) injects into store operations.
     pub faults: Option<FaultHook>,
+    /// What the engine dials through, made from the simulated carrier at each start.
+    dialer: DialerWrap,
 }
+
+/// Makes the engine's dialer from the simulated carrier (a test wraps it to watch the dials).
+pub type DialerWrap = Arc<dyn Fn(Arc<SimCarrier>) -> Arc<dyn Dialer> + Send + Sync>;
 
 /// A window open all day every day in `zone`.
 pub fn all_day(zone: &str) -> CallingWindow {
@@ -64,6 +70,19 @@ impl VirtualRun {
         start: DateTime<Utc>,
         mix: &str,
         tune: impl FnOnce(&mut EngineConfig, &mut SimConfig),
+    ) -> anyhow::Result<Self> {
+        let carrier_itself: DialerWrap = Arc::new(|carrier| carrier);
+        Self::with_dialer(db_url, start, mix, tune, carrier_itself).await
+    }
+
+    /// As [`VirtualRun::new`], with the engine dialling through what `dialer` makes of the
+    /// simulated carrier.
+    pub async fn with_dialer(
+        db_url: &str,
+        start: DateTime<Utc>,
+        mix: &str,
+        tune: impl FnOnce(&mut EngineConfig, &mut SimConfig),
+        dialer: DialerWrap,
     ) -> anyhow::Result<Self> {
         let clock: SharedClock = Arc::new(TokioClock::starting_at(start));
         let store = Store::open_virtual(db_url, clock.clone())
@@ -111,8 +130,14 @@ impl VirtualRun {
         };
         tune(&mut config, &mut sim);
         let carrier = Arc::new(SimCarrier::new(sim.clone(), clock.clone()).context("carrier")?);
-        let engine =
-            start_engine(&store, carrier.clone(), config.clone(), hold.clone(), None).await?;
+        let engine = start_engine(
+            &store,
+            dialer(carrier.clone()),
+            config.clone(),
+            hold.clone(),
+            None,
+        )
+        .await?;
         drop(setup);
         Ok(Self {
             store,
@@ -127,6 +152,7 @@ impl VirtualRun {
             sim,
             hold,
             faults: None,
+            dialer,
         })
     }
 
@@ -296,7 +322,7 @@ impl VirtualRun {
             Arc::new(SimCarrier::new(self.sim.clone(), self.clock.clone()).expect("carrier"));
         self.engine = start_engine(
             &self.store,
-            self.carrier.clone(),
+            (self.dialer)(self.carrier.clone()),
             self.config.clone(),
             self.hold.clone(),
             self.faults.clone(),
@@ -308,7 +334,7 @@ impl VirtualRun {
 
 async fn start_engine(
     store: &Store,
-    carrier: Arc<SimCarrier>,
+    dialer: Arc<dyn Dialer>,
     config: EngineConfig,
     hold: Arc<TimeHold>,
     faults: Option<FaultHook>,
@@ -319,7 +345,7 @@ async fn start_engine(
         hold: Some(hold),
         faults,
     });
-    Ok(Engine::start(port, carrier, store.clock(), config).await?)
+    Ok(Engine::start(port, dialer, store.clock(), config).await?)
 }
 
 /// The most calls of `calls` live at one instant, from their dial and end times.
@@ -351,6 +377,16 @@ pub fn min_dial_gap(calls: &[CallRecord]) -> Option<i64> {
 impl VirtualRun {
     /// Queues a direct call as `POST /calls` does.
     pub async fn direct_call(&self, to: &str, priority: i64) -> switchboard_actors::ids::CallId {
+        self.direct_call_on(to, priority, None).await
+    }
+
+    /// Queues a direct call carried by a trunk with `trunk`'s caps.
+    pub async fn direct_call_on(
+        &self,
+        to: &str,
+        priority: i64,
+        trunk: Option<TrunkLimits>,
+    ) -> switchboard_actors::ids::CallId {
         let _held = self.hold.enter();
         let spec = switchboard_actors::ports::CallSpec {
             id: switchboard_actors::ids::CallId::new(),
@@ -366,6 +402,7 @@ impl VirtualRun {
             max_duration_secs: 600,
             reserved_cents: Cents::new(100),
             queued_at: self.now(),
+            trunk,
         };
         let new = crate::store::NewCall {
             spec: spec.clone(),

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use switchboard_sip::amd::{AmdSettings, AnsweredBy, BEEP_WINDOW_MS, BeepEvent};
 use switchboard_sip::call::{Call, CallEvent, EndCause};
 use switchboard_sip::media::{MediaEvent, MediaStats};
 use tokio::time::Instant;
@@ -40,6 +41,20 @@ pub trait Speech: Send + Sync + 'static {
 pub const END_SILENCE: &str = "silence_timeout";
 pub const END_MAX_DURATION: &str = "max_duration";
 pub const END_SHUTDOWN: &str = "shutdown";
+/// A machine answered and the agent has no voicemail message: it hung up at once.
+pub const END_MACHINE: &str = "answering_machine";
+/// A machine answered; the agent left its voicemail message after the beep.
+pub const END_VOICEMAIL_LEFT: &str = "voicemail_left";
+/// A machine answered but no beep came within the listening window: nothing was left.
+pub const END_NO_BEEP: &str = "voicemail_no_beep";
+
+/// Answering-machine detection on an outbound call.
+#[derive(Debug, Clone)]
+pub struct AmdPlan {
+    pub settings: AmdSettings,
+    /// Left after the beep when a machine answers; none: hang up at once.
+    pub voicemail_message: Option<String>,
+}
 
 /// How the agent runs a call.
 #[derive(Debug, Clone)]
@@ -51,6 +66,9 @@ pub struct AgentPlan {
     pub silence_timeout: Duration,
     /// The agent's cap on a call's length.
     pub max_duration: Duration,
+    /// Answering-machine detection (outbound calls whose agent has it on): the greeting
+    /// waits for the verdict.
+    pub amd: Option<AmdPlan>,
 }
 
 /// How a conversation ended.
@@ -61,6 +79,21 @@ pub struct AgentEnd {
     /// Connected time, whole seconds.
     pub duration_secs: i64,
     pub stats: MediaStats,
+    /// Who answered, when answering-machine detection ran and decided.
+    pub answered_by: Option<AnsweredBy>,
+}
+
+/// Where a call with answering-machine detection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Detection {
+    /// No detection, or a person (or unsure) answered: the conversation runs.
+    Off,
+    /// Listening for the verdict; the agent holds its greeting.
+    Listening,
+    /// A machine: waiting for its beep (until the deadline) to leave the message.
+    AwaitingBeep,
+    /// Leaving the voicemail message; the call ends when it has played.
+    LeavingMessage,
 }
 
 /// Plays `text` on the call; `false` if it could not be synthesized.
@@ -90,15 +123,21 @@ pub async fn converse(
     stop: tokio_util::sync::CancellationToken,
 ) -> AgentEnd {
     let mut agent_speaking = false;
-    if plan.agent_speaks_first && !plan.greeting.trim().is_empty() {
+    let mut detection = Detection::Off;
+    let mut answered_by = None;
+    if let Some(amd) = &plan.amd {
+        call.media.control().detect_answering_machine(amd.settings);
+        detection = Detection::Listening;
+    } else if plan.agent_speaks_first && !plan.greeting.trim().is_empty() {
         agent_speaking = say(&call, speech, &plan.greeting, plan).await;
     }
     let deadline = answered + plan.max_duration;
+    let mut beep_deadline = deadline;
     let mut peer_speaking = false;
     let mut quiet_since = Instant::now();
     let reason: String = loop {
         let silence_at = quiet_since + plan.silence_timeout;
-        let watch_silence = !peer_speaking && !agent_speaking;
+        let watch_silence = !peer_speaking && !agent_speaking && detection == Detection::Off;
         tokio::select! {
             _ = stop.cancelled() => {
                 call.hangup().await;
@@ -108,6 +147,10 @@ pub async fn converse(
                 call.hangup().await;
                 break END_MAX_DURATION.into();
             }
+            _ = tokio::time::sleep_until(beep_deadline), if detection == Detection::AwaitingBeep => {
+                call.hangup().await;
+                break END_NO_BEEP.into();
+            }
             _ = tokio::time::sleep_until(silence_at), if watch_silence => {
                 call.hangup().await;
                 break END_SILENCE.into();
@@ -115,7 +158,7 @@ pub async fn converse(
             event = call.next_event() => match event {
                 Some(CallEvent::Media(MediaEvent::SpeechStarted)) => {
                     peer_speaking = true;
-                    if agent_speaking {
+                    if agent_speaking && detection == Detection::Off {
                         // The other party talks over the agent: the agent yields.
                         call.media.clear();
                     }
@@ -127,7 +170,48 @@ pub async fn converse(
                 Some(CallEvent::Media(MediaEvent::PlayoutDone)) => {
                     agent_speaking = false;
                     quiet_since = Instant::now();
+                    if detection == Detection::LeavingMessage {
+                        call.hangup().await;
+                        break END_VOICEMAIL_LEFT.into();
+                    }
                 }
+                Some(CallEvent::Media(MediaEvent::Amd(verdict))) => {
+                    if detection != Detection::Listening {
+                        continue;
+                    }
+                    answered_by = Some(verdict.answered_by);
+                    tracing::info!(answered_by = verdict.answered_by.as_str(), reason = %verdict.reason, after_ms = verdict.after_ms, "answering-machine detection");
+                    if verdict.answered_by.counts_as_human() {
+                        detection = Detection::Off;
+                        quiet_since = Instant::now();
+                        if plan.agent_speaks_first && !plan.greeting.trim().is_empty() {
+                            agent_speaking = say(&call, speech, &plan.greeting, plan).await;
+                        }
+                    } else if plan.amd.as_ref().is_some_and(|a| a.voicemail_message.is_some()) {
+                        detection = Detection::AwaitingBeep;
+                        beep_deadline = Instant::now()
+                            + Duration::from_millis(u64::from(BEEP_WINDOW_MS));
+                    } else {
+                        call.hangup().await;
+                        break END_MACHINE.into();
+                    }
+                }
+                Some(CallEvent::Media(MediaEvent::Beep(BeepEvent::Ended { .. }))) => {
+                    if detection != Detection::AwaitingBeep {
+                        continue;
+                    }
+                    let message = plan.amd.as_ref().and_then(|a| a.voicemail_message.as_deref());
+                    if let Some(message) = message
+                        && say(&call, speech, message, plan).await
+                    {
+                        agent_speaking = true;
+                        detection = Detection::LeavingMessage;
+                    } else {
+                        call.hangup().await;
+                        break END_MACHINE.into();
+                    }
+                }
+                Some(CallEvent::Media(MediaEvent::Beep(BeepEvent::Started { .. }))) => {}
                 Some(CallEvent::Ended(cause)) => break cause.name(call.direction).into(),
                 None => {
                     let cause = call.end_cause().unwrap_or(EndCause::Failed);
@@ -145,5 +229,6 @@ pub async fn converse(
         reason,
         duration_secs,
         stats,
+        answered_by,
     }
 }

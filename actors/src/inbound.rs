@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use switchboard_sip::call::Call;
 use tokio::time::Instant;
 
-pub use crate::agent::{AgentPlan, Speech, SpeechError};
 use crate::agent::converse;
+pub use crate::agent::{AgentPlan, Speech, SpeechError};
 
 use crate::clock::SharedClock;
 use crate::ids::{AgentId, CallId, SipEndpointId, WorkspaceId};

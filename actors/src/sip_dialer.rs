@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::media::VadSettings;
 use switchboard_sip::outbound::{DialFailure, DialPlan, FailureKind, InviteJournal, SipClient};
 use switchboard_sip::trunk::Trunk;
@@ -81,7 +82,12 @@ pub fn outcome_of(failure: &DialFailure) -> (CallOutcome, &'static str) {
     }
 }
 
-fn failed(outcome: CallOutcome, reason: &str, ring_secs: i64, network: NetworkDetails) -> DialResult {
+fn failed(
+    outcome: CallOutcome,
+    reason: &str,
+    ring_secs: i64,
+    network: NetworkDetails,
+) -> DialResult {
     DialResult {
         outcome,
         ring_secs,
@@ -103,7 +109,12 @@ impl Dialer for SipDialer {
             }
             Err(e) => {
                 tracing::warn!(call = %request.call_id, error = %e, "the call's trunk could not be read");
-                return failed(CallOutcome::InfraError, "route_error", 0, Default::default());
+                return failed(
+                    CallOutcome::InfraError,
+                    "route_error",
+                    0,
+                    Default::default(),
+                );
             }
         };
         let plan = DialPlan {
@@ -162,8 +173,13 @@ impl Dialer for SipDialer {
             lost = ended.stats.packets_lost,
             "outbound call ended"
         );
+        let machine = ended.answered_by == Some(AnsweredBy::Machine);
         DialResult {
-            outcome: CallOutcome::Answered,
+            outcome: if machine {
+                CallOutcome::Voicemail
+            } else {
+                CallOutcome::Answered
+            },
             ring_secs: answered.ring.as_secs() as i64,
             talk_secs: ended.duration_secs.min(request.max_duration_secs),
             end_reason: ended.reason,
@@ -172,7 +188,7 @@ impl Dialer for SipDialer {
                 sip_code: Some(200),
                 sip_reason: Some("OK".into()),
                 q850_cause: None,
-                answered_by: None,
+                answered_by: ended.answered_by.map(|a| a.as_str().to_string()),
                 codec: Some(codec),
                 recorded: route.recording.is_some(),
             },
@@ -207,7 +223,9 @@ mod tests {
         for code in [408, 480, 487] {
             assert_eq!(outcome(code), CallOutcome::NoAnswer, "{code}");
         }
-        for code in [404, 410, 484, 485, 604, 403, 603, 607, 608, 401, 407, 488, 415] {
+        for code in [
+            404, 410, 484, 485, 604, 403, 603, 607, 608, 401, 407, 488, 415,
+        ] {
             assert_eq!(outcome(code), CallOutcome::Failed, "{code}");
         }
         for code in [500, 502, 503, 504] {

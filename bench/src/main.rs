@@ -8,7 +8,9 @@
 //! - `sip-load`: a SIP load generator against a running (or spawned) server.
 //! - `outbound-load`: outbound calls through a SIP trunk to an answering peer, placed directly
 //!   or by campaigns, against a spawned server.
+//! - `amd`: answering-machine detection over a generated, labelled set of calls' audio.
 
+mod amd;
 mod measure;
 mod outbound_load;
 mod sip_load;
@@ -51,6 +53,9 @@ enum Command {
     /// Place outbound calls through a SIP trunk to an answering peer (directly or by
     /// campaigns), and measure the server and the pacing the far end saw.
     OutboundLoad(outbound_load::OutboundLoadArgs),
+    /// Generate voicemail greetings, people answering, silence and noise (espeak-ng, sox) and
+    /// measure answering-machine detection on them.
+    Amd(amd::AmdArgs),
 }
 
 #[derive(clap::Args)]
@@ -172,6 +177,8 @@ fn main() -> anyhow::Result<()> {
                 .build()?;
             (rt.block_on(outbound_load::run(args))?, json)
         }
+        // Writes its own JSON (with every file's verdict).
+        Command::Amd(args) => (amd::run(args)?, None),
     };
     let (report, json_path) = report;
     print_report(&report);

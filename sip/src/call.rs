@@ -121,7 +121,10 @@ impl Core {
     }
 
     pub fn is_live(&self, id: &DialogId) -> bool {
-        self.live.lock().map(|l| l.contains_key(id)).unwrap_or(false)
+        self.live
+            .lock()
+            .map(|l| l.contains_key(id))
+            .unwrap_or(false)
     }
 
     pub fn set_media(&self, id: &DialogId, media: MediaControl) {

@@ -1,5 +1,7 @@
 //! One call's audio: RTP in and out every 20 ms, decoding and encoding, voice activity
 //! detection on the caller's side, and the stereo recording (caller left, other side right).
+//! On request ([`MediaControl::detect_answering_machine`]), answering-machine detection runs on
+//! the peer's decoded frames in the same loop and reports through the same events.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -16,6 +18,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+use crate::amd::{AmdEvent, AmdSettings, AmdVerdict, AnsweringMachineDetector, BeepEvent};
 use crate::rtp::{JitterBuffer, LossCounter, Slot};
 use crate::sdp::Codec;
 pub use crate::vad::{Vad, VadChange, VadSettings};
@@ -29,6 +32,19 @@ pub enum MediaEvent {
     SpeechStopped,
     /// Everything queued with [`MediaHandle::play`] has been sent.
     PlayoutDone,
+    /// Who answered, once answering-machine detection decides.
+    Amd(AmdVerdict),
+    /// The voicemail tone after a machine's greeting.
+    Beep(BeepEvent),
+}
+
+impl From<AmdEvent> for MediaEvent {
+    fn from(event: AmdEvent) -> Self {
+        match event {
+            AmdEvent::Verdict(v) => MediaEvent::Amd(v),
+            AmdEvent::Beep(b) => MediaEvent::Beep(b),
+        }
+    }
 }
 
 /// Figures for one call's media, once it ends.
@@ -62,6 +78,7 @@ enum Command {
     Play(Arc<[i16]>),
     Clear,
     Retarget(SocketAddr),
+    DetectAnsweringMachine(AmdSettings),
 }
 
 /// Where a session's events go.
@@ -87,6 +104,15 @@ impl MediaControl {
     /// Sends audio somewhere else from now on (a re-INVITE moved the peer).
     pub fn retarget(&self, remote: SocketAddr) {
         let _ = self.commands.send(Command::Retarget(remote));
+    }
+
+    /// Starts answering-machine detection on the peer's audio from the next frame on (an
+    /// outbound call, right after the answer): a [`MediaEvent::Amd`] verdict follows, and on a
+    /// machine the [`MediaEvent::Beep`]s of its voicemail tone. Sent again, it starts over.
+    pub fn detect_answering_machine(&self, settings: AmdSettings) {
+        let _ = self
+            .commands
+            .send(Command::DetectAnsweringMachine(settings));
     }
 }
 
@@ -201,6 +227,9 @@ struct Session {
     jitter: JitterBuffer,
     loss: LossCounter,
     vad: Vad,
+    /// Answering-machine detection while it listens; `None` otherwise (inbound calls, and
+    /// once it is done), so a call without it pays one branch a frame.
+    amd: Option<Box<AnsweringMachineDetector>>,
     playout: VecDeque<Arc<[i16]>>,
     play_offset: usize,
     playing: bool,
@@ -232,6 +261,7 @@ impl Session {
             jitter: JitterBuffer::new(config.jitter_depth),
             loss: LossCounter::default(),
             vad: Vad::new(config.vad),
+            amd: None,
             playout: VecDeque::new(),
             play_offset: 0,
             playing: false,
@@ -292,6 +322,12 @@ impl Session {
                 self.remote = addr;
                 self.latched = false;
             }
+            Command::DetectAnsweringMachine(settings) => {
+                self.amd = Some(Box::new(AnsweringMachineDetector::new(
+                    settings,
+                    self.codec.sample_rate(),
+                )));
+            }
         }
     }
 
@@ -332,6 +368,12 @@ impl Session {
                 VadChange::Started => MediaEvent::SpeechStarted,
                 VadChange::Stopped => MediaEvent::SpeechStopped,
             });
+        }
+        if let Some(amd) = self.amd.as_mut() {
+            amd.feed(caller, |e| (self.events)(e.into()));
+            if amd.finished() {
+                self.amd = None;
+            }
         }
         // The agent's side.
         self.fill_agent(agent);
@@ -418,26 +460,27 @@ mod tests {
         assert_eq!(resample(&x, 22050, 22050), x);
     }
 
-    #[tokio::test]
-    async fn media_flows_both_ways_and_is_recorded() {
-        let dir = std::env::temp_dir().join(format!("sb-media-{}", std::process::id()));
-        let path = dir.join("call.wav");
+    /// A session on loopback: the peer's socket, our address, the handle and the events.
+    struct Rig {
+        peer: UdpSocket,
+        ours: SocketAddr,
+        handle: MediaHandle,
+        events: mpsc::UnboundedReceiver<MediaEvent>,
+    }
+
+    async fn rig(recording: Option<PathBuf>, vad: VadSettings) -> Rig {
         let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let ours = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let ours_addr = ours.local_addr().unwrap();
-        let (etx, mut erx) = mpsc::unbounded_channel();
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let ours = socket.local_addr().unwrap();
+        let (etx, events) = mpsc::unbounded_channel();
         let handle = start(
-            ours,
+            socket,
             MediaConfig {
                 codec: Codec::Pcmu,
                 payload_type: 0,
                 remote: peer.local_addr().unwrap(),
-                recording: Some(path.clone()),
-                vad: VadSettings {
-                    start_secs: 0.04,
-                    stop_secs: 0.2,
-                    confidence: 0.5,
-                },
+                recording,
+                vad,
                 jitter_depth: 2,
             },
             Box::new(move |e| {
@@ -445,43 +488,70 @@ mod tests {
             }),
         )
         .unwrap();
-        handle.play(tone(1600, 6000.0, 8000.0).into());
-        // The peer sends 0.4 s of tone, out of order in pairs.
-        let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
-        let frames: Vec<Vec<u8>> = (0..20)
-            .map(|i| {
-                let pcm = tone(160, 8000.0, 8000.0);
-                RtpPacketBuilder::new()
-                    .payload_type(0)
-                    .ssrc(7)
-                    .sequence(Seq::from(100 + i as u16))
-                    .timestamp(160 * i)
-                    .payload(&enc.encode(&pcm))
-                    .build()
-                    .unwrap()
-            })
-            .collect();
-        for pair in frames.chunks(2) {
-            peer.send_to(&pair[1], ours_addr).await.unwrap();
-            peer.send_to(&pair[0], ours_addr).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(40)).await;
+        Rig {
+            peer,
+            ours,
+            handle,
+            events,
         }
+    }
+
+    impl Rig {
+        /// Sends `frames` of 440 Hz tone from the peer as PCMU, out of order in pairs, a pair
+        /// every 40 ms.
+        async fn send_tone(&self, frames: u16) {
+            let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
+            let packets: Vec<Vec<u8>> = (0..frames)
+                .map(|i| {
+                    let pcm = tone(160, 8000.0, 8000.0);
+                    RtpPacketBuilder::new()
+                        .payload_type(0)
+                        .ssrc(7)
+                        .sequence(Seq::from(100 + i))
+                        .timestamp(160 * u32::from(i))
+                        .payload(&enc.encode(&pcm))
+                        .build()
+                        .unwrap()
+                })
+                .collect();
+            for pair in packets.chunks(2) {
+                for packet in pair.iter().rev() {
+                    self.peer.send_to(packet, self.ours).await.unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn media_flows_both_ways_and_is_recorded() {
+        let dir = std::env::temp_dir().join(format!("sb-media-{}", std::process::id()));
+        let path = dir.join("call.wav");
+        let vad = VadSettings {
+            start_secs: 0.04,
+            stop_secs: 0.2,
+            confidence: 0.5,
+        };
+        let mut rig = rig(Some(path.clone()), vad).await;
+        rig.handle.play(tone(1600, 6000.0, 8000.0).into());
+        // The peer sends 0.4 s of tone.
+        rig.send_tone(20).await;
         let mut got = 0;
         let mut buf = [0u8; 1500];
         while got < 10 {
-            let (len, _) = peer.recv_from(&mut buf).await.unwrap();
+            let (len, _) = rig.peer.recv_from(&mut buf).await.unwrap();
             let rtp = RtpReader::new(&buf[..len]).unwrap();
             assert_eq!(rtp.payload_type(), 0);
             assert_eq!(rtp.payload().len(), 160);
             got += 1;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let stats = handle.finish().await.unwrap();
+        let stats = rig.handle.finish().await.unwrap();
         assert_eq!(stats.packets_received, 20);
         assert_eq!(stats.packets_lost, 0);
         assert_eq!(stats.packets_discarded, 0);
         let mut events = Vec::new();
-        while let Ok(e) = erx.try_recv() {
+        while let Ok(e) = rig.events.try_recv() {
             events.push(e);
         }
         assert!(events.contains(&MediaEvent::SpeechStarted), "{events:?}");
@@ -496,5 +566,41 @@ mod tests {
         assert!(level_db(&left) > -30.0, "caller channel holds the tone");
         assert!(level_db(&right) > -30.0, "agent channel holds the prompt");
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn answering_machine_detection_reports_through_the_media_events() {
+        let mut rig = rig(None, VadSettings::default()).await;
+        rig.handle.control().detect_answering_machine(AmdSettings {
+            initial_silence_ms: 200,
+            ..AmdSettings::default()
+        });
+        // Nothing from the peer: silence, then a machine.
+        let verdict = tokio::time::timeout(Duration::from_secs(5), rig.events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let MediaEvent::Amd(verdict) = verdict else {
+            panic!("{verdict:?}");
+        };
+        assert_eq!(verdict.answered_by, crate::amd::AnsweredBy::Machine);
+        assert_eq!(verdict.reason.code(), "INITIALSILENCE");
+        // Then its beep: 0.6 s of 440 Hz.
+        rig.send_tone(30).await;
+        let started = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match rig.events.recv().await {
+                    Some(MediaEvent::Beep(BeepEvent::Started { frequency_hz, .. })) => {
+                        break frequency_hz;
+                    }
+                    Some(_) => continue,
+                    None => panic!("the events ended"),
+                }
+            }
+        })
+        .await
+        .expect("the beep is heard");
+        assert!(started.abs_diff(440) <= 25, "{started} Hz");
+        rig.handle.finish().await.unwrap();
     }
 }

@@ -282,7 +282,7 @@ fn session_timer(resp: &rsip::Response) -> Option<SessionTimer> {
 
 /// What one INVITE to one target came to.
 enum Attempt {
-    Answered(Answered),
+    Answered(Box<Answered>),
     /// Worth trying the next target (5xx, no response, unreachable), and nothing was heard.
     Next(DialFailure),
     Final(DialFailure),
@@ -412,7 +412,7 @@ impl SipClient {
                     .attempt(&plan, &target, &mut media, &cancel, started)
                     .await
                 {
-                    Attempt::Answered(answered) => return Ok(answered),
+                    Attempt::Answered(answered) => return Ok(*answered),
                     Attempt::Final(mut failure) => {
                         failure.recorded = media.stop().await;
                         return Err(failure);
@@ -613,7 +613,11 @@ impl SipClient {
                 sip_code: Some(code),
                 reason_phrase: Some(phrase),
                 q850_cause: q850_cause(&resp),
-                ..failure(kind, format!("cancelled; the far end answered {code}"), early_media)
+                ..failure(
+                    kind,
+                    format!("cancelled; the far end answered {code}"),
+                    early_media,
+                )
             });
         }
         if !answered {
@@ -706,12 +710,12 @@ impl SipClient {
                 refresher: Some(refresher),
             },
         );
-        Attempt::Answered(Answered {
+        Attempt::Answered(Box::new(Answered {
             call,
             gateway: target.gateway.clone(),
             ring: started.elapsed(),
             early_media,
-        })
+        }))
     }
 
     /// Sends OPTIONS to every gateway of `trunk` (each address DNS names, until one answers).
@@ -1045,9 +1049,15 @@ mod tests {
             })
         );
         let t = session_timer(&response(&[("Session-Expires", "1800;refresher=uas")]));
-        assert_eq!(t.map(|t| (t.we_refresh, t.use_update)), Some((false, false)));
+        assert_eq!(
+            t.map(|t| (t.we_refresh, t.use_update)),
+            Some((false, false))
+        );
         assert_eq!(session_timer(&response(&[])), None);
-        assert_eq!(expiry_margin(Duration::from_secs(90)), Duration::from_secs(60));
+        assert_eq!(
+            expiry_margin(Duration::from_secs(90)),
+            Duration::from_secs(60)
+        );
         assert_eq!(
             expiry_margin(Duration::from_secs(1800)),
             Duration::from_secs(1768)

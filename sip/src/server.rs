@@ -603,19 +603,19 @@ impl<R: InboundRouter> Shared<R> {
             _ => "udp",
         };
         let contact = self.core.contacts.get(contact_key).cloned();
-        let mut dialog =
-            match self
-                .core
-                .dialogs
-                .get_or_create_server_invite(&tx, self.core.states.clone(), None, contact)
-            {
-                Ok(d) => d,
-                Err(_) => {
-                    // No Contact header, or a malformed From/To.
-                    let _ = tx.reply(StatusCode::BadRequest).await;
-                    return;
-                }
-            };
+        let mut dialog = match self.core.dialogs.get_or_create_server_invite(
+            &tx,
+            self.core.states.clone(),
+            None,
+            contact,
+        ) {
+            Ok(d) => d,
+            Err(_) => {
+                // No Contact header, or a malformed From/To.
+                let _ = tx.reply(StatusCode::BadRequest).await;
+                return;
+            }
+        };
         let id = dialog.id();
         let local = match socket.local_addr() {
             Ok(a) => SocketAddr::new(self.core.media_ip, a.port()),

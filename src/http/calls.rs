@@ -207,6 +207,7 @@ async fn create(
         max_duration_secs: cap,
         reserved_cents: state.config.outbound_cents_per_minute.per_minute_for(cap),
         queued_at: now,
+        trunk: state.store.number_trunk(ws, from_id).await?,
     };
     let new = NewCall {
         spec: spec.clone(),

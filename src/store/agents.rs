@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, WorkspaceId};
+use switchboard_sip::amd::AmdSettings;
 use utoipa::ToSchema;
 
 use super::{Page, Paged, Store, StoreError, StoreResult, sql, ts};
@@ -101,6 +102,99 @@ pub struct ExtractionParameter {
     pub description: String,
 }
 
+/// Answering-machine detection on the agent's outbound calls, with the parameters of
+/// Asterisk's `app_amd`. Each parameter left null takes Switchboard's default; the object is
+/// written whole (a key left out is null).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnsweringMachineDetection {
+    /// Whether outbound calls tell machines from people (default true). Inbound calls never do.
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    /// Silence before the first word that makes a machine, in ms; 100-10000 (default 2500).
+    #[serde(default)]
+    pub initial_silence_ms: Option<u32>,
+    /// Voice in a greeting that makes a machine, in ms; 100-10000 (default 1500).
+    #[serde(default)]
+    pub greeting_ms: Option<u32>,
+    /// Silence after a short greeting that makes a person, in ms; 100-10000 (default 800).
+    #[serde(default)]
+    pub after_greeting_silence_ms: Option<u32>,
+    /// Longest analysis, in ms; then the call counts as answered by a person (`unsure`);
+    /// 1000-30000 (default 5000).
+    #[serde(default)]
+    pub total_analysis_time_ms: Option<u32>,
+    /// Shortest voice that counts as a word, in ms; 20-2000 (default 100).
+    #[serde(default)]
+    pub min_word_length_ms: Option<u32>,
+    /// Shortest silence that ends a word, in ms; 20-2000 (default 50).
+    #[serde(default)]
+    pub between_words_silence_ms: Option<u32>,
+    /// Most words a person's greeting has (one more makes a machine); 1-100 (default 3).
+    #[serde(default)]
+    pub maximum_number_of_words: Option<u32>,
+    /// Longest single word, in ms (longer makes a machine); 100-30000 (default 5000).
+    #[serde(default)]
+    pub maximum_word_length_ms: Option<u32>,
+    /// Mean absolute sample value (16-bit) under which a frame is silence; 1-32767
+    /// (default 256). On a noisy line the bar rises above the line's noise.
+    #[serde(default)]
+    pub silence_threshold: Option<u32>,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+impl Default for AnsweringMachineDetection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            initial_silence_ms: None,
+            greeting_ms: None,
+            after_greeting_silence_ms: None,
+            total_analysis_time_ms: None,
+            min_word_length_ms: None,
+            between_words_silence_ms: None,
+            maximum_number_of_words: None,
+            maximum_word_length_ms: None,
+            silence_threshold: None,
+        }
+    }
+}
+
+impl AnsweringMachineDetection {
+    /// The settings an outbound call detects with (the overrides over the defaults); `None`
+    /// when detection is off.
+    pub fn settings(&self) -> Option<AmdSettings> {
+        if !self.enabled {
+            return None;
+        }
+        let d = AmdSettings::default();
+        Some(AmdSettings {
+            initial_silence_ms: self.initial_silence_ms.unwrap_or(d.initial_silence_ms),
+            greeting_ms: self.greeting_ms.unwrap_or(d.greeting_ms),
+            after_greeting_silence_ms: self
+                .after_greeting_silence_ms
+                .unwrap_or(d.after_greeting_silence_ms),
+            total_analysis_time_ms: self
+                .total_analysis_time_ms
+                .unwrap_or(d.total_analysis_time_ms),
+            min_word_length_ms: self.min_word_length_ms.unwrap_or(d.min_word_length_ms),
+            between_words_silence_ms: self
+                .between_words_silence_ms
+                .unwrap_or(d.between_words_silence_ms),
+            maximum_number_of_words: self
+                .maximum_number_of_words
+                .unwrap_or(d.maximum_number_of_words),
+            maximum_word_length_ms: self
+                .maximum_word_length_ms
+                .unwrap_or(d.maximum_word_length_ms),
+            silence_threshold: self.silence_threshold.unwrap_or(d.silence_threshold),
+        })
+    }
+}
+
 /// The spec's Agent object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Agent {
@@ -156,6 +250,14 @@ pub struct Agent {
     pub webhook_headers: BTreeMap<String, String>,
     /// Values extracted from each call; at most 100, names unique.
     pub extraction_parameters: Vec<ExtractionParameter>,
+    /// Answering-machine detection on outbound calls (on by default). A machine makes the
+    /// call's outcome `voicemail`; `unsure` counts as a person.
+    #[serde(default)]
+    pub answering_machine_detection: AnsweringMachineDetection,
+    /// What the agent says after the beep when a machine answers; 1-2000 characters, or null
+    /// to hang up at once (default null).
+    #[serde(default)]
+    pub voicemail_message: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -190,6 +292,8 @@ impl Agent {
             webhook_events: Vec::new(),
             webhook_headers: BTreeMap::new(),
             extraction_parameters: Vec::new(),
+            answering_machine_detection: AnsweringMachineDetection::default(),
+            voicemail_message: None,
             created_at: at,
             updated_at: at,
         }
@@ -315,5 +419,46 @@ impl Store {
             return Ok(None);
         }
         self.agent(ws, id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agent_detects_machines_with_its_overrides_over_the_defaults() {
+        let defaults = AnsweringMachineDetection::default().settings();
+        assert_eq!(defaults, Some(AmdSettings::default()));
+        let amd = AnsweringMachineDetection {
+            greeting_ms: Some(2000),
+            maximum_number_of_words: Some(2),
+            silence_threshold: Some(400),
+            ..AnsweringMachineDetection::default()
+        };
+        let settings = amd.settings().expect("on");
+        assert_eq!(settings.greeting_ms, 2000);
+        assert_eq!(settings.maximum_number_of_words, 2);
+        assert_eq!(settings.silence_threshold, 400);
+        assert_eq!(settings.initial_silence_ms, 2500);
+        let off = AnsweringMachineDetection {
+            enabled: false,
+            ..amd
+        };
+        assert_eq!(off.settings(), None);
+    }
+
+    #[test]
+    fn an_agent_stored_before_detection_reads_with_the_defaults() {
+        let mut doc = serde_json::to_value(Agent::new("Old".into())).unwrap();
+        let fields = doc.as_object_mut().unwrap();
+        fields.remove("answering_machine_detection");
+        fields.remove("voicemail_message");
+        let agent: Agent = serde_json::from_value(doc).unwrap();
+        assert_eq!(
+            agent.answering_machine_detection,
+            AnsweringMachineDetection::default()
+        );
+        assert_eq!(agent.voicemail_message, None);
     }
 }

@@ -145,6 +145,7 @@ pub(super) fn spec_row(r: &SqliteRow) -> StoreResult<CallSpec> {
         max_duration_secs: r.try_get("max_duration_secs")?,
         reserved_cents: Cents::new(r.try_get("reserved_cents")?),
         queued_at: r.try_get("queued_at")?,
+        trunk: None,
     })
 }
 

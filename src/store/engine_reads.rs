@@ -22,7 +22,7 @@ use switchboard_actors::window::CallingWindow;
 use super::calls::{funds_in, spec_row};
 use super::campaigns::{CAMPAIGN_COLUMNS, CampaignSettings, campaign_row};
 use super::engine_calls::BLOCKED;
-use super::{Store, StoreResult, corrupt, opt_id, sql, ts};
+use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, corrupt, opt_id, sql, ts};
 
 const OPEN_ATTEMPT_SELECT: &str = "SELECT c.id, c.state, c.attempts, c.infra_retries, k.id AS call_id, k.status AS call_status, k.outcome, \
      k.end_reason, k.ended_at, k.disposition_id FROM contacts c LEFT JOIN calls k ON k.id = c.last_call_id";
@@ -116,11 +116,12 @@ impl Store {
             format!(
                 "SELECT {}, a.id AS agent_found, a.is_active AS agent_is_active, \
                  a.max_call_duration_secs AS agent_max_secs, n.id AS number_found, \
-                 n.is_active AS number_is_active, n.status AS number_status, n.number AS number_number \
+                 n.is_active AS number_is_active, n.status AS number_status, n.number AS number_number, \
+                 {TRUNK_COLUMNS} \
                  FROM campaigns c \
                  LEFT JOIN agents a ON a.id = c.agent_id AND a.workspace_id = c.workspace_id \
                  LEFT JOIN phone_numbers n ON n.id = c.from_phone_number_id AND n.workspace_id = c.workspace_id \
-                 AND n.released_at IS NULL WHERE c.id = ?",
+                 AND n.released_at IS NULL {TRUNK_JOIN} WHERE c.id = ?",
                 columns.join(", ")
             )
         });
@@ -148,6 +149,7 @@ impl Store {
                 is_active: row.try_get("number_is_active")?,
                 status: row.try_get("number_status")?,
                 number: row.try_get("number_number")?,
+                trunk: self.trunk_of(&row)?,
             }),
             None => None,
         };
@@ -309,12 +311,20 @@ impl Store {
     }
 
     pub async fn queued_calls(&self) -> StoreResult<Vec<CallSpec>> {
-        let rows = sqlx::query(
-            "SELECT * FROM calls WHERE status = 'queued' ORDER BY priority DESC, queued_at, id",
-        )
+        let rows = sqlx::query(sql(format!(
+            "SELECT c.*, {TRUNK_COLUMNS} FROM calls c \
+             LEFT JOIN phone_numbers n ON n.id = c.from_phone_number_id AND n.workspace_id = c.workspace_id {TRUNK_JOIN} \
+             WHERE c.status = 'queued' ORDER BY c.priority DESC, c.queued_at, c.id"
+        )))
         .fetch_all(&mut *self.conn().await?)
         .await?;
-        rows.iter().map(spec_row).collect()
+        rows.iter()
+            .map(|r| {
+                let mut spec = spec_row(r)?;
+                spec.trunk = self.trunk_of(r)?;
+                Ok(spec)
+            })
+            .collect()
     }
 
     pub async fn live_calls(&self) -> StoreResult<HashMap<WorkspaceId, usize>> {

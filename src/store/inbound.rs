@@ -104,6 +104,7 @@ impl Store {
             max_duration_secs: 0,
             reserved_cents: Cents::ZERO,
             queued_at: call.answered_at,
+            trunk: None,
         };
         let end = CallEnd {
             outcome: CallOutcome::Answered,

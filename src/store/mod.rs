@@ -41,11 +41,11 @@ pub use contacts::*;
 pub use dispositions::*;
 pub use dnc::*;
 pub use inbound::*;
-pub use outbound::*;
 pub use integrations::*;
 pub use keys::*;
 pub use leads::*;
 pub use numbers::*;
+pub use outbound::*;
 pub use shared_links::*;
 pub use sip_endpoints::*;
 pub use tools::*;
@@ -56,9 +56,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 use switchboard_actors::clock::{SharedClock, SystemClock};
+use switchboard_actors::ports::TrunkLimits;
 
 pub use switchboard_actors::ids::WorkspaceId;
 
@@ -146,10 +149,19 @@ pub struct Store {
     /// back whatever transaction was left open.
     abandoned: Arc<std::sync::atomic::AtomicBool>,
     clock: SharedClock,
-    /// Whether the operator's default trunk serves numbers on no carrier account (`serve
-    /// --carrier sip --outbound-trunk`): such numbers show `sip_outbound_configured`.
-    default_trunk: bool,
+    /// The caps of the operator's default trunk, when one serves numbers on no carrier account
+    /// (`serve --carrier sip --outbound-trunk`): such numbers show `sip_outbound_configured`,
+    /// and their calls wait for room on it.
+    default_trunk: Option<TrunkLimits>,
 }
+
+/// The columns [`Store::trunk_of`] reads, for a number `n` joined with its account `ta`
+/// (`LEFT JOIN carrier_accounts ta ON ta.id = n.carrier_account_id AND ta.workspace_id =
+/// n.workspace_id`).
+pub(crate) const TRUNK_COLUMNS: &str = "n.carrier_account_id AS trunk_number_account, \
+     ta.trunk IS NOT NULL AS trunk_set, json_extract(ta.trunk, '$.calls_per_second') AS trunk_cps, \
+     json_extract(ta.trunk, '$.max_concurrent_calls') AS trunk_max";
+pub(crate) const TRUNK_JOIN: &str = "LEFT JOIN carrier_accounts ta ON ta.id = n.carrier_account_id AND ta.workspace_id = n.workspace_id";
 
 /// A connection for one query or transaction: from the pool, or the single one.
 pub(crate) enum Conn<'a> {
@@ -260,20 +272,43 @@ impl Store {
             single: None,
             abandoned: Arc::default(),
             clock,
-            default_trunk: false,
+            default_trunk: None,
         })
     }
 
     /// The store of a service whose default trunk serves numbers on no carrier account, or not.
-    pub fn with_default_trunk(self, default_trunk: bool) -> Self {
+    pub fn with_default_trunk(self, default_trunk: Option<&switchboard_sip::trunk::Trunk>) -> Self {
         Self {
-            default_trunk,
+            default_trunk: default_trunk.map(|t| TrunkLimits::of(uuid::Uuid::nil(), t)),
             ..self
         }
     }
 
     pub fn default_trunk(&self) -> bool {
-        self.default_trunk
+        self.default_trunk.is_some()
+    }
+
+    /// The trunk caps of a call from a number: its carrier account's trunk, else (a number on
+    /// no account) the operator's default trunk. Read from the columns [`TRUNK_COLUMNS`]
+    /// selects.
+    pub(crate) fn trunk_of(&self, r: &SqliteRow) -> StoreResult<Option<TrunkLimits>> {
+        let account: Option<uuid::Uuid> = r.try_get("trunk_number_account")?;
+        let has_trunk: Option<bool> = r.try_get("trunk_set")?;
+        Ok(match (account, has_trunk) {
+            (Some(account), Some(true)) => {
+                let cap = |c: &str| -> StoreResult<Option<u32>> {
+                    let v: Option<i64> = r.try_get(c)?;
+                    Ok(v.and_then(|v| u32::try_from(v).ok()))
+                };
+                Some(TrunkLimits {
+                    trunk: account,
+                    calls_per_second: cap("trunk_cps")?,
+                    max_concurrent: cap("trunk_max")?,
+                })
+            }
+            (Some(_), _) => None,
+            (None, _) => self.default_trunk,
+        })
     }
 
     /// The current time, at the store's precision, from the store's clock.

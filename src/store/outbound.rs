@@ -2,17 +2,18 @@
 //! carrier account), the call's own ring timeout, and the INVITE journal a restart reads.
 
 use sqlx::Row;
-use switchboard_actors::ids::{CallId, WorkspaceId};
+use switchboard_actors::ids::{CallId, PhoneNumberId, WorkspaceId};
+use switchboard_actors::ports::TrunkLimits;
 use switchboard_sip::outbound::InviteKey;
 use switchboard_sip::trunk::{Secret, Trunk};
 
-use super::{Store, StoreResult, corrupt};
+use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, corrupt, sql};
 
 /// Where an outbound call leaves.
 #[derive(Debug, Clone)]
 pub enum CallTrunk {
     /// The calling number's carrier account has this trunk.
-    Account(Trunk),
+    Account(Box<Trunk>),
     /// The calling number is on no carrier account: the operator's default trunk serves it.
     NoAccount,
     /// The number's account has no trunk: nothing serves it.
@@ -28,6 +29,25 @@ pub struct CallRoute {
 }
 
 impl Store {
+    /// The trunk caps of calls from `number` (see [`Store::trunk_of`]).
+    pub async fn number_trunk(
+        &self,
+        ws: WorkspaceId,
+        number: PhoneNumberId,
+    ) -> StoreResult<Option<TrunkLimits>> {
+        let row = sqlx::query(sql(format!(
+            "SELECT {TRUNK_COLUMNS} FROM phone_numbers n {TRUNK_JOIN} WHERE n.id = ? AND n.workspace_id = ?"
+        )))
+        .bind(number.as_uuid())
+        .bind(ws.as_uuid())
+        .fetch_optional(&mut *self.conn().await?)
+        .await?;
+        match row {
+            Some(row) => self.trunk_of(&row),
+            None => Ok(None),
+        }
+    }
+
     /// The trunk of an outbound call, through its calling number's carrier account; `None` if
     /// the call does not exist.
     pub async fn call_route(&self, call: CallId) -> StoreResult<Option<CallRoute>> {
@@ -49,10 +69,10 @@ impl Store {
             (None, _) => CallTrunk::NoAccount,
             (Some(_), None) => CallTrunk::None,
             (Some(_), Some(json)) => {
-                let mut trunk: Trunk =
-                    serde_json::from_str(&json).map_err(|e| corrupt("carrier_accounts.trunk", e))?;
+                let mut trunk: Trunk = serde_json::from_str(&json)
+                    .map_err(|e| corrupt("carrier_accounts.trunk", e))?;
                 trunk.password = password.map(Secret::new);
-                CallTrunk::Account(trunk)
+                CallTrunk::Account(Box::new(trunk))
             }
         };
         Ok(Some(CallRoute {

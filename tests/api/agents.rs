@@ -47,6 +47,8 @@ async fn a_new_agent_gets_every_field_of_the_agent_object_with_defaults() {
         "webhook_events",
         "webhook_headers",
         "extraction_parameters",
+        "answering_machine_detection",
+        "voicemail_message",
         "created_at",
         "updated_at",
     ] {
@@ -210,25 +212,110 @@ async fn out_of_bounds_agent_fields_are_refused_with_the_field_named() {
         ),
     ];
     for (body, needle) in cases {
-        let resp = app.post("/agents", body.clone()).await;
-        assert_eq!(
-            resp.status,
-            StatusCode::BAD_REQUEST,
-            "{body}: {}",
-            resp.text
-        );
-        assert_eq!(resp.error_code(), "INVALID_REQUEST");
-        assert!(
-            resp.body["error"].as_str().unwrap().contains(needle),
-            "{body}: {}",
-            resp.text
-        );
+        let resp = app.post("/agents", body).await;
+        resp.assert_invalid(needle);
     }
     let list = app.get("/agents").await;
     assert_eq!(
         list.body["pagination"]["total"], 0,
         "nothing invalid was stored"
     );
+}
+
+#[tokio::test]
+async fn answering_machine_detection_is_on_by_default_and_takes_overrides_within_bounds() {
+    let app = spawn_app().await;
+    let id = create_agent(&app, json!({"name": "Dialer"})).await;
+    let path = format!("/agents/{id}");
+    let agent = app.get(&path).await.body;
+    let amd = &agent["answering_machine_detection"];
+    assert_eq!(amd["enabled"], true);
+    assert!(amd["greeting_ms"].is_null(), "no override: {amd}");
+    assert!(agent["voicemail_message"].is_null());
+
+    let resp = app
+        .patch(
+            &path,
+            json!({
+                "answering_machine_detection": {"greeting_ms": 2000, "maximum_number_of_words": 2, "silence_threshold": null},
+                "voicemail_message": "Hi, this is Acme calling about your order. Please call us back.",
+            }),
+        )
+        .await;
+    assert_eq!(resp.status, StatusCode::OK, "{}", resp.text);
+    let amd = &resp.body["answering_machine_detection"];
+    assert_eq!(amd["enabled"], true, "left out, enabled takes its default");
+    assert_eq!(amd["greeting_ms"], 2000);
+    assert_eq!(amd["maximum_number_of_words"], 2);
+    assert!(amd["silence_threshold"].is_null());
+    assert!(
+        resp.body["voicemail_message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Hi")
+    );
+    assert_eq!(app.get(&path).await.body, resp.body);
+
+    // The object is written whole; null clears the voicemail message.
+    let resp = app
+        .patch(
+            &path,
+            json!({"answering_machine_detection": {"enabled": false}, "voicemail_message": null}),
+        )
+        .await;
+    assert_eq!(resp.status, StatusCode::OK, "{}", resp.text);
+    assert_eq!(resp.body["answering_machine_detection"]["enabled"], false);
+    assert!(resp.body["answering_machine_detection"]["greeting_ms"].is_null());
+    assert!(resp.body["voicemail_message"].is_null());
+
+    let edges = json!({"name": "Edges", "answering_machine_detection": {
+        "initial_silence_ms": 100, "greeting_ms": 10000, "after_greeting_silence_ms": 100,
+        "total_analysis_time_ms": 30000, "min_word_length_ms": 20, "between_words_silence_ms": 2000,
+        "maximum_number_of_words": 1, "maximum_word_length_ms": 30000, "silence_threshold": 32767,
+    }, "voicemail_message": "x".repeat(2000)});
+    let resp = app.post("/agents", edges).await;
+    assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
+
+    for (body, needle) in [
+        (
+            json!({"answering_machine_detection": {"initial_silence_ms": 99}}),
+            "answering_machine_detection.initial_silence_ms",
+        ),
+        (
+            json!({"answering_machine_detection": {"total_analysis_time_ms": 30001}}),
+            "answering_machine_detection.total_analysis_time_ms",
+        ),
+        (
+            json!({"answering_machine_detection": {"maximum_number_of_words": 0}}),
+            "answering_machine_detection.maximum_number_of_words",
+        ),
+        (
+            json!({"answering_machine_detection": {"silence_threshold": -5}}),
+            "answering_machine_detection.silence_threshold",
+        ),
+        (
+            json!({"answering_machine_detection": {"greeting_ms": 1.5}}),
+            "answering_machine_detection.greeting_ms",
+        ),
+        (
+            json!({"answering_machine_detection": {"beep": true}}),
+            "beep",
+        ),
+        (
+            json!({"answering_machine_detection": null}),
+            "answering_machine_detection",
+        ),
+        (json!({"voicemail_message": ""}), "voicemail_message"),
+        (
+            json!({"voicemail_message": "x".repeat(2001)}),
+            "voicemail_message",
+        ),
+    ] {
+        let resp = app.patch(&path, body).await;
+        resp.assert_invalid(needle);
+    }
+    let after = app.get(&path).await.body;
+    assert_eq!(after["answering_machine_detection"]["enabled"], false);
 }
 
 #[tokio::test]
@@ -273,18 +360,8 @@ async fn wrong_types_unknown_fields_and_read_only_fields_are_refused() {
         ),
         (json!({"name": "a", "colour": "red"}), "Writable fields"),
     ] {
-        let resp = app.post("/agents", body.clone()).await;
-        assert_eq!(
-            resp.status,
-            StatusCode::BAD_REQUEST,
-            "{body}: {}",
-            resp.text
-        );
-        assert!(
-            resp.body["error"].as_str().unwrap().contains(needle),
-            "{body}: {}",
-            resp.text
-        );
+        let resp = app.post("/agents", body).await;
+        resp.assert_invalid(needle);
     }
     let resp = app
         .post("/agents", json!({"name": "a", "created_at": "x"}))
@@ -355,18 +432,8 @@ async fn bad_patches_are_refused_and_change_nothing() {
         (json!({"type": "flow"}), "flow_config"),
         (json!({"vad_confidence": "high"}), "vad_confidence"),
     ] {
-        let resp = app.patch(&path, body.clone()).await;
-        assert_eq!(
-            resp.status,
-            StatusCode::BAD_REQUEST,
-            "{body}: {}",
-            resp.text
-        );
-        assert!(
-            resp.body["error"].as_str().unwrap().contains(needle),
-            "{body}: {}",
-            resp.text
-        );
+        let resp = app.patch(&path, body).await;
+        resp.assert_invalid(needle);
     }
     assert_eq!(app.get(&path).await.body, before);
 }

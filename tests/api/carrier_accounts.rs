@@ -427,7 +427,9 @@ async fn a_numbers_outbound_sip_follows_its_carrier_accounts_trunk_status() {
     let n = app.get(&format!("/phone-numbers/{off}")).await;
     assert_eq!(outbound(&n.body), false);
     assert!(n.body["carrier_account"].is_null());
-    let with_default = app.store.clone().with_default_trunk(true);
+    let default_trunk: switchboard_sip::trunk::Trunk =
+        serde_json::from_value(json!({"gateways": [{"host": "127.0.0.1", "port": 5090}]})).unwrap();
+    let with_default = app.store.clone().with_default_trunk(Some(&default_trunk));
     let off_id = off.parse().unwrap();
     let record = with_default
         .phone_number(app.workspace_id, off_id)

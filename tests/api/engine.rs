@@ -1,11 +1,15 @@
 //! The campaign engine under tokio's paused clock: the pacing and admission rules (in-flight
-//! and daily caps, calling windows in each zone, the workspace limit, money, configuration,
-//! do-not-call and scheduled starts), run against the real store and the simulated carrier.
+//! and daily caps, calling windows in each zone, the workspace limit, a trunk's calls per second
+//! and concurrent calls, money, configuration, do-not-call and scheduled starts), run against
+//! the real store and the simulated carrier.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::ports::{DialRequest, DialResult, Dialer, TrunkLimits};
+use tokio::time::Instant;
 
 use crate::rig::{DAY, Rig, at, hours, min_dial_gap, peak_concurrency};
 
@@ -430,4 +434,121 @@ async fn a_scheduled_campaign_starts_at_starts_at() {
     assert!(calls.iter().all(|k| k.started_at.unwrap() >= starts));
     let kinds: Vec<String> = rig.events(c).await.into_iter().map(|e| e.0).collect();
     assert!(kinds.contains(&"started".to_owned()), "{kinds:?}");
+}
+
+/// What the carrier saw: when each dial started, and the most calls live at once.
+#[derive(Default)]
+struct Dials {
+    starts: Vec<Instant>,
+    live: usize,
+    peak_live: usize,
+}
+
+/// The simulated carrier, watched.
+struct Watched {
+    carrier: Arc<dyn Dialer>,
+    dials: Arc<Mutex<Dials>>,
+}
+
+#[async_trait::async_trait]
+impl Dialer for Watched {
+    async fn dial(&self, request: DialRequest) -> DialResult {
+        {
+            let mut d = self.dials.lock().unwrap();
+            d.starts.push(Instant::now());
+            d.live += 1;
+            d.peak_live = d.peak_live.max(d.live);
+        }
+        let result = self.carrier.dial(request).await;
+        self.dials.lock().unwrap().live -= 1;
+        result
+    }
+}
+
+/// A rig whose every call is answered, with room for 100 live calls in the workspace, whose
+/// dials are watched.
+async fn watched_rig(talk_secs: &str) -> (Rig, Arc<Mutex<Dials>>) {
+    let dials = Arc::new(Mutex::new(Dials::default()));
+    let seen = dials.clone();
+    let talk = talk_secs.parse().unwrap();
+    let rig = Rig::with_dialer(
+        "2026-05-04T08:00:00Z",
+        "answered=1",
+        |config, sim| {
+            config.workspace_max_concurrent_calls = 100;
+            sim.talk_secs = talk;
+        },
+        Arc::new(move |carrier| {
+            Arc::new(Watched {
+                carrier,
+                dials: seen.clone(),
+            })
+        }),
+    )
+    .await;
+    (rig, dials)
+}
+
+/// Queues `n` direct calls on `trunk` and waits until every call has ended; none may fail.
+async fn call_all_on(rig: &Rig, trunk: TrunkLimits, n: usize) {
+    for i in 0..n {
+        rig.direct_call_on(&format!("+97254{:07}", 4_000_000 + i), 0, Some(trunk))
+            .await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(3600);
+    loop {
+        let calls = rig.all_calls().await;
+        if calls.len() == n && calls.iter().all(|c| c.status == "ended") {
+            for c in &calls {
+                assert_eq!(c.outcome.as_deref(), Some("answered"), "{}", c.id);
+            }
+            return;
+        }
+        assert!(Instant::now() < deadline, "calls still open after an hour");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_trunk_starts_at_most_its_calls_per_second() {
+    let (rig, dials) = watched_rig("30-90").await;
+    let trunk = TrunkLimits {
+        trunk: uuid::Uuid::new_v4(),
+        calls_per_second: Some(5),
+        max_concurrent: None,
+    };
+    call_all_on(&rig, trunk, 50).await;
+    let starts = dials.lock().unwrap().starts.clone();
+    assert_eq!(starts.len(), 50);
+    for (i, first) in starts.iter().enumerate() {
+        let within = starts[i..]
+            .iter()
+            .filter(|s| **s - *first < Duration::from_secs(1))
+            .count();
+        assert!(within <= 5, "{within} dials within a second of dial {i}");
+    }
+    // The queue wakes itself as each window opens: the calls (which last at least 35 s) do not
+    // have to end first, and 50 calls at 5 a second take 9 seconds.
+    let span = starts[49] - starts[0];
+    assert!(
+        span >= Duration::from_secs(9) && span <= Duration::from_secs(10),
+        "50 dials took {span:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_trunk_holds_at_most_its_concurrent_calls() {
+    let (rig, dials) = watched_rig("10-20").await;
+    let trunk = TrunkLimits {
+        trunk: uuid::Uuid::nil(),
+        calls_per_second: None,
+        max_concurrent: Some(3),
+    };
+    call_all_on(&rig, trunk, 20).await;
+    let dials = dials.lock().unwrap();
+    assert_eq!(dials.starts.len(), 20);
+    assert_eq!(
+        dials.peak_live, 3,
+        "the trunk's three calls are used, never more"
+    );
 }

@@ -5,7 +5,7 @@ use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use switchboard::simulation::VirtualRun;
+use switchboard::simulation::{DialerWrap, VirtualRun};
 use switchboard_actors::engine::EngineConfig;
 use switchboard_actors::sim::SimConfig;
 
@@ -35,6 +35,13 @@ impl DerefMut for Rig {
     }
 }
 
+/// A temporary directory and the URL of a SQLite file in it.
+fn temp_db() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db_url = format!("sqlite://{}", dir.path().join("engine.db").display());
+    (dir, db_url)
+}
+
 impl Rig {
     /// Starts at `start` (virtual time); `mix` is the carrier's outcome mix.
     pub async fn new(
@@ -42,9 +49,23 @@ impl Rig {
         mix: &str,
         tune: impl FnOnce(&mut EngineConfig, &mut SimConfig),
     ) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let db_url = format!("sqlite://{}", dir.path().join("engine.db").display());
+        let (dir, db_url) = temp_db();
         let run = VirtualRun::new(&db_url, at(start), mix, tune)
+            .await
+            .expect("virtual run starts");
+        Self { run, _dir: dir }
+    }
+
+    /// As [`Rig::new`], with the engine dialling through what `dialer` makes of the simulated
+    /// carrier.
+    pub async fn with_dialer(
+        start: &str,
+        mix: &str,
+        tune: impl FnOnce(&mut EngineConfig, &mut SimConfig),
+        dialer: DialerWrap,
+    ) -> Self {
+        let (dir, db_url) = temp_db();
+        let run = VirtualRun::with_dialer(&db_url, at(start), mix, tune, dialer)
             .await
             .expect("virtual run starts");
         Self { run, _dir: dir }

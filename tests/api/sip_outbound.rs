@@ -13,7 +13,7 @@ use switchboard::config::Carrier;
 use switchboard_sip::server::{SipSettings, SipSockets};
 use switchboard_sip::trunk::{Gateway, Trunk, TrunkTransport};
 
-use crate::campaigns::{agent, number};
+use crate::campaigns::number;
 use crate::helpers::{TestApp, eventually, spawn_app_on};
 
 /// A free UDP port on loopback (and its TCP twin free too, for SIPp's own sockets).
@@ -21,7 +21,7 @@ fn free_port() -> u16 {
     loop {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
         let port = udp.local_addr().expect("addr").port();
-        if port % 2 == 0 && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if port.is_multiple_of(2) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
@@ -39,12 +39,28 @@ impl Sipp {
     /// Starts SIPp's UAS on `scenario` (a file in tests/sipp/) for `calls` calls, echoing
     /// RTP back (`-rtp_echo`).
     pub async fn start(scenario: &str, calls: u32, extra: &[&str]) -> Sipp {
+        Sipp::start_with(scenario, calls, extra, |_| vec![]).await
+    }
+
+    /// As [`Sipp::start`], with placeholders of the scenario replaced (given SIPp's port).
+    pub async fn start_with(
+        scenario: &str,
+        calls: u32,
+        extra: &[&str],
+        replace: impl Fn(u16) -> Vec<(&'static str, String)>,
+    ) -> Sipp {
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
         let media = free_port();
-        let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
+        let template = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/sipp")
             .join(scenario);
+        let mut text = std::fs::read_to_string(&template).expect("the scenario exists");
+        for (from, to) in replace(port) {
+            text = text.replace(from, &to);
+        }
+        let scenario = dir.path().join(scenario);
+        std::fs::write(&scenario, text).expect("the scenario is written");
         let log = dir.path().join("sipp.log");
         let child = tokio::process::Command::new("sipp")
             .arg("-sf")
@@ -83,14 +99,19 @@ impl Sipp {
         }
     }
 
+    /// What SIPp sent and received so far.
+    pub fn messages(&self) -> String {
+        std::fs::read_to_string(self.log.with_file_name("messages.log")).unwrap_or_default()
+    }
+
     /// Waits for SIPp to finish its calls; its scenario must have passed.
     pub async fn passed(mut self) {
         let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
             .await
             .expect("sipp finished in time")
             .expect("sipp ran");
-        let messages = std::fs::read_to_string(self.log.with_file_name("messages.log"))
-            .unwrap_or_default();
+        let messages =
+            std::fs::read_to_string(self.log.with_file_name("messages.log")).unwrap_or_default();
         let errors = std::fs::read_to_string(&self.log).unwrap_or_default();
         assert!(
             status.success(),
@@ -145,29 +166,48 @@ pub async fn outbound_app_with(
     app
 }
 
-/// Places a call and waits for its end.
-pub async fn call(app: &TestApp, extra: Value) -> Value {
-    let agent = agent(app, Some(20)).await;
+/// Places a call and waits for its end (what SIPp saw is shown if it does not end).
+pub async fn call(app: &TestApp, sipp: &Sipp, extra: Value) -> Value {
+    let agent = app
+        .post(
+            "/agents",
+            json!({"name": "Ava", "max_call_duration_secs": 20, "agent_speaks_first": true,
+                "greeting_message": "Hello, this is Ava from the clinic, calling about your appointment tomorrow.",
+                // SIPp echoes our own audio back: nothing for the detector to hear.
+                "answering_machine_detection": {"enabled": false}}),
+        )
+        .await;
+    assert_eq!(agent.status, StatusCode::CREATED, "{}", agent.text);
+    let agent = agent.body["id"].as_str().unwrap().to_string();
     let from = number(app, "+972501230000", "active").await;
-    let mut body = json!({"agent_id": agent, "to_number": "+972541234567", "from_phone_number_id": from});
+    let mut body =
+        json!({"agent_id": agent, "to_number": "+972541234567", "from_phone_number_id": from});
     for (k, v) in extra.as_object().unwrap() {
         body[k] = v.clone();
     }
     let resp = app.post("/calls", body).await;
     assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
     let id = resp.body["id"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(30), "the call ends", || async {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
         let call = app.get(&format!("/calls/{id}")).await.body;
-        (call["status"] == "ended").then_some(call)
-    })
-    .await
+        if call["status"] == "ended" {
+            return call;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call did not end: {call}\n{}",
+            sipp.messages()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]
 async fn a_busy_callee_ends_the_call_busy_with_its_q850_cause() {
     let sipp = Sipp::start("busy.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &sipp, json!({})).await;
     assert_eq!(call["outcome"], "busy", "{call}");
     assert_eq!(call["sip_code"], 486);
     assert_eq!(call["sip_reason"], "Busy Here");
@@ -181,7 +221,7 @@ async fn a_busy_callee_ends_the_call_busy_with_its_q850_cause() {
 async fn an_answered_call_carries_audio_both_ways_into_the_recording() {
     let sipp = Sipp::start("answer.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &sipp, json!({})).await;
     assert_eq!(call["outcome"], "answered", "{call}");
     assert_eq!(call["sip_code"], 200);
     assert_eq!(call["end_reason"], "callee_hangup");
@@ -189,11 +229,16 @@ async fn an_answered_call_carries_audio_both_ways_into_the_recording() {
     assert!(call["duration_secs"].as_i64().unwrap() >= 2, "{call}");
     sipp.passed().await;
     // The agent's greeting went out (right channel) and came back echoed (left channel).
-    let url = call["recording_url"].as_str().expect("the call was recorded");
+    let url = call["recording_url"]
+        .as_str()
+        .expect("the call was recorded");
     let wav = reqwest::get(url).await.unwrap().bytes().await.unwrap();
     let (callee, agent) = channel_levels(&wav);
     assert!(agent > 500.0, "the agent's channel is silent: {agent}");
-    assert!(callee > 500.0, "the callee's channel (the echo) is silent: {callee}");
+    assert!(
+        callee > 500.0,
+        "the callee's channel (the echo) is silent: {callee}"
+    );
 }
 
 /// RMS of the left (callee) and right (agent) channels of a stereo recording.
@@ -212,15 +257,44 @@ fn channel_levels(wav: &[u8]) -> (f64, f64) {
     (rms(0), rms(1))
 }
 
+fn md5_hex(text: &str) -> String {
+    use md5::{Digest, Md5};
+    Md5::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 #[tokio::test]
-async fn a_digest_challenge_is_answered_with_the_trunks_credentials() {
-    let sipp = Sipp::start("auth.xml", 1, &[]).await;
+async fn a_proxy_challenge_is_answered_with_the_trunks_credentials() {
+    // The digest RFC 2617 gives for the retry, computed here for SIPp to compare.
+    let sipp = Sipp::start_with("auth_proxy.xml", 1, &[], |port| {
+        let ha1 = md5_hex("acct-1001:trunk.test:s3cret-pass");
+        let ha2 = md5_hex(&format!("INVITE:sip:+972541234567@127.0.0.1:{port}"));
+        vec![(
+            "EXPECTED_DIGEST",
+            md5_hex(&format!("{ha1}:5c0a4b1e6e2f:{ha2}")),
+        )]
+    })
+    .await;
     let mut t = trunk(vec![sipp.gateway(0)]);
     t.username = Some("acct-1001".into());
     t.password = Some(switchboard_sip::trunk::Secret::new("s3cret-pass"));
     let app = outbound_app(t).await;
-    let call = call(&app, json!({})).await;
-    assert_eq!(call["outcome"], "answered", "{call}");
+    let call = call(&app, &sipp, json!({})).await;
+    assert_eq!(call["outcome"], "answered", "{call}\n{}", sipp.messages());
+    sipp.passed().await;
+}
+
+#[tokio::test]
+async fn a_digest_challenge_is_answered_with_the_trunks_credentials() {
+    let sipp = Sipp::start("auth_www.xml", 1, &[]).await;
+    let mut t = trunk(vec![sipp.gateway(0)]);
+    t.username = Some("acct-1001".into());
+    t.password = Some(switchboard_sip::trunk::Secret::new("s3cret-pass"));
+    let app = outbound_app(t).await;
+    let call = call(&app, &sipp, json!({})).await;
+    assert_eq!(call["outcome"], "answered", "{call}\n{}", sipp.messages());
     sipp.passed().await;
 }
 
@@ -229,7 +303,7 @@ async fn an_unanswered_call_is_cancelled_at_the_ring_timeout() {
     let sipp = Sipp::start("no_answer.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
     let started = std::time::Instant::now();
-    let call = call(&app, json!({"ring_timeout_secs": 5})).await;
+    let call = call(&app, &sipp, json!({"ring_timeout_secs": 5})).await;
     assert_eq!(call["outcome"], "no_answer", "{call}");
     assert_eq!(call["end_reason"], "ring_timeout");
     assert_eq!(call["sip_code"], 487);
@@ -243,7 +317,7 @@ async fn a_503_from_the_first_gateway_moves_the_call_to_the_second() {
     let down = Sipp::start("unavailable.xml", 1, &[]).await;
     let up = Sipp::start("answer.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![up.gateway(20), down.gateway(10)])).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &up, json!({})).await;
     assert_eq!(call["outcome"], "answered", "{call}");
     down.passed().await;
     up.passed().await;
@@ -253,7 +327,7 @@ async fn a_503_from_the_first_gateway_moves_the_call_to_the_second() {
 async fn an_answer_that_crosses_our_cancel_is_acked_and_hung_up() {
     let sipp = Sipp::start("answer_races_cancel.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
-    let call = call(&app, json!({"ring_timeout_secs": 5})).await;
+    let call = call(&app, &sipp, json!({"ring_timeout_secs": 5})).await;
     assert_eq!(call["outcome"], "no_answer", "{call}");
     assert_eq!(call["end_reason"], "ring_timeout");
     assert_eq!(call["duration_secs"], 0);
@@ -264,7 +338,8 @@ async fn an_answer_that_crosses_our_cancel_is_acked_and_hung_up() {
 async fn early_media_with_100rel_is_acknowledged_and_the_call_answers() {
     let sipp = Sipp::start("early_media.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &sipp, json!({"ring_timeout_secs": 8})).await;
+    assert_eq!(call["outcome"], "answered", "{call}\n{}", sipp.messages());
     assert_eq!(call["outcome"], "answered", "{call}");
     assert_eq!(call["end_reason"], "callee_hangup");
     sipp.passed().await;
@@ -274,7 +349,7 @@ async fn early_media_with_100rel_is_acknowledged_and_the_call_answers() {
 async fn a_short_session_timer_is_refreshed_by_us() {
     let sipp = Sipp::start("session_timer.xml", 1, &[]).await;
     let app = outbound_app(trunk(vec![sipp.gateway(0)])).await;
-    let call = call(&app, json!({})).await;
+    let call = call(&app, &sipp, json!({})).await;
     assert_eq!(call["outcome"], "answered", "{call}");
     assert_eq!(call["end_reason"], "callee_hangup", "{call}");
     assert!(call["duration_secs"].as_i64().unwrap() >= 4, "{call}");
@@ -296,7 +371,8 @@ async fn a_call_that_fails_inside_ends_interrupted_and_disturbs_no_other() {
         .post(
             "/agents",
             json!({"name": "Ava", "max_call_duration_secs": 4, "silence_timeout_secs": 30,
-                "greeting_message": "Hello, this is Ava calling about your appointment."}),
+                "greeting_message": "Hello, this is Ava calling about your appointment.",
+                "answering_machine_detection": {"enabled": false}}),
         )
         .await;
     let agent = agent.body["id"].as_str().unwrap().to_string();
@@ -338,6 +414,7 @@ async fn a_call_that_fails_inside_ends_interrupted_and_disturbs_no_other() {
 /// left ringing.
 #[tokio::test]
 async fn a_restart_cancels_what_a_killed_process_left_ringing() {
+    switchboard::install_crypto();
     let sipp = Sipp::start("ringing_until_cancel.xml", 1, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("crash.db").display());
@@ -383,12 +460,15 @@ async fn a_restart_cancels_what_a_killed_process_left_ringing() {
         client.get(format!("{base}/")).send().await.ok().map(|_| ())
     })
     .await;
-    let agent: Value = post("/agents", json!({"name": "Ava", "max_call_duration_secs": 60}))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agent: Value = post(
+        "/agents",
+        json!({"name": "Ava", "max_call_duration_secs": 60}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     let parsed = switchboard_actors::phone::PhoneNumber::parse(
         "+972501230000",
         switchboard_actors::phone::parse_country("IL").unwrap(),
@@ -412,19 +492,214 @@ async fn a_restart_cancels_what_a_killed_process_left_ringing() {
     .unwrap();
     let id: switchboard_actors::ids::CallId = call["id"].as_str().unwrap().parse().unwrap();
     // Ringing at SIPp, and written down.
-    eventually(Duration::from_secs(20), "the INVITE is written down", || async {
-        let stale = store.stale_invites().await.unwrap();
-        stale.iter().any(|(c, _)| *c == id).then_some(())
-    })
+    eventually(
+        Duration::from_secs(20),
+        "the INVITE is written down",
+        || async {
+            let stale = store.stale_invites().await.unwrap();
+            stale.iter().any(|(c, _)| *c == id).then_some(())
+        },
+    )
     .await;
     first.start_kill().unwrap();
     first.wait().await.unwrap();
     let _second = serve();
     sipp.passed().await;
-    let ended = eventually(Duration::from_secs(20), "the call is reconciled", || async {
-        let call = store.call(ws.id, id).await.unwrap()?;
-        (call.status == "ended").then_some(call)
-    })
+    let ended = eventually(
+        Duration::from_secs(20),
+        "the call is reconciled",
+        || async {
+            let call = store.call(ws.id, id).await.unwrap()?;
+            (call.status == "ended").then_some(call)
+        },
+    )
     .await;
     assert_eq!(ended.end_reason.as_deref(), Some("interrupted"));
+}
+
+/// A baresip callee at `number` that answers at once and plays `wav` (8 kHz mono).
+struct Baresip {
+    _child: tokio::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Baresip {
+    async fn answering(number: &str, build: impl FnOnce(&Path) -> PathBuf) -> Baresip {
+        let dir = tempfile::tempdir().unwrap();
+        let wav = build(dir.path());
+        let port = free_port();
+        let config = format!(
+            "sip_listen 127.0.0.1:{port}\naudio_player aufile,{dir}/heard.wav\naudio_source aufile,{wav}\n\
+             audio_alert aufile,{wav}\naudio_srate 8000\naudio_channels 1\nmodule_path /usr/lib/baresip/modules\n\
+             module g711.so\nmodule aufile.so\nmodule_app account.so\nmodule_app menu.so\nrtp_ports 51000-51100\n",
+            dir = dir.path().display(),
+            wav = wav.display()
+        );
+        std::fs::write(dir.path().join("config"), config).unwrap();
+        std::fs::write(
+            dir.path().join("accounts"),
+            format!("<sip:{number}@127.0.0.1>;regint=0;answermode=auto;audio_codecs=PCMU\n"),
+        )
+        .unwrap();
+        let child = tokio::process::Command::new("baresip")
+            .arg("-f")
+            .arg(dir.path())
+            .args(["-t", "40"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("baresip is installed (scripts/test installs it)");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Baresip {
+            _child: child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn gateway(&self) -> Gateway {
+        Gateway {
+            host: "127.0.0.1".into(),
+            port: Some(self.port),
+            transport: TrunkTransport::Udp,
+            priority: 0,
+        }
+    }
+}
+
+/// Speech by espeak-ng, then `tail` (sox's synth arguments, e.g. a beep), then silence, as
+/// one 8 kHz WAV in `dir`.
+fn speech_wav(dir: &Path, text: &str, tail: Option<&str>, silence_secs: u32) -> PathBuf {
+    let run = |cmd: &mut std::process::Command| {
+        let status = cmd.status().expect("espeak-ng and sox are installed");
+        assert!(status.success(), "{cmd:?}");
+    };
+    let raw = dir.join("speech.wav");
+    run(std::process::Command::new("espeak-ng")
+        .arg("-w")
+        .arg(&raw)
+        .arg(text));
+    let speech = dir.join("speech8k.wav");
+    run(std::process::Command::new("sox")
+        .arg(&raw)
+        .args(["-r", "8000", "-c", "1", "-b", "16"])
+        .arg(&speech));
+    let mut parts = vec![speech];
+    if let Some(tail) = tail {
+        let beep = dir.join("tail.wav");
+        run(std::process::Command::new("sox")
+            .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
+            .arg(&beep)
+            .args(["synth"])
+            .args(tail.split_whitespace()));
+        parts.push(beep);
+    }
+    let silence = dir.join("silence.wav");
+    run(std::process::Command::new("sox")
+        .args(["-n", "-r", "8000", "-c", "1", "-b", "16"])
+        .arg(&silence)
+        .args(["trim", "0", &silence_secs.to_string()]));
+    parts.push(silence);
+    let out = dir.join("callee.wav");
+    run(std::process::Command::new("sox").args(&parts).arg(&out));
+    out
+}
+
+async fn amd_call(app: &TestApp, voicemail_message: Option<&str>) -> Value {
+    let agent = app
+        .post(
+            "/agents",
+            json!({"name": "Ava", "max_call_duration_secs": 40, "agent_speaks_first": true,
+                "silence_timeout_secs": 4, "voicemail_message": voicemail_message,
+                "greeting_message": "Hello, this is Ava from the clinic."}),
+        )
+        .await;
+    assert_eq!(agent.status, StatusCode::CREATED, "{}", agent.text);
+    let from = number(app, "+972501230000", "active").await;
+    let resp = app
+        .post(
+            "/calls",
+            json!({"agent_id": agent.body["id"], "to_number": "+972541234567", "from_phone_number_id": from}),
+        )
+        .await;
+    assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
+    let id = resp.body["id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(45), "the call ends", || async {
+        let call = app.get(&format!("/calls/{id}")).await.body;
+        (call["status"] == "ended").then_some(call)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_voicemail_greeting_is_detected_and_the_message_is_left_after_the_beep() {
+    let callee = Baresip::answering("+972541234567", |dir| {
+        speech_wav(
+            dir,
+            "Hi, you have reached the voicemail of Dana Levi. I cannot take your call right now. \
+             Please leave your name, your number and a short message after the tone.",
+            Some("0.6 sine 1000"),
+            10,
+        )
+    })
+    .await;
+    let app = outbound_app(trunk(vec![callee.gateway()])).await;
+    let call = amd_call(
+        &app,
+        Some("This is Ava from the clinic. Please call us back."),
+    )
+    .await;
+    assert_eq!(call["answered_by"], "machine", "{call}");
+    assert_eq!(call["outcome"], "voicemail", "{call}");
+    assert_eq!(call["end_reason"], "voicemail_left", "{call}");
+    // The recording's callee channel holds the greeting baresip played.
+    let url = call["recording_url"]
+        .as_str()
+        .expect("the call was recorded");
+    let wav = reqwest::get(url).await.unwrap().bytes().await.unwrap();
+    let mut reader = hound::WavReader::new(std::io::Cursor::new(&wav[..])).unwrap();
+    let callee: Vec<i16> = reader
+        .samples::<i16>()
+        .step_by(2)
+        .take(8000 * 4)
+        .map(|s| s.unwrap())
+        .collect();
+    let level = switchboard_sip::vad::level_db(&callee);
+    assert!(
+        level > -35.0,
+        "the callee's greeting is in the recording: {level:.1} dB"
+    );
+}
+
+#[tokio::test]
+async fn a_machine_without_a_voicemail_message_is_hung_up_at_once() {
+    let callee = Baresip::answering("+972541234567", |dir| {
+        speech_wav(
+            dir,
+            "Hi, you have reached the voicemail of Dana Levi. I cannot take your call right now. \
+             Please leave your name, your number and a short message after the tone.",
+            Some("0.6 sine 1000"),
+            10,
+        )
+    })
+    .await;
+    let app = outbound_app(trunk(vec![callee.gateway()])).await;
+    let call = amd_call(&app, None).await;
+    assert_eq!(call["answered_by"], "machine", "{call}");
+    assert_eq!(call["outcome"], "voicemail", "{call}");
+    assert_eq!(call["end_reason"], "answering_machine", "{call}");
+    assert!(call["duration_secs"].as_i64().unwrap() <= 6, "{call}");
+}
+
+#[tokio::test]
+async fn a_person_saying_hello_is_answered_by_the_agent() {
+    let callee =
+        Baresip::answering("+972541234567", |dir| speech_wav(dir, "Hello?", None, 15)).await;
+    let app = outbound_app(trunk(vec![callee.gateway()])).await;
+    let call = amd_call(&app, Some("Please call us back.")).await;
+    assert_eq!(call["answered_by"], "human", "{call}");
+    assert_eq!(call["outcome"], "answered", "{call}");
+    assert_eq!(call["end_reason"], "silence_timeout", "{call}");
 }

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::ports::TrunkLimits;
 use crate::window::CallingWindow;
 
 /// What the preflight needs to know about the campaign's agent.
@@ -18,6 +19,9 @@ pub struct NumberFacts {
     pub is_active: bool,
     pub status: String,
     pub number: String,
+    /// The trunk that carries the number's calls, with its caps (the queue enforces them);
+    /// `None` when no trunk's caps apply.
+    pub trunk: Option<TrunkLimits>,
 }
 
 /// Everything a launch or resume preflight checks.
@@ -154,6 +158,7 @@ mod tests {
                 is_active: true,
                 status: "active".into(),
                 number: "+972501234567".into(),
+                trunk: None,
             }),
             window,
             now: "2026-11-21T10:00:00Z".parse().unwrap(),
@@ -186,6 +191,7 @@ mod tests {
             is_active: true,
             status: "pending_requirements".into(),
             number: "+972501234567".into(),
+            trunk: None,
         });
         let err = p.check().unwrap_err();
         assert!(err.to_string().contains("pending_requirements"));

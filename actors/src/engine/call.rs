@@ -81,7 +81,7 @@ impl Actor for CallActor {
         // reconciled, never redialled.
         if state.placed == Placed::Queued && !shared.store.mark_dialing(spec.id, now).await? {
             // Cancelled (or already placed) while it waited in the queue.
-            shared.free_slot(spec.workspace_id);
+            shared.free_slot(spec);
             myself.stop(None);
             return Ok(());
         }
@@ -181,7 +181,7 @@ impl Actor for CallActor {
         } else {
             shared.store.finish_call(spec, &end).await?;
         }
-        shared.free_slot(spec.workspace_id);
+        shared.free_slot(spec);
         myself.stop(None);
         Ok(())
     }

@@ -20,6 +20,9 @@ use crate::ids::{CallId, CampaignId, ContactId, WorkspaceId};
 use crate::ports::{CallEnd, CallSpec, CampaignRules, DialResult, OpenAttempt, PortError};
 
 /// To a `CampaignActor`.
+// A message is moved once, into a mailbox: boxing its largest variant would only add an
+// allocation per message.
+#[allow(clippy::large_enum_variant)]
 pub enum CampaignMsg {
     Evaluate,
     /// The API changed the campaign (status, settings or contacts).
@@ -96,14 +99,21 @@ pub enum ContactMsg {
 }
 
 /// To the `CallQueue`.
+// A message is moved once, into a mailbox: boxing its largest variant would only add an
+// allocation per message.
+#[allow(clippy::large_enum_variant)]
 pub enum QueueMsg {
     Enqueue {
         call: CallSpec,
     },
-    /// A live call of the workspace ended (or never started): its slot is free.
+    /// A live call of the workspace ended (or never started): its workspace and node slots
+    /// are free (its trunk's slot was freed in the queue's core at once, see
+    /// `Shared::free_slot`).
     CallEnded {
         workspace: WorkspaceId,
     },
+    /// A trunk's calls-per-second window opened: release what waited for it.
+    WindowOpened,
     /// Cancel the campaign's calls that have not been dialled yet.
     CancelCampaign {
         campaign: CampaignId,

@@ -1,7 +1,7 @@
 //! The campaign engine: supervised actors that admit contacts, queue calls and settle them.
 //!
 //! ```text
-//! EngineSupervisor ─┬─ CallQueue           (one; priority then FIFO, per-workspace and node limits)
+//! EngineSupervisor ─┬─ CallQueue           (one; priority then FIFO; workspace, node, trunk limits)
 //!                   ├─ CampaignActor × N   (one per launched, non-terminal campaign)
 //!                   │     └─ ContactActor × in-flight   (virtual: one per open attempt)
 //!                   └─ CallActor × live calls            (one per call, placed through the Dialer)
@@ -10,11 +10,11 @@
 //! Data flow: a campaign evaluation admits a contact by committing the attempt and its call in
 //! one transaction, then activates a `ContactActor`, which hands the call to the `CallQueue`.
 //! `POST /calls` commits a `queued` call and hands it to the same queue. The queue asks the
-//! supervisor to start a `CallActor` when the workspace and the node have room; the call actor
-//! marks the call `dialing` and dials. When the workspace has a free slot and none of its calls
-//! waits, the admission takes the slot itself: the call is committed as `dialing` with the
-//! attempt and its actor starts at once (the queue's order is unchanged: a claim never passes a
-//! waiting call).
+//! supervisor to start a `CallActor` when the workspace, the node and the call's SIP trunk have
+//! room (a trunk's caps: concurrent calls, calls started per second); the call actor marks the
+//! call `dialing` and dials. When there is room and no waiting call could take it, the admission
+//! takes the slot itself: the call is committed as `dialing` with the attempt and its actor
+//! starts at once (the queue's order is unchanged: a claim never passes a waiting call).
 //!
 //! When a campaign call ends, its actor hands the end to the contact actor (through the
 //! campaign), which commits the end (outcome, cost) and the attempt's next step (settlement, or
@@ -28,7 +28,8 @@
 //!   store, at most [`EngineConfig::restart_limit`] times per [`EngineConfig::restart_window`];
 //!   past that the campaign is moved to `paused_infra` with `last_error` set.
 //! - `ContactActor` failure: its campaign re-activates it from the store.
-//! - `CallQueue` failure: rebuilt from the store (queued calls, live counts).
+//! - `CallQueue` failure: rebuilt from the store (queued calls, live counts), keeping the
+//!   trunks' live counts and calls-per-second windows, which only memory knows.
 //! - `CallActor` failure: its call is ended as `infra_error` (`interrupted`) and never redialled
 //!   by the engine; the contact's next attempt follows the campaign's rules.
 //! - Process crash: at start every `dialing` call is ended as interrupted, `queued` calls are

@@ -14,7 +14,7 @@ use ractor::{ActorCell, ActorRef, SpawnErr};
 use super::messages::{AttemptStart, CampaignMsg, ContactMsg, QueueMsg, SupervisorMsg};
 use super::slots::QueueCore;
 use crate::clock::SharedClock;
-use crate::ids::{CampaignId, WorkspaceId};
+use crate::ids::CampaignId;
 use crate::money::Cents;
 use crate::ports::{self, CallSpec, Dialer, EngineStore};
 
@@ -247,20 +247,29 @@ impl Shared {
         lock(&self.queue_core)
     }
 
-    /// Takes a free call slot of the workspace for a call that will be committed as `dialing`
-    /// (see [`QueueCore::claim`]); give it back with [`QueueMsg::CallEnded`] if the
-    /// call is not committed after all.
-    pub(crate) fn claim_slot(&self, ws: WorkspaceId) -> bool {
+    /// Takes a free call slot for `spec`, a call that will be committed as `dialing`: in its
+    /// workspace, on the node and on its trunk (see [`QueueCore::claim`]); give it back with
+    /// [`Shared::free_slot`] if the call is not committed after all.
+    pub(crate) fn claim_slot(&self, spec: &CallSpec) -> bool {
         self.queue_core().claim(
-            ws,
+            spec,
             self.config.workspace_max_concurrent_calls,
             self.config.node_capacity,
+            self.clock.now(),
         )
     }
 
-    /// A live call of the workspace ended (or never started): its slot is free.
-    pub(crate) fn free_slot(&self, workspace: WorkspaceId) {
-        self.to_queue(QueueMsg::CallEnded { workspace });
+    /// A live call ended (or never started): its slots are free. Its trunk's slot is freed in
+    /// the queue's core at once (trunk counts live only in memory and outlast a queue rebuild,
+    /// so they must not wait in a mailbox a failing queue would drop); its workspace and node
+    /// slots through the queue ([`QueueMsg::CallEnded`]), which then releases what fits.
+    pub(crate) fn free_slot(&self, spec: &CallSpec) {
+        if let Some(trunk) = spec.trunk {
+            self.queue_core().free_trunk(trunk.trunk);
+        }
+        self.to_queue(QueueMsg::CallEnded {
+            workspace: spec.workspace_id,
+        });
     }
 
     pub fn set_queue(&self, queue: Option<ActorRef<QueueMsg>>) {

@@ -185,7 +185,6 @@ impl Actor for EngineSupervisor {
                 }
             }
             SupervisorMsg::Dispatch { call: spec, placed } => {
-                let workspace = spec.workspace_id;
                 match Actor::spawn_linked(
                     None,
                     CallActor,
@@ -206,7 +205,7 @@ impl Actor for EngineSupervisor {
                     Err(err) => {
                         tracing::error!(call = %spec.id, error = %err, "could not start a call actor");
                         interrupt(&state.shared, &spec).await;
-                        state.shared.free_slot(workspace);
+                        state.shared.free_slot(&spec);
                     }
                 }
             }
@@ -271,7 +270,7 @@ impl Actor for EngineSupervisor {
                 Some(Child::Call(spec)) => {
                     tracing::error!(call = %spec.id, error = %err, "call actor failed; the call is ended as interrupted");
                     interrupt(&state.shared, &spec).await;
-                    state.shared.free_slot(spec.workspace_id);
+                    state.shared.free_slot(&spec);
                 }
                 None => {}
             },

@@ -23,7 +23,9 @@ use super::gate::Auth;
 use super::openapi::{
     body_schema, create_body, json_schema, patch_body, schema_json, strip_null, with_bounds,
 };
-use crate::store::{Agent, AgentType, ExtractionParameter, FlowConfig, FlowNode};
+use crate::store::{
+    Agent, AgentType, AnsweringMachineDetection, ExtractionParameter, FlowConfig, FlowNode,
+};
 use crate::webhooks;
 
 mod schema;
@@ -64,10 +66,17 @@ const WRITABLE: &[&str] = &[
     "webhook_events",
     "webhook_headers",
     "extraction_parameters",
+    "answering_machine_detection",
+    "voicemail_message",
 ];
 
 /// Fields that accept null (meaning: none).
-const NULLABLE: &[&str] = &["flow_config", "max_call_duration_secs", "webhook_url"];
+const NULLABLE: &[&str] = &[
+    "flow_config",
+    "max_call_duration_secs",
+    "webhook_url",
+    "voicemail_message",
+];
 
 /// A text bound: from `.0` to `.1` characters.
 #[derive(Clone, Copy)]
@@ -108,6 +117,21 @@ const NODE_NAME: Chars = Chars(0, 200);
 const METADATA_KEYS_MAX: usize = 100;
 const METADATA_KEY: Chars = Chars(1, 100);
 const FLOW_CONFIG_VERSION: i64 = 1;
+const VOICEMAIL_MESSAGE: Chars = Chars(1, 2000);
+
+/// The bounds of the answering-machine detection parameters, by key (the same in the document
+/// and in the rules).
+const AMD_BOUNDS: &[(&str, Integer)] = &[
+    ("initial_silence_ms", Integer(100, 10_000)),
+    ("greeting_ms", Integer(100, 10_000)),
+    ("after_greeting_silence_ms", Integer(100, 10_000)),
+    ("total_analysis_time_ms", Integer(1000, 30_000)),
+    ("min_word_length_ms", Integer(20, 2000)),
+    ("between_words_silence_ms", Integer(20, 2000)),
+    ("maximum_number_of_words", Integer(1, 100)),
+    ("maximum_word_length_ms", Integer(100, 30_000)),
+    ("silence_threshold", Integer(1, 32_767)),
+];
 
 /// Writable agent fields; bounds as documented on the Agent object. On update only the sent
 /// fields change.
@@ -166,6 +190,12 @@ pub struct AgentInput {
     webhook_headers: Option<BTreeMap<String, String>>,
     /// At most 100 `{name, description}`, names unique.
     extraction_parameters: Option<Vec<ExtractionParameter>>,
+    /// Replaces the stored object; a parameter left out or null takes its default.
+    answering_machine_detection: Option<AnsweringMachineDetection>,
+    /// 1-2000 characters, or null to hang up on a machine at once.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    voicemail_message: Patch<String>,
 }
 
 /// Query of `GET /agents`.
@@ -220,6 +250,8 @@ fn apply(agent: &mut Agent, input: AgentInput) {
         webhook_events,
         webhook_headers,
         extraction_parameters,
+        answering_machine_detection,
+        voicemail_message,
     } = input;
     fn set<T>(slot: &mut T, value: Option<T>) {
         if let Some(v) = value {
@@ -256,6 +288,14 @@ fn apply(agent: &mut Agent, input: AgentInput) {
     set(&mut agent.webhook_events, webhook_events);
     set(&mut agent.webhook_headers, webhook_headers);
     set(&mut agent.extraction_parameters, extraction_parameters);
+    set(
+        &mut agent.answering_machine_detection,
+        answering_machine_detection,
+    );
+    set(
+        &mut agent.voicemail_message,
+        voicemail_message.into_option(),
+    );
 }
 
 /// List agents

@@ -54,6 +54,24 @@ pub(super) fn flow_schema() -> Value {
     })
 }
 
+/// The answering-machine detection object as [`check_amd`] reads it: every parameter an
+/// integer within its bounds or null, no other keys.
+pub(super) fn amd_schema() -> Value {
+    let bounds: Map<String, Value> = AMD_BOUNDS
+        .iter()
+        .map(|(key, bound)| (key.to_string(), integer_range(*bound)))
+        .collect();
+    let mut schema = with_bounds(
+        schema_json(&<AnsweringMachineDetection as PartialSchema>::schema()),
+        Value::Object(bounds),
+    );
+    if let Value::Object(schema) = &mut schema {
+        schema.insert("additionalProperties".into(), json!(false));
+        schema.remove("required");
+    }
+    schema
+}
+
 /// [`AgentInput`] with every bound [`validate`] checks on a field alone; null only where
 /// [`NULLABLE`] allows it.
 pub(super) fn input_schema() -> Value {
@@ -100,6 +118,7 @@ pub(super) fn input_schema() -> Value {
                 "additionalProperties": {"type": "string", "maxLength": HEADER_VALUE_MAX, "pattern": "^[^\\r\\n]*$"},
             },
             "extraction_parameters": {"maxItems": PARAMETERS_MAX, "items": parameter},
+            "voicemail_message": text(VOICEMAIL_MESSAGE),
         }),
     );
     if let Some(Value::Object(properties)) = input.get_mut("properties") {
@@ -107,6 +126,7 @@ pub(super) fn input_schema() -> Value {
             "flow_config".into(),
             json!({"oneOf": [flow_schema(), {"type": "null"}]}),
         );
+        properties.insert("answering_machine_detection".into(), amd_schema());
         for (field, property) in properties.iter_mut() {
             if !NULLABLE.contains(&field.as_str()) {
                 strip_null(property);

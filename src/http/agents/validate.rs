@@ -120,6 +120,44 @@ pub(super) fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Each answering-machine detection parameter set is within its bounds ([`AMD_BOUNDS`]).
+pub(super) fn check_amd(amd: &AnsweringMachineDetection) -> Result<(), ApiError> {
+    let AnsweringMachineDetection {
+        enabled: _,
+        initial_silence_ms,
+        greeting_ms,
+        after_greeting_silence_ms,
+        total_analysis_time_ms,
+        min_word_length_ms,
+        between_words_silence_ms,
+        maximum_number_of_words,
+        maximum_word_length_ms,
+        silence_threshold,
+    } = *amd;
+    let values = [
+        initial_silence_ms,
+        greeting_ms,
+        after_greeting_silence_ms,
+        total_analysis_time_ms,
+        min_word_length_ms,
+        between_words_silence_ms,
+        maximum_number_of_words,
+        maximum_word_length_ms,
+        silence_threshold,
+    ];
+    for ((key, Integer(min, max)), value) in AMD_BOUNDS.iter().zip(values) {
+        if let Some(value) = value
+            && !(*min..=*max).contains(&i64::from(value))
+        {
+            return Err(invalid(
+                &format!("answering_machine_detection.{key}"),
+                &format!("must be an integer from {min} to {max}, or null for the default"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Every bound of the Agent object.
 pub(super) fn validate(agent: &Agent, egress: &crate::egress::Egress) -> Result<(), ApiError> {
     chars("name", &agent.name, NAME)?;
@@ -242,6 +280,10 @@ pub(super) fn validate(agent: &Agent, egress: &crate::egress::Egress) -> Result<
     }
     if let Some(flow) = &agent.flow_config {
         check_flow(flow)?;
+    }
+    check_amd(&agent.answering_machine_detection)?;
+    if let Some(message) = &agent.voicemail_message {
+        chars("voicemail_message", message, VOICEMAIL_MESSAGE)?;
     }
     if agent.agent_type == AgentType::Flow
         && agent

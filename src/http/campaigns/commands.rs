@@ -39,6 +39,7 @@ async fn preflight(
             is_active: n.is_active,
             status: n.status.clone(),
             number: n.number.clone(),
+            trunk: None,
         }),
         window: &window,
         now: state.store.now(),

@@ -16,7 +16,7 @@ use crate::ids::{AgentId, CallId};
 use crate::money::Cents;
 use crate::pacing::{Pacing, TickResult, admitted_on, calling_window, horizon};
 use crate::policy::{contact_zone, local_date};
-use crate::ports::{Admission, AdmitResult, CallSpec, DueContact, EngineCampaign};
+use crate::ports::{Admission, AdmitResult, CallSpec, DueContact, EngineCampaign, TrunkLimits};
 
 /// What a gate decided.
 enum Gate {
@@ -54,6 +54,8 @@ impl Stop {
 struct Caller<'a> {
     agent_id: AgentId,
     from_number: &'a str,
+    /// The trunk that carries the from-number's calls, with its caps.
+    trunk: Option<TrunkLimits>,
     max_duration_secs: i64,
     reservation: Cents,
     today: chrono::NaiveDate,
@@ -146,6 +148,7 @@ impl CampaignActor {
         let caller = Caller {
             agent_id,
             from_number: &number.number,
+            trunk: number.trunk,
             max_duration_secs: cap,
             reservation,
             today,
@@ -424,12 +427,13 @@ impl CampaignActor {
                 max_duration_secs: caller.max_duration_secs,
                 reserved_cents: reservation,
                 queued_at: now,
+                trunk: caller.trunk,
             };
             // The evaluation is recorded with each admission; the last one has the final count.
             let tick = Self::tick(state, c, now, TickResult::Admitted(run.count + 1), None);
             // A free slot is taken now, so the call is committed as `dialing` with the attempt;
             // it is given back if the admission does not happen.
-            let claimed = shared.claim_slot(c.workspace_id);
+            let claimed = shared.claim_slot(&spec);
             let admission = Admission {
                 call: spec.clone(),
                 contact_id: d.id,
@@ -443,7 +447,7 @@ impl CampaignActor {
             };
             let admitted_now = shared.store.admit(&admission).await;
             if claimed && !matches!(admitted_now, Ok(AdmitResult::Admitted)) {
-                shared.free_slot(c.workspace_id);
+                shared.free_slot(&spec);
             }
             let placed = if claimed {
                 Placed::Dialing

@@ -1,6 +1,7 @@
-//! The answering machine's greeting: spoken by espeak-ng when it is installed, else a
-//! speech-like pattern (voiced syllables with pitch movement, pauses between words); then a
-//! beep. Encoded once, in 20 ms frames of the peer's codec.
+//! What the peer says: the answering machine's greeting, spoken by espeak-ng when it is
+//! installed, else a speech-like pattern (voiced syllables with pitch movement, pauses between
+//! words), then a beep; and a person's "hello". Encoded once, in 20 ms frames of the peer's
+//! codec.
 
 use std::path::Path;
 
@@ -14,7 +15,7 @@ const TEXT: &str = "Hello, you have reached the voicemail of Dana Cohen. I am no
 pub fn samples(rate: u32, wav: Option<&Path>) -> anyhow::Result<(Vec<i16>, &'static str)> {
     let mut audio = match wav {
         Some(path) => (crate::measure::load_wav(path, rate)?, "wav"),
-        None => match espeak(rate) {
+        None => match espeak(rate, TEXT) {
             Some(spoken) => (spoken, "espeak-ng"),
             None => (synthetic(rate), "synthetic"),
         },
@@ -30,6 +31,17 @@ pub fn samples(rate: u32, wav: Option<&Path>) -> anyhow::Result<(Vec<i16>, &'sta
     Ok(audio)
 }
 
+/// A person answering: "Hello?" (espeak-ng, else two voiced syllables), then a little quiet.
+pub fn hello(rate: u32) -> Vec<i16> {
+    let mut audio = espeak(rate, "Hello?").unwrap_or_else(|| {
+        let mut s = synthetic(rate);
+        s.truncate(rate as usize / 2);
+        s
+    });
+    audio.extend(std::iter::repeat_n(0, rate as usize / 5));
+    audio
+}
+
 /// Encodes audio into 20 ms frames.
 pub fn frames(codec: Codec, audio: &[i16]) -> Vec<Vec<u8>> {
     let mut enc = switchboard_sip::audio_codec::create_encoder(codec.codec_type());
@@ -43,13 +55,13 @@ pub fn frames(codec: Codec, audio: &[i16]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn espeak(rate: u32) -> Option<Vec<i16>> {
+fn espeak(rate: u32, text: &str) -> Option<Vec<i16>> {
     let dir = tempfile::tempdir().ok()?;
     let path = dir.path().join("greeting.wav");
     let status = std::process::Command::new("espeak-ng")
         .arg("-w")
         .arg(&path)
-        .arg(TEXT)
+        .arg(text)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()

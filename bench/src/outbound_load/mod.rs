@@ -79,6 +79,10 @@ pub struct OutboundLoadArgs {
     /// one).
     #[arg(long)]
     greeting_wav: Option<PathBuf>,
+    /// The agent's answering-machine detection: `on` (the service's default; machines become
+    /// `voicemail`) or `off`.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    amd: String,
     /// The server's text to speech (`tones`, `espeak`, ...).
     #[arg(long, default_value = "tones")]
     tts: String,
@@ -188,6 +192,7 @@ pub async fn run(args: OutboundLoadArgs) -> anyhow::Result<Value> {
             hold_cap: Duration::from_secs(args.hold + 20),
             ring_cap: Duration::from_secs(310),
             greeting: greeting::frames(codec, &audio),
+            hello: greeting::frames(codec, &greeting::hello(codec.sample_rate())),
         })?)
     };
     let campaigns = if args.mode == "campaigns" {
@@ -225,7 +230,8 @@ pub async fn run(args: OutboundLoadArgs) -> anyhow::Result<Value> {
             Some(&json!({"name": "Outbound bench",
                 "greeting_message": "Hello, this is the outbound load test calling. How are you today?",
                 "agent_speaks_first": true, "max_call_duration_secs": args.hold.max(1),
-                "silence_timeout_secs": 3600})),
+                "silence_timeout_secs": 3600,
+                "answering_machine_detection": {"enabled": args.amd == "on"}})),
         )
         .await?["id"]
         .as_str()

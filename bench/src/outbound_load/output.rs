@@ -181,7 +181,7 @@ pub fn report(i: Inputs) -> Value {
     let answered_by = count(
         i.records
             .iter()
-            .filter(|r| r["outcome"] == "answered")
+            .filter(|r| matches!(r["outcome"].as_str(), Some("answered" | "voicemail")))
             .map(|r| r["answered_by"].as_str().unwrap_or("null")),
     );
     let recorded = i
@@ -211,7 +211,7 @@ pub fn report(i: Inputs) -> Value {
             continue;
         };
         let outcome = field(r, "outcome");
-        if outcome != c.kind.expected_outcome() {
+        if outcome != c.kind.expected_outcome(args.amd == "on") {
             mismatched += 1;
         }
         *versus
@@ -370,6 +370,7 @@ pub fn report(i: Inputs) -> Value {
         "mode": args.mode,
         "codec": i.codec.name(),
         "hold_secs": args.hold,
+        "amd": args.amd,
         "ring_ms": args.ring_ms,
         "duration_secs": args.duration,
         "wall_secs": round(i.wall),

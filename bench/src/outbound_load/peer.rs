@@ -1,8 +1,10 @@
 //! The answering peer: a SIP UAS on one UDP socket standing in for a carrier's far end. Each
 //! INVITE gets an outcome from the configured shares:
 //!
-//! - `answer`: 180, then 200 with SDP after the ring delay; the RTP that arrives is echoed back
-//!   to its sender and counted (sequence gaps are losses);
+//! - `answer`: 180, then 200 with SDP after the ring delay; a short "hello" as a person says it
+//!   (so answering-machine detection hears a person), then the RTP that arrives is echoed back
+//!   to its sender (its payload, in the peer's own stream) and counted (sequence gaps are
+//!   losses);
 //! - `machine`: answered the same way, but it plays a greeting (speech or a speech-like pattern,
 //!   then a beep, then silence) instead of echoing, as an answering machine would;
 //! - `busy`: 486;
@@ -50,9 +52,11 @@ impl Kind {
         }
     }
 
-    /// The outcome the service should record for it.
-    pub fn expected_outcome(self) -> &'static str {
+    /// The outcome the service should record for it (`amd`: answering-machine detection is
+    /// on).
+    pub fn expected_outcome(self, amd: bool) -> &'static str {
         match self {
+            Kind::Machine if amd => "voicemail",
             Kind::Answer | Kind::Machine => "answered",
             Kind::Busy => "busy",
             Kind::NoAnswer => "no_answer",
@@ -137,6 +141,8 @@ pub struct PeerConfig {
     pub ring_cap: Duration,
     /// The machine's greeting, encoded in `codec`, 20 ms a frame.
     pub greeting: Vec<Vec<u8>>,
+    /// What a person says on answering (then they echo what they hear).
+    pub hello: Vec<Vec<u8>>,
 }
 
 /// One call as the peer saw it.
@@ -304,7 +310,12 @@ fn grow_buffers(sock: &UdpSocket) {
 
 impl Shared {
     async fn bind(cfg: PeerConfig) -> anyhow::Result<Arc<Shared>> {
-        if cfg.greeting.iter().any(|f| f.len() != 160) {
+        if cfg
+            .greeting
+            .iter()
+            .chain(&cfg.hello)
+            .any(|f| f.len() != 160)
+        {
             bail!("the greeting is not encoded in 20 ms frames");
         }
         let sock = UdpSocket::bind((cfg.ip, cfg.port))
@@ -667,27 +678,28 @@ impl Call {
     /// Echoes (or plays the greeting) until either side hangs up.
     async fn talk(&mut self, media: Media, ok: &str, contact: &str) -> &'static str {
         let machine = self.record.kind == Kind::Machine;
+        // A person says hello and then echoes what they hear; a machine plays its greeting.
+        let intro = if machine {
+            &self.sh.cfg.greeting
+        } else {
+            &self.sh.cfg.hello
+        };
         let mut loss = LossCounter::default();
-        let mut sent = 0u64;
+        let mut out = RtpOut::new(media.payload_type);
         let mut buf = [0u8; 2048];
-        let mut out = [0u8; 12 + 640];
         let mut remote = media.remote;
         let mut latched = false;
-        let ssrc: u32 = rand::random();
-        let mut seq: u16 = rand::random();
-        let mut ts: u32 = rand::random();
         let mut frame = 0usize;
         let mut tick = tokio::time::interval(Duration::from_millis(20));
         tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
         let cap = tokio::time::sleep(self.sh.cfg.hold_cap);
         tokio::pin!(cap);
         let end = loop {
+            let speaking = machine || frame < intro.len();
             tokio::select! {
                 got = media.rtp.recv_from(&mut buf) => {
                     let Ok((n, from)) = got else { continue };
-                    if n < 12 || buf[0] >> 6 != 2 {
-                        continue;
-                    }
+                    let Some(payload) = rtp_payload(&buf[..n]) else { continue };
                     if self.record.first_rtp_at.is_none() {
                         self.record.first_rtp_at = Some(Instant::now());
                     }
@@ -696,26 +708,15 @@ impl Call {
                         remote = from;
                         latched = true;
                     }
-                    if !machine && media.rtp.send_to(&buf[..n], from).await.is_ok() {
-                        sent += 1;
+                    if !speaking {
+                        // The echo: what came, in our own stream (sequence and timing go on).
+                        let _ = media.rtp.send_to(out.packet(payload), from).await;
                     }
                 }
-                _ = tick.tick(), if machine => {
-                    let greeting = &self.sh.cfg.greeting;
-                    let payload = greeting.get(frame).unwrap_or(&self.sh.silence);
-                    let len = 12 + payload.len();
-                    out[0] = 0x80;
-                    out[1] = media.payload_type | if frame == 0 { 0x80 } else { 0 };
-                    out[2..4].copy_from_slice(&seq.to_be_bytes());
-                    out[4..8].copy_from_slice(&ts.to_be_bytes());
-                    out[8..12].copy_from_slice(&ssrc.to_be_bytes());
-                    out[12..len].copy_from_slice(payload);
-                    if media.rtp.send_to(&out[..len], remote).await.is_ok() {
-                        sent += 1;
-                    }
+                _ = tick.tick(), if speaking => {
+                    let payload = intro.get(frame).unwrap_or(&self.sh.silence);
+                    let _ = media.rtp.send_to(out.packet(payload), remote).await;
                     frame += 1;
-                    seq = seq.wrapping_add(1);
-                    ts = ts.wrapping_add(Codec::TIMESTAMP_STEP);
                 }
                 msg = self.rx.recv() => match msg {
                     Some(m) if m.is("BYE") => {
@@ -743,7 +744,7 @@ impl Call {
                 }
             }
         };
-        self.record.rtp_sent = sent;
+        self.record.rtp_sent = out.sent;
         self.record.rtp_received = loss.received;
         self.record.rtp_lost = loss.lost();
         end
@@ -782,6 +783,58 @@ impl Call {
     }
 }
 
+/// One outgoing RTP stream, written into one buffer.
+struct RtpOut {
+    buf: [u8; 12 + 640],
+    payload_type: u8,
+    ssrc: u32,
+    seq: u16,
+    ts: u32,
+    sent: u64,
+}
+
+impl RtpOut {
+    fn new(payload_type: u8) -> RtpOut {
+        RtpOut {
+            buf: [0; 12 + 640],
+            payload_type,
+            ssrc: rand::random(),
+            seq: rand::random(),
+            ts: rand::random(),
+            sent: 0,
+        }
+    }
+
+    /// The next packet (counted as sent).
+    fn packet(&mut self, payload: &[u8]) -> &[u8] {
+        let payload = &payload[..payload.len().min(640)];
+        let len = 12 + payload.len();
+        self.buf[0] = 0x80;
+        self.buf[1] = self.payload_type | if self.sent == 0 { 0x80 } else { 0 };
+        self.buf[2..4].copy_from_slice(&self.seq.to_be_bytes());
+        self.buf[4..8].copy_from_slice(&self.ts.to_be_bytes());
+        self.buf[8..12].copy_from_slice(&self.ssrc.to_be_bytes());
+        self.buf[12..len].copy_from_slice(payload);
+        self.seq = self.seq.wrapping_add(1);
+        self.ts = self.ts.wrapping_add(Codec::TIMESTAMP_STEP);
+        self.sent += 1;
+        &self.buf[..len]
+    }
+}
+
+/// The payload of an RTP packet (past CSRCs and a header extension); none if it is not RTP.
+fn rtp_payload(packet: &[u8]) -> Option<&[u8]> {
+    if packet.len() < 12 || packet[0] >> 6 != 2 {
+        return None;
+    }
+    let mut at = 12 + 4 * usize::from(packet[0] & 0x0f);
+    if packet[0] & 0x10 != 0 {
+        let words = packet.get(at + 2..at + 4)?;
+        at += 4 + 4 * usize::from(u16::from_be_bytes([words[0], words[1]]));
+    }
+    packet.get(at..)
+}
+
 /// The address of a `sip:user@host:port;params` URI with an IP host.
 fn contact_addr(uri: &str) -> Option<SocketAddr> {
     let rest = uri.split_once(':')?.1;
@@ -810,6 +863,26 @@ mod tests {
         assert_eq!(counts[&Kind::Machine], 1);
         assert!("answer=0".parse::<Mix>().is_err());
         assert!("human=1".parse::<Mix>().is_err());
+    }
+
+    #[test]
+    fn rtp_payloads_and_packets() {
+        let mut out = RtpOut::new(8);
+        let first = out.packet(&[1, 2, 3]).to_vec();
+        assert_eq!(first[1], 0x88);
+        assert_eq!(rtp_payload(&first), Some(&[1u8, 2, 3][..]));
+        let second = out.packet(&[4]).to_vec();
+        assert_eq!(second[1], 8);
+        assert_eq!(
+            u16::from_be_bytes([second[2], second[3]]),
+            u16::from_be_bytes([first[2], first[3]]).wrapping_add(1)
+        );
+        let mut with_csrc = first.clone();
+        with_csrc[0] = 0x81;
+        with_csrc.splice(12..12, [0u8; 4]);
+        assert_eq!(rtp_payload(&with_csrc), Some(&[1u8, 2, 3][..]));
+        assert_eq!(rtp_payload(&[0u8; 12]), None);
+        assert_eq!(out.sent, 2);
     }
 
     #[test]
@@ -852,6 +925,7 @@ mod tests {
             hold_cap: Duration::from_secs(20),
             ring_cap: Duration::from_secs(20),
             greeting: super::super::greeting::frames(Codec::Pcmu, &audio),
+            hello: super::super::greeting::frames(Codec::Pcmu, &audio[..4000]),
         })
         .unwrap();
         let sockets = SipSockets::bind("127.0.0.1:0".parse().unwrap(), None)
@@ -918,8 +992,8 @@ mod tests {
                 ("no_answer", "cancelled")
             ]
         );
-        // The echo sends back what came; the machine plays its greeting.
-        assert!(calls[0].rtp_sent >= 10 && calls[0].rtp_sent == calls[0].rtp_received);
+        // A person says hello (25 frames) and echoes what comes; the machine plays its greeting.
+        assert!(calls[0].rtp_sent >= 25 && calls[0].rtp_received >= 25);
         assert!(calls[1].rtp_sent >= 20 && calls[1].rtp_received >= 10);
         assert!(calls.iter().all(|c| c.rtp_lost == 0));
         assert!(calls[0].ack_at.is_some() && calls[0].first_rtp_at.is_some());

@@ -52,7 +52,7 @@ enum Command {
     SipLoad(sip_load::SipLoadArgs),
     /// Place outbound calls through a SIP trunk to an answering peer (directly or by
     /// campaigns), and measure the server and the pacing the far end saw.
-    OutboundLoad(outbound_load::OutboundLoadArgs),
+    OutboundLoad(Box<outbound_load::OutboundLoadArgs>),
     /// Generate voicemail greetings, people answering, silence and noise (espeak-ng, sox) and
     /// measure answering-machine detection on them.
     Amd(amd::AmdArgs),
@@ -161,21 +161,12 @@ fn main() -> anyhow::Result<()> {
             (rt.block_on(eval_cost(args))?, json)
         }
         Command::SipLoad(args) => {
-            // Real time on every core: a multi-threaded runtime.
-            switchboard::install_crypto();
             let json = args.json.clone();
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?;
-            (rt.block_on(sip_load::run(args))?, json)
+            (in_real_time(sip_load::run(args))?, json)
         }
         Command::OutboundLoad(args) => {
-            switchboard::install_crypto();
             let json = args.json.clone();
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?;
-            (rt.block_on(outbound_load::run(args))?, json)
+            (in_real_time(outbound_load::run(*args))?, json)
         }
         // Writes its own JSON (with every file's verdict).
         Command::Amd(args) => (amd::run(args)?, None),
@@ -187,6 +178,17 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Runs a real-time benchmark on every core (a multi-threaded runtime), with TLS ready.
+fn in_real_time(
+    run: impl std::future::Future<Output = anyhow::Result<Value>>,
+) -> anyhow::Result<Value> {
+    switchboard::install_crypto();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run)
 }
 
 fn print_report(report: &Value) {

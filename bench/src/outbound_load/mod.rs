@@ -80,9 +80,10 @@ pub struct OutboundLoadArgs {
     #[arg(long)]
     greeting_wav: Option<PathBuf>,
     /// The agent's answering-machine detection: `on` (the service's default; machines become
-    /// `voicemail`) or `off`.
-    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
-    amd: String,
+    /// `voicemail`) or `off`. Default: on with the bench peer, off with SIPp (its echo starts
+    /// with silence, which the detection takes for a machine).
+    #[arg(long, value_parser = ["on", "off"])]
+    amd: Option<String>,
     /// The server's text to speech (`tones`, `espeak`, ...).
     #[arg(long, default_value = "tones")]
     tts: String,
@@ -110,6 +111,12 @@ pub struct OutboundLoadArgs {
     /// Keep the server's directory (database, recordings, log) and print where it is.
     #[arg(long)]
     keep: bool,
+}
+
+impl OutboundLoadArgs {
+    fn amd_on(&self) -> bool {
+        self.amd.as_deref() != Some("off")
+    }
 }
 
 /// The far end in use.
@@ -164,7 +171,10 @@ struct Drive {
     secs: f64,
 }
 
-pub async fn run(args: OutboundLoadArgs) -> anyhow::Result<Value> {
+pub async fn run(mut args: OutboundLoadArgs) -> anyhow::Result<Value> {
+    if args.amd.is_none() {
+        args.amd = Some(if args.peer == "sipp" { "off" } else { "on" }.into());
+    }
     let codec = Codec::parse(&args.codec).context("--codec: pcmu, pcma or g722")?;
     if !(1..=8).contains(&args.max_in_flight) {
         bail!("--max-in-flight must be 1-8 (a campaign's limit)");
@@ -231,7 +241,7 @@ pub async fn run(args: OutboundLoadArgs) -> anyhow::Result<Value> {
                 "greeting_message": "Hello, this is the outbound load test calling. How are you today?",
                 "agent_speaks_first": true, "max_call_duration_secs": args.hold.max(1),
                 "silence_timeout_secs": 3600,
-                "answering_machine_detection": {"enabled": args.amd == "on"}})),
+                "answering_machine_detection": {"enabled": args.amd_on()}})),
         )
         .await?["id"]
         .as_str()

@@ -211,7 +211,7 @@ pub fn report(i: Inputs) -> Value {
             continue;
         };
         let outcome = field(r, "outcome");
-        if outcome != c.kind.expected_outcome(args.amd == "on") {
+        if outcome != c.kind.expected_outcome(args.amd_on()) {
             mismatched += 1;
         }
         *versus
@@ -370,7 +370,7 @@ pub fn report(i: Inputs) -> Value {
         "mode": args.mode,
         "codec": i.codec.name(),
         "hold_secs": args.hold,
-        "amd": args.amd,
+        "amd": args.amd_on(),
         "ring_ms": args.ring_ms,
         "duration_secs": args.duration,
         "wall_secs": round(i.wall),

@@ -6,9 +6,13 @@
 //! - `enroll-csv`: enrolls a large CSV through the real HTTP API.
 //! - `eval-cost`: the wall time of one campaign evaluation at several campaign sizes.
 //! - `sip-load`: a SIP load generator against a running (or spawned) server.
+//! - `outbound-load`: outbound calls through a SIP trunk to an answering peer, placed directly
+//!   or by campaigns, against a spawned server.
 //! - `amd`: answering-machine detection over a generated, labelled set of calls' audio.
 
 mod amd;
+mod measure;
+mod outbound_load;
 mod sip_load;
 
 use std::collections::BTreeMap;
@@ -46,6 +50,9 @@ enum Command {
     EvalCost(EvalArgs),
     /// Place SIP calls at a steady rate, stream audio, and measure the server.
     SipLoad(sip_load::SipLoadArgs),
+    /// Place outbound calls through a SIP trunk to an answering peer (directly or by
+    /// campaigns), and measure the server and the pacing the far end saw.
+    OutboundLoad(Box<outbound_load::OutboundLoadArgs>),
     /// Generate voicemail greetings, people answering, silence and noise (espeak-ng, sox) and
     /// measure answering-machine detection on them.
     Amd(amd::AmdArgs),
@@ -154,13 +161,12 @@ fn main() -> anyhow::Result<()> {
             (rt.block_on(eval_cost(args))?, json)
         }
         Command::SipLoad(args) => {
-            // Real time on every core: a multi-threaded runtime.
-            switchboard::install_crypto();
             let json = args.json.clone();
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?;
-            (rt.block_on(sip_load::run(args))?, json)
+            (in_real_time(sip_load::run(args))?, json)
+        }
+        Command::OutboundLoad(args) => {
+            let json = args.json.clone();
+            (in_real_time(outbound_load::run(*args))?, json)
         }
         // Writes its own JSON (with every file's verdict).
         Command::Amd(args) => (amd::run(args)?, None),
@@ -174,10 +180,22 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs a real-time benchmark on every core (a multi-threaded runtime), with TLS ready.
+fn in_real_time(
+    run: impl std::future::Future<Output = anyhow::Result<Value>>,
+) -> anyhow::Result<Value> {
+    switchboard::install_crypto();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run)
+}
+
 fn print_report(report: &Value) {
     println!();
     if let Value::Object(map) = report {
-        for (k, v) in map {
+        // The time series are for the JSON and HTML reports.
+        for (k, v) in map.iter().filter(|(k, _)| *k != "samples") {
             match v {
                 Value::Object(_) | Value::Array(_) => println!("{k:>28}: {v}"),
                 Value::String(s) => println!("{k:>28}: {s}"),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde_json::{Value, json};
 use switchboard_sip::sdp::{Codec, MediaDescription};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -23,7 +23,8 @@ use tokio::sync::Mutex;
 mod output;
 mod spawn;
 
-use output::{html, report, sample_server, scrape_rtp};
+use output::{report, sample_server, scrape_rtp};
+pub(crate) use spawn::free_port;
 use spawn::spawn_server;
 
 #[derive(clap::Args, Clone)]
@@ -114,7 +115,7 @@ pub async fn run(mut args: SipLoadArgs) -> anyhow::Result<Value> {
         .clone()
         .context("--slug (or --spawn) is required")?;
     let audio = match &args.wav {
-        Some(path) => load_wav(path, codec.sample_rate())?,
+        Some(path) => crate::measure::load_wav(path, codec.sample_rate())?,
         None => tone(codec.sample_rate()),
     };
     let shared = Arc::new(Shared {
@@ -179,8 +180,8 @@ pub async fn run(mut args: SipLoadArgs) -> anyhow::Result<Value> {
     let mut report = report(&shared, wall, &samples).await;
     report["server_rtp"] = server_rtp;
     if let Some(path) = &args.html {
-        std::fs::write(path, html(&report, &samples))
-            .with_context(|| format!("writing {}", path.display()))?;
+        let page = crate::measure::html("Switchboard SIP load", &report, &samples, output::CHARTS);
+        std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(report)
 }
@@ -493,32 +494,5 @@ async fn stream_media(s: &Shared, sock: &UdpSocket, remote: SocketAddr) -> Resul
 }
 
 fn tone(rate: u32) -> Vec<i16> {
-    (0..rate)
-        .map(|i| {
-            (8000.0 * (2.0 * std::f64::consts::PI * 440.0 * f64::from(i) / f64::from(rate)).sin())
-                as i16
-        })
-        .collect()
-}
-
-fn load_wav(path: &PathBuf, rate: u32) -> anyhow::Result<Vec<i16>> {
-    let reader =
-        hound::WavReader::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let spec = reader.spec();
-    if spec.bits_per_sample != 16 || spec.sample_format != hound::SampleFormat::Int {
-        bail!("{}: a 16-bit PCM WAV is needed", path.display());
-    }
-    let channels = usize::from(spec.channels.max(1));
-    let samples: Vec<i16> = reader
-        .into_samples::<i16>()
-        .step_by(channels)
-        .collect::<Result<_, _>>()?;
-    if samples.is_empty() {
-        bail!("{}: no audio", path.display());
-    }
-    Ok(switchboard_sip::media::resample(
-        &samples,
-        spec.sample_rate,
-        rate,
-    ))
+    crate::measure::tone(rate, 440.0, rate as usize, 8000.0)
 }

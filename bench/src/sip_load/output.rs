@@ -3,13 +3,14 @@
 
 use super::*;
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
+use crate::measure::{CpuMeter, percentile};
+
+/// The charts of the HTML report.
+pub(super) const CHARTS: &[crate::measure::Chart] = &[
+    ("live_calls", "Concurrent calls", "#2a6"),
+    ("cpu_percent", "Server CPU (% of one core)", "#c33"),
+    ("rss_kib", "Server RSS (KiB)", "#36c"),
+];
 
 pub(super) async fn report(s: &Shared, wall: f64, samples: &[Value]) -> Value {
     let mut lat = s.latencies.lock().await.clone();
@@ -80,30 +81,9 @@ pub(super) async fn sample_server(
     out: Arc<Mutex<Vec<Value>>>,
     started: Instant,
 ) {
-    let tick_hz = 100.0; // USER_HZ on Linux
-    let mut last: Option<(f64, Instant)> = None;
+    let mut meter = CpuMeter::new(pid);
     loop {
-        let cpu_ticks = pid.and_then(|p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-            let rest = stat.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some(f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?)
-        });
-        let rss = pid.and_then(|p| {
-            let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
-            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-            line.split_whitespace().nth(1)?.parse::<f64>().ok()
-        });
-        let now = Instant::now();
-        let cpu = match (cpu_ticks, last) {
-            (Some(t), Some((t0, at))) => {
-                Some((t - t0) / tick_hz / now.duration_since(at).as_secs_f64() * 100.0)
-            }
-            _ => None,
-        };
-        if let Some(t) = cpu_ticks {
-            last = Some((t, now));
-        }
+        let (cpu, rss) = meter.sample();
         out.lock().await.push(json!({
             "t": started.elapsed().as_secs_f64(),
             "live_calls": s.totals.live.load(Ordering::Relaxed),
@@ -112,48 +92,6 @@ pub(super) async fn sample_server(
         }));
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-fn polyline(samples: &[Value], key: &str, w: f64, h: f64) -> (String, f64) {
-    let points: Vec<(f64, f64)> = samples
-        .iter()
-        .filter_map(|v| Some((v["t"].as_f64()?, v[key].as_f64()?)))
-        .collect();
-    let tmax = points.iter().map(|p| p.0).fold(1.0, f64::max);
-    let vmax = points.iter().map(|p| p.1).fold(1.0, f64::max);
-    let line = points
-        .iter()
-        .map(|(t, v)| format!("{:.1},{:.1}", t / tmax * w, h - v / vmax * h))
-        .collect::<Vec<_>>()
-        .join(" ");
-    (line, vmax)
-}
-
-pub(super) fn html(report: &Value, samples: &[Value]) -> String {
-    let (w, h) = (800.0, 160.0);
-    let chart = |key: &str, title: &str, color: &str| {
-        let (line, max) = polyline(samples, key, w, h);
-        format!(
-            "<h2>{title} (max {max:.1})</h2><svg width=\"{w}\" height=\"{h}\" style=\"border:1px solid #ccc\">\
-             <polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{line}\"/></svg>"
-        )
-    };
-    let rows: String = report
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("<tr><th>{k}</th><td>{v}</td></tr>"))
-                .collect()
-        })
-        .unwrap_or_default();
-    format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Switchboard SIP load</title>\
-         <style>body{{font-family:sans-serif;margin:2em}}th{{text-align:left;padding-right:1em}}</style></head><body>\
-         <h1>Switchboard SIP load</h1><table>{rows}</table>{}{}{}</body></html>",
-        chart("live_calls", "Concurrent calls", "#2a6"),
-        chart("cpu_percent", "Server CPU (% of one core)", "#c33"),
-        chart("rss_kib", "Server RSS (KiB)", "#36c"),
-    )
 }
 
 /// The server's RTP counters from its Prometheus endpoint.

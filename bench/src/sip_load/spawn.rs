@@ -88,7 +88,8 @@ pub(super) async fn spawn_server(bin: &PathBuf) -> anyhow::Result<Spawned> {
     })
 }
 
-fn free_port() -> anyhow::Result<u16> {
+/// A port free for both UDP and TCP on loopback.
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     loop {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0")?;
         let port = udp.local_addr()?.port();

@@ -1,0 +1,99 @@
+//! `--peer sipp`: SIPp's UAS as the reference far end. It answers every call after the ring
+//! delay, echoes the RTP (`-rtp_echo`, one echo port for all calls) and waits for the caller's
+//! BYE (bench/sipp/answer_hold.xml). Its statistics file gives the call counts it saw.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::{Map, Value, json};
+
+const SCENARIO: &str = include_str!("../../sipp/answer_hold.xml");
+
+pub struct Sipp {
+    pub addr: SocketAddr,
+    pub child: tokio::process::Child,
+    stats: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Sipp {
+    pub async fn start(bin: &Path, ring_ms: u64) -> anyhow::Result<Sipp> {
+        let dir = tempfile::tempdir()?;
+        let scenario = dir.path().join("answer_hold.xml");
+        std::fs::write(&scenario, SCENARIO)?;
+        let stats = dir.path().join("stats.csv");
+        let port = crate::sip_load::free_port()?;
+        let media = crate::sip_load::free_port()?;
+        let mut child = tokio::process::Command::new(bin)
+            .arg("-sf")
+            .arg(&scenario)
+            .args(["-i", "127.0.0.1", "-mi", "127.0.0.1", "-p"])
+            .arg(port.to_string())
+            .arg("-mp")
+            .arg(media.to_string())
+            .args(["-rtp_echo", "-aa", "-nostdin", "-trace_stat", "-fd", "1"])
+            .arg("-d")
+            .arg(ring_ms.to_string())
+            .arg("-stf")
+            .arg(&stats)
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("sipp.err"))?)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "starting {} (Debian: apt-get install sip-tester)",
+                    bin.display()
+                )
+            })?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Some(status) = child.try_wait()? {
+            let err = std::fs::read_to_string(dir.path().join("sipp.err")).unwrap_or_default();
+            bail!("sipp exited at once ({status}): {err}");
+        }
+        Ok(Sipp {
+            addr: format!("127.0.0.1:{port}").parse()?,
+            child,
+            stats,
+            _dir: dir,
+        })
+    }
+
+    /// The call and message counters of SIPp's last statistics line.
+    pub fn stats(&self) -> Value {
+        let Ok(text) = std::fs::read_to_string(&self.stats) else {
+            return Value::Null;
+        };
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let Some(header) = lines.next() else {
+            return Value::Null;
+        };
+        let Some(last) = lines.next_back() else {
+            return Value::Null;
+        };
+        let mut out = Map::new();
+        for (k, v) in header.split(';').zip(last.split(';')) {
+            let cumulative = k.ends_with("(C)");
+            let wanted = k == "CurrentCall"
+                || (cumulative
+                    && ["Call", "Retransmissions", "Unexpected", "Timeout", "Dead"]
+                        .iter()
+                        .any(|w| k.contains(w)));
+            if wanted && let Ok(n) = v.trim().parse::<f64>() {
+                out.insert(k.trim_end_matches("(C)").to_string(), json!(n));
+            }
+        }
+        Value::Object(out)
+    }
+
+    pub async fn stop(mut self) -> Value {
+        let stats = self.stats();
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        stats
+    }
+}

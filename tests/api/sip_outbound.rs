@@ -703,3 +703,86 @@ async fn a_person_saying_hello_is_answered_by_the_agent() {
     assert_eq!(call["outcome"], "answered", "{call}");
     assert_eq!(call["end_reason"], "silence_timeout", "{call}");
 }
+
+/// A campaign through the SIP dialer, in real time: a busy callee is retried once and
+/// exhausted, an unanswered one is double-dialled within each attempt (four calls), and a
+/// machine ends the third as voicemail, which `stop_on_voicemail` retires. The budget's money
+/// adds up.
+#[tokio::test]
+async fn a_campaign_runs_its_rules_through_the_sip_dialer() {
+    let sipp = Sipp::start("campaign.xml", 7, &["-timeout", "150s"]).await;
+    let app = outbound_app_with(trunk(vec![sipp.gateway(0)]), |c| {
+        c.ring_timeout = Duration::from_secs(3);
+        c.evaluation_interval = Duration::from_secs(1);
+    })
+    .await;
+    let agent = app
+        .post(
+            "/agents",
+            json!({"name": "Ava", "max_call_duration_secs": 30, "agent_speaks_first": true,
+                "greeting_message": "Hello, this is Ava from the clinic."}),
+        )
+        .await;
+    let from = number(&app, "+972501230000", "active").await;
+    let created = app
+        .post(
+            "/campaigns",
+            json!({"name": "Recall", "agent_id": agent.body["id"], "from_phone_number_id": from,
+                "max_attempts": 2, "retry_no_answer_seconds": 30, "double_dial_enabled": true,
+                "double_dial_gap_seconds": 10, "stop_on_voicemail": true, "max_in_flight": 2,
+                "budget_cents": 5000,
+                "calling_window": {"timezone": "UTC", "start": "00:00", "end": "24:00"}}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let enrolled = app
+        .post(
+            &format!("/campaigns/{id}/contacts"),
+            json!({"contacts": [{"phone_number": "+972541230001"}, {"phone_number": "+972541230002"},
+                                {"phone_number": "+972541230003"}]}),
+        )
+        .await;
+    assert_eq!(enrolled.body["enrolled"], 3, "{}", enrolled.text);
+    let launched = app.post_empty(&format!("/campaigns/{id}/launch")).await;
+    assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
+    let done = app
+        .await_status(
+            &format!("/campaigns/{id}"),
+            "completed",
+            Duration::from_secs(120),
+        )
+        .await;
+    assert_eq!(done["stats"]["contacts"]["exhausted"], 2, "{done}");
+    assert_eq!(done["stats"]["contacts"]["retired"], 1, "{done}");
+    assert_eq!(done["reserved_cents"], 0);
+    let calls = app
+        .get(&format!("/calls?campaign_id={id}&limit=100"))
+        .await
+        .body;
+    let calls = calls["data"].as_array().unwrap();
+    let outcomes = |to: &str| -> Vec<String> {
+        let mut mine: Vec<&Value> = calls.iter().filter(|c| c["to_number"] == to).collect();
+        mine.sort_by_key(|c| c["queued_at"].as_str().unwrap().to_string());
+        mine.iter()
+            .map(|c| c["outcome"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(outcomes("+972541230001"), ["busy", "busy"]);
+    assert_eq!(
+        outcomes("+972541230002"),
+        ["no_answer", "no_answer", "no_answer", "no_answer"]
+    );
+    assert_eq!(outcomes("+972541230003"), ["voicemail"]);
+    let machine = calls
+        .iter()
+        .find(|c| c["to_number"] == "+972541230003")
+        .unwrap();
+    assert_eq!(machine["answered_by"], "machine", "{machine}");
+    let spent: i64 = calls
+        .iter()
+        .map(|c| c["cost_cents"].as_i64().unwrap())
+        .sum();
+    assert_eq!(done["spent_cents"], spent);
+    sipp.passed().await;
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_actors::agent::{AgentPlan, Speech};
+use switchboard_actors::agent::{AgentPlan, AmdPlan, Speech};
 use switchboard_actors::clock::SharedClock;
 use switchboard_actors::ids::CallId;
 use switchboard_actors::inbound::{InboundEnd, InboundPlan, InboundStart, InboundStore, run_call};
@@ -22,11 +22,40 @@ use tokio_util::sync::CancellationToken;
 
 use crate::billing::PaymentProvider;
 use crate::config::Config;
-use crate::store::Store;
+use crate::store::{Agent, Store};
 
 /// Where a call's recording lives.
 pub fn recording_path(data_dir: &std::path::Path, call: CallId) -> PathBuf {
     data_dir.join("recordings").join(format!("{call}.wav"))
+}
+
+/// How `agent` runs a call capped at `max_duration`; `detect` turns on its answering-machine
+/// detection (outbound calls), if the agent has it on.
+pub fn agent_plan(agent: &Agent, max_duration: Duration, detect: bool) -> AgentPlan {
+    AgentPlan {
+        greeting: agent.greeting_message.clone(),
+        agent_speaks_first: agent.agent_speaks_first,
+        voice: agent.voice.clone(),
+        language: agent.language.clone(),
+        silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
+        max_duration,
+        amd: detect
+            .then(|| agent.answering_machine_detection.settings())
+            .flatten()
+            .map(|settings| AmdPlan {
+                settings,
+                voicemail_message: agent.voicemail_message.clone(),
+            }),
+    }
+}
+
+/// The voice activity detection `agent` asks for.
+pub fn vad_settings(agent: &Agent) -> VadSettings {
+    VadSettings {
+        start_secs: agent.vad_start_secs,
+        stop_secs: agent.vad_stop_secs,
+        confidence: agent.vad_confidence,
+    }
 }
 
 /// The store port of inbound calls; a charge is followed by auto top-up.
@@ -132,25 +161,14 @@ impl InboundRouter for SipRouter {
             endpoint_id: route.endpoint_id,
             agent_id: route.agent_id,
             sip_uri: format!("sip:{}@{}", route.slug, self.config.sip_host),
-            agent: AgentPlan {
-                greeting: agent.greeting_message.clone(),
-                agent_speaks_first: agent.agent_speaks_first,
-                voice: agent.voice.clone(),
-                language: agent.language.clone(),
-                silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
-                max_duration: Duration::from_secs(max_secs),
-                amd: None,
-            },
+            // Inbound calls never detect answering machines.
+            agent: agent_plan(&agent, Duration::from_secs(max_secs), false),
             recorded: true,
         };
         Routing::Answer(Answer {
             target: plan,
             recording: Some(recording_path(&self.config.data_dir, call_id)),
-            vad: VadSettings {
-                start_secs: agent.vad_start_secs,
-                stop_secs: agent.vad_stop_secs,
-                confidence: agent.vad_confidence,
-            },
+            vad: vad_settings(&agent),
         })
     }
 

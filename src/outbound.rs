@@ -6,15 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_actors::agent::{AgentPlan, AmdPlan};
 use switchboard_actors::ids::CallId;
 use switchboard_actors::ports::{DialRequest, PortError, PortResult};
 use switchboard_actors::sip_dialer::{OutboundDirectory, OutboundRoute};
-use switchboard_sip::media::VadSettings;
 use switchboard_sip::outbound::{InviteJournal, InviteKey, SipClient};
 
 use crate::config::Config;
-use crate::inbound::recording_path;
+use crate::inbound::{agent_plan, recording_path, vad_settings};
 use crate::store::{CallTrunk, Store};
 
 /// The SIP dialer's view of the store.
@@ -53,27 +51,13 @@ impl OutboundDirectory for OutboundPort {
         };
         Ok(Some(OutboundRoute {
             trunk,
-            agent: AgentPlan {
-                greeting: agent.greeting_message.clone(),
-                agent_speaks_first: agent.agent_speaks_first,
-                voice: agent.voice.clone(),
-                language: agent.language.clone(),
-                silence_timeout: Duration::from_secs(agent.silence_timeout_secs.max(1) as u64),
-                max_duration: Duration::from_secs(request.max_duration_secs.max(1) as u64),
-                amd: agent
-                    .answering_machine_detection
-                    .settings()
-                    .map(|settings| AmdPlan {
-                        settings,
-                        voicemail_message: agent.voicemail_message.clone(),
-                    }),
-            },
+            agent: agent_plan(
+                &agent,
+                Duration::from_secs(request.max_duration_secs.max(1) as u64),
+                true,
+            ),
             recording: Some(recording_path(&self.config.data_dir, request.call_id)),
-            vad: VadSettings {
-                start_secs: agent.vad_start_secs,
-                stop_secs: agent.vad_stop_secs,
-                confidence: agent.vad_confidence,
-            },
+            vad: vad_settings(&agent),
             ring_timeout: route
                 .ring_timeout_secs
                 .map(|s| Duration::from_secs(s.max(1) as u64))

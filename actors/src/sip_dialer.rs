@@ -30,6 +30,7 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct OutboundRoute {
     pub trunk: Trunk,
+    /// The agent, capped at the request's `max_duration_secs`.
     pub agent: AgentPlan,
     /// Where to record; none for no recording.
     pub recording: Option<PathBuf>,
@@ -153,11 +154,9 @@ impl Dialer for SipDialer {
             panic!("injected fault in call {}", request.call_id);
         }
         let codec = answered.call.codec.name().to_string();
-        let mut agent = route.agent;
-        agent.max_duration = Duration::from_secs(request.max_duration_secs.max(1) as u64);
         let ended = converse(
             answered.call,
-            &agent,
+            &route.agent,
             self.speech.as_ref(),
             connected,
             self.stop.child_token(),

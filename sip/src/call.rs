@@ -286,14 +286,14 @@ pub(crate) fn header_has_token(headers: &rsip::Headers, name: &str, token: &str)
     })
 }
 
-/// Ends a call that is dropped without [`Call::finish`] (its owner failed): the dialog gets
-/// its BYE, the live entry goes, and the session refresher stops. The media stops with its
-/// handle.
+/// A call's dialog, and how it ended. Dropped before the call ended (its owner failed), it
+/// BYEs the dialog; in any case the live entry goes and the session refresher stops. The media
+/// stops with its own handle.
 struct Teardown {
     core: Arc<Core>,
     id: DialogId,
     dialog: InviteDialog,
-    ended: bool,
+    ended: Option<EndCause>,
     refresher: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -305,7 +305,7 @@ impl Drop for Teardown {
         if let Ok(mut live) = self.core.live.lock() {
             live.remove(&self.id);
         }
-        if !self.ended
+        if self.ended.is_none()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             let dialog = self.dialog.clone();
@@ -334,8 +334,6 @@ pub struct Call {
     pub codec: Codec,
     pub media: MediaHandle,
     events: mpsc::UnboundedReceiver<CallEvent>,
-    dialog: InviteDialog,
-    ended: Option<EndCause>,
     teardown: Teardown,
 }
 
@@ -365,13 +363,11 @@ impl Call {
             codec: parts.codec,
             media: parts.media,
             events: parts.events,
-            dialog: parts.dialog.clone(),
-            ended: None,
             teardown: Teardown {
                 core,
                 id,
                 dialog: parts.dialog,
-                ended: false,
+                ended: None,
                 refresher: parts.refresher,
             },
         }
@@ -379,7 +375,7 @@ impl Call {
 
     /// The next thing that happens on the call; `None` once it has ended and said so.
     pub async fn next_event(&mut self) -> Option<CallEvent> {
-        if self.ended.is_some() {
+        if self.teardown.ended.is_some() {
             return None;
         }
         let event = self.events.recv().await;
@@ -392,26 +388,20 @@ impl Call {
     }
 
     fn set_ended(&mut self, cause: EndCause) {
-        self.ended = Some(cause);
-        self.teardown.ended = true;
+        self.teardown.ended = Some(cause);
     }
 
     /// Ends the call from our side with a BYE (nothing happens if it already ended).
     pub async fn hangup(&mut self) {
-        if self.ended.is_none() {
+        if self.teardown.ended.is_none() {
             self.set_ended(EndCause::LocalHangup);
-            let _ = self.dialog.bye().await;
+            let _ = self.teardown.dialog.bye().await;
         }
     }
 
     /// How the call ended, once it has.
     pub fn end_cause(&self) -> Option<EndCause> {
-        self.ended
-    }
-
-    /// The `end_reason` of the call, once it has ended.
-    pub fn end_reason(&self) -> Option<&'static str> {
-        self.ended.map(|c| c.name(self.direction))
+        self.teardown.ended
     }
 
     /// Stops the media and closes the recording.

@@ -15,6 +15,7 @@ use switchboard_sip::trunk::{Gateway, Trunk, TrunkTransport};
 
 use crate::campaigns::number;
 use crate::helpers::{TestApp, eventually, spawn_app_on};
+use crate::sip_recordings::{channels, fetch_recording};
 
 /// A free UDP port on loopback (and its TCP twin free too, for SIPp's own sockets).
 fn free_port() -> u16 {
@@ -166,29 +167,28 @@ pub async fn outbound_app_with(
     app
 }
 
-/// Places a call and waits for its end (what SIPp saw is shown if it does not end).
-pub async fn call(app: &TestApp, sipp: &Sipp, extra: Value) -> Value {
-    let agent = app
-        .post(
-            "/agents",
-            json!({"name": "Ava", "max_call_duration_secs": 20, "agent_speaks_first": true,
-                "greeting_message": "Hello, this is Ava from the clinic, calling about your appointment tomorrow.",
-                // SIPp echoes our own audio back: nothing for the detector to hear.
-                "answering_machine_detection": {"enabled": false}}),
-        )
-        .await;
+/// A new agent made of `body`; its id.
+async fn new_agent(app: &TestApp, body: Value) -> String {
+    let agent = app.post("/agents", body).await;
     assert_eq!(agent.status, StatusCode::CREATED, "{}", agent.text);
-    let agent = agent.body["id"].as_str().unwrap().to_string();
-    let from = number(app, "+972501230000", "active").await;
-    let mut body =
-        json!({"agent_id": agent, "to_number": "+972541234567", "from_phone_number_id": from});
+    agent.body["id"].as_str().unwrap().to_string()
+}
+
+/// Places a call by `agent` from the number `from` to `to`; `extra` adds fields to the
+/// request. The call's id.
+async fn place(app: &TestApp, agent: &str, from: &str, to: &str, extra: Value) -> String {
+    let mut body = json!({"agent_id": agent, "to_number": to, "from_phone_number_id": from});
     for (k, v) in extra.as_object().unwrap() {
         body[k] = v.clone();
     }
     let resp = app.post("/calls", body).await;
     assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
-    let id = resp.body["id"].as_str().unwrap().to_string();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    resp.body["id"].as_str().unwrap().to_string()
+}
+
+/// Waits for the call to end; if it does not within `within`, fails with what SIPp saw.
+async fn ended(app: &TestApp, id: &str, within: Duration, sipp: Option<&Sipp>) -> Value {
+    let deadline = std::time::Instant::now() + within;
     loop {
         let call = app.get(&format!("/calls/{id}")).await.body;
         if call["status"] == "ended" {
@@ -197,10 +197,25 @@ pub async fn call(app: &TestApp, sipp: &Sipp, extra: Value) -> Value {
         assert!(
             std::time::Instant::now() < deadline,
             "the call did not end: {call}\n{}",
-            sipp.messages()
+            sipp.map(Sipp::messages).unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Places a call to SIPp and waits for its end.
+pub async fn call(app: &TestApp, sipp: &Sipp, extra: Value) -> Value {
+    let agent = new_agent(
+        app,
+        json!({"name": "Ava", "max_call_duration_secs": 20, "agent_speaks_first": true,
+            "greeting_message": "Hello, this is Ava from the clinic, calling about your appointment tomorrow.",
+            // SIPp echoes our own audio back: nothing for the detector to hear.
+            "answering_machine_detection": {"enabled": false}}),
+    )
+    .await;
+    let from = number(app, "+972501230000", "active").await;
+    let id = place(app, &agent, &from, "+972541234567", extra).await;
+    ended(app, &id, Duration::from_secs(30), Some(sipp)).await
 }
 
 #[tokio::test]
@@ -229,11 +244,9 @@ async fn an_answered_call_carries_audio_both_ways_into_the_recording() {
     assert!(call["duration_secs"].as_i64().unwrap() >= 2, "{call}");
     sipp.passed().await;
     // The agent's greeting went out (right channel) and came back echoed (left channel).
-    let url = call["recording_url"]
-        .as_str()
-        .expect("the call was recorded");
-    let wav = reqwest::get(url).await.unwrap().bytes().await.unwrap();
-    let (callee, agent) = channel_levels(&wav);
+    let wav = fetch_recording(&app, &call).await;
+    let (callee, agent) = channels(&wav, 8000);
+    let (callee, agent) = (rms(&callee), rms(&agent));
     assert!(agent > 500.0, "the agent's channel is silent: {agent}");
     assert!(
         callee > 500.0,
@@ -241,20 +254,10 @@ async fn an_answered_call_carries_audio_both_ways_into_the_recording() {
     );
 }
 
-/// RMS of the left (callee) and right (agent) channels of a stereo recording.
-fn channel_levels(wav: &[u8]) -> (f64, f64) {
-    let mut reader = hound::WavReader::new(std::io::Cursor::new(wav)).expect("a WAV recording");
-    let samples: Vec<i16> = reader.samples::<i16>().map(|s| s.unwrap()).collect();
-    let rms = |offset: usize| {
-        let ch: Vec<f64> = samples
-            .iter()
-            .skip(offset)
-            .step_by(2)
-            .map(|s| *s as f64)
-            .collect();
-        (ch.iter().map(|s| s * s).sum::<f64>() / ch.len().max(1) as f64).sqrt()
-    };
-    (rms(0), rms(1))
+/// The RMS level of a channel.
+fn rms(channel: &[i16]) -> f64 {
+    let energy: f64 = channel.iter().map(|s| f64::from(*s).powi(2)).sum();
+    (energy / channel.len().max(1) as f64).sqrt()
 }
 
 fn md5_hex(text: &str) -> String {
@@ -367,36 +370,22 @@ async fn a_call_that_fails_inside_ends_interrupted_and_disturbs_no_other() {
         c.call_fault = Some(switchboard::config::CallFaultHook(fault));
     })
     .await;
-    let agent = app
-        .post(
-            "/agents",
-            json!({"name": "Ava", "max_call_duration_secs": 4, "silence_timeout_secs": 30,
-                "greeting_message": "Hello, this is Ava calling about your appointment.",
-                "answering_machine_detection": {"enabled": false}}),
-        )
-        .await;
-    let agent = agent.body["id"].as_str().unwrap().to_string();
+    let agent = new_agent(
+        &app,
+        json!({"name": "Ava", "max_call_duration_secs": 4, "silence_timeout_secs": 30,
+            "greeting_message": "Hello, this is Ava calling about your appointment.",
+            "answering_machine_detection": {"enabled": false}}),
+    )
+    .await;
     let from = number(&app, "+972501230000", "active").await;
     let mut ids = Vec::new();
     for n in 1..=3 {
-        let resp = app
-            .post(
-                "/calls",
-                json!({"agent_id": agent, "to_number": format!("+97254123000{n}"), "from_phone_number_id": from}),
-            )
-            .await;
-        assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
-        ids.push(resp.body["id"].as_str().unwrap().to_string());
+        let to = format!("+97254123000{n}");
+        ids.push(place(&app, &agent, &from, &to, json!({})).await);
     }
     let mut calls = Vec::new();
     for id in &ids {
-        calls.push(
-            eventually(Duration::from_secs(30), "the call ends", || async {
-                let call = app.get(&format!("/calls/{id}")).await.body;
-                (call["status"] == "ended").then_some(call)
-            })
-            .await,
-        );
+        calls.push(ended(&app, id, Duration::from_secs(30), Some(&sipp)).await);
     }
     assert_eq!(calls[1]["end_reason"], "interrupted", "{}", calls[1]);
     assert_eq!(calls[1]["outcome"], "infra_error");
@@ -608,43 +597,32 @@ fn speech_wav(dir: &Path, text: &str, tail: Option<&str>, silence_secs: u32) -> 
 }
 
 async fn amd_call(app: &TestApp, voicemail_message: Option<&str>) -> Value {
-    let agent = app
-        .post(
-            "/agents",
-            json!({"name": "Ava", "max_call_duration_secs": 40, "agent_speaks_first": true,
-                "silence_timeout_secs": 4, "voicemail_message": voicemail_message,
-                "greeting_message": "Hello, this is Ava from the clinic."}),
-        )
-        .await;
-    assert_eq!(agent.status, StatusCode::CREATED, "{}", agent.text);
+    let agent = new_agent(
+        app,
+        json!({"name": "Ava", "max_call_duration_secs": 40, "agent_speaks_first": true,
+            "silence_timeout_secs": 4, "voicemail_message": voicemail_message,
+            "greeting_message": "Hello, this is Ava from the clinic."}),
+    )
+    .await;
     let from = number(app, "+972501230000", "active").await;
-    let resp = app
-        .post(
-            "/calls",
-            json!({"agent_id": agent.body["id"], "to_number": "+972541234567", "from_phone_number_id": from}),
-        )
-        .await;
-    assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
-    let id = resp.body["id"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(45), "the call ends", || async {
-        let call = app.get(&format!("/calls/{id}")).await.body;
-        (call["status"] == "ended").then_some(call)
-    })
-    .await
+    let id = place(app, &agent, &from, "+972541234567", json!({})).await;
+    ended(app, &id, Duration::from_secs(45), None).await
+}
+
+/// A voicemail greeting, its beep, then silence.
+fn machine_greeting(dir: &Path) -> PathBuf {
+    speech_wav(
+        dir,
+        "Hi, you have reached the voicemail of Dana Levi. I cannot take your call right now. \
+         Please leave your name, your number and a short message after the tone.",
+        Some("0.6 sine 1000"),
+        10,
+    )
 }
 
 #[tokio::test]
 async fn a_voicemail_greeting_is_detected_and_the_message_is_left_after_the_beep() {
-    let callee = Baresip::answering("+972541234567", |dir| {
-        speech_wav(
-            dir,
-            "Hi, you have reached the voicemail of Dana Levi. I cannot take your call right now. \
-             Please leave your name, your number and a short message after the tone.",
-            Some("0.6 sine 1000"),
-            10,
-        )
-    })
-    .await;
+    let callee = Baresip::answering("+972541234567", machine_greeting).await;
     let app = outbound_app(trunk(vec![callee.gateway()])).await;
     let call = amd_call(
         &app,
@@ -655,18 +633,9 @@ async fn a_voicemail_greeting_is_detected_and_the_message_is_left_after_the_beep
     assert_eq!(call["outcome"], "voicemail", "{call}");
     assert_eq!(call["end_reason"], "voicemail_left", "{call}");
     // The recording's callee channel holds the greeting baresip played.
-    let url = call["recording_url"]
-        .as_str()
-        .expect("the call was recorded");
-    let wav = reqwest::get(url).await.unwrap().bytes().await.unwrap();
-    let mut reader = hound::WavReader::new(std::io::Cursor::new(&wav[..])).unwrap();
-    let callee: Vec<i16> = reader
-        .samples::<i16>()
-        .step_by(2)
-        .take(8000 * 4)
-        .map(|s| s.unwrap())
-        .collect();
-    let level = switchboard_sip::vad::level_db(&callee);
+    let wav = fetch_recording(&app, &call).await;
+    let (callee, _) = channels(&wav, 8000);
+    let level = switchboard_sip::vad::level_db(&callee[..callee.len().min(8000 * 4)]);
     assert!(
         level > -35.0,
         "the callee's greeting is in the recording: {level:.1} dB"
@@ -675,16 +644,7 @@ async fn a_voicemail_greeting_is_detected_and_the_message_is_left_after_the_beep
 
 #[tokio::test]
 async fn a_machine_without_a_voicemail_message_is_hung_up_at_once() {
-    let callee = Baresip::answering("+972541234567", |dir| {
-        speech_wav(
-            dir,
-            "Hi, you have reached the voicemail of Dana Levi. I cannot take your call right now. \
-             Please leave your name, your number and a short message after the tone.",
-            Some("0.6 sine 1000"),
-            10,
-        )
-    })
-    .await;
+    let callee = Baresip::answering("+972541234567", machine_greeting).await;
     let app = outbound_app(trunk(vec![callee.gateway()])).await;
     let call = amd_call(&app, None).await;
     assert_eq!(call["answered_by"], "machine", "{call}");
@@ -716,18 +676,17 @@ async fn a_campaign_runs_its_rules_through_the_sip_dialer() {
         c.evaluation_interval = Duration::from_secs(1);
     })
     .await;
-    let agent = app
-        .post(
-            "/agents",
-            json!({"name": "Ava", "max_call_duration_secs": 30, "agent_speaks_first": true,
-                "greeting_message": "Hello, this is Ava from the clinic."}),
-        )
-        .await;
+    let agent = new_agent(
+        &app,
+        json!({"name": "Ava", "max_call_duration_secs": 30, "agent_speaks_first": true,
+            "greeting_message": "Hello, this is Ava from the clinic."}),
+    )
+    .await;
     let from = number(&app, "+972501230000", "active").await;
     let created = app
         .post(
             "/campaigns",
-            json!({"name": "Recall", "agent_id": agent.body["id"], "from_phone_number_id": from,
+            json!({"name": "Recall", "agent_id": agent, "from_phone_number_id": from,
                 "max_attempts": 2, "retry_no_answer_seconds": 30, "double_dial_enabled": true,
                 "double_dial_gap_seconds": 10, "stop_on_voicemail": true, "max_in_flight": 2,
                 "budget_cents": 5000,

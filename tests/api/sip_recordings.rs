@@ -53,7 +53,7 @@ async fn the_caller_hangs_up_and_the_call_is_recorded_with_its_audio() {
 
 /// Follows a call's recording_url (302) and downloads the WAV, checking the signature rules,
 /// range requests and the link's expiry on the service's clock on the way.
-async fn fetch_recording(app: &TestApp, call: &Value) -> Vec<u8> {
+pub async fn fetch_recording(app: &TestApp, call: &Value) -> Vec<u8> {
     let url = call["recording_url"]
         .as_str()
         .expect("recording_url")
@@ -138,7 +138,7 @@ async fn fetch_recording(app: &TestApp, call: &Value) -> Vec<u8> {
 }
 
 /// The left and right channels of a stereo 16-bit WAV at `rate`.
-fn channels(wav: &[u8], rate: u32) -> (Vec<i16>, Vec<i16>) {
+pub fn channels(wav: &[u8], rate: u32) -> (Vec<i16>, Vec<i16>) {
     let reader = hound::WavReader::new(std::io::Cursor::new(wav)).expect("a WAV file");
     assert_eq!(reader.spec().channels, 2);
     assert_eq!(reader.spec().sample_rate, rate);

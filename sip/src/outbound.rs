@@ -460,7 +460,7 @@ impl SipClient {
         ));
         let callee = uri(&format!(
             "sip:{}@{}",
-            uri_user(&trunk.number_format.apply(&plan.to_number)),
+            uri_user(&trunk.request_user_for(&plan.to_number)),
             host_port(&target.host, target.port)
         ));
         let (caller, callee) = match (caller, callee) {

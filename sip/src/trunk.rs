@@ -194,6 +194,16 @@ pub struct Trunk {
         schema(pattern = "^[A-Za-z0-9_.!~*'()&=+$,;?/#-]{1,255}$")
     )]
     pub from_user: Option<String>,
+    /// The user of the Request-URI and To header; absent: the dialed number in the trunk's
+    /// number format. For a peer that routes by a fixed user rather than by number, such as
+    /// another Switchboard's SIP endpoint (`sip:<slug>@host`): every call through the trunk
+    /// then reaches that user, and the dialed number stays on the call record.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^[A-Za-z0-9_.!~*'()&=+$,;?/#-]{1,255}$")
+    )]
+    pub request_user: Option<String>,
     /// The From host; absent: the first gateway's host.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 253))]
@@ -342,6 +352,7 @@ impl Trunk {
             ("username", &self.username),
             ("auth_username", &self.auth_username),
             ("from_user", &self.from_user),
+            ("request_user", &self.request_user),
         ] {
             if let Some(v) = value
                 && !valid_user(v)
@@ -430,6 +441,14 @@ impl Trunk {
         }
     }
 
+    /// The Request-URI and To user for a call to `to_number` (E.164).
+    pub fn request_user_for(&self, to_number: &str) -> String {
+        match &self.request_user {
+            Some(user) => user.clone(),
+            None => self.number_format.apply(to_number),
+        }
+    }
+
     /// The host of the From URI.
     pub fn from_host(&self) -> Option<&str> {
         self.from_domain
@@ -469,6 +488,7 @@ mod tests {
             auth_username: None,
             password: Some(Secret::new("s3cret")),
             from_user: None,
+            request_user: None,
             from_domain: None,
             number_format: NumberFormat::default(),
             headers: vec![],
@@ -485,6 +505,21 @@ mod tests {
         assert_eq!(f.apply("+972501234567"), "972501234567");
         f.tech_prefix = Some("1234#".into());
         assert_eq!(f.apply("+972501234567"), "1234#972501234567");
+    }
+
+    #[test]
+    fn a_request_user_replaces_the_dialed_number() {
+        let mut t = trunk();
+        t.number_format.plus = false;
+        assert_eq!(t.request_user_for("+972501234567"), "972501234567");
+        t.request_user = Some("desk-k2m9q4w7e1r5t8y3u6i0o2p4".into());
+        assert_eq!(t.validate(), Ok(()));
+        assert_eq!(
+            t.request_user_for("+972501234567"),
+            "desk-k2m9q4w7e1r5t8y3u6i0o2p4"
+        );
+        t.request_user = Some("desk <sip:x>".into());
+        assert_eq!(t.validate().unwrap_err().field, "request_user");
     }
 
     #[test]

@@ -128,6 +128,7 @@ pub fn trunk(gateways: Vec<Gateway>) -> Trunk {
         auth_username: None,
         password: None,
         from_user: None,
+        request_user: None,
         from_domain: None,
         number_format: Default::default(),
         headers: vec![],
@@ -744,4 +745,101 @@ async fn a_campaign_runs_its_rules_through_the_sip_dialer() {
         .sum();
     assert_eq!(done["spent_cents"], spent);
     sipp.passed().await;
+}
+
+/// Switchboard calling Switchboard over loopback: a campaign on one instance dials, through a
+/// trunk whose `request_user` is the slug, a SIP endpoint of a second instance. Each side's
+/// agent speaks, both record, and the two call records agree on the codec and the duration.
+#[tokio::test]
+async fn a_campaign_calls_the_sip_endpoint_of_another_instance() {
+    let callee = crate::sip_calls::sip_app(0, 100).await;
+    let (_, endpoint_id, slug) = crate::sip_calls::endpoint(
+        &callee.app,
+        json!({"max_call_duration_secs": 6, "silence_timeout_secs": 30}),
+        json!({}),
+    )
+    .await;
+    let mut t = trunk(vec![Gateway {
+        host: "127.0.0.1".into(),
+        port: Some(callee.sip.port()),
+        transport: TrunkTransport::Udp,
+        priority: 0,
+    }]);
+    t.request_user = Some(slug.clone());
+    let caller = outbound_app_with(t, |c| c.evaluation_interval = Duration::from_secs(1)).await;
+    let agent = new_agent(
+        &caller,
+        json!({"name": "Ava", "max_call_duration_secs": 30, "agent_speaks_first": true,
+            "greeting_message": "Hello, this is Ava from the clinic, calling about your appointment.",
+            "answering_machine_detection": {"enabled": false}}),
+    )
+    .await;
+    let from = number(&caller, "+972501230000", "active").await;
+    let created = caller
+        .post(
+            "/campaigns",
+            json!({"name": "Desk", "agent_id": agent, "from_phone_number_id": from,
+                "calling_window": {"timezone": "UTC", "start": "00:00", "end": "24:00"}}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let enrolled = caller
+        .post(
+            &format!("/campaigns/{id}/contacts"),
+            json!({"contacts": [{"phone_number": "+972541230001"}]}),
+        )
+        .await;
+    assert_eq!(enrolled.body["enrolled"], 1, "{}", enrolled.text);
+    let launched = caller.post_empty(&format!("/campaigns/{id}/launch")).await;
+    assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
+
+    let path = format!("/calls?campaign_id={id}&status=ended");
+    let placed = eventually(Duration::from_secs(30), "the campaign's call ends", || {
+        let path = path.clone();
+        let caller = &caller;
+        async move {
+            let calls = caller.get(&path).await.body;
+            calls["data"].as_array().and_then(|c| c.first().cloned())
+        }
+    })
+    .await;
+    let placed = caller
+        .get(&format!("/calls/{}", placed["id"].as_str().unwrap()))
+        .await
+        .body;
+    let answered = crate::sip_calls::ended_call(&callee.app, 1).await;
+
+    assert_eq!(placed["outcome"], "answered", "{placed}");
+    assert_eq!(placed["sip_code"], 200, "{placed}");
+    // The callee's agent ended the call at its maximum duration: a hang-up seen from here.
+    assert_eq!(placed["end_reason"], "callee_hangup", "{placed}");
+    assert_eq!(placed["to_number"], "+972541230001");
+    assert_eq!(answered["direction"], "inbound");
+    assert_eq!(answered["outcome"], "answered", "{answered}");
+    assert_eq!(answered["end_reason"], "max_duration", "{answered}");
+    assert_eq!(answered["sip_endpoint_id"], endpoint_id.as_str());
+    assert_eq!(answered["to_number"], format!("sip:{slug}@sip.test"));
+    assert_eq!(answered["from_number"], "+972501230000");
+    assert_eq!(placed["codec"], answered["codec"], "{placed}\n{answered}");
+    assert_eq!(placed["codec"], "pcmu");
+    let (a, b) = (
+        placed["duration_secs"].as_i64().unwrap(),
+        answered["duration_secs"].as_i64().unwrap(),
+    );
+    assert!((6..=7).contains(&b), "{answered}");
+    assert!((a - b).abs() <= 1, "durations differ: {a} s and {b} s");
+
+    // Each recording holds both agents: its own on one channel, the other's on the other.
+    for (app, call) in [(&caller, &placed), (&callee.app, &answered)] {
+        let wav = fetch_recording(app, call).await;
+        let (far, near) = channels(&wav, 8000);
+        for (side, samples) in [("far", &far), ("near", &near)] {
+            assert!(
+                switchboard_sip::vad::level_db(samples) > -40.0,
+                "the {side} channel of {} is silent",
+                call["direction"]
+            );
+        }
+    }
 }

@@ -106,8 +106,13 @@ pub(crate) struct Core {
     pub media_ip: IpAddr,
     pub endpoint: Arc<EndpointInner>,
     pub dialogs: Arc<DialogLayer>,
-    /// Where inbound dialogs report their states.
+    /// Where every dialog, inbound and outbound, reports its states: one channel for all, read
+    /// by one loop, rather than a buffer per call.
     pub states: DialogStateSender,
+    /// Outbound INVITEs waiting for their answer, by Call-ID: where their provisional
+    /// responses go (a 100 tells the dialer the gateway is there, a 183's SDP starts early
+    /// media).
+    pub dialing: Mutex<HashMap<String, mpsc::UnboundedSender<Box<DialogState>>>>,
     pub live: Mutex<HashMap<DialogId, LiveDialog>>,
     /// Our Contact per transport (`udp`, `tcp`, `tls`).
     pub contacts: HashMap<&'static str, rsip::Uri>,
@@ -160,6 +165,16 @@ impl Core {
     /// Acts on one dialog state change of a live call.
     pub fn on_state(&self, state: DialogState) {
         match state {
+            DialogState::Trying(ref id) | DialogState::Early(ref id, _) => {
+                let dialing = self
+                    .dialing
+                    .lock()
+                    .ok()
+                    .and_then(|d| d.get(&id.call_id).cloned());
+                if let Some(dialing) = dialing {
+                    let _ = dialing.send(Box::new(state));
+                }
+            }
             DialogState::Terminated(id, reason) => {
                 self.dialogs.remove_dialog(&id);
                 let direction = self

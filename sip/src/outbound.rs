@@ -23,13 +23,14 @@ use std::time::{Duration, Instant};
 
 use rsipstack::dialog::DialogId;
 use rsipstack::dialog::authenticate::Credential;
-use rsipstack::dialog::dialog::{DialogState, DialogStateReceiver};
+use rsipstack::dialog::dialog::DialogState;
 use rsipstack::dialog::invitation::InviteOption;
 use rsipstack::dialog::invite_dialog::InviteDialog;
 use rsipstack::sip::prelude::HeadersExt;
 use rsipstack::sip::{self as rsip, Header, StatusCode, StatusCodeKind};
 use rsipstack::transaction::Transaction;
 use rsipstack::transaction::key::{TransactionKey, TransactionRole};
+use rsipstack::transaction::transaction::TransactionEvent;
 use rsipstack::transport::SipAddr;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -504,6 +505,10 @@ impl SipClient {
             }),
             _ => None,
         };
+        let call_id = plan
+            .call_id
+            .clone()
+            .unwrap_or_else(|| format!("{:032x}", rand::random::<u128>()));
         let option = InviteOption {
             caller,
             callee,
@@ -514,11 +519,13 @@ impl SipClient {
             credential,
             headers: Some(headers),
             support_prack: true,
-            call_id: plan.call_id.clone(),
+            call_id: Some(call_id.clone()),
             ..Default::default()
         };
-        let (state_tx, mut states) = core.dialogs.new_dialog_state_channel();
-        let (dialog, mut invite) = match core.dialogs.do_invite_async(option, state_tx) {
+        // The INVITE's provisional responses come through the shared state loop, to here.
+        let (progress_tx, mut progress) = mpsc::unbounded_channel();
+        let _dialing = Dialing::register(core, call_id, progress_tx);
+        let (dialog, mut invite) = match core.dialogs.do_invite_async(option, core.states.clone()) {
             Ok(started) => started,
             Err(e) => return Attempt::Next(failure(FailureKind::Transport, e.to_string(), false)),
         };
@@ -535,13 +542,12 @@ impl SipClient {
         let response_deadline = attempt_start + plan.response_timeout;
         let mut heard = false;
         let mut cancelled: Option<FailureKind> = None;
-        let mut states_open = true;
         let result = loop {
             tokio::select! {
                 result = &mut invite => break result,
-                state = states.recv(), if states_open => match state {
-                    Some(DialogState::Trying(_)) => heard = true,
-                    Some(DialogState::Early(_, resp)) => {
+                Some(state) = progress.recv() => match *state {
+                    DialogState::Trying(_) => heard = true,
+                    DialogState::Early(_, resp) => {
                         heard = true;
                         if !resp.body.is_empty()
                             && let Err(e) = media.start(&resp.body, &events_tx)
@@ -549,8 +555,7 @@ impl SipClient {
                             tracing::debug!(error = %e, "early media not started");
                         }
                     }
-                    Some(_) => {}
-                    None => states_open = false,
+                    _ => {}
                 },
                 _ = tokio::time::sleep_until(response_deadline), if !heard && cancelled.is_none() => {
                     // Nothing from this target: leave it (its transaction ends on its own).
@@ -688,8 +693,8 @@ impl SipClient {
             core.clone(),
             dialog.clone(),
             id.clone(),
-            states,
             timer,
+            TransactionKey::from_response(&resp, TransactionRole::Client).ok(),
         ));
         let remote = target
             .addr
@@ -926,10 +931,12 @@ async fn drive(
     core: Arc<Core>,
     dialog: InviteDialog,
     id: DialogId,
-    mut states: DialogStateReceiver,
     timer: Option<SessionTimer>,
+    invite: Option<TransactionKey>,
 ) {
     let now = tokio::time::Instant::now();
+    let mut invite = invite;
+    let fork_window_ends = now + FORK_WINDOW;
     let mut next = timer.map(|t| {
         if t.we_refresh {
             now + t.interval / 2
@@ -937,19 +944,18 @@ async fn drive(
             now + expiry_margin(t.interval)
         }
     });
-    loop {
+    // Nothing left to do (no session timer, the fork window over): the task ends, and the
+    // call's end is the shared state loop's to notice.
+    while invite.is_some() || next.is_some() {
         let wake = next.unwrap_or_else(|| now + Duration::from_secs(86_400 * 365));
         tokio::select! {
-            state = states.recv() => match state {
-                Some(state) => {
-                    let terminated = matches!(state, DialogState::Terminated(..));
-                    core.on_state(state);
-                    if terminated {
-                        return;
-                    }
+            _ = tokio::time::sleep_until(fork_window_ends), if invite.is_some() => {
+                if let Some(key) = invite.take()
+                    && let Some(tx) = core.endpoint.transactions.get(&key)
+                {
+                    let _ = tx.send(TransactionEvent::Terminate(key));
                 }
-                None => return,
-            },
+            }
             _ = tokio::time::sleep_until(wake), if next.is_some() => {
                 let Some(t) = timer else { return };
                 if t.we_refresh {
@@ -975,6 +981,41 @@ async fn drive(
         }
     }
 }
+
+/// An outbound INVITE's place in [`Core::dialing`], for as long as it waits for its answer.
+struct Dialing<'a> {
+    core: &'a Core,
+    call_id: String,
+}
+
+impl<'a> Dialing<'a> {
+    fn register(
+        core: &'a Core,
+        call_id: String,
+        progress: mpsc::UnboundedSender<Box<DialogState>>,
+    ) -> Dialing<'a> {
+        if let Ok(mut dialing) = core.dialing.lock() {
+            dialing.insert(call_id.clone(), progress);
+        }
+        Dialing { core, call_id }
+    }
+}
+
+impl Drop for Dialing<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut dialing) = self.core.dialing.lock() {
+            dialing.remove(&self.call_id);
+        }
+    }
+}
+
+/// How long the INVITE transaction of an answered call stays open after the answer, to ACK
+/// and hang up a second 2xx from another branch of a forking proxy. RFC 6026 keeps it for
+/// 64*T1 (32 s) in all; past this window the endpoint still re-sends our ACK to
+/// retransmissions of the answer (it keeps the ACK for 64*T1), so closing the transaction
+/// early only stops watching for forks that answer seconds late, and frees its buffers and
+/// task 28 s sooner on every answered call.
+const FORK_WINDOW: Duration = Duration::from_secs(4);
 
 /// When, after a refresh by the peer, we give the session up: before it expires at the
 /// carrier (RFC 4028 §10: interval minus the smaller of 32 s and a third of it).

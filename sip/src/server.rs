@@ -297,6 +297,7 @@ impl SipServer {
             endpoint: endpoint.inner.clone(),
             dialogs,
             states,
+            dialing: Mutex::new(HashMap::new()),
             live: Mutex::new(HashMap::new()),
             contacts,
         });

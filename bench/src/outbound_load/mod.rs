@@ -45,6 +45,11 @@ pub struct OutboundLoadArgs {
     /// Seconds to place calls (direct) or to let the campaigns run.
     #[arg(long, default_value_t = 30.0)]
     duration: f64,
+    /// Calls of one second placed and ended before the run (and left out of its figures), so
+    /// that the resident memory the run starts from already holds what the service loads once,
+    /// on its first calls (number metadata, caches, worker threads).
+    #[arg(long, default_value_t = 10)]
+    warmup: u64,
     /// Seconds an answered call lasts: the agent's max_call_duration_secs, so the server hangs
     /// up.
     #[arg(long, default_value_t = 10)]
@@ -248,6 +253,12 @@ pub async fn run(mut args: OutboundLoadArgs) -> anyhow::Result<Value> {
         .context("no agent id")?
         .to_string();
 
+    let warm_agent = if args.warmup > 0 {
+        Some(warm_up(&args, &api, &server.numbers[0].1, &far).await?)
+    } else {
+        None
+    };
+
     let started = Instant::now();
     let samples = Arc::new(Mutex::new(Vec::<Value>::new()));
     let far = Arc::new(far);
@@ -264,7 +275,10 @@ pub async fn run(mut args: OutboundLoadArgs) -> anyhow::Result<Value> {
     drain(&args, &api, &far).await;
     let wall = started.elapsed().as_secs_f64();
     sampler.abort();
-    let records = api.all("/calls?direction=outbound").await?;
+    let mut records = api.all("/calls?direction=outbound").await?;
+    if let Some(warm) = &warm_agent {
+        records.retain(|r| r["agent_id"].as_str() != Some(warm));
+    }
     let samples = samples.lock().unwrap().clone();
     let server_threads = crate::measure::thread_cpu(&threads_before, &threads_after, drive_secs);
     let far = Arc::try_unwrap(far)
@@ -555,6 +569,56 @@ async fn drain(args: &OutboundLoadArgs, api: &Api, far: &Far) {
     eprintln!();
     // The server writes a call's end after its BYE; give the last ones a moment.
     tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+/// Places `--warmup` calls of one second, waits for their end and clears the far end's
+/// record of them; the warm-up agent's id, to leave its calls out of the report.
+async fn warm_up(
+    args: &OutboundLoadArgs,
+    api: &Api,
+    number_id: &str,
+    far: &Far,
+) -> anyhow::Result<String> {
+    let agent = api
+        .must(
+            Method::POST,
+            "/agents",
+            Some(&json!({"name": "Warm-up", "greeting_message": "Hello.",
+                "agent_speaks_first": true, "max_call_duration_secs": 1,
+                "answering_machine_detection": {"enabled": false}})),
+        )
+        .await?["id"]
+        .as_str()
+        .context("no agent id")?
+        .to_string();
+    let mut ids = Vec::new();
+    for i in 0..args.warmup {
+        let body = json!({"agent_id": agent, "to_number": format!("+97253{:07}", i),
+            "from_phone_number_id": number_id, "ring_timeout_secs": args.ring_timeout});
+        let call = api.must(Method::POST, "/calls", Some(&body)).await?;
+        ids.push(call["id"].as_str().context("no call id")?.to_string());
+    }
+    let deadline = Instant::now() + Duration::from_secs(args.ring_timeout + 30);
+    for id in &ids {
+        loop {
+            let call = api.must(Method::GET, &format!("/calls/{id}"), None).await?;
+            if call["status"] == "ended" {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("warm-up call {id} did not end: {call}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    while far.live().0 > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if let Far::Bench(peer) = far {
+        peer.forget();
+    }
+    eprintln!("warm-up: {} calls placed and ended", ids.len());
+    Ok(agent)
 }
 
 /// Call ids to when their `POST /calls` was sent.

@@ -281,8 +281,14 @@ pub fn report(i: Inputs) -> Value {
         .filter_map(|s| Some((s["talking"].as_f64()?, s["server_rss_kib"].as_f64()?)))
         .collect();
     let rss_slope = slope(&ramp);
+    // What the calls at their peak hold: the highest RSS while they talked, over the RSS the
+    // run started from (after the warm-up).
+    let rss_at_peak = plateau
+        .iter()
+        .filter_map(|s| s["server_rss_kib"].as_f64())
+        .fold(0.0, f64::max);
     let rss_per_call = if peak_talking > 0 {
-        round((rss_peak - rss_base) / peak_talking as f64)
+        round((rss_at_peak - rss_base) / peak_talking as f64)
     } else {
         0.0
     };
@@ -411,6 +417,7 @@ pub fn report(i: Inputs) -> Value {
         "server_cpu_by_thread": i.server_threads,
         "server_rss_base_mib": round(rss_base / 1024.0),
         "server_rss_peak_mib": round(rss_peak / 1024.0),
+        "server_rss_at_peak_calls_mib": round(rss_at_peak / 1024.0),
         "server_rss_per_call_kib": rss_per_call,
         "server_rss_slope_kib_per_call": rss_slope.map(round),
         "peer_cpu_percent_at_peak": at_plateau("peer_cpu_percent"),

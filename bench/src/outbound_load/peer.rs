@@ -277,6 +277,22 @@ impl Peer {
         self.shared.calls.lock().unwrap().clone()
     }
 
+    /// Forgets the calls so far (a warm-up before the measured run).
+    pub fn forget(&self) {
+        self.shared.calls.lock().unwrap().clear();
+        self.shared.far.lock().unwrap().clear();
+        let live = &self.shared.live;
+        for counter in [
+            &live.invites,
+            &live.rtp_sent,
+            &live.rtp_received,
+            &live.rtp_lost,
+            &live.stray,
+        ] {
+            counter.store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     pub fn shares(&self) -> BTreeMap<&'static str, f64> {
         self.shared.cfg.mix.shares()
     }

@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 use switchboard_actors::sim::{OutcomeMix, SecondsRange, SimConfig};
 
-use crate::config::{Carrier, Config, Tts};
+use crate::config::{Carrier, Config, Tts, VendorSettings};
 
 mod operator;
 
@@ -313,6 +313,26 @@ pub struct ServeArgs {
     /// OpenAI-compatible speech: the model.
     #[arg(long, env = "SWITCHBOARD_TTS_MODEL", default_value = "gpt-4o-mini-tts")]
     pub tts_model: String,
+    /// The chat model agents converse with: an OpenAI-compatible API base URL (OpenAI, Ollama,
+    /// vLLM, llama.cpp's server). Unset: no chat model.
+    #[arg(long, env = "SWITCHBOARD_LLM_URL")]
+    pub llm_url: Option<String>,
+    /// The chat model's API key.
+    #[arg(long, env = "SWITCHBOARD_LLM_API_KEY", hide_env_values = true)]
+    pub llm_api_key: Option<String>,
+    /// The chat model's name.
+    #[arg(long, env = "SWITCHBOARD_LLM_MODEL", default_value = "gpt-4o-mini")]
+    pub llm_model: String,
+    /// Speech to text of what callers say: an OpenAI-compatible API base URL (OpenAI, a
+    /// faster-whisper server). Unset: no speech to text.
+    #[arg(long, env = "SWITCHBOARD_STT_URL")]
+    pub stt_url: Option<String>,
+    /// The speech-to-text API key.
+    #[arg(long, env = "SWITCHBOARD_STT_API_KEY", hide_env_values = true)]
+    pub stt_api_key: Option<String>,
+    /// The speech-to-text model's name.
+    #[arg(long, env = "SWITCHBOARD_STT_MODEL", default_value = "whisper-1")]
+    pub stt_model: String,
     /// The base URL clients reach the HTTP API at, for recording links (default
     /// `http://<--http>`).
     #[arg(long, env = "SWITCHBOARD_PUBLIC_URL")]
@@ -426,6 +446,16 @@ pub enum BillingCommand {
     },
 }
 
+/// A model endpoint's settings, when its URL is given (and not empty).
+fn vendor(url: &Option<String>, api_key: &Option<String>, model: &str) -> Option<VendorSettings> {
+    let url = url.as_deref().map(str::trim).filter(|u| !u.is_empty())?;
+    Some(VendorSettings {
+        base_url: url.to_string(),
+        api_key: api_key.clone().filter(|k| !k.is_empty()),
+        model: model.trim().to_string(),
+    })
+}
+
 impl ServeArgs {
     /// The SIP settings, reading the TLS files if configured.
     fn sip_settings(&self) -> anyhow::Result<Option<switchboard_sip::server::SipSettings>> {
@@ -518,11 +548,61 @@ impl ServeArgs {
                 "tones" => Tts::Tones,
                 _ => Tts::Auto,
             },
+            llm: vendor(&self.llm_url, &self.llm_api_key, &self.llm_model),
+            stt: vendor(&self.stt_url, &self.stt_api_key, &self.stt_model),
             public_url: self.public_url.clone(),
             egress_allow: self.egress_allow.clone(),
             carrier_accounts_enabled: self.carrier_accounts_enabled,
             affiliate_hold_days: i64::from(self.affiliate_hold_days),
             ..Config::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve_config(args: &[&str]) -> Config {
+        let cli = Cli::try_parse_from(["switchboard", "serve"].iter().chain(args)).unwrap();
+        let Command::Serve(serve) = cli.command else {
+            unreachable!("serve parses as serve")
+        };
+        serve.config("sqlite::memory:".into()).unwrap()
+    }
+
+    #[test]
+    fn model_endpoints_are_set_by_their_url() {
+        let config = serve_config(&[]);
+        assert!(config.llm.is_none() && config.stt.is_none());
+
+        let config = serve_config(&[
+            "--llm-url",
+            "http://127.0.0.1:11434/v1",
+            "--llm-model",
+            "llama3.2",
+            "--stt-url",
+            "https://api.openai.com/v1",
+            "--stt-api-key",
+            "sk-stt-secret",
+        ]);
+        let llm = config.llm.as_ref().unwrap();
+        assert_eq!(
+            (llm.base_url.as_str(), llm.model.as_str(), &llm.api_key),
+            ("http://127.0.0.1:11434/v1", "llama3.2", &None)
+        );
+        let stt = config.stt.as_ref().unwrap();
+        assert_eq!(stt.model, "whisper-1");
+        assert_eq!(stt.api_key.as_deref(), Some("sk-stt-secret"));
+        assert!(config.check().is_ok());
+        assert!(!format!("{config:?}").contains("sk-stt-secret"));
+        assert!(crate::chat_model(&config).unwrap().is_some());
+        assert!(crate::transcriber(&config).unwrap().is_some());
+        assert!(crate::chat_model(&Config::default()).unwrap().is_none());
+
+        let bad = serve_config(&["--llm-url", "ftp://models.example"]);
+        assert!(bad.check().unwrap_err().to_string().contains("--llm-url"));
+        let bad = serve_config(&["--stt-url", "http://127.0.0.1:8000/v1", "--stt-model", " "]);
+        assert!(bad.check().unwrap_err().to_string().contains("--stt-model"));
     }
 }

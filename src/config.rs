@@ -49,6 +49,43 @@ pub enum Tts {
     Tones,
 }
 
+/// An OpenAI-compatible model endpoint: a chat model (`--llm-*`) or speech to text (`--stt-*`).
+/// The URL is the operator's, so it is not held to the outbound URL policy webhooks obey.
+#[derive(Clone, PartialEq, Eq)]
+pub struct VendorSettings {
+    /// The API base, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    /// Sent as the bearer token; never logged or shown.
+    pub api_key: Option<String>,
+    pub model: String,
+}
+
+impl std::fmt::Debug for VendorSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VendorSettings")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("model", &self.model)
+            .finish()
+    }
+}
+
+impl VendorSettings {
+    /// Refuses a base URL that is not `http` or `https`, and an empty model; `flag` names the
+    /// setting in the message.
+    fn check(&self, flag: &str) -> anyhow::Result<()> {
+        let url = url::Url::parse(&self.base_url)
+            .map_err(|e| anyhow::anyhow!("--{flag}-url is not a URL: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            anyhow::bail!("--{flag}-url must be http or https");
+        }
+        if self.model.trim().is_empty() {
+            anyhow::bail!("--{flag}-model is empty");
+        }
+        Ok(())
+    }
+}
+
 /// Settings of a running service.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -101,6 +138,10 @@ pub struct Config {
     pub sip: Option<switchboard_sip::server::SipSettings>,
     /// Text to speech for agents' prompts.
     pub tts: Tts,
+    /// The chat model agents converse with; none without `--llm-url`.
+    pub llm: Option<VendorSettings>,
+    /// Speech to text of what callers say; none without `--stt-url`.
+    pub stt: Option<VendorSettings>,
     /// The address clients reach the HTTP API at, for links the service hands out (recording
     /// URLs); by default `http://<http listen address>`.
     pub public_url: Option<String>,
@@ -140,6 +181,8 @@ impl Default for Config {
             sip_endpoint_daily_limit: 20,
             sip: None,
             tts: Tts::Auto,
+            llm: None,
+            stt: None,
             public_url: None,
             inbound_max_call_secs: 3600,
             egress_allow: Vec::new(),
@@ -159,6 +202,12 @@ impl Config {
             trunk
                 .validate()
                 .map_err(|err| anyhow::anyhow!("--outbound-trunk: {err}"))?;
+        }
+        if let Some(llm) = &self.llm {
+            llm.check("llm")?;
+        }
+        if let Some(stt) = &self.stt {
+            stt.check("stt")?;
         }
         Ok(())
     }

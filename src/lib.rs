@@ -15,6 +15,7 @@
 //! - [`inbound`]: inbound SIP calls: routing slugs to endpoints and agents, and their records.
 //! - [`webhooks`]: webhook tools: configuration rules, the payload contract, one delivery.
 //! - [`speech`]: text to speech for agents' prompts (espeak-ng, OpenAI-compatible, fallback).
+//! - [`vendors`]: the OpenAI-compatible chat model and transcription clients.
 //! - [`trunks`]: SIP trunks on carrier accounts: their status, the port that probes them, how
 //!   they are shown and read from a flag.
 //!
@@ -36,6 +37,7 @@ pub mod simulation;
 pub mod speech;
 pub mod store;
 pub mod trunks;
+pub mod vendors;
 pub mod webhooks;
 
 use std::future::Future;
@@ -76,6 +78,33 @@ fn speech_engine(config: &Config) -> anyhow::Result<Arc<dyn switchboard_actors::
         config::Tts::Tones => Arc::new(speech::Tones),
     };
     Ok(Arc::new(speech::Cached::new(engine)))
+}
+
+/// An endpoint for `settings`, when they are given.
+fn vendor_endpoint(
+    settings: &Option<config::VendorSettings>,
+) -> anyhow::Result<Option<vendors::Endpoint>> {
+    let timeouts = vendors::Timeouts::default();
+    Ok(match settings {
+        Some(settings) => Some(vendors::Endpoint::new(settings.clone(), timeouts)?),
+        None => None,
+    })
+}
+
+/// The chat model the settings name (`--llm-url`), if any.
+pub fn chat_model(
+    config: &Config,
+) -> anyhow::Result<Option<Arc<dyn switchboard_actors::vendors::ChatModel>>> {
+    let endpoint = vendor_endpoint(&config.llm)?;
+    Ok(endpoint.map(|endpoint| Arc::new(vendors::OpenAiChat { endpoint }) as _))
+}
+
+/// The speech-to-text engine the settings name (`--stt-url`), if any.
+pub fn transcriber(
+    config: &Config,
+) -> anyhow::Result<Option<Arc<dyn switchboard_actors::vendors::Transcriber>>> {
+    let endpoint = vendor_endpoint(&config.stt)?;
+    Ok(endpoint.map(|endpoint| Arc::new(vendors::OpenAiTranscriber { endpoint }) as _))
 }
 
 /// Installs the process's TLS crypto provider (ring), shared by SIP over TLS and outbound

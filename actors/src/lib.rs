@@ -17,6 +17,7 @@
 //! - [`slug`]: SIP endpoint slugs: the one rule for prefixes and drawn slugs.
 //! - [`sim`]: the simulated carrier.
 //! - [`inbound`]: the call actor of an answered inbound SIP call and its agent.
+//! - [`vendors`]: the model vendors' ports: speech to text and streamed chat completions.
 //!
 //! **Invariant:** this crate does no HTTP and no SQL. Storage and dialing are ports (traits) that
 //! the service implements.
@@ -37,4 +38,5 @@ pub mod ports;
 pub mod sim;
 pub mod sip_dialer;
 pub mod slug;
+pub mod vendors;
 pub mod window;

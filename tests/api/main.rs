@@ -30,3 +30,4 @@ mod sip_outbound;
 mod sip_recordings;
 mod sip_ua;
 mod tools;
+mod vendor;

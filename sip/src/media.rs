@@ -182,9 +182,9 @@ pub fn start(
     })
 }
 
-/// Bytes of recording gathered before a write: 64 ms of 8 kHz stereo (32 ms at 16 kHz), so
-/// about 16 writes a second per call, at a quarter of the default buffer's memory.
-const RECORDING_BUFFER: usize = 2048;
+/// Bytes of recording gathered before a write: 128 ms of 8 kHz stereo (64 ms at 16 kHz), so
+/// about 8 writes a second per call, at half the default buffer's memory.
+const RECORDING_BUFFER: usize = 4096;
 
 /// The stereo WAV writer.
 struct Recorder {

@@ -300,8 +300,16 @@ pub async fn run(mut args: OutboundLoadArgs) -> anyhow::Result<Value> {
     };
     let log = {
         let log = server.log.lock().unwrap();
+        // The run's calls only (not the warm-up's).
+        let ids: std::collections::HashSet<&str> =
+            records.iter().filter_map(|r| r["id"].as_str()).collect();
         server::ServerLog {
-            calls: log.calls.clone(),
+            calls: log
+                .calls
+                .iter()
+                .filter(|(id, _)| ids.contains(id.as_str()))
+                .map(|(id, c)| (id.clone(), c.clone()))
+                .collect(),
             warnings: log.warnings.clone(),
             examples: log.examples.clone(),
         }

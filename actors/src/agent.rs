@@ -17,6 +17,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_sip::amd::{AmdSettings, AnsweredBy, BEEP_WINDOW_MS, BeepEvent};
 use switchboard_sip::call::{Call, CallEvent, EndCause};
+
+use crate::conversation::Conversation;
 use switchboard_sip::media::{MediaEvent, MediaStats};
 use tokio::time::Instant;
 
@@ -81,6 +83,8 @@ pub struct AgentEnd {
     pub stats: MediaStats,
     /// Who answered, when answering-machine detection ran and decided.
     pub answered_by: Option<AnsweredBy>,
+    /// The transcript and the tools run.
+    pub conversation: Conversation,
 }
 
 /// Where a call with answering-machine detection stands.
@@ -230,5 +234,6 @@ pub async fn converse(
         duration_secs,
         stats,
         answered_by,
+        conversation: Conversation::default(),
     }
 }

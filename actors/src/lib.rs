@@ -27,6 +27,7 @@ pub mod call;
 pub mod campaign;
 pub mod clock;
 pub mod contact;
+pub mod conversation;
 pub mod engine;
 pub mod ids;
 pub mod inbound;

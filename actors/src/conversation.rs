@@ -1,0 +1,95 @@
+//! What a conversation leaves on its call: the transcript (who said what, when, and whether
+//! it was cut short) and the events of the tools and integrations the agent ran. The call
+//! actor builds them while the call runs; the call's end commit stores them, and
+//! `GET /calls/{id}` shows them.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Who spoke a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Speaker {
+    /// The agent.
+    Agent,
+    /// The other party: the caller of an inbound call, the callee of an outbound one.
+    User,
+}
+
+/// One turn of the transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    pub role: Speaker,
+    /// What was said; for an interrupted agent turn, only the words that were played.
+    pub text: String,
+    /// Milliseconds from the answer to the turn's first audio.
+    pub start_ms: u64,
+    /// Milliseconds from the answer to the turn's last audio.
+    pub end_ms: u64,
+    /// The other party spoke over the agent and the agent stopped.
+    pub interrupted: bool,
+}
+
+/// How a tool or integration run went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// It answered (a 2xx for a webhook).
+    Succeeded,
+    /// It answered with an error, or could not be reached.
+    Failed,
+    /// It did not answer within its timeout.
+    TimedOut,
+    /// The outbound URL policy refused its target.
+    Refused,
+}
+
+/// One run of a tool or integration during the call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolEvent {
+    /// The tool's name as the model called it.
+    pub name: String,
+    /// The tool's id (absent for built-in functions such as `end_call`).
+    pub tool_id: Option<Uuid>,
+    /// The arguments the model gave, as JSON.
+    pub arguments: serde_json::Value,
+    pub status: ToolStatus,
+    /// Milliseconds from the dispatch to its answer.
+    pub latency_ms: u64,
+    /// The downstream answer, sanitized and shortened.
+    pub response_preview: Option<String>,
+    /// The HTTP status the tool's endpoint answered, if it answered.
+    pub status_code: Option<u16>,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+    /// The delivery's id, as logged with its dispatch.
+    pub delivery_id: Option<Uuid>,
+    /// Milliseconds from the answer to the dispatch.
+    pub at_ms: u64,
+}
+
+/// A vendor (speech to text, model, text to speech) that failed during the call: the agent
+/// said its apology line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VendorFailure {
+    /// `transcriber`, `chat_model` or `speech`.
+    pub vendor: String,
+    pub error: String,
+    /// Milliseconds from the answer.
+    pub at_ms: u64,
+}
+
+/// Everything a conversation leaves on its call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Conversation {
+    pub transcript: Vec<Turn>,
+    pub events: Vec<ToolEvent>,
+    pub vendor_failures: Vec<VendorFailure>,
+}
+
+impl Conversation {
+    /// Nothing was said or run (a call that never conversed).
+    pub fn is_empty(&self) -> bool {
+        self.transcript.is_empty() && self.events.is_empty() && self.vendor_failures.is_empty()
+    }
+}

@@ -277,6 +277,7 @@ pub fn dialer(
         &tokio_util::sync::CancellationToken,
     )>,
     speech: Arc<dyn switchboard_actors::agent::Speech>,
+    vendors: crate::vendors::Vendors,
 ) -> anyhow::Result<Arc<dyn Dialer>> {
     Ok(match &config.carrier {
         Carrier::None => Arc::new(NoCarrier),
@@ -288,6 +289,7 @@ pub fn dialer(
             let port = Arc::new(crate::outbound::OutboundPort {
                 store: store.clone(),
                 config: config.clone(),
+                vendors,
             });
             Arc::new(SipDialer {
                 client: client.clone(),

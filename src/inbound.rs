@@ -14,9 +14,10 @@ use switchboard_actors::inbound::{InboundEnd, InboundPlan, InboundStart, Inbound
 use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{PortError, PortResult};
 use switchboard_actors::slug::SipSlug;
+use switchboard_actors::turns::Mind;
 use switchboard_sip::acl::{IpNet, SourceFilter};
 use switchboard_sip::call::Call;
-use switchboard_sip::media::VadSettings;
+use switchboard_sip::media::{ListenSettings, VadSettings};
 use switchboard_sip::server::{Answer, InboundRouter, Routing};
 use tokio_util::sync::CancellationToken;
 
@@ -31,8 +32,32 @@ pub fn recording_path(data_dir: &std::path::Path, call: CallId) -> PathBuf {
 
 /// How `agent` runs a call capped at `max_duration`; `detect` turns on its answering-machine
 /// detection (outbound calls), if the agent has it on.
-pub fn agent_plan(agent: &Agent, max_duration: Duration, detect: bool) -> AgentPlan {
+pub fn agent_plan(
+    agent: &Agent,
+    max_duration: Duration,
+    detect: bool,
+    vendors: &crate::vendors::Vendors,
+) -> AgentPlan {
+    let mind = match (&vendors.model, &vendors.transcriber) {
+        (Some(model), Some(transcriber)) => Some(Mind {
+            model: model.clone(),
+            transcriber: transcriber.clone(),
+            system_prompt: agent.system_prompt.clone(),
+            temperature: Some(agent.temperature as f32),
+            listen: ListenSettings {
+                pause_secs: (agent.vad_stop_secs / 2.0).max(0.2),
+                pre_roll_secs: agent.vad_start_secs + 0.3,
+                max_secs: agent.max_continuous_speech_secs.max(1) as f64 + 1.0,
+            },
+            unfinished_grace: Duration::from_secs_f64(agent.vad_stop_secs.clamp(0.0, 1.0)),
+            max_continuous_speech: Duration::from_secs(
+                agent.max_continuous_speech_secs.max(1) as u64
+            ),
+        }),
+        _ => None,
+    };
     AgentPlan {
+        mind,
         greeting: agent.greeting_message.clone(),
         agent_speaks_first: agent.agent_speaks_first,
         voice: agent.voice.clone(),
@@ -107,6 +132,7 @@ pub struct SipRouter {
     pub config: Arc<Config>,
     pub port: Arc<InboundPort>,
     pub speech: Arc<dyn Speech>,
+    pub vendors: crate::vendors::Vendors,
     pub clock: SharedClock,
     pub stop: CancellationToken,
     /// Calls running now: each holds a token while it runs, so shutdown can wait for them.
@@ -162,7 +188,7 @@ impl InboundRouter for SipRouter {
             agent_id: route.agent_id,
             sip_uri: format!("sip:{}@{}", route.slug, self.config.sip_host),
             // Inbound calls never detect answering machines.
-            agent: agent_plan(&agent, Duration::from_secs(max_secs), false),
+            agent: agent_plan(&agent, Duration::from_secs(max_secs), false, &self.vendors),
             recorded: true,
         };
         Routing::Answer(Answer {

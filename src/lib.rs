@@ -134,6 +134,10 @@ pub async fn serve(
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
     let sip_stop = tokio_util::sync::CancellationToken::new();
     let speech = speech_engine(&config)?;
+    let vendors = vendors::Vendors {
+        model: chat_model(&config)?,
+        transcriber: transcriber(&config)?,
+    };
     // The SIP server starts first: the SIP dialer places calls through it.
     let sip = match (&config.sip, sip) {
         (Some(settings), Some(sockets)) => {
@@ -146,6 +150,7 @@ pub async fn serve(
                     config.inbound_cents_per_minute,
                 )),
                 speech: speech.clone(),
+                vendors: vendors.clone(),
                 clock: Arc::new(switchboard_actors::clock::SystemClock),
                 stop: sip_stop.clone(),
                 live: Default::default(),
@@ -172,6 +177,7 @@ pub async fn serve(
         &store,
         client.as_ref().map(|c| (c, &sip_stop)),
         speech,
+        vendors,
     )?;
     let engine = engine::start(
         &store,

@@ -19,6 +19,7 @@ use crate::store::{CallTrunk, Store};
 pub struct OutboundPort {
     pub store: Store,
     pub config: Arc<Config>,
+    pub vendors: crate::vendors::Vendors,
 }
 
 #[async_trait]
@@ -55,6 +56,7 @@ impl OutboundDirectory for OutboundPort {
                 &agent,
                 Duration::from_secs(request.max_duration_secs.max(1) as u64),
                 true,
+                &self.vendors,
             ),
             recording: Some(recording_path(&self.config.data_dir, request.call_id)),
             vad: vad_settings(&agent),

@@ -30,6 +30,14 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::config::VendorSettings;
 
+/// The model vendors calls converse with, as configured (`--llm-*`, `--stt-*`). An agent
+/// converses when both are set.
+#[derive(Clone, Default)]
+pub struct Vendors {
+    pub model: Option<std::sync::Arc<dyn switchboard_actors::vendors::ChatModel>>,
+    pub transcriber: Option<std::sync::Arc<dyn switchboard_actors::vendors::Transcriber>>,
+}
+
 /// How long a vendor request may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {

@@ -18,7 +18,12 @@ use async_trait::async_trait;
 use switchboard_sip::amd::{AmdSettings, AnsweredBy, BEEP_WINDOW_MS, BeepEvent};
 use switchboard_sip::call::{Call, CallEvent, EndCause};
 
-use crate::conversation::Conversation;
+use crate::conversation::{Conversation, Speaker, Turn, VendorFailure};
+use crate::turns::{
+    APOLOGY_LINE, END_CALL, FALLBACK_LINE, Mind, STILL_THERE_LINE, Sentences, builtin_tools,
+    sounds_unfinished, words_heard,
+};
+use crate::vendors::{ChatEvent, ChatMessage, ChatRequest, Transcript, VendorError};
 use switchboard_sip::media::{MediaEvent, MediaStats};
 use tokio::time::Instant;
 
@@ -49,6 +54,8 @@ pub const END_MACHINE: &str = "answering_machine";
 pub const END_VOICEMAIL_LEFT: &str = "voicemail_left";
 /// A machine answered but no beep came within the listening window: nothing was left.
 pub const END_NO_BEEP: &str = "voicemail_no_beep";
+/// The model hung up (its `end_call` function) after saying goodbye.
+pub const END_AGENT: &str = "agent_hangup";
 
 /// Answering-machine detection on an outbound call.
 #[derive(Debug, Clone)]
@@ -71,6 +78,8 @@ pub struct AgentPlan {
     /// Answering-machine detection (outbound calls whose agent has it on): the greeting
     /// waits for the verdict.
     pub amd: Option<AmdPlan>,
+    /// What the agent converses with; none: it greets and answers with a fallback line.
+    pub mind: Option<Mind>,
 }
 
 /// How a conversation ended.
@@ -117,31 +126,137 @@ pub async fn say(call: &Call, speech: &dyn Speech, text: &str, plan: &AgentPlan)
     }
 }
 
+/// What a task of the conversation reports back to the call.
+enum Work {
+    /// A transcription of the caller's speech.
+    Heard {
+        result: Result<Transcript, VendorError>,
+    },
+    /// The next sentence of a reply of generation `generation`.
+    Sentence { generation: u64, text: String },
+    /// The model asked for a function.
+    Function { generation: u64, name: String },
+    /// The reply of `generation` is complete (or failed).
+    Replied {
+        generation: u64,
+        result: Result<(), VendorError>,
+    },
+    /// A sentence's audio.
+    Spoken {
+        generation: u64,
+        index: u32,
+        text: String,
+        result: Result<Arc<[i16]>, SpeechError>,
+    },
+}
+
+/// Aborts a task when dropped: a reply nobody will hear stops being written.
+struct Abort(tokio::task::JoinHandle<()>);
+
+impl Drop for Abort {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A sentence and its audio.
+type Clip = (String, Arc<[i16]>);
+
+/// The agent's reply being written and spoken.
+#[derive(Default)]
+struct Reply {
+    /// Sentences received from the model so far (their indexes are 0..sentences).
+    sentences: u32,
+    /// The next sentence to queue for playing.
+    next: u32,
+    /// Synthesized sentences waiting for their turn (`None`: it could not be synthesized).
+    ready: std::collections::BTreeMap<u32, Option<Clip>>,
+    /// Queued sentences by tag: text and length in samples.
+    queued: std::collections::HashMap<u64, (String, usize)>,
+    /// Queued sentences not yet played out or cut.
+    outstanding: u32,
+    /// What has been played of this reply.
+    said: String,
+    /// The model has finished the reply.
+    complete: bool,
+    /// The model asked to hang up once the reply is said.
+    end_call: bool,
+    started_ms: Option<u64>,
+}
+
 /// Runs the agent on an answered call until it ends, then stops its media. `answered`
 /// is when the call was connected (its duration counts from there).
 pub async fn converse(
     mut call: Call,
     plan: &AgentPlan,
-    speech: &dyn Speech,
+    speech: &Arc<dyn Speech>,
     answered: Instant,
     stop: tokio_util::sync::CancellationToken,
 ) -> AgentEnd {
+    let ms = |at: Instant| at.saturating_duration_since(answered).as_millis() as u64;
+    let mut conversation = Conversation::default();
+    let (work_tx, mut work) = tokio::sync::mpsc::unbounded_channel::<Work>();
+    let mut history: Vec<ChatMessage> = Vec::new();
+    if let Some(mind) = &plan.mind {
+        history.push(ChatMessage::System(mind.system_prompt.clone()));
+        call.media.control().listen(mind.listen);
+    }
+    // Generations: a new caller turn or a barge-in makes everything older stale.
+    let mut generation: u64 = 0;
+    let mut reply = Reply::default();
+    let mut writer: Option<Abort> = None;
+    // The caller's turn: their words so far, when they started, transcriptions in flight.
+    let mut heard = String::new();
+    let mut heard_from: Option<u64> = None;
+    let mut heard_to: u64 = 0;
+    let mut transcribing = 0u32;
+    let mut turn_ends_at: Option<Instant> = None;
+    let mut speech_started: Option<Instant> = None;
+    let mut asked_still_there = false;
+    let mut fallback_said = false;
+
     let mut agent_speaking = false;
     let mut detection = Detection::Off;
     let mut answered_by = None;
+    let greet = |call: &Call, conversation: &mut Conversation, history: &mut Vec<ChatMessage>| {
+        let text = plan.greeting.trim().to_string();
+        let at = ms(Instant::now());
+        conversation.transcript.push(Turn {
+            role: Speaker::Agent,
+            text: text.clone(),
+            start_ms: at,
+            end_ms: at,
+            interrupted: false,
+        });
+        history.push(ChatMessage::Assistant {
+            text: Some(text),
+            tool_calls: vec![],
+        });
+        let _ = call;
+    };
     if let Some(amd) = &plan.amd {
         call.media.control().detect_answering_machine(amd.settings);
         detection = Detection::Listening;
     } else if plan.agent_speaks_first && !plan.greeting.trim().is_empty() {
-        agent_speaking = say(&call, speech, &plan.greeting, plan).await;
+        agent_speaking = say(&call, speech.as_ref(), &plan.greeting, plan).await;
+        if agent_speaking {
+            greet(&call, &mut conversation, &mut history);
+        }
     }
     let deadline = answered + plan.max_duration;
     let mut beep_deadline = deadline;
     let mut peer_speaking = false;
     let mut quiet_since = Instant::now();
+    let far_future = deadline + Duration::from_secs(3600);
     let reason: String = loop {
         let silence_at = quiet_since + plan.silence_timeout;
-        let watch_silence = !peer_speaking && !agent_speaking && detection == Detection::Off;
+        let busy = writer.is_some() || reply.outstanding > 0 || transcribing > 0;
+        let watch_silence =
+            !peer_speaking && !agent_speaking && !busy && detection == Detection::Off;
+        let long_speech_at = match (&plan.mind, speech_started) {
+            (Some(mind), Some(at)) => at + mind.max_continuous_speech,
+            _ => far_future,
+        };
         tokio::select! {
             _ = stop.cancelled() => {
                 call.hangup().await;
@@ -156,20 +271,203 @@ pub async fn converse(
                 break END_NO_BEEP.into();
             }
             _ = tokio::time::sleep_until(silence_at), if watch_silence => {
+                if plan.mind.is_some() && !asked_still_there {
+                    // Once, before the silence ends the call.
+                    asked_still_there = true;
+                    agent_speaking = say(&call, speech.as_ref(), STILL_THERE_LINE, plan).await;
+                    quiet_since = Instant::now();
+                    continue;
+                }
                 call.hangup().await;
                 break END_SILENCE.into();
             }
+            _ = tokio::time::sleep_until(long_speech_at), if speech_started.is_some() && plan.mind.is_some() => {
+                // The caller has spoken without a pause for too long: their turn ends here.
+                speech_started = None;
+                call.media.control().take_utterance();
+                turn_ends_at = Some(Instant::now());
+            }
+            _ = tokio::time::sleep_until(turn_ends_at.unwrap_or(far_future)), if turn_ends_at.is_some() && transcribing == 0 => {
+                turn_ends_at = None;
+                let Some(mind) = &plan.mind else { continue };
+                let text = std::mem::take(&mut heard).trim().to_string();
+                if text.is_empty() {
+                    continue;
+                }
+                conversation.transcript.push(Turn {
+                    role: Speaker::User,
+                    text: text.clone(),
+                    start_ms: heard_from.take().unwrap_or(heard_to),
+                    end_ms: heard_to,
+                    interrupted: false,
+                });
+                history.push(ChatMessage::User(text));
+                generation += 1;
+                reply = Reply::default();
+                writer = Some(start_reply(mind, &history, generation, work_tx.clone()));
+            }
+            Some(done) = work.recv() => match done {
+                Work::Heard { result } => {
+                    transcribing = transcribing.saturating_sub(1);
+                    match result {
+                        Ok(t) => {
+                            let text = t.text.trim();
+                            if !text.is_empty() {
+                                if !heard.is_empty() {
+                                    heard.push(' ');
+                                }
+                                heard.push_str(text);
+                            }
+                            if transcribing == 0 && !peer_speaking && !heard.is_empty() {
+                                let grace = match &plan.mind {
+                                    Some(mind) if sounds_unfinished(&heard) => mind.unfinished_grace,
+                                    _ => Duration::ZERO,
+                                };
+                                let at = Instant::now() + grace;
+                                turn_ends_at = Some(turn_ends_at.map_or(at, |t| t.min(at)));
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "speech to text failed");
+                            conversation.vendor_failures.push(VendorFailure {
+                                vendor: "transcriber".into(),
+                                error: e.to_string(),
+                                at_ms: ms(Instant::now()),
+                            });
+                            if !peer_speaking {
+                                agent_speaking = say(&call, speech.as_ref(), APOLOGY_LINE, plan).await;
+                            }
+                        }
+                    }
+                }
+                Work::Sentence { generation: g, text } if g == generation => {
+                    let index = reply.sentences;
+                    reply.sentences += 1;
+                    let speech = speech.clone();
+                    let work_tx = work_tx.clone();
+                    let (voice, language, rate) =
+                        (plan.voice.clone(), plan.language.clone(), call.codec.sample_rate());
+                    tokio::spawn(async move {
+                        let result = speech.speak(&text, &voice, &language, rate).await;
+                        let _ = work_tx.send(Work::Spoken { generation: g, index, text, result });
+                    });
+                }
+                Work::Function { generation: g, name } if g == generation => {
+                    if name == END_CALL {
+                        reply.end_call = true;
+                    }
+                }
+                Work::Replied { generation: g, result } if g == generation => {
+                    writer = None;
+                    reply.complete = true;
+                    if let Err(e) = result {
+                        tracing::warn!(error = %e, "the model failed");
+                        conversation.vendor_failures.push(VendorFailure {
+                            vendor: "chat_model".into(),
+                            error: e.to_string(),
+                            at_ms: ms(Instant::now()),
+                        });
+                        if reply.sentences == 0 {
+                            agent_speaking = say(&call, speech.as_ref(), APOLOGY_LINE, plan).await;
+                        }
+                    }
+                    if reply.sentences == 0 && reply.end_call {
+                        call.hangup().await;
+                        break END_AGENT.into();
+                    }
+                }
+                Work::Spoken { generation: g, index, text, result } if g == generation => {
+                    let clip = match result {
+                        Ok(audio) if !audio.is_empty() => Some((text, audio)),
+                        Ok(_) => None,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "a reply could not be synthesized");
+                            conversation.vendor_failures.push(VendorFailure {
+                                vendor: "speech".into(),
+                                error: e.to_string(),
+                                at_ms: ms(Instant::now()),
+                            });
+                            None
+                        }
+                    };
+                    reply.ready.insert(index, clip);
+                    while let Some(clip) = reply.ready.remove(&reply.next) {
+                        let index = reply.next;
+                        reply.next += 1;
+                        let Some((text, audio)) = clip else { continue };
+                        let tag = (generation << 20) | u64::from(index + 1);
+                        reply.queued.insert(tag, (text, audio.len()));
+                        reply.outstanding += 1;
+                        reply.started_ms.get_or_insert_with(|| ms(Instant::now()));
+                        call.media.control().play_tagged(audio, tag);
+                        agent_speaking = true;
+                    }
+                }
+                // Stale: a newer turn or a barge-in replaced its generation.
+                Work::Sentence { .. } | Work::Function { .. } | Work::Replied { .. } | Work::Spoken { .. } => {}
+            },
             event = call.next_event() => match event {
                 Some(CallEvent::Media(MediaEvent::SpeechStarted)) => {
                     peer_speaking = true;
-                    if agent_speaking && detection == Detection::Off {
-                        // The other party talks over the agent: the agent yields.
+                    asked_still_there = false;
+                    turn_ends_at = None;
+                    speech_started = Some(Instant::now());
+                    heard_from.get_or_insert_with(|| ms(Instant::now()));
+                    if detection == Detection::Off && (agent_speaking || writer.is_some()) {
+                        // The other party talks over the agent: the agent yields, and what it
+                        // was about to say is dropped.
                         call.media.clear();
+                        generation += 1;
+                        writer = None;
+                        if reply.outstanding == 0 {
+                            finish_reply(&mut reply, &mut conversation, &mut history, ms(Instant::now()), true);
+                        }
                     }
                 }
                 Some(CallEvent::Media(MediaEvent::SpeechStopped)) => {
                     peer_speaking = false;
+                    speech_started = None;
                     quiet_since = Instant::now();
+                    heard_to = ms(Instant::now());
+                    if plan.mind.is_none() && detection == Detection::Off && !fallback_said {
+                        // No model to answer with: say so, once.
+                        fallback_said = true;
+                        agent_speaking = say(&call, speech.as_ref(), FALLBACK_LINE, plan).await;
+                    }
+                }
+                Some(CallEvent::Media(MediaEvent::Utterance(audio))) => {
+                    if let Some(mind) = &plan.mind {
+                        transcribing += 1;
+                        let transcriber = mind.transcriber.clone();
+                        let work_tx = work_tx.clone();
+                        let (rate, language) = (call.codec.sample_rate(), plan.language.clone());
+                        tokio::spawn(async move {
+                            let result = transcriber.transcribe(&audio, rate, &language).await;
+                            let _ = work_tx.send(Work::Heard { result });
+                        });
+                    }
+                }
+                Some(CallEvent::Media(MediaEvent::Pause(_))) => {}
+                Some(CallEvent::Media(MediaEvent::PlayedOut(tag))) => {
+                    if let Some((text, _)) = reply.queued.remove(&tag) {
+                        reply.outstanding = reply.outstanding.saturating_sub(1);
+                        append(&mut reply.said, &text);
+                    }
+                    if reply.complete && reply.outstanding == 0 && reply.next == reply.sentences {
+                        finish_reply(&mut reply, &mut conversation, &mut history, ms(Instant::now()), false);
+                        if reply.end_call {
+                            call.hangup().await;
+                            break END_AGENT.into();
+                        }
+                    }
+                }
+                Some(CallEvent::Media(MediaEvent::Cut { tag, played })) => {
+                    if let Some((text, total)) = reply.queued.remove(&tag) {
+                        append(&mut reply.said, &words_heard(&text, played, total));
+                    }
+                    reply.outstanding = 0;
+                    reply.queued.clear();
+                    finish_reply(&mut reply, &mut conversation, &mut history, ms(Instant::now()), true);
                 }
                 Some(CallEvent::Media(MediaEvent::PlayoutDone)) => {
                     agent_speaking = false;
@@ -189,7 +487,10 @@ pub async fn converse(
                         detection = Detection::Off;
                         quiet_since = Instant::now();
                         if plan.agent_speaks_first && !plan.greeting.trim().is_empty() {
-                            agent_speaking = say(&call, speech, &plan.greeting, plan).await;
+                            agent_speaking = say(&call, speech.as_ref(), &plan.greeting, plan).await;
+                            if agent_speaking {
+                                greet(&call, &mut conversation, &mut history);
+                            }
                         }
                     } else if plan.amd.as_ref().is_some_and(|a| a.voicemail_message.is_some()) {
                         detection = Detection::AwaitingBeep;
@@ -206,7 +507,7 @@ pub async fn converse(
                     }
                     let message = plan.amd.as_ref().and_then(|a| a.voicemail_message.as_deref());
                     if let Some(message) = message
-                        && say(&call, speech, message, plan).await
+                        && say(&call, speech.as_ref(), message, plan).await
                     {
                         agent_speaking = true;
                         detection = Detection::LeavingMessage;
@@ -224,6 +525,27 @@ pub async fn converse(
             }
         }
     };
+    drop(writer);
+    // What the caller said last, if the call ended before the agent could answer it.
+    let heard = heard.trim();
+    if !heard.is_empty() {
+        conversation.transcript.push(Turn {
+            role: Speaker::User,
+            text: heard.to_string(),
+            start_ms: heard_from.unwrap_or(heard_to),
+            end_ms: heard_to.max(heard_from.unwrap_or(0)),
+            interrupted: false,
+        });
+    }
+    if !reply.said.is_empty() {
+        finish_reply(
+            &mut reply,
+            &mut conversation,
+            &mut history,
+            ms(Instant::now()),
+            true,
+        );
+    }
     let duration_secs = answered.elapsed().as_secs() as i64;
     let stats = call.finish().await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "a call's media ended badly");
@@ -234,6 +556,96 @@ pub async fn converse(
         duration_secs,
         stats,
         answered_by,
-        conversation: Conversation::default(),
+        conversation,
     }
+}
+
+/// `text` after `said`, a space between.
+fn append(said: &mut String, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    if !said.is_empty() {
+        said.push(' ');
+    }
+    said.push_str(text);
+}
+
+/// Ends the agent's turn: what was played goes into the transcript and the model's context
+/// (only that, when it was interrupted), and the reply is cleared.
+fn finish_reply(
+    reply: &mut Reply,
+    conversation: &mut Conversation,
+    history: &mut Vec<ChatMessage>,
+    now_ms: u64,
+    interrupted: bool,
+) {
+    let said = std::mem::take(&mut reply.said);
+    let started = reply.started_ms.take();
+    reply.queued.clear();
+    reply.outstanding = 0;
+    if said.is_empty() {
+        return;
+    }
+    conversation.transcript.push(Turn {
+        role: Speaker::Agent,
+        text: said.clone(),
+        start_ms: started.unwrap_or(now_ms),
+        end_ms: now_ms,
+        interrupted,
+    });
+    history.push(ChatMessage::Assistant {
+        text: Some(if interrupted {
+            format!("{said} [interrupted]")
+        } else {
+            said
+        }),
+        tool_calls: vec![],
+    });
+}
+
+/// Starts the model's reply to the conversation so far: its sentences, function calls and end
+/// come back as [`Work`] of `generation`.
+fn start_reply(
+    mind: &Mind,
+    history: &[ChatMessage],
+    generation: u64,
+    work: tokio::sync::mpsc::UnboundedSender<Work>,
+) -> Abort {
+    let model = mind.model.clone();
+    let request = ChatRequest {
+        messages: history.to_vec(),
+        tools: builtin_tools(),
+        temperature: mind.temperature,
+        max_tokens: None,
+    };
+    Abort(tokio::spawn(async move {
+        use futures_util::StreamExt;
+        let mut sentences = Sentences::default();
+        let result = async {
+            let mut stream = model.stream(request).await?;
+            while let Some(event) = stream.next().await {
+                match event? {
+                    ChatEvent::Text(text) => {
+                        for text in sentences.push(&text) {
+                            let _ = work.send(Work::Sentence { generation, text });
+                        }
+                    }
+                    ChatEvent::ToolCall(call) => {
+                        let _ = work.send(Work::Function {
+                            generation,
+                            name: call.name,
+                        });
+                    }
+                    ChatEvent::Done { .. } => break,
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if let Some(text) = sentences.finish() {
+            let _ = work.send(Work::Sentence { generation, text });
+        }
+        let _ = work.send(Work::Replied { generation, result });
+    }))
 }

@@ -96,7 +96,7 @@ pub async fn run_call(
         return;
     }
     let from = call.from.clone();
-    let ended = converse(call, &plan.agent, speech.as_ref(), answered, stop).await;
+    let ended = converse(call, &plan.agent, &speech, answered, stop).await;
     let stats = ended.stats;
     tracing::info!(
         call = %id,

@@ -39,5 +39,6 @@ pub mod ports;
 pub mod sim;
 pub mod sip_dialer;
 pub mod slug;
+pub mod turns;
 pub mod vendors;
 pub mod window;

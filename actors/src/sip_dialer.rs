@@ -157,7 +157,7 @@ impl Dialer for SipDialer {
         let ended = converse(
             answered.call,
             &route.agent,
-            self.speech.as_ref(),
+            &self.speech,
             connected,
             self.stop.child_token(),
         )

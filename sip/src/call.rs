@@ -79,7 +79,7 @@ impl EndCause {
 }
 
 /// What happens on a live call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallEvent {
     Media(MediaEvent),
     Ended(EndCause),

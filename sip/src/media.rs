@@ -24,7 +24,7 @@ use crate::sdp::Codec;
 pub use crate::vad::{Vad, VadChange, VadSettings};
 
 /// What happens on a call's media, as the agent needs to know it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MediaEvent {
     /// The caller started speaking.
     SpeechStarted,
@@ -36,6 +36,32 @@ pub enum MediaEvent {
     Amd(AmdVerdict),
     /// The voicemail tone after a machine's greeting.
     Beep(BeepEvent),
+    /// While listening ([`MediaControl::listen`]): the caller has paused mid-speech for the
+    /// listening's `pause`; what they said so far (mono, at the codec's rate), for an early
+    /// transcript. Once per pause.
+    Pause(Arc<[i16]>),
+    /// While listening: the caller's utterance, from just before their speech started to its
+    /// end. It follows `SpeechStopped`, or comes alone when the utterance reached the
+    /// listening's `max_secs` or was taken with [`MediaControl::take_utterance`] (the caller
+    /// may still be speaking, and what follows makes the next one).
+    Utterance(Arc<[i16]>),
+    /// Audio queued with [`MediaControl::play_tagged`] has been sent in full.
+    PlayedOut(u64),
+    /// Audio queued with [`MediaControl::play_tagged`] was cut short by
+    /// [`MediaControl::clear`] after `played` of its samples had been sent.
+    Cut { tag: u64, played: usize },
+}
+
+/// What [`MediaControl::listen`] captures of the caller's speech.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ListenSettings {
+    /// A silence this long inside an utterance (shorter than the VAD's stop) gives a
+    /// [`MediaEvent::Pause`].
+    pub pause_secs: f64,
+    /// Audio kept from before the VAD decides speech has started (at least its start time).
+    pub pre_roll_secs: f64,
+    /// An utterance this long is handed over even while the caller goes on.
+    pub max_secs: f64,
 }
 
 impl From<AmdEvent> for MediaEvent {
@@ -75,10 +101,12 @@ pub struct MediaConfig {
 }
 
 enum Command {
-    Play(Arc<[i16]>),
+    Play(Arc<[i16]>, u64),
     Clear,
     Retarget(SocketAddr),
     DetectAnsweringMachine(AmdSettings),
+    Listen(ListenSettings),
+    TakeUtterance,
 }
 
 /// Where a session's events go.
@@ -93,7 +121,26 @@ pub struct MediaControl {
 impl MediaControl {
     /// Queues audio (mono, at the codec's sample rate) after what is already queued.
     pub fn play(&self, samples: Arc<[i16]>) {
-        let _ = self.commands.send(Command::Play(samples));
+        let _ = self.commands.send(Command::Play(samples, 0));
+    }
+
+    /// Queues audio like [`MediaControl::play`], and tells how it went: a
+    /// [`MediaEvent::PlayedOut`] once it is sent in full, or a [`MediaEvent::Cut`] with how
+    /// much of it was sent if a `clear` stops it. `tag` (not 0) names it in those events.
+    pub fn play_tagged(&self, samples: Arc<[i16]>, tag: u64) {
+        let _ = self.commands.send(Command::Play(samples, tag));
+    }
+
+    /// Captures the caller's speech from now on: [`MediaEvent::Pause`] and
+    /// [`MediaEvent::Utterance`] follow their speech.
+    pub fn listen(&self, settings: ListenSettings) {
+        let _ = self.commands.send(Command::Listen(settings));
+    }
+
+    /// Hands over what the caller has said so far as an [`MediaEvent::Utterance`] (nothing if
+    /// they have said nothing since the last one).
+    pub fn take_utterance(&self) {
+        let _ = self.commands.send(Command::TakeUtterance);
     }
 
     /// Drops whatever is still queued to play (the caller spoke over the agent).
@@ -235,8 +282,11 @@ struct Session {
     /// Answering-machine detection while it listens; `None` otherwise (inbound calls, and
     /// once it is done), so a call without it pays one branch a frame.
     amd: Option<Box<AnsweringMachineDetector>>,
-    playout: VecDeque<Arc<[i16]>>,
+    /// Audio to send, with the tag it was queued with (0: untagged).
+    playout: VecDeque<(Arc<[i16]>, u64)>,
     play_offset: usize,
+    /// The caller's speech being captured, when listening; `None` otherwise.
+    capture: Option<Box<Capture>>,
     playing: bool,
     ssrc: u32,
     seq: u16,
@@ -269,6 +319,7 @@ impl Session {
             amd: None,
             playout: VecDeque::new(),
             play_offset: 0,
+            capture: None,
             playing: false,
             ssrc: rand::random(),
             seq: rand::random(),
@@ -313,15 +364,34 @@ impl Session {
 
     fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Play(samples) => {
+            Command::Play(samples, tag) => {
                 if !samples.is_empty() {
-                    self.playout.push_back(samples);
+                    self.playout.push_back((samples, tag));
                     self.playing = true;
                 }
             }
             Command::Clear => {
+                if let Some((_, tag)) = self.playout.front()
+                    && *tag != 0
+                    && self.play_offset > 0
+                {
+                    (self.events)(MediaEvent::Cut {
+                        tag: *tag,
+                        played: self.play_offset,
+                    });
+                }
                 self.playout.clear();
                 self.play_offset = 0;
+            }
+            Command::Listen(settings) => {
+                self.capture = Some(Box::new(Capture::new(settings, self.codec.sample_rate())));
+            }
+            Command::TakeUtterance => {
+                if let Some(capture) = self.capture.as_mut()
+                    && let Some(audio) = capture.take()
+                {
+                    (self.events)(MediaEvent::Utterance(audio));
+                }
             }
             Command::Retarget(addr) => {
                 self.remote = addr;
@@ -368,11 +438,15 @@ impl Session {
         if let Slot::Packet(payload) = self.jitter.pop() {
             let _ = self.decoder.decode_into(&payload, caller);
         }
-        if let Some(change) = self.vad.feed(caller) {
+        let change = self.vad.feed(caller);
+        if let Some(change) = change {
             (self.events)(match change {
                 VadChange::Started => MediaEvent::SpeechStarted,
                 VadChange::Stopped => MediaEvent::SpeechStopped,
             });
+        }
+        if let Some(capture) = self.capture.as_mut() {
+            capture.feed(caller, change, self.vad.silence_secs(), &self.events);
         }
         if let Some(amd) = self.amd.as_mut() {
             amd.feed(caller, |e| (self.events)(e.into()));
@@ -410,7 +484,7 @@ impl Session {
     fn fill_agent(&mut self, out: &mut [i16]) {
         let mut filled = 0;
         while filled < out.len() {
-            let Some(front) = self.playout.front() else {
+            let Some((front, tag)) = self.playout.front() else {
                 break;
             };
             let take = (front.len() - self.play_offset).min(out.len() - filled);
@@ -419,8 +493,12 @@ impl Session {
             filled += take;
             self.play_offset += take;
             if self.play_offset == front.len() {
+                let tag = *tag;
                 self.playout.pop_front();
                 self.play_offset = 0;
+                if tag != 0 {
+                    (self.events)(MediaEvent::PlayedOut(tag));
+                }
             }
         }
         out[filled..].fill(0);
@@ -428,6 +506,86 @@ impl Session {
             self.playing = false;
             (self.events)(MediaEvent::PlayoutDone);
         }
+    }
+}
+
+/// The caller's speech as [`MediaControl::listen`] captures it.
+struct Capture {
+    settings: ListenSettings,
+    rate: f64,
+    /// The last moments before speech starts, oldest first.
+    pre_roll: VecDeque<i16>,
+    pre_roll_len: usize,
+    /// The utterance so far, while the caller speaks.
+    utterance: Vec<i16>,
+    capturing: bool,
+    /// A pause has been reported for the silence going on now.
+    paused: bool,
+}
+
+impl Capture {
+    fn new(settings: ListenSettings, rate: u32) -> Capture {
+        let pre_roll_len = (settings.pre_roll_secs.max(0.0) * f64::from(rate)) as usize;
+        Capture {
+            settings,
+            rate: f64::from(rate),
+            pre_roll: VecDeque::with_capacity(pre_roll_len),
+            pre_roll_len,
+            utterance: Vec::new(),
+            capturing: false,
+            paused: false,
+        }
+    }
+
+    /// One frame of the caller's audio, with what the VAD made of it and how long the caller
+    /// has been silent.
+    fn feed(
+        &mut self,
+        frame: &[i16],
+        change: Option<VadChange>,
+        silence_secs: f64,
+        events: &EventSink,
+    ) {
+        if !self.capturing {
+            self.pre_roll.extend(frame.iter().copied());
+            let excess = self.pre_roll.len().saturating_sub(self.pre_roll_len);
+            self.pre_roll.drain(..excess);
+            if change == Some(VadChange::Started) {
+                self.capturing = true;
+                self.paused = false;
+                self.utterance.extend(self.pre_roll.drain(..));
+            }
+            return;
+        }
+        self.utterance.extend_from_slice(frame);
+        if change == Some(VadChange::Stopped) {
+            self.capturing = false;
+            if let Some(audio) = self.take() {
+                events(MediaEvent::Utterance(audio));
+            }
+            return;
+        }
+        if silence_secs == 0.0 {
+            self.paused = false;
+        } else if !self.paused && silence_secs + 1e-9 >= self.settings.pause_secs {
+            self.paused = true;
+            events(MediaEvent::Pause(self.utterance.as_slice().into()));
+        }
+        if self.utterance.len() as f64 >= self.settings.max_secs * self.rate
+            && let Some(audio) = self.take()
+        {
+            events(MediaEvent::Utterance(audio));
+        }
+    }
+
+    /// The utterance so far, and a fresh start for the next.
+    fn take(&mut self) -> Option<Arc<[i16]>> {
+        if self.utterance.is_empty() {
+            return None;
+        }
+        let audio: Arc<[i16]> = self.utterance.as_slice().into();
+        self.utterance = Vec::new();
+        Some(audio)
     }
 }
 

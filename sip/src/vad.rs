@@ -58,6 +58,11 @@ impl Vad {
         self.speaking
     }
 
+    /// How long the audio has been silent (0 while it is speech).
+    pub fn silence_secs(&self) -> f64 {
+        self.run_silence
+    }
+
     /// The speech probability of one frame, after updating the noise floor.
     pub fn probability(&mut self, frame: &[i16]) -> f64 {
         let db = level_db(frame);

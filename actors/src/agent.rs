@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use switchboard_sip::amd::{AmdSettings, AnsweredBy, BEEP_WINDOW_MS, BeepEvent};
 use switchboard_sip::call::{Call, CallEvent, EndCause};
 
-use crate::conversation::{Conversation, Speaker, Turn, VendorFailure};
+use crate::conversation::{Conversation, Speaker, Turn};
 use crate::turns::{
     APOLOGY_LINE, END_CALL, FALLBACK_LINE, Mind, STILL_THERE_LINE, Sentences, builtin_tools,
     sounds_unfinished, words_heard,
@@ -328,12 +328,7 @@ pub async fn converse(
                             }
                         }
                         Err(e) => {
-                            tracing::warn!(error = %e, "speech to text failed");
-                            conversation.vendor_failures.push(VendorFailure {
-                                vendor: "transcriber".into(),
-                                error: e.to_string(),
-                                at_ms: ms(Instant::now()),
-                            });
+                            conversation.vendor_failed("transcriber", "speech to text failed", &e, ms(Instant::now()));
                             if !peer_speaking {
                                 agent_speaking = say(&call, speech.as_ref(), APOLOGY_LINE, plan).await;
                             }
@@ -361,12 +356,7 @@ pub async fn converse(
                     writer = None;
                     reply.complete = true;
                     if let Err(e) = result {
-                        tracing::warn!(error = %e, "the model failed");
-                        conversation.vendor_failures.push(VendorFailure {
-                            vendor: "chat_model".into(),
-                            error: e.to_string(),
-                            at_ms: ms(Instant::now()),
-                        });
+                        conversation.vendor_failed("chat_model", "the model failed", &e, ms(Instant::now()));
                         if reply.sentences == 0 {
                             agent_speaking = say(&call, speech.as_ref(), APOLOGY_LINE, plan).await;
                         }
@@ -381,12 +371,7 @@ pub async fn converse(
                         Ok(audio) if !audio.is_empty() => Some((text, audio)),
                         Ok(_) => None,
                         Err(e) => {
-                            tracing::warn!(error = %e, "a reply could not be synthesized");
-                            conversation.vendor_failures.push(VendorFailure {
-                                vendor: "speech".into(),
-                                error: e.to_string(),
-                                at_ms: ms(Instant::now()),
-                            });
+                            conversation.vendor_failed("speech", "a reply could not be synthesized", &e, ms(Instant::now()));
                             None
                         }
                     };

@@ -88,6 +88,22 @@ pub struct Conversation {
 }
 
 impl Conversation {
+    /// Records (and logs) a vendor's failure `at_ms` into the call.
+    pub fn vendor_failed(
+        &mut self,
+        vendor: &str,
+        what: &str,
+        error: &dyn std::fmt::Display,
+        at_ms: u64,
+    ) {
+        tracing::warn!(vendor, error = %error, "{what}");
+        self.vendor_failures.push(VendorFailure {
+            vendor: vendor.to_string(),
+            error: error.to_string(),
+            at_ms,
+        });
+    }
+
     /// Nothing was said or run (a call that never conversed).
     pub fn is_empty(&self) -> bool {
         self.transcript.is_empty() && self.events.is_empty() && self.vendor_failures.is_empty()

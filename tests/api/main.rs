@@ -11,6 +11,7 @@ mod campaigns;
 mod carrier_accounts;
 mod cli;
 mod contacts;
+mod converse;
 mod crash;
 mod discovery;
 mod dispositions;

@@ -95,6 +95,8 @@ pub struct Ua {
     pub branch: String,
     pub remote_contact: Option<String>,
     pub slug: String,
+    /// Packets of media sent so far (the next packet's sequence number).
+    rtp_sent: std::sync::atomic::AtomicU16,
 }
 
 impl Ua {
@@ -114,6 +116,7 @@ impl Ua {
             branch: format!("z9hG4bK{}", rand_token()),
             remote_contact: None,
             slug: slug.to_string(),
+            rtp_sent: Default::default(),
         }
     }
 
@@ -310,9 +313,13 @@ impl Ua {
 
     /// Streams `frames` 20 ms PCMU packets of a tone to `to` (the server's media address).
     pub async fn stream_tone(&self, to: SocketAddr, frames: u16) {
-        for i in 0..frames {
+        // One RTP stream across calls of this: sequence and timestamp go on from the last.
+        let first = self
+            .rtp_sent
+            .fetch_add(frames, std::sync::atomic::Ordering::Relaxed);
+        for i in first..first.wrapping_add(frames) {
             let mut pkt = vec![0x80u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7];
-            pkt[2..4].copy_from_slice(&(i + 1).to_be_bytes());
+            pkt[2..4].copy_from_slice(&i.wrapping_add(1).to_be_bytes());
             pkt[4..8].copy_from_slice(&(u32::from(i) * 160).to_be_bytes());
             pkt.extend((0..160).map(|n| if (n / 9) % 2 == 0 { 0x10 } else { 0x90 }));
             let _ = self.media.send_to(&pkt, to).await;

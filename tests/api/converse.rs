@@ -1,0 +1,189 @@
+//! Conversing agents on real calls: the project's user agent calls an endpoint whose agent
+//! talks through the stand-in vendor (speech to text and a streamed chat model); the test
+//! checks what the vendor was asked and what the caller heard.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchboard::config::VendorSettings;
+
+use crate::sip_calls::{SECS, SipApp, ended_call, endpoint, sip_app_with};
+use crate::sip_recordings::{channels, fetch_recording};
+use crate::sip_ua::{Ua, media_addr};
+use crate::vendor::{Reply, VendorServer};
+
+/// The service with its model and speech-to-text pointed at `vendor`.
+async fn conversing_app(vendor: &VendorServer) -> SipApp {
+    let settings = |model: &str| VendorSettings {
+        base_url: vendor.base_url.clone(),
+        api_key: Some("sk-test-secret".into()),
+        model: model.into(),
+    };
+    sip_app_with(0, 100, None, |c| {
+        c.llm = Some(settings("test-llm"));
+        c.stt = Some(settings("test-stt"));
+    })
+    .await
+}
+
+/// The RMS level of `x` between `from` and `to` seconds (8 kHz).
+fn level(x: &[i16], from: f64, to: f64) -> f64 {
+    let (a, b) = ((from * 8000.0) as usize, (to * 8000.0) as usize);
+    let part = &x[a.min(x.len())..b.min(x.len())];
+    let energy: f64 = part.iter().map(|s| f64::from(*s).powi(2)).sum();
+    (energy / part.len().max(1) as f64).sqrt()
+}
+
+#[tokio::test]
+async fn a_caller_is_heard_understood_and_answered() {
+    let vendor = VendorServer::start().await;
+    vendor.transcript("I would like to book a visit for Tuesday.", Duration::ZERO);
+    vendor.reply(Reply::text(&[
+        "Sure, Tuesday works. ",
+        "Shall I book ten in the morning?",
+    ]));
+    let s = conversing_app(&vendor).await;
+    let (_, _, slug) = endpoint(
+        &s.app,
+        json!({"greeting_message": "Hello.", "agent_speaks_first": true,
+            "system_prompt": "You are the front desk of a clinic.", "vad_stop_secs": 0.5}),
+        json!({}),
+    )
+    .await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite_with_offer().await;
+    let (_, ok) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(ok.code, 200, "{}", ok.text);
+    ua.ack_2xx().await;
+    let media = media_addr(ok.body());
+    // The greeting plays; then the caller speaks for 1.5 s and stops.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ua.stream_tone(media, 75).await;
+    let spoke_until = 3.5;
+    // The agent's answer takes a few seconds to say.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    ua.bye().await;
+    let (_, bye) = ua.final_reply("BYE", SECS).await;
+    assert_eq!(bye.code, 200);
+
+    // One utterance went to speech to text: the caller's 1.5 s with what the VAD kept around it.
+    let uploads = vendor.uploads();
+    assert_eq!(uploads.len(), 1, "one utterance");
+    let secs = uploads[0].samples as f64 / f64::from(uploads[0].sample_rate);
+    assert!((1.5..3.0).contains(&secs), "utterance of {secs} s");
+    assert_eq!(
+        uploads[0].fields.get("model").map(String::as_str),
+        Some("test-stt")
+    );
+    // The model was asked once, with the agent's prompt, its greeting and the caller's words.
+    let requests = vendor.chat_requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let body = &requests[0].1;
+    let messages = body["messages"].as_array().expect("messages");
+    let said = |role: &str| -> Vec<&str> {
+        messages
+            .iter()
+            .filter(|m| m["role"] == role)
+            .filter_map(|m| m["content"].as_str())
+            .collect()
+    };
+    assert_eq!(said("system"), ["You are the front desk of a clinic."]);
+    assert_eq!(said("assistant"), ["Hello."]);
+    assert_eq!(said("user"), ["I would like to book a visit for Tuesday."]);
+    let tools: Vec<&Value> = body["tools"].as_array().expect("tools").iter().collect();
+    assert!(
+        tools.iter().any(|t| t["function"]["name"] == "end_call"),
+        "{tools:?}"
+    );
+
+    // The caller heard the answer after they stopped speaking.
+    let call = ended_call(&s.app, 1).await;
+    assert_eq!(call["end_reason"], "caller_hangup", "{call}");
+    let wav = fetch_recording(&s.app, &call).await;
+    let (caller, agent) = channels(&wav, 8000);
+    assert!(level(&caller, 2.2, 3.4) > 1000.0, "the caller's speech");
+    let answer = level(&agent, spoke_until + 0.5, spoke_until + 4.0);
+    assert!(answer > 500.0, "the agent's answer is silent: {answer}");
+}
+
+#[tokio::test]
+async fn a_caller_who_speaks_over_the_agent_stops_it_and_only_what_was_heard_is_kept() {
+    let vendor = VendorServer::start().await;
+    vendor.transcript("When are you open?", Duration::ZERO);
+    vendor.transcript("Thanks, that is all.", Duration::ZERO);
+    let long = [
+        "Our doors open at eight in the morning on weekdays. ",
+        "On Saturdays we open at nine and close at noon. ",
+        "On Sundays and holidays we are closed all day long.",
+    ];
+    vendor.reply(Reply::text(&long));
+    vendor.reply(Reply::text(&["Glad to help. Goodbye!"]));
+    let s = conversing_app(&vendor).await;
+    let (_, _, slug) = endpoint(
+        &s.app,
+        json!({"greeting_message": "Hello.", "agent_speaks_first": true,
+            "system_prompt": "You answer questions about a clinic.", "vad_stop_secs": 0.5}),
+        json!({}),
+    )
+    .await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite_with_offer().await;
+    let (_, ok) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(ok.code, 200, "{}", ok.text);
+    ua.ack_2xx().await;
+    let media = media_addr(ok.body());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ua.stream_tone(media, 75).await;
+    // About 1.5 s into the answer, the caller speaks over it.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let barged_at = 5.6;
+    ua.stream_tone(media, 50).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    ua.bye().await;
+    let _ = ua.final_reply("BYE", SECS).await;
+
+    let requests = vendor.chat_requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "uploads {}: {requests:?}",
+        vendor.uploads().len()
+    );
+    let messages = requests[1].1["messages"]
+        .as_array()
+        .expect("messages")
+        .clone();
+    let assistant: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(assistant.len(), 2, "{messages:?}");
+    let heard = assistant[1]
+        .strip_suffix(" [interrupted]")
+        .unwrap_or_else(|| panic!("not marked interrupted: {}", assistant[1]));
+    let whole = long.concat();
+    assert!(
+        !heard.is_empty() && whole.starts_with(heard) && heard.len() < whole.len() / 2,
+        "kept {heard:?} of {whole:?}"
+    );
+    let users: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(users, ["When are you open?", "Thanks, that is all."]);
+
+    // The agent fell silent within a frame of the barge-in being decided (after the VAD's
+    // 0.2 s of speech), and stayed so while the caller spoke.
+    let call = ended_call(&s.app, 1).await;
+    let wav = fetch_recording(&s.app, &call).await;
+    let (_, agent) = channels(&wav, 8000);
+    let before = level(&agent, barged_at - 0.6, barged_at - 0.1);
+    let after = level(&agent, barged_at + 0.4, barged_at + 1.0);
+    assert!(before > 500.0, "the answer was not playing: {before}");
+    assert!(
+        after < 50.0,
+        "the agent kept talking over the caller: {after}"
+    );
+}

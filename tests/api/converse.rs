@@ -187,3 +187,57 @@ async fn a_caller_who_speaks_over_the_agent_stops_it_and_only_what_was_heard_is_
         "the agent kept talking over the caller: {after}"
     );
 }
+
+/// Calls the agent, speaks 1.5 s after its greeting, waits `listen` and hangs up; the
+/// agent's channel of the recording, and when the caller stopped speaking (seconds).
+async fn speak_once(s: &SipApp, agent: Value, listen: Duration) -> (Vec<i16>, f64) {
+    let (_, _, slug) = endpoint(&s.app, agent, json!({})).await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite_with_offer().await;
+    let (_, ok) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(ok.code, 200, "{}", ok.text);
+    ua.ack_2xx().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ua.stream_tone(media_addr(ok.body()), 75).await;
+    tokio::time::sleep(listen).await;
+    ua.bye().await;
+    let _ = ua.final_reply("BYE", SECS).await;
+    let call = ended_call(&s.app, 1).await;
+    let wav = fetch_recording(&s.app, &call).await;
+    (channels(&wav, 8000).1, 3.5)
+}
+
+#[tokio::test]
+async fn a_failing_model_makes_the_agent_apologize_rather_than_fall_silent() {
+    let vendor = VendorServer::start().await;
+    vendor.transcript("Can I move my visit?", Duration::ZERO);
+    vendor.reply(Reply::error(
+        reqwest::StatusCode::INTERNAL_SERVER_ERROR,
+        "overloaded",
+    ));
+    let s = conversing_app(&vendor).await;
+    let (agent, spoke_until) = speak_once(
+        &s,
+        json!({"greeting_message": "Hello.", "vad_stop_secs": 0.5}),
+        Duration::from_secs(4),
+    )
+    .await;
+    assert_eq!(vendor.chat_requests().len(), 1);
+    let apology = level(&agent, spoke_until + 0.6, spoke_until + 3.0);
+    assert!(apology > 500.0, "no apology was said: {apology}");
+}
+
+#[tokio::test]
+async fn without_a_model_the_agent_answers_with_its_fallback_line() {
+    let s = crate::sip_calls::sip_app(0, 100).await;
+    let (agent, spoke_until) = speak_once(
+        &s,
+        json!({"greeting_message": "Hello.", "vad_stop_secs": 0.5}),
+        Duration::from_secs(4),
+    )
+    .await;
+    let fallback = level(&agent, spoke_until + 0.6, spoke_until + 3.0);
+    assert!(fallback > 500.0, "no fallback line was said: {fallback}");
+    // Nothing was said while the caller spoke.
+    assert!(level(&agent, 2.5, 3.4) < 50.0);
+}

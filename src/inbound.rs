@@ -14,7 +14,7 @@ use switchboard_actors::inbound::{InboundEnd, InboundPlan, InboundStart, Inbound
 use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{PortError, PortResult};
 use switchboard_actors::slug::SipSlug;
-use switchboard_actors::turns::Mind;
+use switchboard_actors::turns::{Mind, fill};
 use switchboard_sip::acl::{IpNet, SourceFilter};
 use switchboard_sip::call::Call;
 use switchboard_sip::media::{ListenSettings, VadSettings};
@@ -37,12 +37,13 @@ pub fn agent_plan(
     max_duration: Duration,
     detect: bool,
     vendors: &crate::vendors::Vendors,
+    variables: &serde_json::Map<String, serde_json::Value>,
 ) -> AgentPlan {
     let mind = match (&vendors.model, &vendors.transcriber) {
         (Some(model), Some(transcriber)) => Some(Mind {
             model: model.clone(),
             transcriber: transcriber.clone(),
-            system_prompt: agent.system_prompt.clone(),
+            system_prompt: fill(&agent.system_prompt, variables),
             temperature: Some(agent.temperature as f32),
             listen: ListenSettings {
                 pause_secs: (agent.vad_stop_secs / 2.0).max(0.2),
@@ -58,7 +59,7 @@ pub fn agent_plan(
     };
     AgentPlan {
         mind,
-        greeting: agent.greeting_message.clone(),
+        greeting: fill(&agent.greeting_message, variables),
         agent_speaks_first: agent.agent_speaks_first,
         voice: agent.voice.clone(),
         language: agent.language.clone(),
@@ -69,7 +70,10 @@ pub fn agent_plan(
             .flatten()
             .map(|settings| AmdPlan {
                 settings,
-                voicemail_message: agent.voicemail_message.clone(),
+                voicemail_message: agent
+                    .voicemail_message
+                    .as_deref()
+                    .map(|m| fill(m, variables)),
             }),
     }
 }
@@ -188,7 +192,13 @@ impl InboundRouter for SipRouter {
             agent_id: route.agent_id,
             sip_uri: format!("sip:{}@{}", route.slug, self.config.sip_host),
             // Inbound calls never detect answering machines.
-            agent: agent_plan(&agent, Duration::from_secs(max_secs), false, &self.vendors),
+            agent: agent_plan(
+                &agent,
+                Duration::from_secs(max_secs),
+                false,
+                &self.vendors,
+                &Default::default(),
+            ),
             recorded: true,
         };
         Routing::Answer(Answer {

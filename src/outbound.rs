@@ -57,6 +57,7 @@ impl OutboundDirectory for OutboundPort {
                 Duration::from_secs(request.max_duration_secs.max(1) as u64),
                 true,
                 &self.vendors,
+                &route.variables,
             ),
             recording: Some(recording_path(&self.config.data_dir, request.call_id)),
             vad: vad_settings(&agent),

@@ -26,6 +26,9 @@ pub struct CallRoute {
     pub workspace_id: WorkspaceId,
     pub trunk: CallTrunk,
     pub ring_timeout_secs: Option<i64>,
+    /// The values for the agent's `{{variables}}`: the campaign contact's, then the call's own
+    /// (which win).
+    pub variables: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Store {
@@ -52,8 +55,10 @@ impl Store {
     /// the call does not exist.
     pub async fn call_route(&self, call: CallId) -> StoreResult<Option<CallRoute>> {
         let row = sqlx::query(
-            "SELECT c.workspace_id, c.ring_timeout_secs, n.carrier_account_id, ca.trunk, ca.trunk_password \
+            "SELECT c.workspace_id, c.ring_timeout_secs, n.carrier_account_id, ca.trunk, ca.trunk_password, \
+             c.variables, ct.variables AS contact_variables \
              FROM calls c \
+             LEFT JOIN contacts ct ON ct.id = c.contact_id \
              LEFT JOIN phone_numbers n ON n.id = c.from_phone_number_id AND n.workspace_id = c.workspace_id \
              LEFT JOIN carrier_accounts ca ON ca.id = n.carrier_account_id AND ca.workspace_id = c.workspace_id \
              WHERE c.id = ?",
@@ -75,10 +80,22 @@ impl Store {
                 CallTrunk::Account(Box::new(trunk))
             }
         };
+        let mut variables = serde_json::Map::new();
+        for column in ["contact_variables", "variables"] {
+            let json: Option<String> = row.try_get(column)?;
+            if let Some(serde_json::Value::Object(values)) = json
+                .map(|j| serde_json::from_str(&j))
+                .transpose()
+                .map_err(|e| corrupt(column, e))?
+            {
+                variables.extend(values);
+            }
+        }
         Ok(Some(CallRoute {
             workspace_id: WorkspaceId::from_uuid(row.try_get("workspace_id")?),
             trunk,
             ring_timeout_secs: row.try_get("ring_timeout_secs")?,
+            variables,
         }))
     }
 

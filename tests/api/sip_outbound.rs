@@ -843,3 +843,56 @@ async fn a_campaign_calls_the_sip_endpoint_of_another_instance() {
         }
     }
 }
+
+/// An outbound call converses like an inbound one, its agent's prompt filled with the call's
+/// `variables`: SIPp echoes the greeting back, the echo is taken for the callee's words, and the
+/// model is asked with the filled prompt.
+#[tokio::test]
+async fn an_outbound_call_converses_with_the_calls_variables_in_its_prompt() {
+    let vendor = crate::vendor::VendorServer::start().await;
+    vendor.transcript("Hello?", Duration::ZERO);
+    vendor.reply(crate::vendor::Reply::text(&[
+        "Hi Dana, this is the clinic.",
+    ]));
+    let settings = |model: &str| switchboard::config::VendorSettings {
+        base_url: vendor.base_url.clone(),
+        api_key: None,
+        model: model.into(),
+    };
+    let sipp = Sipp::start("answer.xml", 1, &[]).await;
+    let app = outbound_app_with(trunk(vec![sipp.gateway(0)]), |c| {
+        c.llm = Some(settings("test-llm"));
+        c.stt = Some(settings("test-stt"));
+    })
+    .await;
+    let agent = new_agent(
+        &app,
+        json!({"name": "Ava", "max_call_duration_secs": 20, "agent_speaks_first": true,
+            "greeting_message": "Hello {{name}}, this is Ava from the clinic.",
+            "system_prompt": "You call {{name}} about {{topic}}.", "vad_stop_secs": 0.5,
+            "answering_machine_detection": {"enabled": false}}),
+    )
+    .await;
+    let from = number(&app, "+972501230000", "active").await;
+    let id = place(
+        &app,
+        &agent,
+        &from,
+        "+972541234567",
+        json!({"variables": {"name": "Dana", "topic": "her visit on Tuesday"}}),
+    )
+    .await;
+    let call = ended(&app, &id, Duration::from_secs(30), Some(&sipp)).await;
+    assert_eq!(call["outcome"], "answered", "{call}");
+    let requests = vendor.chat_requests();
+    assert!(!requests.is_empty(), "the model was never asked");
+    let messages = &requests[0].1["messages"];
+    assert_eq!(
+        messages[0]["content"], "You call Dana about her visit on Tuesday.",
+        "{messages}"
+    );
+    assert_eq!(
+        messages[1]["content"], "Hello Dana, this is Ava from the clinic.",
+        "{messages}"
+    );
+}

@@ -181,6 +181,8 @@ struct Reply {
     complete: bool,
     /// The model asked to hang up once the reply is said.
     end_call: bool,
+    /// The turn has been written down.
+    done: bool,
     started_ms: Option<u64>,
 }
 
@@ -361,7 +363,9 @@ pub async fn converse(
                             agent_speaking = say(&call, speech.as_ref(), APOLOGY_LINE, plan).await;
                         }
                     }
-                    if reply.sentences == 0 && reply.end_call {
+                    if reply_said(&mut reply, &mut conversation, &mut history, ms(Instant::now()))
+                        && reply.end_call
+                    {
                         call.hangup().await;
                         break END_AGENT.into();
                     }
@@ -386,6 +390,12 @@ pub async fn converse(
                         reply.started_ms.get_or_insert_with(|| ms(Instant::now()));
                         call.media.control().play_tagged(audio, tag);
                         agent_speaking = true;
+                    }
+                    if reply_said(&mut reply, &mut conversation, &mut history, ms(Instant::now()))
+                        && reply.end_call
+                    {
+                        call.hangup().await;
+                        break END_AGENT.into();
                     }
                 }
                 // Stale: a newer turn or a barge-in replaced its generation.
@@ -438,12 +448,11 @@ pub async fn converse(
                         reply.outstanding = reply.outstanding.saturating_sub(1);
                         append(&mut reply.said, &text);
                     }
-                    if reply.complete && reply.outstanding == 0 && reply.next == reply.sentences {
-                        finish_reply(&mut reply, &mut conversation, &mut history, ms(Instant::now()), false);
-                        if reply.end_call {
-                            call.hangup().await;
-                            break END_AGENT.into();
-                        }
+                    if reply_said(&mut reply, &mut conversation, &mut history, ms(Instant::now()))
+                        && reply.end_call
+                    {
+                        call.hangup().await;
+                        break END_AGENT.into();
                     }
                 }
                 Some(CallEvent::Media(MediaEvent::Cut { tag, played })) => {
@@ -554,6 +563,22 @@ fn append(said: &mut String, text: &str) {
         said.push(' ');
     }
     said.push_str(text);
+}
+
+/// Ends the agent's turn once the model has finished and every sentence has been played (or
+/// could not be synthesized); `true` if it has ended now.
+fn reply_said(
+    reply: &mut Reply,
+    conversation: &mut Conversation,
+    history: &mut Vec<ChatMessage>,
+    now_ms: u64,
+) -> bool {
+    if !reply.complete || reply.outstanding > 0 || reply.next < reply.sentences || reply.done {
+        return false;
+    }
+    reply.done = true;
+    finish_reply(reply, conversation, history, now_ms, false);
+    true
 }
 
 /// Ends the agent's turn: what was played goes into the transcript and the model's context

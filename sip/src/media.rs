@@ -48,7 +48,7 @@ pub enum MediaEvent {
     /// Audio queued with [`MediaControl::play_tagged`] has been sent in full.
     PlayedOut(u64),
     /// Audio queued with [`MediaControl::play_tagged`] was cut short by
-    /// [`MediaControl::clear`] after `played` of its samples had been sent.
+    /// [`MediaControl::clear`] after `played` of its samples had been sent (0: it was next).
     Cut { tag: u64, played: usize },
 }
 
@@ -373,7 +373,6 @@ impl Session {
             Command::Clear => {
                 if let Some((_, tag)) = self.playout.front()
                     && *tag != 0
-                    && self.play_offset > 0
                 {
                     (self.events)(MediaEvent::Cut {
                         tag: *tag,

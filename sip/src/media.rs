@@ -765,4 +765,75 @@ mod tests {
         assert!(started.abs_diff(440) <= 25, "{started} Hz");
         rig.handle.finish().await.unwrap();
     }
+
+    /// The next event that `pick` accepts, within 5 s.
+    async fn next_matching<T>(
+        events: &mut mpsc::UnboundedReceiver<MediaEvent>,
+        mut pick: impl FnMut(MediaEvent) -> Option<T>,
+    ) -> T {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                let event = events.recv().await.expect("the events go on");
+                if let Some(found) = pick(event) {
+                    break found;
+                }
+            }
+        })
+        .await
+        .expect("the event comes")
+    }
+
+    #[tokio::test]
+    async fn listening_hands_over_the_callers_utterance_with_its_pause() {
+        let mut rig = rig(None, VadSettings::default()).await;
+        rig.handle.control().listen(ListenSettings {
+            pause_secs: 0.2,
+            pre_roll_secs: 0.5,
+            max_secs: 30.0,
+        });
+        // 1 s of speech, then silence.
+        rig.send_tone(50).await;
+        let paused = next_matching(&mut rig.events, |e| match e {
+            MediaEvent::Pause(audio) => Some(audio.len()),
+            _ => None,
+        })
+        .await;
+        let utterance = next_matching(&mut rig.events, |e| match e {
+            MediaEvent::Utterance(audio) => Some(audio.len()),
+            _ => None,
+        })
+        .await;
+        // The speech, what came before the VAD decided, and the silence that ended it.
+        let secs = utterance as f64 / 8000.0;
+        assert!((1.6..=2.4).contains(&secs), "utterance of {secs} s");
+        assert!(paused < utterance, "{paused} then {utterance}");
+        rig.handle.finish().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn tagged_audio_is_reported_played_out_or_cut() {
+        let mut rig = rig(None, VadSettings::default()).await;
+        let control = rig.handle.control();
+        control.play_tagged(vec![1000i16; 800].into(), 7);
+        assert_eq!(
+            next_matching(&mut rig.events, |e| match e {
+                MediaEvent::PlayedOut(tag) => Some(tag),
+                _ => None,
+            })
+            .await,
+            7
+        );
+        control.play_tagged(vec![1000i16; 16_000].into(), 8);
+        control.play_tagged(vec![1000i16; 16_000].into(), 9);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        control.clear();
+        let (tag, played) = next_matching(&mut rig.events, |e| match e {
+            MediaEvent::Cut { tag, played } => Some((tag, played)),
+            _ => None,
+        })
+        .await;
+        assert_eq!(tag, 8);
+        assert!((1600..=4000).contains(&played), "{played} samples played");
+        rig.handle.finish().await.unwrap();
+    }
 }

@@ -31,3 +31,4 @@ mod sip_recordings;
 mod sip_ua;
 mod tools;
 mod vendor;
+mod webhooks;

@@ -17,7 +17,7 @@ use super::error::ApiError;
 use super::extract::{ListResponse, Pagination, PathId, Q, one_of};
 use super::gate::Auth;
 use crate::signing::SigningSecret;
-use crate::store::{DeliveryFilter, DeliveryStatus, WebhookDelivery};
+use crate::store::{DeliveryFilter, DeliveryStatus, StoreResult, WebhookDelivery};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -131,11 +131,15 @@ pub struct SigningSecretView {
     created_at: DateTime<Utc>,
 }
 
-fn view((secret, created_at): (SigningSecret, DateTime<Utc>)) -> Json<SigningSecretView> {
-    Json(SigningSecretView {
+/// Answers the secret a store call read or made.
+async fn view(
+    secret: impl std::future::Future<Output = StoreResult<(SigningSecret, DateTime<Utc>)>>,
+) -> Result<Json<SigningSecretView>, ApiError> {
+    let (secret, created_at) = secret.await?;
+    Ok(Json(SigningSecretView {
         secret: secret.expose().to_owned(),
         created_at,
-    })
+    }))
 }
 
 /// Show the secret agent webhook deliveries are signed with (made on first use)
@@ -145,12 +149,7 @@ async fn signing_secret(
     State(state): State<AppState>,
     auth: Auth,
 ) -> Result<Json<SigningSecretView>, ApiError> {
-    Ok(view(
-        state
-            .store
-            .webhook_signing_secret(auth.workspace_id)
-            .await?,
-    ))
+    view(state.store.webhook_signing_secret(auth.workspace_id)).await
 }
 
 /// Replace the signing secret: every delivery from now on, pending retries included, is signed with the new one
@@ -160,10 +159,5 @@ async fn rotate(
     State(state): State<AppState>,
     auth: Auth,
 ) -> Result<Json<SigningSecretView>, ApiError> {
-    Ok(view(
-        state
-            .store
-            .rotate_webhook_signing_secret(auth.workspace_id)
-            .await?,
-    ))
+    view(state.store.rotate_webhook_signing_secret(auth.workspace_id)).await
 }

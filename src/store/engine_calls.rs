@@ -3,8 +3,9 @@
 //!
 //! **Invariant:** an attempt, its queued call and the campaign's counters and reservation are
 //! written in one transaction; so are a call's end, the release of its reservation, the
-//! campaign's spend and the workspace's ledger entry. Every engine write is guarded by the state
-//! it was decided from, so a stale actor cannot undo a newer decision.
+//! campaign's spend and the workspace's ledger entry; and so is each change of a call's life
+//! (placed, answered, ended) and its agent's webhook event. Every engine write is guarded by
+//! the state it was decided from, so a stale actor cannot undo a newer decision.
 //!
 //! The file is long on purpose: the scripts' statements and the guards they share (`Ending`,
 //! `SETTLE_SQL`, `AWAIT_SQL`) are checked against each other, so they are kept in one place.
@@ -495,31 +496,45 @@ impl Store {
 
     /// `queued` -> `dialing`, with the call's `call.started` event.
     pub async fn mark_dialing(&self, call: CallId, now: DateTime<Utc>) -> StoreResult<bool> {
-        let at = ts(now);
-        let q = sqlx::query(open_sql(&format!(
-            "UPDATE calls SET status = 'dialing', started_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'; \
-             {CALL_EVENT_SQL}"
-        )))
-        .bind(at.clone())
-        .bind(at)
-        .bind(call.as_uuid());
-        let q = bind_call_event(q, call, EventKind::CallStarted);
-        let done = self.atomic_emitting(q, |done| done.changed(0) == 1).await?;
-        Ok(done.changed(0) == 1)
+        self.change_call(
+            (call, EventKind::CallStarted),
+            "status = 'dialing', started_at = ?",
+            "status = 'queued'",
+            now,
+        )
+        .await
     }
 
     /// Records a live call's answer, with its `call.answered` event; `false` if the call was
     /// not live or already answered.
     pub async fn call_answered(&self, call: CallId, now: DateTime<Utc>) -> StoreResult<bool> {
+        self.change_call(
+            (call, EventKind::CallAnswered),
+            "answered_at = ?",
+            "status = 'dialing' AND answered_at IS NULL",
+            now,
+        )
+        .await
+    }
+
+    /// Applies `set` (SQL with one `?`, bound to `now`) and `updated_at` to the call where
+    /// `guard` holds, with its event `kind` in the same transaction; whether the call changed.
+    /// `set` and `guard` are constants of the caller.
+    async fn change_call(
+        &self,
+        (call, kind): (CallId, EventKind),
+        set: &str,
+        guard: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
         let at = ts(now);
         let q = sqlx::query(open_sql(&format!(
-            "UPDATE calls SET answered_at = ?, updated_at = ? WHERE id = ? AND status = 'dialing' AND answered_at IS NULL; \
-             {CALL_EVENT_SQL}"
+            "UPDATE calls SET {set}, updated_at = ? WHERE id = ? AND {guard}; {CALL_EVENT_SQL}"
         )))
         .bind(at.clone())
         .bind(at)
         .bind(call.as_uuid());
-        let q = bind_call_event(q, call, EventKind::CallAnswered);
+        let q = bind_call_event(q, call, kind);
         let done = self.atomic_emitting(q, |done| done.changed(0) == 1).await?;
         Ok(done.changed(0) == 1)
     }

@@ -182,38 +182,16 @@ async fn start(
 impl TestApp {
     /// Stops the service, waits until it has stopped, and starts it again on the same database
     /// file (opened afresh) with `configure`; the workspace and its key stay.
-    pub async fn restart(self, configure: impl FnOnce(&mut Config)) -> TestApp {
-        let TestApp {
-            store,
-            clock,
-            workspace_id,
-            key,
-            client,
-            db_url,
-            dir,
-            stop,
-            server,
-            ..
-        } = self;
-        drop(stop);
-        server.await.expect("the service stops cleanly");
-        store.close().await;
-        let store = Store::open_with_clock(&db_url, clock.clone())
+    pub async fn restart(mut self, configure: impl FnOnce(&mut Config)) -> TestApp {
+        drop(std::mem::replace(&mut self.stop, oneshot::channel().0));
+        (&mut self.server).await.expect("the service stops cleanly");
+        self.store.close().await;
+        self.store = Store::open_with_clock(&self.db_url, self.clock.clone())
             .await
             .expect("store reopens");
-        let (addr, stop, server) = start(store.clone(), &db_url, &dir, None, configure).await;
-        TestApp {
-            addr,
-            store,
-            clock,
-            workspace_id,
-            key,
-            client,
-            db_url,
-            dir,
-            stop,
-            server,
-        }
+        (self.addr, self.stop, self.server) =
+            start(self.store.clone(), &self.db_url, &self.dir, None, configure).await;
+        self
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -23,13 +23,15 @@ pub struct SipApp {
 }
 
 pub async fn sip_app(ring_ms: u64, invites_per_second: u32) -> SipApp {
-    sip_app_with(ring_ms, invites_per_second, None).await
+    sip_app_with(ring_ms, invites_per_second, None, |_| {}).await
 }
 
-async fn sip_app_with(
+/// A service with its SIP server on loopback (over TLS too with `tls`), then `configure`d.
+pub async fn sip_app_with(
     ring_ms: u64,
     invites_per_second: u32,
     tls: Option<switchboard_sip::server::TlsSettings>,
+    configure: impl FnOnce(&mut switchboard::Config),
 ) -> SipApp {
     let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let sockets = SipSockets::bind(loopback, tls.is_some().then_some(loopback))
@@ -48,6 +50,7 @@ async fn sip_app_with(
         });
         c.sip_host = "sip.test".into();
         c.tts = switchboard::config::Tts::Tones;
+        configure(c);
     })
     .await;
     SipApp { app, sip, tls_addr }
@@ -207,6 +210,7 @@ async fn sip_over_tls_is_served_with_the_configured_certificate() {
             cert_pem: std::fs::read(&cert).unwrap(),
             key_pem: std::fs::read(&key).unwrap(),
         }),
+        |_| {},
     )
     .await;
     let tls_addr = s.tls_addr.expect("TLS listens");

@@ -19,11 +19,15 @@ use switchboard::Config;
 use switchboard::agent_webhooks::{FunctionToolCall, ToolCallError, call_function_tool};
 use switchboard::config::Carrier;
 use switchboard::egress::Egress;
+use switchboard::store::enqueue_event;
+use switchboard_actors::events::{CallAnalyzed, EventData, Speaker, TranscriptFinal};
 use switchboard_actors::ids::{AgentId, CallId, ToolId};
 use switchboard_actors::sim::SimConfig;
 
 use crate::campaigns::number;
 use crate::helpers::{TestApp, eventually, spawn_app_with};
+use crate::sip_calls::{SECS, ended_call, endpoint, sip_app_with};
+use crate::sip_ua::Ua;
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
@@ -134,7 +138,11 @@ fn settings(c: &mut Config) {
 }
 
 async fn app() -> TestApp {
-    let app = spawn_app_with(settings).await;
+    app_with(settings).await
+}
+
+async fn app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
+    let app = spawn_app_with(configure).await;
     app.store
         .apply_ledger_entry(app.workspace_id, 100_000, "credit", "test credit", None)
         .await
@@ -156,8 +164,26 @@ async fn hooked_agent(app: &TestApp, url: &str, events: &[&str]) -> String {
     resp.body["id"].as_str().unwrap().to_owned()
 }
 
+/// The call events with the call as their data.
+const CALL_EVENTS: [&str; 3] = ["call.started", "call.answered", "call.ended"];
+
+/// An agent whose webhook is `url`, subscribed to `events`, and a call of it that has ended:
+/// their ids.
+async fn hooked_call(app: &TestApp, url: &str, events: &[&str]) -> (String, String) {
+    let agent = hooked_agent(app, url, events).await;
+    let ended = call(app, &agent).await;
+    (agent, ended["id"].as_str().unwrap().to_owned())
+}
+
 /// Places a call from a fresh number with `agent` and waits for it to end.
 async fn call(app: &TestApp, agent: &str) -> Value {
+    let id = place(app, agent).await;
+    app.await_status(&format!("/calls/{id}"), "ended", Duration::from_secs(15))
+        .await
+}
+
+/// Places a call from a fresh number with `agent`: its id.
+async fn place(app: &TestApp, agent: &str) -> String {
     let digits = uuid::Uuid::new_v4().as_u128().to_string();
     let from = number(
         app,
@@ -172,9 +198,7 @@ async fn call(app: &TestApp, agent: &str) -> Value {
         )
         .await;
     assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
-    let id = resp.body["id"].as_str().unwrap();
-    app.await_status(&format!("/calls/{id}"), "ended", Duration::from_secs(15))
-        .await
+    resp.body["id"].as_str().unwrap().to_owned()
 }
 
 /// The deliveries of a call, oldest first.
@@ -215,14 +239,9 @@ async fn wait_all(app: &TestApp, call: &str, n: usize, status: &str) -> Vec<Valu
 async fn a_calls_events_arrive_signed_in_order_with_the_call_as_the_api_shows_it() {
     let app = app().await;
     let (addr, receiver) = receiver(&app).await;
-    let agent = hooked_agent(
-        &app,
-        &format!("http://{addr}/hook?token=abc"),
-        &["call.started", "call.answered", "call.ended"],
-    )
-    .await;
-    let ended = call(&app, &agent).await;
-    let call_id = ended["id"].as_str().unwrap();
+    let (agent, call_id) =
+        hooked_call(&app, &format!("http://{addr}/hook?token=abc"), &CALL_EVENTS).await;
+    let call_id = call_id.as_str();
     let got = wait_for(&receiver, 3).await;
     assert_eq!(
         receiver.kinds(),
@@ -297,14 +316,13 @@ async fn a_receiver_failing_twice_gets_the_event_on_the_third_attempt_and_later_
     let app = app().await;
     let (addr, receiver) = receiver(&app).await;
     receiver.script.lock().unwrap().extend([500, 500]);
-    let agent = hooked_agent(
+    let (_, call_id) = hooked_call(
         &app,
         &format!("http://{addr}/hook"),
         &["call.started", "call.ended"],
     )
     .await;
-    let ended = call(&app, &agent).await;
-    let call_id = ended["id"].as_str().unwrap();
+    let call_id = call_id.as_str();
     let rows = wait_all(&app, call_id, 2, "delivered").await;
     // The ended event waited for the started one, however long its retries took.
     assert_eq!(
@@ -328,9 +346,8 @@ async fn a_failed_attempt_is_recorded_and_retried_later() {
     let app = app().await;
     let (addr, receiver) = receiver(&app).await;
     receiver.script.lock().unwrap().extend([503; 50]);
-    let agent = hooked_agent(&app, &format!("http://{addr}/hook"), &["call.ended"]).await;
-    let ended = call(&app, &agent).await;
-    let call_id = ended["id"].as_str().unwrap();
+    let (_, call_id) = hooked_call(&app, &format!("http://{addr}/hook"), &["call.ended"]).await;
+    let call_id = call_id.as_str();
     let row = eventually(Duration::from_secs(10), "two attempts failed", || async {
         let rows = deliveries(&app, call_id).await;
         rows.first()
@@ -359,16 +376,10 @@ async fn pending_deliveries_survive_a_restart_and_arrive_once_in_order() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let agent = hooked_agent(
-        &app,
-        &format!("http://{port}/hook"),
-        &["call.started", "call.answered", "call.ended"],
-    )
-    .await;
-    let ended = call(&app, &agent).await;
-    let call_id = ended["id"].as_str().unwrap().to_owned();
+    let (_, call_id) = hooked_call(&app, &format!("http://{port}/hook"), &CALL_EVENTS).await;
+    let call_id = call_id.as_str();
     let first = eventually(Duration::from_secs(10), "an attempt failed", || async {
-        let rows = deliveries(&app, &call_id).await;
+        let rows = deliveries(&app, call_id).await;
         (rows.len() == 3 && rows[0]["attempts"].as_i64() >= Some(1)).then_some(rows)
     })
     .await;
@@ -385,7 +396,7 @@ async fn pending_deliveries_survive_a_restart_and_arrive_once_in_order() {
     *receiver.secret.lock().unwrap() = secret(&app).await;
     serve_receiver(listener, receiver.clone());
 
-    let rows = wait_all(&app, &call_id, 3, "delivered").await;
+    let rows = wait_all(&app, call_id, 3, "delivered").await;
     assert_eq!(
         receiver.kinds(),
         ["call.started", "call.answered", "call.ended"],
@@ -396,12 +407,132 @@ async fn pending_deliveries_survive_a_restart_and_arrive_once_in_order() {
 }
 
 #[tokio::test]
+async fn a_call_live_when_the_service_stopped_ends_interrupted_with_its_event() {
+    let long = |c: &mut Config| {
+        settings(c);
+        if let Carrier::Sim(sim) = &mut c.carrier {
+            sim.talk_secs = "600".parse().unwrap();
+        }
+    };
+    let app = app_with(long).await;
+    let (addr, receiver) = receiver(&app).await;
+    let agent = hooked_agent(&app, &format!("http://{addr}/hook"), &CALL_EVENTS).await;
+    let call_id = place(&app, &agent).await;
+    wait_for(&receiver, 2).await;
+
+    let app = app.restart(long).await;
+    let ended = app
+        .await_status(
+            &format!("/calls/{call_id}"),
+            "ended",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(ended["end_reason"], "interrupted");
+    let got = wait_for(&receiver, 3).await;
+    assert_eq!(receiver.kinds(), CALL_EVENTS);
+    assert_eq!(got[2].envelope["data"], ended);
+}
+
+#[tokio::test]
+async fn an_inbound_call_sends_the_same_events() {
+    let s = sip_app_with(0, 100, None, settings).await;
+    let (addr, receiver) = receiver(&s.app).await;
+    let (_, _, slug) = endpoint(
+        &s.app,
+        json!({"silence_timeout_secs": 1, "agent_speaks_first": false,
+               "webhook_url": format!("http://{addr}/hook"), "webhook_events": CALL_EVENTS}),
+        json!({}),
+    )
+    .await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite_with_offer().await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200);
+    ua.ack_2xx().await;
+    ua.expect_request("BYE", SECS).await;
+    let ended = ended_call(&s.app, 1).await;
+    let got = wait_for(&receiver, 3).await;
+    assert_eq!(receiver.kinds(), CALL_EVENTS);
+    assert!(got.iter().all(|r| r.verified));
+    assert_eq!(got[0].envelope["data"]["direction"], "inbound");
+    assert!(
+        got[0].envelope["data"]["answered_at"].is_string(),
+        "an inbound call is received answered"
+    );
+    assert_eq!(got[2].envelope["data"], ended);
+}
+
+#[tokio::test]
+async fn events_raised_elsewhere_follow_the_calls_own_and_commit_with_their_transaction() {
+    let app = app().await;
+    let (addr, receiver) = receiver(&app).await;
+    let events = ["call.ended", "call.analyzed", "transcript.final"];
+    let (_, call_id) = hooked_call(&app, &format!("http://{addr}/hook"), &events).await;
+    let id: CallId = call_id.parse().unwrap();
+    let analyzed = EventData::CallAnalyzed(CallAnalyzed {
+        summary: Some("Booked a table for two".into()),
+        extracted: json!({"party_size": 2}).as_object().unwrap().clone(),
+        disposition: Some("Interested".into()),
+        disposition_id: None,
+    });
+    // Inside a transaction that rolls back, nothing is written.
+    let mut tx = app.store.pool().begin().await.unwrap();
+    let written = enqueue_event(&mut tx, app.store.now(), id, &analyzed)
+        .await
+        .unwrap();
+    assert!(written.is_some());
+    tx.rollback().await.unwrap();
+    let mut tx = app.store.pool().begin().await.unwrap();
+    enqueue_event(&mut tx, app.store.now(), id, &analyzed)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    app.store.outbox_written();
+    let at = app.store.now();
+    let turn = EventData::TranscriptFinal(TranscriptFinal {
+        role: Speaker::Caller,
+        text: "A table for two, please.".into(),
+        turn: 1,
+        started_at: at,
+        ended_at: at,
+    });
+    assert!(
+        app.store
+            .enqueue_call_event(id, &turn)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    let rows = wait_all(&app, &call_id, 3, "delivered").await;
+    assert_eq!(receiver.kinds(), events);
+    let got = receiver.got();
+    assert_eq!(
+        got[1].envelope["data"],
+        json!({"summary": "Booked a table for two", "extracted": {"party_size": 2},
+               "disposition": "Interested", "disposition_id": null})
+    );
+    assert_eq!(got[2].envelope["data"]["role"], "caller");
+    assert_eq!(got[2].envelope["data"]["turn"], 1);
+    assert_eq!(rows[1]["type"], "call.analyzed");
+
+    // A kind the agent does not subscribe to is not written.
+    let quiet = hooked_agent(&app, &format!("http://{addr}/hook"), &["call.ended"]).await;
+    let ended = call(&app, &quiet).await;
+    let other: CallId = ended["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(
+        app.store.enqueue_call_event(other, &turn).await.unwrap(),
+        None
+    );
+}
+
+#[tokio::test]
 async fn kinds_the_agent_does_not_subscribe_to_are_not_sent() {
     let app = app().await;
     let (addr, receiver) = receiver(&app).await;
-    let agent = hooked_agent(&app, &format!("http://{addr}/hook"), &["call.ended"]).await;
-    let ended = call(&app, &agent).await;
-    let call_id = ended["id"].as_str().unwrap();
+    let (_, call_id) = hooked_call(&app, &format!("http://{addr}/hook"), &["call.ended"]).await;
+    let call_id = call_id.as_str();
     wait_all(&app, call_id, 1, "delivered").await;
     assert_eq!(receiver.kinds(), ["call.ended"]);
 
@@ -596,7 +727,7 @@ async fn a_function_tool_that_does_not_answer_in_time_fails() {
     // Accepts connections and never answers.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let silent = axum::Router::new().fallback(|| std::future::pending::<&'static str>());
+    let silent = axum::Router::new().fallback(std::future::pending::<&'static str>);
     tokio::spawn(async move { axum::serve(listener, silent).await });
     let agent = hooked_agent(&app, &format!("http://{addr}/hook"), &[]).await;
     let tool_call = FunctionToolCall {
@@ -625,14 +756,8 @@ async fn a_function_tool_that_does_not_answer_in_time_fails() {
 async fn deliveries_are_filtered_paged_scoped_and_isolated_per_workspace() {
     let app = app().await;
     let (addr, _receiver) = receiver(&app).await;
-    let agent = hooked_agent(
-        &app,
-        &format!("http://{addr}/hook"),
-        &["call.started", "call.answered", "call.ended"],
-    )
-    .await;
-    let ended = call(&app, &agent).await;
-    let call_id = ended["id"].as_str().unwrap();
+    let (agent, call_id) = hooked_call(&app, &format!("http://{addr}/hook"), &CALL_EVENTS).await;
+    let call_id = call_id.as_str();
     let rows = wait_all(&app, call_id, 3, "delivered").await;
 
     let list = |query: &'static str| {

@@ -177,10 +177,12 @@ async fn attempt(store: Store, egress: Egress, settings: DispatcherSettings, d: 
     };
     metrics::counter!("switchboard_webhook_attempts_total", "result" => result).increment(1);
     match &error {
-        None => tracing::info!(event = %d.id, kind = %d.kind, attempts, "webhook delivered"),
+        None => tracing::info!(
+            event = %d.id, call = %d.call_id, kind = %d.kind, attempts, "webhook delivered"
+        ),
         Some(error) => tracing::warn!(
-            event = %d.id, kind = %d.kind, attempts, status = ?outcome.status_code(),
-            %error, result, "webhook attempt failed"
+            event = %d.id, call = %d.call_id, kind = %d.kind, attempts,
+            status = ?outcome.status_code(), %error, result, "webhook attempt failed"
         ),
     }
     let record = AttemptRecord {

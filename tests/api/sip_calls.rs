@@ -80,6 +80,16 @@ pub async fn endpoint(app: &TestApp, agent: Value, endpoint: Value) -> (String, 
     )
 }
 
+/// Calls `slug`, acknowledges the answer, and waits for the agent's BYE.
+pub async fn call_until_the_agent_hangs_up(sip: SocketAddr, slug: &str) {
+    let mut ua = Ua::new(sip, slug).await;
+    ua.invite_with_offer().await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200);
+    ua.ack_2xx().await;
+    ua.expect_request("BYE", SECS).await;
+}
+
 /// Waits until the workspace has `n` ended calls and returns the newest.
 pub async fn ended_call(app: &TestApp, n: usize) -> Value {
     eventually(Duration::from_secs(10), "the call ends", || async move {
@@ -412,12 +422,7 @@ async fn the_agent_hangs_up_on_silence_and_without_an_ack() {
         json!({}),
     )
     .await;
-    let mut ua = Ua::new(s.sip, &slug).await;
-    ua.invite_with_offer().await;
-    let (_, r) = ua.final_reply("INVITE", SECS).await;
-    assert_eq!(r.code, 200);
-    ua.ack_2xx().await;
-    ua.expect_request("BYE", SECS).await;
+    call_until_the_agent_hangs_up(s.sip, &slug).await;
     let call = ended_call(&s.app, 1).await;
     assert_eq!(call["end_reason"], "silence_timeout");
 

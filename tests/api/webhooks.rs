@@ -26,8 +26,7 @@ use switchboard_actors::sim::SimConfig;
 
 use crate::campaigns::number;
 use crate::helpers::{TestApp, eventually, spawn_app_with};
-use crate::sip_calls::{SECS, ended_call, endpoint, sip_app_with};
-use crate::sip_ua::Ua;
+use crate::sip_calls::{call_until_the_agent_hangs_up, ended_call, endpoint, sip_app_with};
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
@@ -210,6 +209,11 @@ async fn deliveries(app: &TestApp, call: &str) -> Vec<Value> {
     let mut rows = resp.body["data"].as_array().unwrap().clone();
     rows.reverse();
     rows
+}
+
+/// `GET path` with `key`.
+async fn get_with(app: &TestApp, path: &str, key: &str) -> crate::helpers::Resp {
+    app.send(reqwest::Method::GET, path, Some(key), None).await
 }
 
 /// Waits until the receiver got `n` requests.
@@ -445,12 +449,7 @@ async fn an_inbound_call_sends_the_same_events() {
         json!({}),
     )
     .await;
-    let mut ua = Ua::new(s.sip, &slug).await;
-    ua.invite_with_offer().await;
-    let (_, r) = ua.final_reply("INVITE", SECS).await;
-    assert_eq!(r.code, 200);
-    ua.ack_2xx().await;
-    ua.expect_request("BYE", SECS).await;
+    call_until_the_agent_hangs_up(s.sip, &slug).await;
     let ended = ended_call(&s.app, 1).await;
     let got = wait_for(&receiver, 3).await;
     assert_eq!(receiver.kinds(), CALL_EVENTS);
@@ -789,45 +788,17 @@ async fn deliveries_are_filtered_paged_scoped_and_isolated_per_workspace() {
 
     // Another workspace sees none of them, and has its own secret.
     let (_, other) = app.other_workspace().await;
-    let theirs = app
-        .send(
-            reqwest::Method::GET,
-            "/webhook-deliveries",
-            Some(&other),
-            None,
-        )
-        .await;
+    let theirs = get_with(&app, "/webhook-deliveries", &other).await;
     assert_eq!(theirs.body["pagination"]["total"], 0);
     let id = rows[0]["id"].as_str().unwrap();
-    let one = app
-        .send(
-            reqwest::Method::GET,
-            &format!("/webhook-deliveries/{id}"),
-            Some(&other),
-            None,
-        )
-        .await;
+    let one = get_with(&app, &format!("/webhook-deliveries/{id}"), &other).await;
     assert_eq!(one.status, StatusCode::NOT_FOUND);
-    let their_secret = app
-        .send(
-            reqwest::Method::GET,
-            "/webhook-signing-secret",
-            Some(&other),
-            None,
-        )
-        .await;
+    let their_secret = get_with(&app, "/webhook-signing-secret", &other).await;
     assert_ne!(their_secret.body["secret"], secret(&app).await);
 
     // Reading deliveries is webhooks:read; the secret is webhooks:manage.
     let reader = app.key_with_scopes("webhooks:read").await;
-    let seen = app
-        .send(
-            reqwest::Method::GET,
-            "/webhook-deliveries",
-            Some(&reader),
-            None,
-        )
-        .await;
+    let seen = get_with(&app, "/webhook-deliveries", &reader).await;
     assert_eq!(seen.status, StatusCode::OK);
     for (method, path) in [
         (reqwest::Method::GET, "/webhook-signing-secret"),
@@ -838,14 +809,7 @@ async fn deliveries_are_filtered_paged_scoped_and_isolated_per_workspace() {
         assert_eq!(refused.error_code(), "INSUFFICIENT_SCOPE");
     }
     let caller = app.key_with_scopes("calls:read").await;
-    let refused = app
-        .send(
-            reqwest::Method::GET,
-            "/webhook-deliveries",
-            Some(&caller),
-            None,
-        )
-        .await;
+    let refused = get_with(&app, "/webhook-deliveries", &caller).await;
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
 }
 

@@ -73,6 +73,8 @@ scopes!(
     CarrierAccountsManage = "carrier_accounts:manage",
     AffiliatesRead = "affiliates:read",
     SettingsManage = "settings:manage",
+    WebhooksRead = "webhooks:read",
+    WebhooksManage = "webhooks:manage",
 );
 
 impl fmt::Display for Scope {

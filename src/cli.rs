@@ -1,5 +1,6 @@
 //! The `switchboard` command line: `serve`, and the operator commands for what the spec keeps
-//! dashboard-only (workspaces, API keys, owned numbers, credits). Every command takes
+//! dashboard-only (workspaces and their webhook signing secrets, API keys, owned numbers,
+//! credits). Every command takes
 //! `--database-url` (default `sqlite://switchboard.db`, created if missing).
 
 use std::net::SocketAddr;
@@ -378,6 +379,28 @@ pub enum WorkspaceCommand {
         /// Default country (ISO 3166 code) for reading national number forms.
         #[arg(long, default_value = "IL")]
         country: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The secret agent webhook deliveries are signed with.
+    #[command(subcommand)]
+    SigningSecret(SigningSecretCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SigningSecretCommand {
+    /// Show the workspace's signing secret (made on first use).
+    Show {
+        #[arg(long)]
+        workspace: WorkspaceId,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replace it: every delivery from now on, pending retries included, is signed with the
+    /// new one.
+    Rotate {
+        #[arg(long)]
+        workspace: WorkspaceId,
         #[arg(long)]
         json: bool,
     },

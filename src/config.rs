@@ -153,6 +153,17 @@ pub struct Config {
     pub carrier_accounts_enabled: bool,
     /// Affiliate earnings on revenue younger than this are not yet payable.
     pub affiliate_hold_days: i64,
+    /// Agent webhooks: the wait before the first retry of a failed delivery; each next wait
+    /// doubles (10 s).
+    pub webhook_retry_base: Duration,
+    /// Agent webhooks: the longest wait between two attempts (1 h).
+    pub webhook_retry_cap: Duration,
+    /// Agent webhooks: how long a delivery is retried before it fails for good (24 h).
+    pub webhook_retry_window: Duration,
+    /// Agent webhooks: one attempt's limit, the answer included (10 s).
+    pub webhook_timeout: Duration,
+    /// Agent webhooks: deliveries under way at once, over every call (16).
+    pub webhook_concurrency: usize,
 }
 
 impl Default for Config {
@@ -188,6 +199,11 @@ impl Default for Config {
             egress_allow: Vec::new(),
             carrier_accounts_enabled: true,
             affiliate_hold_days: 30,
+            webhook_retry_base: Duration::from_secs(10),
+            webhook_retry_cap: Duration::from_secs(3600),
+            webhook_retry_window: Duration::from_secs(24 * 3600),
+            webhook_timeout: Duration::from_secs(10),
+            webhook_concurrency: 16,
         }
     }
 }

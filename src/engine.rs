@@ -11,9 +11,9 @@ use switchboard_actors::contact::{CallOutcome, ExclusionReason};
 use switchboard_actors::engine::{Engine, EngineConfig};
 use switchboard_actors::ids::{AgentId, CallId, CampaignId, ContactId, DispositionId, WorkspaceId};
 use switchboard_actors::ports::{
-    Admission, AdmitResult, CallEnd, CallSpec, ContactCounts, DialRequest, DialResult, Dialer,
-    DueScan, EngineCampaign, EngineStore, Funds, OpenAttempt, PortError, PortResult, Settlement,
-    TickRecord,
+    Admission, AdmitResult, CallEnd, CallSpec, ContactCounts, DialProgress, DialRequest,
+    DialResult, Dialer, DueScan, EngineCampaign, EngineStore, Funds, OpenAttempt, PortError,
+    PortResult, Settlement, TickRecord,
 };
 use switchboard_actors::sim::SimCarrier;
 use switchboard_actors::sip_dialer::{DEFAULT_RESPONSE_TIMEOUT, SipDialer};
@@ -179,6 +179,10 @@ impl EngineStore for EnginePort {
         self.query("mark_dialing", self.store.mark_dialing(call, now))
             .await
     }
+    async fn call_answered(&self, call: CallId, now: DateTime<Utc>) -> PortResult<bool> {
+        self.query("call_answered", self.store.call_answered(call, now))
+            .await
+    }
     async fn finish_call(&self, call: &CallSpec, end: &CallEnd) -> PortResult<()> {
         let low = self
             .query("finish_call", self.store.finish_call(call, end))
@@ -244,7 +248,7 @@ pub struct NoCarrier;
 
 #[async_trait::async_trait]
 impl Dialer for NoCarrier {
-    async fn dial(&self, _request: DialRequest) -> DialResult {
+    async fn dial(&self, _request: DialRequest, _progress: DialProgress) -> DialResult {
         DialResult {
             outcome: CallOutcome::InfraError,
             ring_secs: 0,

@@ -14,6 +14,9 @@
 //! - [`simulation`]: the engine and store against the simulated carrier under virtual time.
 //! - [`inbound`]: inbound SIP calls: routing slugs to endpoints and agents, and their records.
 //! - [`webhooks`]: webhook tools: configuration rules, the payload contract, one delivery.
+//! - [`agent_webhooks`]: agents' call events, signed and delivered from the store's outbox
+//!   (retried, in order per call), and `tool.called` for function tools.
+//! - [`signing`]: HMAC-SHA256 signatures: recording links and webhook deliveries.
 //! - [`speech`]: text to speech for agents' prompts (espeak-ng, OpenAI-compatible, fallback).
 //! - [`vendors`]: the OpenAI-compatible chat model and transcription clients.
 //! - [`trunks`]: SIP trunks on carrier accounts: their status, the port that probes them, how
@@ -22,6 +25,7 @@
 //! [`serve`] runs the whole service on the HTTP listener and SIP sockets the caller binds, until
 //! a shutdown future resolves, so tests run the real service in-process on port 0.
 
+pub mod agent_webhooks;
 pub mod auth;
 pub mod billing;
 pub mod cli;
@@ -33,6 +37,7 @@ pub mod http;
 pub mod inbound;
 pub mod jobs;
 pub mod outbound;
+pub mod signing;
 pub mod simulation;
 pub mod speech;
 pub mod store;
@@ -129,7 +134,22 @@ pub async fn serve(
         config.public_url = Some(format!("http://{}", listener.local_addr()?));
     }
     config.check()?;
-    let store = store.with_default_trunk(config.default_trunk());
+    // Read before anything holds the store: calls show their recording links through it, in
+    // webhook events as in the API.
+    let recording_key: Arc<[u8]> = store
+        .service_secret(
+            "recording_url",
+            || rand::random::<[u8; 32]>().to_vec(),
+            chrono::Utc::now(),
+        )
+        .await?
+        .into();
+    let store = store
+        .with_default_trunk(config.default_trunk())
+        .with_recording_links(signing::RecordingLinks::new(
+            recording_key.clone(),
+            &http::public_url(&config),
+        ));
     let config = Arc::new(config);
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
     let sip_stop = tokio_util::sync::CancellationToken::new();
@@ -186,13 +206,6 @@ pub async fn serve(
         engine::engine_config(&config),
     )
     .await?;
-    let recording_key = store
-        .service_secret(
-            "recording_url",
-            || rand::random::<[u8; 32]>().to_vec(),
-            chrono::Utc::now(),
-        )
-        .await?;
     // What `POST /carrier-accounts/{id}/test` probes trunks with: the SIP server's OPTIONS
     // client, once the server runs; without one the route answers 503 SIP_NOT_RUNNING.
     let trunk_prober: Option<Arc<dyn trunks::TrunkProber>> = client
@@ -203,12 +216,20 @@ pub async fn serve(
         config.clone(),
         engine.clone(),
         payments,
-        recording_key.into(),
+        recording_key,
         trunk_prober,
     )?;
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
-    let jobs = tokio::spawn(jobs::run(store, config, jobs_stopped));
+    let jobs = tokio::spawn(jobs::run(store.clone(), config.clone(), jobs_stopped));
+    // Delivers agent webhook events, resuming whatever a previous run left pending.
+    let dispatcher_stop = tokio_util::sync::CancellationToken::new();
+    let dispatcher = tokio::spawn(agent_webhooks::dispatcher::run(
+        store,
+        egress::Egress::system(config.egress_allow.clone()),
+        agent_webhooks::DispatcherSettings::of(&config),
+        dispatcher_stop.clone(),
+    ));
     tracing::info!(addr = %listener.local_addr()?, "HTTP control plane listening");
     axum::serve(
         listener,
@@ -230,6 +251,10 @@ pub async fn serve(
     let _ = stop_jobs.send(true);
     let _ = jobs.await;
     engine.stop().await;
+    // Last: the attempts under way finish; what is still pending waits in the outbox for the
+    // next start.
+    dispatcher_stop.cancel();
+    let _ = dispatcher.await;
     tracing::info!("stopped");
     Ok(())
 }

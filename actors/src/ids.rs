@@ -93,6 +93,9 @@ id_type!(
     ToolId,
     /// One logged delivery of a webhook tool.
     DeliveryId,
+    /// One event for an agent's webhook (`call.started`, ...): the envelope's `id`, and the id
+    /// of its delivery.
+    EventId,
 );
 
 #[cfg(test)]

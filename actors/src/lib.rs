@@ -18,6 +18,7 @@
 //! - [`sim`]: the simulated carrier.
 //! - [`inbound`]: the call actor of an answered inbound SIP call and its agent.
 //! - [`vendors`]: the model vendors' ports: speech to text and streamed chat completions.
+//! - [`events`]: agent webhook events: their kinds, the envelope, and their data.
 //!
 //! **Invariant:** this crate does no HTTP and no SQL. Storage and dialing are ports (traits) that
 //! the service implements.
@@ -29,6 +30,7 @@ pub mod clock;
 pub mod contact;
 pub mod conversation;
 pub mod engine;
+pub mod events;
 pub mod ids;
 pub mod inbound;
 pub mod money;

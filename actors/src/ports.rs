@@ -383,6 +383,9 @@ pub trait EngineStore: Send + Sync + 'static {
     async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> PortResult<u64>;
     /// `queued` -> `dialing`; `false` if the call is no longer queued (cancelled).
     async fn mark_dialing(&self, call: CallId, now: DateTime<Utc>) -> PortResult<bool>;
+    /// A live call was answered at `now` (its `answered_at`); `false` if it was not live or
+    /// already answered.
+    async fn call_answered(&self, call: CallId, now: DateTime<Utc>) -> PortResult<bool>;
     /// Ends the call, releases its reservation and charges its cost, in one transaction.
     async fn finish_call(&self, call: &CallSpec, end: &CallEnd) -> PortResult<()>;
     /// `queued` -> `cancelled`, releasing the reservation; `false` if it had left the queue.
@@ -446,8 +449,45 @@ pub struct DialResult {
     pub network: NetworkDetails,
 }
 
-/// The carrier port: places one call and resolves when it is over.
+/// How a dialer tells the call's owner what happens before the call is over: the answer.
+/// Reporting is optional (a dialer whose calls are never answered reports nothing), and only
+/// the first answer counts.
+pub struct DialProgress {
+    on_answer: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl DialProgress {
+    /// Progress that runs `on_answer` when the call is answered.
+    pub fn new(on_answer: impl FnOnce() + Send + 'static) -> Self {
+        Self {
+            on_answer: Some(Box::new(on_answer)),
+        }
+    }
+
+    /// Progress nobody listens to.
+    pub fn ignored() -> Self {
+        Self { on_answer: None }
+    }
+
+    /// The callee answered: the call is connected.
+    pub fn answered(&mut self) {
+        if let Some(on_answer) = self.on_answer.take() {
+            on_answer();
+        }
+    }
+}
+
+impl std::fmt::Debug for DialProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DialProgress")
+            .field("answer_pending", &self.on_answer.is_some())
+            .finish()
+    }
+}
+
+/// The carrier port: places one call and resolves when it is over, reporting the answer
+/// through `progress` as it happens.
 #[async_trait::async_trait]
 pub trait Dialer: Send + Sync + 'static {
-    async fn dial(&self, request: DialRequest) -> DialResult;
+    async fn dial(&self, request: DialRequest, progress: DialProgress) -> DialResult;
 }

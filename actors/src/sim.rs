@@ -22,7 +22,7 @@ use rand::{Rng, SeedableRng};
 use crate::clock::SharedClock;
 use crate::contact::CallOutcome;
 use crate::ids::CampaignId;
-use crate::ports::{DialRequest, DialResult, Dialer};
+use crate::ports::{DialProgress, DialRequest, DialResult, Dialer};
 
 /// Relative weights of each outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -275,7 +275,7 @@ fn draw_secs(range: SecondsRange, rng: &mut impl Rng) -> u32 {
 
 #[async_trait::async_trait]
 impl Dialer for SimCarrier {
-    async fn dial(&self, request: DialRequest) -> DialResult {
+    async fn dial(&self, request: DialRequest, mut progress: DialProgress) -> DialResult {
         let mut rng = self.rng_for(&request);
         let outcome = self.config.mix.draw(&mut rng);
         let ring = match outcome {
@@ -292,6 +292,7 @@ impl Dialer for SimCarrier {
         self.observe_start(&request, self.clock.now());
         tokio::time::sleep(Duration::from_secs(u64::from(ring))).await;
         if talk > 0 {
+            progress.answered();
             tokio::time::sleep(Duration::from_secs(talk as u64)).await;
         }
         self.observe_end(&request, outcome);

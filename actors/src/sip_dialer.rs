@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentPlan, Speech, converse};
 use crate::contact::CallOutcome;
-use crate::ports::{DialRequest, DialResult, Dialer, NetworkDetails, PortResult};
+use crate::ports::{DialProgress, DialRequest, DialResult, Dialer, NetworkDetails, PortResult};
 
 /// Switchboard's own ring timer when neither the call nor the operator sets one.
 pub const DEFAULT_RING_TIMEOUT: Duration = Duration::from_secs(30);
@@ -101,7 +101,7 @@ fn failed(
 
 #[async_trait]
 impl Dialer for SipDialer {
-    async fn dial(&self, request: DialRequest) -> DialResult {
+    async fn dial(&self, request: DialRequest, mut progress: DialProgress) -> DialResult {
         let route = match self.directory.route(&request).await {
             Ok(Some(route)) => route,
             Ok(None) => {
@@ -148,6 +148,7 @@ impl Dialer for SipDialer {
             }
         };
         let connected = tokio::time::Instant::now();
+        progress.answered();
         if let Some(fault) = &self.fault
             && fault(&request)
         {

@@ -1,5 +1,6 @@
-//! The operator commands (everything but `serve`): workspaces, API keys, owned numbers,
-//! credits, integrations, affiliates and carrier accounts, run against the store directly.
+//! The operator commands (everything but `serve`): workspaces and their webhook signing
+//! secrets, API keys, owned numbers, credits, integrations, affiliates and carrier accounts,
+//! run against the store directly.
 
 use anyhow::{Context, bail};
 use chrono::Utc;
@@ -9,7 +10,7 @@ use switchboard_actors::phone::PhoneNumber;
 
 use super::{
     AffiliateCommand, BillingCommand, CarrierAccountCommand, Command, IntegrationCommand,
-    KeyCommand, NumberCommand, WorkspaceCommand,
+    KeyCommand, NumberCommand, SigningSecretCommand, WorkspaceCommand,
 };
 use crate::auth::Scopes;
 use crate::store::{AccountUpdate, CarrierAccountUpdate, Store, TrunkUpdate};
@@ -299,6 +300,23 @@ pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()>
                 json,
                 json!({"id": ws.id, "name": ws.name}),
                 format!("workspace {} created: {}", ws.name, ws.id),
+            );
+        }
+        Command::Workspace(WorkspaceCommand::SigningSecret(command)) => {
+            let (workspace, json, rotate) = match command {
+                SigningSecretCommand::Show { workspace, json } => (workspace, json, false),
+                SigningSecretCommand::Rotate { workspace, json } => (workspace, json, true),
+            };
+            workspace_must_exist(store, workspace).await?;
+            let (secret, created_at) = if rotate {
+                store.rotate_webhook_signing_secret(workspace).await?
+            } else {
+                store.webhook_signing_secret(workspace).await?
+            };
+            print(
+                json,
+                json!({"workspace": workspace, "secret": secret.expose(), "created_at": created_at}),
+                secret.expose().to_owned(),
             );
         }
         Command::Key(KeyCommand::Create {

@@ -28,6 +28,7 @@ mod recordings;
 mod shared_links;
 mod sip_endpoints;
 mod tools;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub engine: Engine,
     /// Signs recording URLs.
     pub recording_key: Arc<[u8]>,
+    /// Makes calls' `recording_url` (from `recording_key` and the public URL).
+    links: crate::signing::RecordingLinks,
     /// The outbound URL policy (webhooks).
     pub egress: crate::egress::Egress,
     /// Probes carrier accounts' trunks (SIP OPTIONS); `None` while no SIP client runs.
@@ -81,6 +84,8 @@ impl AppState {
         let (_, openapi) = api().split_for_parts();
         let routes = routes::RouteTable::from_openapi(serde_json::to_value(&openapi)?)?;
         let egress = crate::egress::Egress::system(config.egress_allow.clone());
+        let links =
+            crate::signing::RecordingLinks::new(recording_key.clone(), &public_url(&config));
         Ok(Self {
             store,
             limiter: Arc::new(gate::RateLimiter::new(config.rate_limit_per_minute)),
@@ -91,16 +96,27 @@ impl AppState {
             engine,
             egress,
             recording_key,
+            links,
             trunk_prober,
         })
     }
 
     /// The base URL of links the service hands out.
     pub fn public_url(&self) -> String {
-        match &self.config.public_url {
-            Some(url) => url.trim_end_matches('/').to_string(),
-            None => format!("http://{}", self.config.http),
-        }
+        public_url(&self.config)
+    }
+
+    /// Makes calls' `recording_url`.
+    pub fn recording_links(&self) -> &crate::signing::RecordingLinks {
+        &self.links
+    }
+}
+
+/// The base URL of links the service hands out: `--public-url`, else the listen address.
+pub fn public_url(config: &Config) -> String {
+    match &config.public_url {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None => format!("http://{}", config.http),
     }
 }
 
@@ -137,6 +153,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(carrier_accounts::router())
         .merge(affiliates::router())
         .merge(integrations::router())
+        .merge(webhooks::router())
 }
 
 /// The complete service router.

@@ -244,9 +244,11 @@ pub struct Agent {
     pub is_active: bool,
     /// http(s) URL receiving the agent's call events, at most 2048 characters, or null.
     pub webhook_url: Option<String>,
-    /// Event kinds delivered to `webhook_url`, e.g. `call.started`; at most 50, each 1-100 characters.
+    /// Event kinds delivered to `webhook_url`: `call.started`, `call.answered`, `call.ended`,
+    /// `call.analyzed`, `transcript.final`, `tool.called`; at most 50.
     pub webhook_events: Vec<String>,
     /// Extra headers sent with every webhook delivery: header name to string value; at most 50.
+    /// They never replace the service's own `X-Switchboard-*` headers or `Content-Type`.
     pub webhook_headers: BTreeMap<String, String>,
     /// Values extracted from each call; at most 100, names unique.
     pub extraction_parameters: Vec<ExtractionParameter>,

@@ -3,8 +3,9 @@
 //!
 //! **Invariant:** an attempt, its queued call and the campaign's counters and reservation are
 //! written in one transaction; so are a call's end, the release of its reservation, the
-//! campaign's spend and the workspace's ledger entry. Every engine write is guarded by the state
-//! it was decided from, so a stale actor cannot undo a newer decision.
+//! campaign's spend and the workspace's ledger entry; and so is each change of a call's life
+//! (placed, answered, ended) and its agent's webhook event. Every engine write is guarded by
+//! the state it was decided from, so a stale actor cannot undo a newer decision.
 //!
 //! The file is long on purpose: the scripts' statements and the guards they share (`Ending`,
 //! `SETTLE_SQL`, `AWAIT_SQL`) are checked against each other, so they are kept in one place.
@@ -15,6 +16,7 @@ use sqlx::{Column, Connection, Row};
 use switchboard_actors::call::END_INTERRUPTED;
 use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
 use switchboard_actors::contact::ExclusionReason;
+use switchboard_actors::events::EventKind;
 use switchboard_actors::ids::{CallId, CampaignId, ContactId, DispositionId};
 use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{
@@ -22,7 +24,8 @@ use switchboard_actors::ports::{
 };
 
 use super::campaigns::insert_event;
-use super::{Script, ScriptQuery, Store, StoreResult, atomic_sql, sql, ts};
+use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
+use super::{Script, ScriptQuery, Store, StoreResult, atomic_sql, open_sql, sql, ts};
 
 use super::calls::{CALL_COLUMNS, CALL_VALUES, SqliteQuery, bind_call, funds_in};
 
@@ -64,8 +67,9 @@ impl<'a> Ending<'a> {
         self.end.cost_cents > Cents::ZERO
     }
 
-    /// The whole script: the end's statements, then `then` (if any), then the auto top-up check
-    /// when the call was charged (read it back with [`low_balance`]).
+    /// The whole script, for [`Store::atomic_emitting`]: the end's statements, then `then` (if
+    /// any), then the auto top-up check when the call was charged (read it back with
+    /// [`low_balance`]), then the `call.ended` event's lookup.
     fn script(&self, then: Option<&str>) -> sqlx::AssertSqlSafe<String> {
         let mut body = self.statements();
         if let Some(then) = then {
@@ -74,16 +78,17 @@ impl<'a> Ending<'a> {
         }
         if self.charged() {
             body.push_str(
-                "SELECT auto_topup_enabled AND balance_cents < low_balance_threshold_cents AS low_balance FROM workspaces WHERE id = ?",
+                "SELECT auto_topup_enabled AND balance_cents < low_balance_threshold_cents AS low_balance FROM workspaces WHERE id = ?; ",
             );
         }
-        atomic_sql(body.trim_end_matches("; "))
+        body.push_str(CALL_EVENT_SQL);
+        open_sql(&body)
     }
 
     /// The statements (each followed by `; `).
     fn statements(&self) -> String {
         let mut body = String::from(
-            "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = ?, \
+            "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = COALESCE(answered_at, ?), \
              ended_at = ?, duration_secs = ?, cost_cents = ?, updated_at = ?, \
              sip_code = ?, sip_reason = ?, q850_cause = ?, answered_by = ?, codec = COALESCE(?, codec), recorded = MAX(recorded, ?), \
              disposition_id = COALESCE(disposition_id, (SELECT d.id FROM dispositions d WHERE d.workspace_id = calls.workspace_id AND d.label = ?)), \
@@ -156,13 +161,23 @@ impl<'a> Ending<'a> {
         q
     }
 
-    /// Binds the auto top-up check of [`Ending::script`].
-    fn bind_low_balance_check(&self, q: ScriptQuery) -> ScriptQuery {
-        if self.charged() {
+    /// Binds what [`Ending::script`] has after `then`: the auto top-up check and the event's
+    /// lookup.
+    fn bind_tail(&self, q: ScriptQuery) -> ScriptQuery {
+        let q = if self.charged() {
             q.bind(self.spec.workspace_id.as_uuid())
         } else {
             q
-        }
+        };
+        bind_call_event(q, self.spec.id, EventKind::CallEnded)
+    }
+
+    /// Commits the script (`q`, bound): the `call.ended` event is written when the call's end
+    /// was (its first statement changed the call).
+    async fn commit(&self, store: &Store, q: ScriptQuery) -> StoreResult<Script> {
+        store
+            .atomic_emitting(self.bind_tail(q), |done| done.changed(0) == 1)
+            .await
     }
 }
 
@@ -289,7 +304,7 @@ impl Store {
         let spec = &a.call;
         let date = a.daily_date.to_string();
         let now = ts(a.now);
-        let script = atomic_sql(&format!(
+        let script = format!(
             "UPDATE contacts SET state = 'dialing', attempts = attempts + 1, next_attempt_at = NULL, last_call_id = ?, updated_at = ? \
              WHERE id = ? AND campaign_id = ? AND phone_number = ? AND state IN {OPEN_STATES} AND EXISTS ( \
                SELECT 1 FROM campaigns k JOIN workspaces w ON w.id = k.workspace_id \
@@ -306,7 +321,13 @@ impl Store {
                last_tick_at = ?, last_tick_result = ?, estimate_cents = ? \
              WHERE id = ? AND changes() = 1; \
              INSERT INTO calls ({CALL_COLUMNS}) SELECT {CALL_VALUES} WHERE changes() = 1"
-        ));
+        );
+        // A call committed as dialing is placed now: its `call.started` event commits with it.
+        let script = if a.dialing {
+            open_sql(&format!("{script}; {CALL_EVENT_SQL}"))
+        } else {
+            atomic_sql(&script)
+        };
         let q = sqlx::query(script)
             .bind(spec.id.as_uuid())
             .bind(now.clone())
@@ -329,9 +350,13 @@ impl Store {
             .bind(a.tick.result.to_string())
             .bind(a.tick.estimate_cents.get())
             .bind(a.campaign_id.as_uuid());
-        let done = self
-            .atomic(bind_call(q, spec, "{}", "{}", (None, None), a.dialing))
-            .await?;
+        let q = bind_call(q, spec, "{}", "{}", (None, None), a.dialing);
+        let done = if a.dialing {
+            let q = bind_call_event(q, spec.id, EventKind::CallStarted);
+            self.atomic_emitting(q, |done| done.changed(2) == 1).await?
+        } else {
+            self.atomic(q).await?
+        };
         if done.changed(2) == 1 {
             return Ok(AdmitResult::Admitted);
         }
@@ -437,6 +462,10 @@ impl Store {
         let at = ts(now);
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let live: Vec<uuid::Uuid> =
+            sqlx::query_scalar("SELECT id FROM calls WHERE status = 'dialing'")
+                .fetch_all(&mut *tx)
+                .await?;
         sqlx::query(
             "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - \
              (SELECT COALESCE(SUM(k.reserved_cents), 0) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status = 'dialing')) \
@@ -452,22 +481,62 @@ impl Store {
         .bind(&at)
         .execute(&mut *tx)
         .await?;
+        let ended: Vec<(CallId, EventKind)> = live
+            .into_iter()
+            .map(|id| (CallId::from_uuid(id), EventKind::CallEnded))
+            .collect();
+        let events = self.emit_call_events(&mut tx, &ended).await?;
         tx.commit().await?;
         drop(conn);
+        if events > 0 {
+            self.outbox_written();
+        }
         Ok(done.rows_affected())
     }
 
+    /// `queued` -> `dialing`, with the call's `call.started` event.
     pub async fn mark_dialing(&self, call: CallId, now: DateTime<Utc>) -> StoreResult<bool> {
-        let at = ts(now);
-        let done = sqlx::query(
-            "UPDATE calls SET status = 'dialing', started_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'",
+        self.change_call(
+            (call, EventKind::CallStarted),
+            "status = 'dialing', started_at = ?",
+            "status = 'queued'",
+            now,
         )
-        .bind(&at)
-        .bind(&at)
-        .bind(call.as_uuid())
-        .execute(&mut *self.conn().await?)
-        .await?;
-        Ok(done.rows_affected() > 0)
+        .await
+    }
+
+    /// Records a live call's answer, with its `call.answered` event; `false` if the call was
+    /// not live or already answered.
+    pub async fn call_answered(&self, call: CallId, now: DateTime<Utc>) -> StoreResult<bool> {
+        self.change_call(
+            (call, EventKind::CallAnswered),
+            "answered_at = ?",
+            "status = 'dialing' AND answered_at IS NULL",
+            now,
+        )
+        .await
+    }
+
+    /// Applies `set` (SQL with one `?`, bound to `now`) and `updated_at` to the call where
+    /// `guard` holds, with its event `kind` in the same transaction; whether the call changed.
+    /// `set` and `guard` are constants of the caller.
+    async fn change_call(
+        &self,
+        (call, kind): (CallId, EventKind),
+        set: &str,
+        guard: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let at = ts(now);
+        let q = sqlx::query(open_sql(&format!(
+            "UPDATE calls SET {set}, updated_at = ? WHERE id = ? AND {guard}; {CALL_EVENT_SQL}"
+        )))
+        .bind(at.clone())
+        .bind(at)
+        .bind(call.as_uuid());
+        let q = bind_call_event(q, call, kind);
+        let done = self.atomic_emitting(q, |done| done.changed(0) == 1).await?;
+        Ok(done.changed(0) == 1)
     }
 
     /// Ends a call; `None` when it had already ended, else whether the charge took the balance
@@ -486,7 +555,7 @@ impl Store {
     ) -> StoreResult<Option<bool>> {
         let ending = Ending::new(spec, end, description);
         let q = ending.bind(sqlx::query(ending.script(None)));
-        let done = self.atomic(ending.bind_low_balance_check(q)).await?;
+        let done = ending.commit(self, q).await?;
         if done.changed(0) == 0 {
             return Ok(None);
         }
@@ -552,7 +621,7 @@ impl Store {
         };
         let ending = Ending::outbound(spec, end);
         let q = bind(ending.bind(sqlx::query(ending.script(Some(AWAIT_SQL)))));
-        let done = self.atomic(ending.bind_low_balance_check(q)).await?;
+        let done = ending.commit(self, q).await?;
         let row = done.rows.iter().find(|r| {
             r.columns()
                 .first()
@@ -576,7 +645,7 @@ impl Store {
         };
         let ending = Ending::outbound(spec, end);
         let q = bind_settlement(ending.bind(sqlx::query(ending.script(Some(SETTLE_SQL)))), s);
-        let done = self.atomic(ending.bind_low_balance_check(q)).await?;
+        let done = ending.commit(self, q).await?;
         Ok((
             done.changed(ending.statement_count()) > 0,
             low_balance(&done)?,

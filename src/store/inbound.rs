@@ -5,12 +5,14 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 use switchboard_actors::call::PRIORITY_DEFAULT;
 use switchboard_actors::contact::CallOutcome;
+use switchboard_actors::events::EventKind;
 use switchboard_actors::ids::{AgentId, SipEndpointId, WorkspaceId};
 use switchboard_actors::inbound::{InboundEnd, InboundStart};
 use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{CallEnd, CallSpec};
 
-use super::{Store, StoreResult, atomic_sql, corrupt, sql, ts};
+use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
+use super::{Store, StoreResult, corrupt, open_sql, sql, ts};
 
 /// What an INVITE for a slug is checked against.
 #[derive(Debug, Clone)]
@@ -51,16 +53,17 @@ impl Store {
         }))
     }
 
-    /// Records an answered inbound call as live, and the endpoint's `last_call_at`, together.
+    /// Records an answered inbound call as live, and the endpoint's `last_call_at`, together,
+    /// with the call's `call.started` and `call.answered` events (it is received answered).
     pub async fn inbound_started(&self, call: &InboundStart) -> StoreResult<()> {
         let at = ts(call.started_at);
         let p = &call.plan;
-        let q = sqlx::query(atomic_sql(
+        let q = sqlx::query(open_sql(&format!(
             "INSERT INTO calls (id, workspace_id, direction, status, agent_id, from_number, to_number, priority, \
              max_duration_secs, queued_at, started_at, answered_at, created_at, updated_at, sip_endpoint_id, codec, recorded) \
              VALUES (?, ?, 'inbound', 'dialing', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?); \
-             UPDATE sip_endpoints SET last_call_at = ? WHERE id = ?",
-        ))
+             UPDATE sip_endpoints SET last_call_at = ? WHERE id = ?; {CALL_EVENT_SQL}; {CALL_EVENT_SQL}"
+        )))
         .bind(call.id.as_uuid())
         .bind(p.workspace_id.as_uuid())
         .bind(p.agent_id.as_uuid())
@@ -78,7 +81,9 @@ impl Store {
         .bind(p.recorded)
         .bind(at)
         .bind(p.endpoint_id.as_uuid());
-        self.atomic(q).await?;
+        let q = bind_call_event(q, call.id, EventKind::CallStarted);
+        let q = bind_call_event(q, call.id, EventKind::CallAnswered);
+        self.atomic_emitting(q, |done| done.changed(0) == 1).await?;
         Ok(())
     }
 

@@ -29,6 +29,7 @@ mod outbound;
 mod shared_links;
 mod sip_endpoints;
 mod tools;
+mod webhooks;
 mod workspaces;
 
 pub use affiliates::*;
@@ -49,6 +50,7 @@ pub use outbound::*;
 pub use shared_links::*;
 pub use sip_endpoints::*;
 pub use tools::*;
+pub use webhooks::*;
 pub use workspaces::*;
 
 use std::str::FromStr;
@@ -62,6 +64,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 use switchboard_actors::clock::{SharedClock, SystemClock};
 use switchboard_actors::ports::TrunkLimits;
+
+use webhooks::{bind_events, call_events, insert_events_sql};
 
 pub use switchboard_actors::ids::WorkspaceId;
 
@@ -153,6 +157,11 @@ pub struct Store {
     /// (`serve --carrier sip --outbound-trunk`): such numbers show `sip_outbound_configured`,
     /// and their calls wait for room on it.
     default_trunk: Option<TrunkLimits>,
+    /// Wakes the webhook dispatcher when an event is committed.
+    outbox: Arc<tokio::sync::Notify>,
+    /// How calls show their `recording_url` in webhook events (the API's way); set by a
+    /// serving store, absent in virtual runs.
+    links: Option<crate::signing::RecordingLinks>,
 }
 
 /// The columns [`Store::trunk_of`] reads, for a number `n` joined with its account `ta`
@@ -273,7 +282,18 @@ impl Store {
             abandoned: Arc::default(),
             clock,
             default_trunk: None,
+            outbox: Arc::default(),
+            links: None,
         })
+    }
+
+    /// The store of a service whose calls show recording links made by `links` (in webhook
+    /// events as in the API).
+    pub fn with_recording_links(self, links: crate::signing::RecordingLinks) -> Self {
+        Self {
+            links: Some(links),
+            ..self
+        }
     }
 
     /// The store of a service whose default trunk serves numbers on no carrier account, or not.
@@ -396,6 +416,12 @@ pub(crate) fn atomic_sql(body: &str) -> sqlx::AssertSqlSafe<String> {
     sql(format!("BEGIN IMMEDIATE; {body}; COMMIT"))
 }
 
+/// A write script for [`Store::atomic_emitting`]: the statements of `body` in a transaction
+/// left open for the events' rows.
+pub(crate) fn open_sql(body: &str) -> sqlx::AssertSqlSafe<String> {
+    sql(format!("BEGIN IMMEDIATE; {body}"))
+}
+
 /// What a script run by [`Store::atomic`] did.
 #[derive(Debug, Default)]
 pub(crate) struct Script {
@@ -445,30 +471,10 @@ impl Store {
     /// writes all of its rows or none of them. A failing statement rolls the whole script
     /// back, and so does a caller that gives up half way (see [`ScriptGuard`]).
     pub(crate) async fn atomic(&self, query: ScriptQuery) -> StoreResult<Script> {
-        use futures_util::TryStreamExt;
-        use sqlx::Executor;
-        let mut guard = ScriptGuard {
-            conn: self.conn().await?,
-            abandoned: &self.abandoned,
-            armed: true,
-        };
+        let mut guard = self.script_guard().await?;
         let mut script = Script::default();
-        let outcome: Result<(), sqlx::Error> = async {
-            let mut stream = guard.conn.fetch_many(query);
-            while let Some(step) = stream.try_next().await? {
-                match step {
-                    sqlx::Either::Left(done) => script.changes.push(done.rows_affected()),
-                    sqlx::Either::Right(row) => script.rows.push(row),
-                }
-            }
-            Ok(())
-        }
-        .await;
-        if let Err(err) = outcome {
-            // Ends the transaction the script opened; fails harmlessly if none is open.
-            let _ = guard.conn.execute("ROLLBACK").await;
-            guard.armed = false;
-            return Err(classify(err));
+        if let Err(err) = run_script(&mut guard.conn, query, &mut script).await {
+            return Err(guard.roll_back(classify(err)).await);
         }
         guard.armed = false;
         // The first and last entries are BEGIN's and COMMIT's.
@@ -478,6 +484,84 @@ impl Store {
         }
         Ok(script)
     }
+
+    /// Runs a script made with [`open_sql`], whose body ends with call-event lookups
+    /// (`CALL_EVENT_SQL`), and commits it with the events they found, in the same transaction:
+    /// only if `happened` says the script's change took place (e.g. `changed(0) == 1`). Two
+    /// round trips: the script, then the events' rows and the commit.
+    pub(crate) async fn atomic_emitting(
+        &self,
+        query: ScriptQuery,
+        happened: impl FnOnce(&Script) -> bool,
+    ) -> StoreResult<Script> {
+        let mut guard = self.script_guard().await?;
+        let mut script = Script::default();
+        if let Err(err) = run_script(&mut guard.conn, query, &mut script).await {
+            return Err(guard.roll_back(classify(err)).await);
+        }
+        // The first entry is BEGIN's.
+        if !script.changes.is_empty() {
+            script.changes.remove(0);
+        }
+        let events = if happened(&script) {
+            match call_events(&script.rows, self.links.as_ref(), self.now()) {
+                Ok(events) => events,
+                Err(err) => return Err(guard.roll_back(err).await),
+            }
+        } else {
+            Vec::new()
+        };
+        let commit = bind_events(
+            sqlx::query(sql(format!("{}COMMIT", insert_events_sql(events.len())))),
+            &events,
+        );
+        let mut tail = Script::default();
+        if let Err(err) = run_script(&mut guard.conn, commit, &mut tail).await {
+            return Err(guard.roll_back(classify(err)).await);
+        }
+        guard.armed = false;
+        if !events.is_empty() {
+            self.outbox_written();
+        }
+        Ok(script)
+    }
+
+    async fn script_guard(&self) -> StoreResult<ScriptGuard<'_>> {
+        Ok(ScriptGuard {
+            conn: self.conn().await?,
+            abandoned: &self.abandoned,
+            armed: true,
+        })
+    }
+}
+
+impl ScriptGuard<'_> {
+    /// Ends the transaction a failed script opened (harmless if none is open) and answers
+    /// `err`.
+    async fn roll_back(&mut self, err: StoreError) -> StoreError {
+        use sqlx::Executor;
+        let _ = self.conn.execute("ROLLBACK").await;
+        self.armed = false;
+        err
+    }
+}
+
+/// Runs `query`'s statements on `conn`, adding what each did to `script`.
+async fn run_script(
+    conn: &mut SqliteConnection,
+    query: ScriptQuery,
+    script: &mut Script,
+) -> Result<(), sqlx::Error> {
+    use futures_util::TryStreamExt;
+    use sqlx::Executor;
+    let mut stream = conn.fetch_many(query);
+    while let Some(step) = stream.try_next().await? {
+        match step {
+            sqlx::Either::Left(done) => script.changes.push(done.rows_affected()),
+            sqlx::Either::Right(row) => script.rows.push(row),
+        }
+    }
+    Ok(())
 }
 
 /// Marks a query built with `format!` as safe. Only constant column lists, table names and `?`

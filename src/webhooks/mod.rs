@@ -134,23 +134,11 @@ pub async fn deliver(
         Err(e) => return Outcome::Network(network_reason(&e)),
     };
     let status = resp.status().as_u16();
-    let mut body = Vec::new();
-    let mut resp = resp;
-    loop {
-        let left = timeout.saturating_sub(started.elapsed());
-        match tokio::time::timeout(left, resp.chunk()).await {
-            Err(_) => return Outcome::Timeout,
-            Ok(Ok(Some(chunk))) => {
-                body.extend_from_slice(&chunk);
-                if body.len() >= READ_LIMIT {
-                    break;
-                }
-            }
-            Ok(Ok(None)) => break,
-            Ok(Err(e)) if e.is_timeout() => return Outcome::Timeout,
-            Ok(Err(e)) => return Outcome::Network(network_reason(&e)),
-        }
-    }
+    let body = match read_limited(resp, READ_LIMIT, started, timeout).await {
+        Ok(body) => body,
+        Err(ReadError::Timeout) => return Outcome::Timeout,
+        Err(ReadError::Network(reason)) => return Outcome::Network(reason),
+    };
     let body = preview(&body);
     if (200..300).contains(&status) {
         Outcome::Delivered { status, body }
@@ -159,8 +147,41 @@ pub async fn deliver(
     }
 }
 
+/// How reading an answer's body ended early.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    Timeout,
+    Network(String),
+}
+
+/// Reads an answer's body until its end or until at least `limit` bytes are read (the rest is
+/// left unread), giving up once `timeout` has passed since `started`.
+pub(crate) async fn read_limited(
+    mut resp: reqwest::Response,
+    limit: usize,
+    started: Instant,
+    timeout: Duration,
+) -> Result<Vec<u8>, ReadError> {
+    let mut body = Vec::new();
+    loop {
+        let left = timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, resp.chunk()).await {
+            Err(_) => return Err(ReadError::Timeout),
+            Ok(Ok(Some(chunk))) => {
+                body.extend_from_slice(&chunk);
+                if body.len() >= limit {
+                    return Ok(body);
+                }
+            }
+            Ok(Ok(None)) => return Ok(body),
+            Ok(Err(e)) if e.is_timeout() => return Err(ReadError::Timeout),
+            Ok(Err(e)) => return Err(ReadError::Network(network_reason(&e))),
+        }
+    }
+}
+
 /// Why a request failed, without the URL (it may carry secrets in its query).
-fn network_reason(e: &reqwest::Error) -> String {
+pub(crate) fn network_reason(e: &reqwest::Error) -> String {
     if e.is_connect() {
         "the connection failed".into()
     } else if e.is_request() {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchboard_actors::campaign::CampaignStatus;
-use switchboard_actors::ports::{DialRequest, DialResult, Dialer, TrunkLimits};
+use switchboard_actors::ports::{DialProgress, DialRequest, DialResult, Dialer, TrunkLimits};
 use tokio::time::Instant;
 
 use crate::rig::{DAY, Rig, at, hours, min_dial_gap, peak_concurrency};
@@ -452,14 +452,14 @@ struct Watched {
 
 #[async_trait::async_trait]
 impl Dialer for Watched {
-    async fn dial(&self, request: DialRequest) -> DialResult {
+    async fn dial(&self, request: DialRequest, progress: DialProgress) -> DialResult {
         {
             let mut d = self.dials.lock().unwrap();
             d.starts.push(Instant::now());
             d.live += 1;
             d.peak_live = d.peak_live.max(d.live);
         }
-        let result = self.carrier.dial(request).await;
+        let result = self.carrier.dial(request, progress).await;
         self.dials.lock().unwrap().live -= 1;
         result
     }

@@ -24,8 +24,13 @@ pub struct TestApp {
     /// An all-scope key of `workspace_id`.
     pub key: String,
     pub client: reqwest::Client,
-    _dir: tempfile::TempDir,
-    _stop: oneshot::Sender<()>,
+    /// The database file's URL (the CLI and a restart use it).
+    pub db_url: String,
+    dir: tempfile::TempDir,
+    /// Dropping it shuts the service down.
+    stop: oneshot::Sender<()>,
+    /// The service's task: it ends once the service has stopped.
+    server: tokio::task::JoinHandle<()>,
 }
 
 /// A response: status, headers and the JSON body (`Value::Null` when not JSON).
@@ -127,8 +132,31 @@ async fn serve_store(
         .create_key(ws.id, "test", &Scopes::All, None)
         .await
         .expect("key");
+    let (addr, stop, server) = start(store.clone(), &db_url, &dir, sip, configure).await;
+    TestApp {
+        addr,
+        store,
+        clock,
+        workspace_id: ws.id,
+        key,
+        client: reqwest::Client::new(),
+        db_url,
+        dir,
+        stop,
+        server,
+    }
+}
+
+/// Runs the service on `store` (the test settings, then `configure`) on a fresh port.
+async fn start(
+    store: Store,
+    db_url: &str,
+    dir: &tempfile::TempDir,
+    sip: Option<SipSockets>,
+    configure: impl FnOnce(&mut Config),
+) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let mut config = Config {
-        database_url: db_url.clone(),
+        database_url: db_url.to_owned(),
         data_dir: dir.path().join("data"),
         rate_limit_per_minute: 100_000,
         job_interval: Duration::from_millis(50),
@@ -140,28 +168,32 @@ async fn serve_store(
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = oneshot::channel::<()>();
-    let server_store = store.clone();
-    tokio::spawn(async move {
+    let server = tokio::spawn(async move {
         let shutdown = async {
             let _ = stopped.await;
         };
-        switchboard::serve(listener, sip, server_store, config, shutdown)
+        switchboard::serve(listener, sip, store, config, shutdown)
             .await
             .expect("server runs");
     });
-    TestApp {
-        addr,
-        store,
-        clock,
-        workspace_id: ws.id,
-        key,
-        client: reqwest::Client::new(),
-        _dir: dir,
-        _stop: stop,
-    }
+    (addr, stop, server)
 }
 
 impl TestApp {
+    /// Stops the service, waits until it has stopped, and starts it again on the same database
+    /// file (opened afresh) with `configure`; the workspace and its key stay.
+    pub async fn restart(mut self, configure: impl FnOnce(&mut Config)) -> TestApp {
+        drop(std::mem::replace(&mut self.stop, oneshot::channel().0));
+        (&mut self.server).await.expect("the service stops cleanly");
+        self.store.close().await;
+        self.store = Store::open_with_clock(&self.db_url, self.clock.clone())
+            .await
+            .expect("store reopens");
+        (self.addr, self.stop, self.server) =
+            start(self.store.clone(), &self.db_url, &self.dir, None, configure).await;
+        self
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }

@@ -32,3 +32,4 @@ mod sip_recordings;
 mod sip_ua;
 mod tools;
 mod vendor;
+mod webhooks;

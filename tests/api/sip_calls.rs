@@ -26,6 +26,7 @@ pub async fn sip_app(ring_ms: u64, invites_per_second: u32) -> SipApp {
     sip_app_with(ring_ms, invites_per_second, None, |_| {}).await
 }
 
+/// A service with its SIP server on loopback (over TLS too with `tls`), then `configure`d.
 pub async fn sip_app_with(
     ring_ms: u64,
     invites_per_second: u32,
@@ -77,6 +78,16 @@ pub async fn endpoint(app: &TestApp, agent: Value, endpoint: Value) -> (String, 
         d["id"].as_str().unwrap().to_string(),
         d["slug"].as_str().unwrap().to_string(),
     )
+}
+
+/// Calls `slug`, acknowledges the answer, and waits for the agent's BYE.
+pub async fn call_until_the_agent_hangs_up(sip: SocketAddr, slug: &str) {
+    let mut ua = Ua::new(sip, slug).await;
+    ua.invite_with_offer().await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200);
+    ua.ack_2xx().await;
+    ua.expect_request("BYE", SECS).await;
 }
 
 /// Waits until the workspace has `n` ended calls and returns the newest.
@@ -411,12 +422,7 @@ async fn the_agent_hangs_up_on_silence_and_without_an_ack() {
         json!({}),
     )
     .await;
-    let mut ua = Ua::new(s.sip, &slug).await;
-    ua.invite_with_offer().await;
-    let (_, r) = ua.final_reply("INVITE", SECS).await;
-    assert_eq!(r.code, 200);
-    ua.ack_2xx().await;
-    ua.expect_request("BYE", SECS).await;
+    call_until_the_agent_hangs_up(s.sip, &slug).await;
     let call = ended_call(&s.app, 1).await;
     assert_eq!(call["end_reason"], "silence_timeout");
 

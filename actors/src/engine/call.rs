@@ -1,7 +1,7 @@
 //! `CallActor`: one per live call. Marks the call `dialing` (unless its admission committed it
-//! so), has the dialer place it, then has the end (outcome, duration, cost) committed: by the
-//! contact actor of a campaign call, with the attempt's next step in the same transaction, or
-//! here. Then it frees the queue slot.
+//! so), has the dialer place it, records the answer when the dialer reports one, then has the
+//! end (outcome, duration, cost) committed: by the contact actor of a campaign call, with the
+//! attempt's next step in the same transaction, or here. Then it frees the queue slot.
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 
 use super::messages::{CallMsg, CampaignMsg, EndHandover, Placed};
 use super::shared::Shared;
-use crate::ports::{CallEnd, CallSpec, DialRequest};
+use crate::ports::{CallEnd, CallSpec, DialProgress, DialRequest};
 
 pub struct CallArgs {
     pub shared: Arc<Shared>,
@@ -110,9 +110,17 @@ impl Actor for CallActor {
             max_duration_secs: spec.max_duration_secs,
         };
         let dialer = shared.dialer.clone();
+        // The answer comes to this mailbox before the dial's result (it is sent first, from the
+        // same task), so it is recorded before the end.
+        let answers = myself.clone();
+        let progress = DialProgress::new(move || {
+            let _ = answers.cast(CallMsg::Answered);
+        });
         // The dial runs on its own task so that a panic inside it (a bug in a call) ends this
         // call alone: the watcher turns it into a failure of this actor.
-        let dial = AbortOnDrop(tokio::spawn(async move { dialer.dial(request).await }));
+        let dial = AbortOnDrop(tokio::spawn(
+            async move { dialer.dial(request, progress).await },
+        ));
         state.dial = Some(tokio::spawn(async move {
             let msg = match dial.join().await {
                 Ok(result) => CallMsg::Dialled { result },
@@ -132,6 +140,16 @@ impl Actor for CallActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let result = match msg {
+            CallMsg::Answered => {
+                let spec = &state.spec;
+                let now = state.shared.clock.now();
+                // The answer is news, not a step the call depends on: a failed write is logged
+                // and the call goes on (its end records the answer again).
+                if let Err(error) = state.shared.store.call_answered(spec.id, now).await {
+                    tracing::warn!(call = %spec.id, %error, "the call's answer was not recorded");
+                }
+                return Ok(());
+            }
             CallMsg::Dialled { result } => result,
             CallMsg::Crashed { error } => {
                 return Err(format!("the call failed: {error}").into());

@@ -139,6 +139,8 @@ pub enum SupervisorMsg {
 
 /// To a `CallActor`.
 pub enum CallMsg {
+    /// The callee answered: the call is connected.
+    Answered,
     /// The dialer's answer: how the call went.
     Dialled { result: DialResult },
     /// The dial failed without an answer (it panicked): the actor fails, and its supervisor

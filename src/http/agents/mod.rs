@@ -103,7 +103,6 @@ const TIMEOUT_SECS: Integer = Integer(1, 3600);
 const MAX_CALL_DURATION_SECS: Integer = Integer(1, 14_400);
 const WEBHOOK_URL_MAX: usize = 2048;
 const WEBHOOK_EVENTS_MAX: usize = 50;
-const WEBHOOK_EVENT: Chars = Chars(1, 100);
 const WEBHOOK_HEADERS_MAX: usize = 50;
 const HEADER_NAME_MAX: usize = 256;
 const HEADER_VALUE_MAX: usize = 4096;
@@ -184,9 +183,11 @@ pub struct AgentInput {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     webhook_url: Patch<String>,
-    /// At most 50 event kinds, each 1-100 characters.
+    /// At most 50 event kinds: `call.started`, `call.answered`, `call.ended`,
+    /// `call.analyzed`, `transcript.final`, `tool.called`.
     webhook_events: Option<Vec<String>>,
-    /// Header name to string value; at most 50.
+    /// Header name to string value; at most 50. Sent with every webhook delivery; the
+    /// service's own `X-Switchboard-*` headers and `Content-Type` are not overridden.
     webhook_headers: Option<BTreeMap<String, String>>,
     /// At most 100 `{name, description}`, names unique.
     extraction_parameters: Option<Vec<ExtractionParameter>>,

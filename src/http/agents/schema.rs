@@ -80,7 +80,6 @@ pub(super) fn input_schema() -> Value {
         schema_json(&<ExtractionParameter as PartialSchema>::schema()),
         json!({"name": text(PARAMETER_NAME), "description": text(PARAMETER_DESCRIPTION)}),
     );
-    let Chars(event_min, event_max) = WEBHOOK_EVENT;
     let mut name = text(NAME);
     if let Value::Object(name) = &mut name {
         name.insert("pattern".into(), json!("\\S"));
@@ -110,7 +109,7 @@ pub(super) fn input_schema() -> Value {
             "webhook_url": {"maxLength": WEBHOOK_URL_MAX},
             "webhook_events": {
                 "maxItems": WEBHOOK_EVENTS_MAX,
-                "items": {"type": "string", "minLength": event_min, "maxLength": event_max},
+                "items": {"type": "string", "enum": switchboard_actors::events::EventKind::ALL.map(|k| k.as_str())},
             },
             "webhook_headers": {
                 "maxProperties": WEBHOOK_HEADERS_MAX,

@@ -3,6 +3,7 @@
 //! ones).
 
 use super::*;
+use switchboard_actors::events::EventKind;
 
 pub(super) fn invalid(field: &str, rule: &str) -> ApiError {
     ApiError::invalid_field(field, rule.to_string())
@@ -223,7 +224,13 @@ pub(super) fn validate(agent: &Agent, egress: &crate::egress::Egress) -> Result<
         ));
     }
     for (i, event) in agent.webhook_events.iter().enumerate() {
-        chars(&format!("webhook_events[{i}]"), event, WEBHOOK_EVENT)?;
+        if EventKind::parse(event).is_none() {
+            let kinds: Vec<&str> = EventKind::ALL.map(EventKind::as_str).to_vec();
+            return Err(invalid(
+                &format!("webhook_events[{i}]"),
+                &format!("`{event}` is not an event kind; use {}", kinds.join(", ")),
+            ));
+        }
     }
     if agent.webhook_headers.len() > WEBHOOK_HEADERS_MAX {
         return Err(invalid(

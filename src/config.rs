@@ -32,6 +32,25 @@ impl std::fmt::Debug for CallFaultHook {
     }
 }
 
+/// Wraps the dialer the carrier setting selects (tests only: e.g. a dialer that scripts what
+/// answered calls said).
+#[derive(Clone)]
+pub struct DialerHook(
+    pub  std::sync::Arc<
+        dyn Fn(
+                std::sync::Arc<dyn switchboard_actors::ports::Dialer>,
+            ) -> std::sync::Arc<dyn switchboard_actors::ports::Dialer>
+            + Send
+            + Sync,
+    >,
+);
+
+impl std::fmt::Debug for DialerHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DialerHook")
+    }
+}
+
 /// Which text-to-speech engine speaks agents' prompts.
 #[derive(Debug, Clone, Default)]
 pub enum Tts {
@@ -122,6 +141,8 @@ pub struct Config {
     pub ring_timeout: Duration,
     /// Resilience tests: calls this picks fail inside (panic) once answered.
     pub call_fault: Option<CallFaultHook>,
+    /// Tests: wraps the dialer `carrier` selects.
+    pub dialer_hook: Option<DialerHook>,
     /// How often each campaign is evaluated when nothing else wakes it.
     pub evaluation_interval: Duration,
     /// How long an answered call waits for a disposition before it is unclassified.
@@ -184,6 +205,7 @@ impl Default for Config {
             outbound_trunk: None,
             ring_timeout: switchboard_actors::sip_dialer::DEFAULT_RING_TIMEOUT,
             call_fault: None,
+            dialer_hook: None,
             evaluation_interval: Duration::from_secs(60),
             disposition_timeout: Duration::from_secs(300),
             workspace_max_concurrent_calls: 10,

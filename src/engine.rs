@@ -20,7 +20,7 @@ use switchboard_actors::sip_dialer::{DEFAULT_RESPONSE_TIMEOUT, SipDialer};
 
 use crate::billing::PaymentProvider;
 use crate::config::{Carrier, Config};
-use crate::store::{Store, StoreError};
+use crate::store::{DispositionSet, DispositionSource, Store, StoreError};
 
 /// The engine's store port over [`Store`]; a call's charge is followed by auto top-up.
 pub struct EnginePort {
@@ -256,8 +256,31 @@ impl Dialer for NoCarrier {
             end_reason: "no_carrier".into(),
             disposition_label: None,
             network: Default::default(),
+            conversation: Default::default(),
         }
     }
+}
+
+/// Lands a disposition on an answered call and, for a campaign call, tells the engine, whose
+/// contact waiting for it settles on it (a stop disposition retires the contact). The one path
+/// for `POST /calls/{id}/disposition` and the end-of-call analysis. `None`: no such call.
+pub async fn land_disposition(
+    store: &Store,
+    engine: &Engine,
+    ws: WorkspaceId,
+    call: CallId,
+    disposition: DispositionId,
+    source: DispositionSource,
+) -> Result<Option<DispositionSet>, StoreError> {
+    let result = store
+        .set_call_disposition(ws, call, disposition, source)
+        .await?;
+    if let Some(DispositionSet::Set(call)) = &result
+        && let Some(campaign) = call.campaign_id
+    {
+        engine.disposition_landed(campaign, call.id);
+    }
+    Ok(result)
 }
 
 /// The engine's settings from the service's.
@@ -283,7 +306,7 @@ pub fn dialer(
     speech: Arc<dyn switchboard_actors::agent::Speech>,
     vendors: crate::vendors::Vendors,
 ) -> anyhow::Result<Arc<dyn Dialer>> {
-    Ok(match &config.carrier {
+    let dialer: Arc<dyn Dialer> = match &config.carrier {
         Carrier::None => Arc::new(NoCarrier),
         Carrier::Sim(sim) => Arc::new(SimCarrier::new(sim.clone(), store.clock())?),
         Carrier::Sip => {
@@ -305,6 +328,10 @@ pub fn dialer(
                 fault: config.call_fault.as_ref().map(|f| f.0.clone()),
             })
         }
+    };
+    Ok(match &config.dialer_hook {
+        Some(hook) => (hook.0)(dialer),
+        None => dialer,
     })
 }
 

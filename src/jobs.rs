@@ -1,14 +1,30 @@
 //! Background jobs, run on an interval until shutdown:
-//! - activate purchased numbers whose regulatory review period has passed.
+//! - activate purchased numbers whose regulatory review period has passed;
+//! - run due end-of-call analyses ([`crate::analysis`]).
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::analysis::Analyst;
 use crate::config::Config;
 use crate::store::Store;
 
-pub async fn run(store: Store, config: Arc<Config>, mut stop: watch::Receiver<bool>) {
+/// Runs every job until `stop` turns true. `analyst` is `None` without a chat model.
+pub async fn run(
+    store: Store,
+    config: Arc<Config>,
+    analyst: Option<Analyst>,
+    stop: watch::Receiver<bool>,
+) {
+    let interval = config.job_interval;
+    tokio::join!(
+        activate_numbers(store.clone(), config, stop.clone()),
+        crate::analysis::run(store, analyst, interval, stop),
+    );
+}
+
+async fn activate_numbers(store: Store, config: Arc<Config>, mut stop: watch::Receiver<bool>) {
     let mut interval = tokio::time::interval(config.job_interval);
     loop {
         tokio::select! {

@@ -10,7 +10,9 @@
 //! - [`egress`]: the outbound URL policy every request to a workspace-supplied URL obeys.
 //! - [`flows`]: save-time checks of flow agents' integration_call nodes.
 //! - [`engine`]: the campaign engine wired to the store and the configured carrier.
-//! - [`jobs`]: background work, such as activating purchased numbers.
+//! - [`jobs`]: background work: activating purchased numbers, end-of-call analyses.
+//! - [`analysis`]: the end-of-call analysis of answered calls (summary, extracted values,
+//!   disposition), a persisted job.
 //! - [`simulation`]: the engine and store against the simulated carrier under virtual time.
 //! - [`inbound`]: inbound SIP calls: routing slugs to endpoints and agents, and their records.
 //! - [`webhooks`]: webhook tools: configuration rules, the payload contract, one delivery.
@@ -26,6 +28,7 @@
 //! a shutdown future resolves, so tests run the real service in-process on port 0.
 
 pub mod agent_webhooks;
+pub mod analysis;
 pub mod auth;
 pub mod billing;
 pub mod cli;
@@ -144,18 +147,22 @@ pub async fn serve(
         )
         .await?
         .into();
+    // Built before anything ends a call: whether a model is configured decides whether an
+    // answered call's end starts an analysis.
+    let model = chat_model(&config)?;
     let store = store
         .with_default_trunk(config.default_trunk())
         .with_recording_links(signing::RecordingLinks::new(
             recording_key.clone(),
             &http::public_url(&config),
-        ));
+        ))
+        .with_analysis(model.is_some());
     let config = Arc::new(config);
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
     let sip_stop = tokio_util::sync::CancellationToken::new();
     let speech = speech_engine(&config)?;
     let vendors = vendors::Vendors {
-        model: chat_model(&config)?,
+        model: model.clone(),
         transcriber: transcriber(&config)?,
     };
     // The SIP server starts first: the SIP dialer places calls through it.
@@ -221,7 +228,12 @@ pub async fn serve(
     )?;
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
-    let jobs = tokio::spawn(jobs::run(store.clone(), config.clone(), jobs_stopped));
+    let analyst = model.map(|model| analysis::Analyst {
+        store: store.clone(),
+        model,
+        engine: engine.clone(),
+    });
+    let jobs = tokio::spawn(jobs::run(store.clone(), config.clone(), analyst, jobs_stopped));
     // Delivers agent webhook events, resuming whatever a previous run left pending.
     let dispatcher_stop = tokio_util::sync::CancellationToken::new();
     let dispatcher = tokio::spawn(agent_webhooks::dispatcher::run(

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 /// Who spoke a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Speaker {
     /// The agent.
@@ -18,6 +19,7 @@ pub enum Speaker {
 
 /// One turn of the transcript.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Turn {
     pub role: Speaker,
     /// What was said; for an interrupted agent turn, only the words that were played.
@@ -32,6 +34,7 @@ pub struct Turn {
 
 /// How a tool or integration run went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     /// It answered (a 2xx for a webhook).
@@ -46,6 +49,7 @@ pub enum ToolStatus {
 
 /// One run of a tool or integration during the call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolEvent {
     /// The tool's name as the model called it.
     pub name: String,
@@ -71,6 +75,7 @@ pub struct ToolEvent {
 /// A vendor (speech to text, model, text to speech) that failed during the call: the agent
 /// said its apology line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VendorFailure {
     /// `transcriber`, `chat_model` or `speech`.
     pub vendor: String,

@@ -14,6 +14,7 @@ use crate::agent::converse;
 pub use crate::agent::{AgentPlan, Speech, SpeechError};
 
 use crate::clock::SharedClock;
+use crate::conversation::Conversation;
 use crate::ids::{AgentId, CallId, SipEndpointId, WorkspaceId};
 use crate::ports::PortResult;
 
@@ -59,6 +60,8 @@ pub struct InboundEnd {
     pub packets_sent: u64,
     pub packets_received: u64,
     pub packets_lost: u64,
+    /// The transcript, tool events and vendor failures, stored with the end.
+    pub conversation: Conversation,
 }
 
 /// What inbound calls need from the store.
@@ -120,6 +123,7 @@ pub async fn run_call(
         packets_sent: stats.packets_sent,
         packets_received: stats.packets_received,
         packets_lost: stats.packets_lost,
+        conversation: ended.conversation,
     };
     // The end must land: retry a failing store a few times before giving up on the record.
     for attempt in 0..5 {

@@ -9,6 +9,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use crate::call::CallStatus;
 use crate::campaign::{AgentFacts, CampaignStatus, NumberFacts};
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
+use crate::conversation::Conversation;
 use crate::ids::{
     AgentId, CallId, CampaignId, ContactId, DispositionId, PhoneNumberId, WorkspaceId,
 };
@@ -254,10 +255,13 @@ pub struct CallEnd {
     pub billable_secs: i64,
     pub cost_cents: Cents,
     pub end_reason: String,
-    /// A disposition label the agent's end-of-call analysis chose, if any.
+    /// A disposition label the agent chose during the call, if any (the end-of-call analysis
+    /// runs after the end and lands its choice as `POST /calls/{id}/disposition` does).
     pub disposition_label: Option<String>,
     /// What the network said (SIP calls).
     pub network: NetworkDetails,
+    /// The transcript, tool events and vendor failures, stored with the end.
+    pub conversation: Conversation,
 }
 
 /// What the network said about a call: the SIP final response, who answered, the media.
@@ -447,6 +451,8 @@ pub struct DialResult {
     pub end_reason: String,
     pub disposition_label: Option<String>,
     pub network: NetworkDetails,
+    /// What the agent and the other party said, and the tools run (answered calls).
+    pub conversation: Conversation,
 }
 
 /// How a dialer tells the call's owner what happens before the call is over: the answer.

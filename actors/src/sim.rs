@@ -316,6 +316,7 @@ impl Dialer for SimCarrier {
             end_reason: end_reason.into(),
             disposition_label: None,
             network: Default::default(),
+            conversation: Default::default(),
         }
     }
 }

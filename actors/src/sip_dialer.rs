@@ -96,6 +96,7 @@ fn failed(
         end_reason: reason.into(),
         disposition_label: None,
         network,
+        conversation: Default::default(),
     }
 }
 
@@ -192,6 +193,7 @@ impl Dialer for SipDialer {
                 codec: Some(codec),
                 recorded: route.recording.is_some(),
             },
+            conversation: ended.conversation,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Calls: `POST /calls` places a direct outbound call through the same call queue, concurrency
-//! limits, do-not-call list and balance rules as campaign calls; `GET /calls`, `GET /calls/{id}`
-//! and `POST /calls/{id}/disposition`.
+//! limits, do-not-call list and balance rules as campaign calls; `GET /calls` (light records),
+//! `GET /calls/{id}` (with the transcript, tool events and end-of-call analysis) and
+//! `POST /calls/{id}/disposition`.
 
 use axum::Json;
 use axum::extract::State;
@@ -25,7 +26,9 @@ use super::extract::{
 };
 use super::gate::Auth;
 use super::openapi::body_schema;
-use crate::store::{CallFilter, CallInsert, CallRecord, DispositionSet, NewCall};
+use crate::store::{
+    CallDetail, CallFilter, CallInsert, CallRecord, DispositionSet, DispositionSource, NewCall,
+};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -332,20 +335,21 @@ async fn list(
     Ok(Json(ListResponse::new(calls, page)))
 }
 
-/// Get a call
+/// Get a call with its transcript, tool events and end-of-call analysis
 #[utoipa::path(get, path = "/calls/{id}", operation_id = "getCall", tag = "calls", security(("bearer" = ["calls:read"])),
-    params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CallRecord), (status = 404)))]
+    params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CallDetail), (status = 404)))]
 async fn get_one(
     State(state): State<AppState>,
     auth: Auth,
     PathId(id): PathId,
-) -> Result<Json<CallRecord>, ApiError> {
-    state
+) -> Result<Json<CallDetail>, ApiError> {
+    let mut detail = state
         .store
-        .call(auth.workspace_id, CallId::from_uuid(id))
+        .call_detail(auth.workspace_id, CallId::from_uuid(id))
         .await?
-        .map(|c| Json(super::recordings::present(&state, c)))
-        .ok_or(ApiError::NotFound { resource: "Call" })
+        .ok_or(ApiError::NotFound { resource: "Call" })?;
+    detail.call = super::recordings::present(&state, detail.call);
+    Ok(Json(detail))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -379,19 +383,20 @@ async fn disposition(
             "no such disposition in this workspace",
         ));
     }
-    let result = state
-        .store
-        .set_call_disposition(ws, id, disposition)
-        .await?
-        .ok_or(ApiError::NotFound { resource: "Call" })?;
+    let result = crate::engine::land_disposition(
+        &state.store,
+        &state.engine,
+        ws,
+        id,
+        disposition,
+        DispositionSource::Api,
+    )
+    .await?
+    .ok_or(ApiError::NotFound { resource: "Call" })?;
     match result {
-        DispositionSet::Set(call) => {
-            if let Some(campaign) = call.campaign_id {
-                state.engine.disposition_landed(campaign, call.id);
-            }
+        DispositionSet::Set(call) | DispositionSet::Unchanged(call) => {
             Ok(Json(super::recordings::present(&state, call)))
         }
-        DispositionSet::Unchanged(call) => Ok(Json(super::recordings::present(&state, call))),
         DispositionSet::Conflict(_) => Err(ApiError::Conflict {
             message: "Another disposition is already set on this call".into(),
         }),

@@ -22,13 +22,20 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_one, update, delete))
 }
 
-const WRITABLE: &[&str] = &["label", "color", "position"];
+const WRITABLE: &[&str] = &["label", "description", "color", "position"];
+
+/// Longest description, in characters.
+const DESCRIPTION_MAX: usize = 500;
 
 #[derive(Deserialize, ToSchema)]
 pub struct DispositionInput {
     /// 1-64 characters, unique in the workspace.
     #[schema(min_length = 1, max_length = 64, pattern = r"\S")]
     label: Option<String>,
+    /// What the disposition means, at most 500 characters (default empty). The end-of-call
+    /// analysis reads it when it chooses a call's disposition.
+    #[schema(max_length = 500)]
+    description: Option<String>,
     /// Hex color `#rrggbb` (default `#6b7280`).
     #[schema(pattern = "^#[0-9a-fA-F]{6}$")]
     color: Option<String>,
@@ -52,6 +59,17 @@ fn check_label(label: &str) -> Result<String, ApiError> {
         return Err(ApiError::invalid_field("label", "must be 1-64 characters"));
     }
     Ok(label.to_owned())
+}
+
+fn check_description(description: &str) -> Result<String, ApiError> {
+    let description = description.trim();
+    if description.chars().count() > DESCRIPTION_MAX {
+        return Err(ApiError::invalid_field(
+            "description",
+            format!("must be at most {DESCRIPTION_MAX} characters"),
+        ));
+    }
+    Ok(description.to_owned())
 }
 
 fn check_color(color: &str) -> Result<String, ApiError> {
@@ -121,11 +139,12 @@ async fn create(
             .as_deref()
             .ok_or_else(|| ApiError::missing_field("label"))?,
     )?;
+    let description = check_description(input.description.as_deref().unwrap_or(""))?;
     let color = check_color(input.color.as_deref().unwrap_or("#6b7280"))?;
     let position = input.position.map(check_position).transpose()?;
     let created = state
         .store
-        .create_disposition(auth.workspace_id, &label, &color, position)
+        .create_disposition(auth.workspace_id, &label, &description, &color, position)
         .await?;
     Ok((axum::http::StatusCode::CREATED, Json(created)))
 }
@@ -147,6 +166,11 @@ async fn update(
     }
     let input: DispositionInput = parse_fields(body, WRITABLE)?;
     let label = input.label.as_deref().map(check_label).transpose()?;
+    let description = input
+        .description
+        .as_deref()
+        .map(check_description)
+        .transpose()?;
     let color = input.color.as_deref().map(check_color).transpose()?;
     let position = input.position.map(check_position).transpose()?;
     let updated = state
@@ -155,6 +179,7 @@ async fn update(
             auth.workspace_id,
             DispositionId::from_uuid(id),
             label.as_deref(),
+            description.as_deref(),
             color.as_deref(),
             position,
         )

@@ -58,6 +58,9 @@ pub struct CallRecord {
     pub duration_secs: i64,
     #[schema(value_type = Option<uuid::Uuid>)]
     pub disposition_id: Option<DispositionId>,
+    /// Who landed the disposition: `api` (`POST /calls/{id}/disposition`), `analysis` (the
+    /// end-of-call analysis) or `agent` (the agent, during the call).
+    pub disposition_source: Option<String>,
     /// A permanent signed link to the call's stereo recording (caller left, agent right).
     pub recording_url: Option<String>,
     /// The SIP endpoint an inbound call came through.
@@ -111,6 +114,7 @@ pub(super) fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
         cost_cents: r.try_get("cost_cents")?,
         duration_secs: r.try_get("duration_secs")?,
         disposition_id: opt_id(r, "disposition_id")?,
+        disposition_source: r.try_get("disposition_source")?,
         recording_url: None,
         sip_endpoint_id: opt_id(r, "sip_endpoint_id")?,
         codec: r.try_get("codec")?,
@@ -184,7 +188,25 @@ pub struct CallFilter {
     pub created_before: Option<DateTime<Utc>>,
 }
 
-/// What `POST /calls/{id}/disposition` did.
+/// Who lands a disposition on a call (the `agent` source is written with the call's end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispositionSource {
+    /// `POST /calls/{id}/disposition`.
+    Api,
+    /// The end-of-call analysis.
+    Analysis,
+}
+
+impl DispositionSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DispositionSource::Api => "api",
+            DispositionSource::Analysis => "analysis",
+        }
+    }
+}
+
+/// What landing a disposition did.
 #[derive(Debug)]
 pub enum DispositionSet {
     Set(CallRecord),
@@ -402,18 +424,21 @@ impl Store {
         Ok(Paged { items, total })
     }
 
-    /// Lands a disposition on an answered call (once; the same one again is a no-op).
+    /// Lands a disposition on an answered call (once; the same one again is a no-op, and
+    /// another one is refused).
     pub async fn set_call_disposition(
         &self,
         ws: WorkspaceId,
         id: CallId,
         disposition: DispositionId,
+        source: DispositionSource,
     ) -> StoreResult<Option<DispositionSet>> {
         let done = sqlx::query(
-            "UPDATE calls SET disposition_id = ?, disposition_source = 'api', updated_at = ? \
+            "UPDATE calls SET disposition_id = ?, disposition_source = ?, updated_at = ? \
              WHERE workspace_id = ? AND id = ? AND status = 'ended' AND outcome = 'answered' AND disposition_id IS NULL",
         )
         .bind(disposition.as_uuid())
+        .bind(source.as_str())
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())

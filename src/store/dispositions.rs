@@ -16,6 +16,9 @@ pub struct Disposition {
     #[schema(value_type = uuid::Uuid)]
     pub id: DispositionId,
     pub label: String,
+    /// What the disposition means (at most 500 characters; empty when not given): the
+    /// end-of-call analysis reads it to choose a disposition.
+    pub description: String,
     /// Hex color, `#rrggbb`.
     pub color: String,
     pub position: i64,
@@ -27,6 +30,7 @@ fn disposition(r: SqliteRow) -> Result<Disposition, sqlx::Error> {
     Ok(Disposition {
         id: DispositionId::from_uuid(r.try_get("id")?),
         label: r.try_get("label")?,
+        description: r.try_get("description")?,
         color: r.try_get("color")?,
         position: r.try_get("position")?,
         is_protected: r.try_get("is_protected")?,
@@ -34,7 +38,7 @@ fn disposition(r: SqliteRow) -> Result<Disposition, sqlx::Error> {
     })
 }
 
-const COLUMNS: &str = "id, label, color, position, is_protected, created_at";
+const COLUMNS: &str = "id, label, description, color, position, is_protected, created_at";
 
 /// What deleting a disposition did.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,6 +93,7 @@ impl Store {
         &self,
         ws: WorkspaceId,
         label: &str,
+        description: &str,
         color: &str,
         position: Option<i64>,
     ) -> StoreResult<Disposition> {
@@ -113,10 +118,11 @@ impl Store {
             .fetch_one(&mut *tx)
             .await?,
         };
-        sqlx::query("INSERT INTO dispositions (id, workspace_id, label, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?)")
+        sqlx::query("INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)")
             .bind(id.as_uuid())
             .bind(ws.as_uuid())
             .bind(label)
+            .bind(description)
             .bind(color)
             .bind(position)
             .bind(&at)
@@ -134,13 +140,15 @@ impl Store {
         ws: WorkspaceId,
         id: DispositionId,
         label: Option<&str>,
+        description: Option<&str>,
         color: Option<&str>,
         position: Option<i64>,
     ) -> StoreResult<Option<Disposition>> {
         let done = sqlx::query(
-            "UPDATE dispositions SET label = COALESCE(?, label), color = COALESCE(?, color), position = COALESCE(?, position), updated_at = ? WHERE workspace_id = ? AND id = ?",
+            "UPDATE dispositions SET label = COALESCE(?, label), description = COALESCE(?, description), color = COALESCE(?, color), position = COALESCE(?, position), updated_at = ? WHERE workspace_id = ? AND id = ?",
         )
         .bind(label)
+        .bind(description)
         .bind(color)
         .bind(position)
         .bind(ts(self.now()))

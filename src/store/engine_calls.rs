@@ -25,7 +25,10 @@ use switchboard_actors::ports::{
 
 use super::campaigns::insert_event;
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
-use super::{Script, ScriptQuery, Store, StoreResult, atomic_sql, open_sql, sql, ts};
+use super::{
+    AnalysisStatus, Script, ScriptQuery, Store, StoreResult, StoredConversation, atomic_sql,
+    open_sql, sql, ts,
+};
 
 use super::calls::{CALL_COLUMNS, CALL_VALUES, SqliteQuery, bind_call, funds_in};
 
@@ -39,28 +42,40 @@ pub(super) const BLOCKED: &str = "EXISTS (SELECT 1 FROM dnc_entries e \
      AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
           OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?)))";
 
-/// The end of a call as script statements: its end; its charge in the ledger (with the balance
-/// it leaves) and on the balance; its campaign's money. Each write follows only if the one before
+/// The end of a call as script statements: its end; what its conversation left and its
+/// end-of-call analysis (when it conversed); its charge in the ledger (with the balance it
+/// leaves) and on the balance; its campaign's money. Each write follows only if the one before
 /// it happened (`changes() = 1`), starting with the call's end, so ending a call twice charges
 /// once. A settlement of the call's contact may follow in the same script.
 struct Ending<'a> {
     spec: &'a CallSpec,
     end: &'a CallEnd,
     description: String,
+    /// The conversation as stored, and the analysis it starts; `None` when nothing was said
+    /// or run (no row: the call detail shows it empty, its analysis skipped).
+    detail: Option<(StoredConversation, AnalysisStatus)>,
 }
 
 impl<'a> Ending<'a> {
-    fn new(spec: &'a CallSpec, end: &'a CallEnd, description: &str) -> Self {
+    /// `analysis`: whether answered calls get an end-of-call analysis.
+    fn new(spec: &'a CallSpec, end: &'a CallEnd, description: &str, analysis: bool) -> Self {
+        let detail = (!end.conversation.is_empty()).then(|| {
+            (
+                StoredConversation::of(&end.conversation),
+                AnalysisStatus::at_end(analysis, end.outcome, &end.conversation),
+            )
+        });
         Self {
             spec,
             end,
             description: description.to_owned(),
+            detail,
         }
     }
 
     /// A campaign or direct call's end.
-    fn outbound(spec: &'a CallSpec, end: &'a CallEnd) -> Self {
-        Self::new(spec, end, &outbound_description(spec, end))
+    fn outbound(spec: &'a CallSpec, end: &'a CallEnd, analysis: bool) -> Self {
+        Self::new(spec, end, &outbound_description(spec, end), analysis)
     }
 
     fn charged(&self) -> bool {
@@ -95,6 +110,13 @@ impl<'a> Ending<'a> {
              disposition_source = CASE WHEN disposition_id IS NULL AND ? IS NOT NULL THEN 'agent' ELSE disposition_source END \
              WHERE id = ? AND status IN ('queued', 'dialing'); ",
         );
+        if self.detail.is_some() {
+            body.push_str(
+                "INSERT INTO call_details (call_id, workspace_id, transcript, events, vendor_failures, omitted_turns, omitted_events, \
+                 analysis_status, analysis_due_at, created_at, updated_at) \
+                 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1; ",
+            );
+        }
         if self.charged() {
             body.push_str(
                 "INSERT INTO ledger_entries (id, workspace_id, amount_cents, balance_after_cents, kind, description, reference, created_at) \
@@ -113,7 +135,9 @@ impl<'a> Ending<'a> {
 
     /// How many statements [`Ending::statements`] has.
     fn statement_count(&self) -> usize {
-        1 + if self.charged() { 2 } else { 0 } + usize::from(self.spec.campaign_id.is_some())
+        1 + usize::from(self.detail.is_some())
+            + if self.charged() { 2 } else { 0 }
+            + usize::from(self.spec.campaign_id.is_some())
     }
 
     /// Binds the statements' values, in order.
@@ -138,6 +162,22 @@ impl<'a> Ending<'a> {
             .bind(end.disposition_label.clone())
             .bind(end.disposition_label.clone())
             .bind(spec.id.as_uuid());
+        if let Some((stored, analysis)) = &self.detail {
+            // A pending analysis is due at once: the job runner takes it up after the commit.
+            let due = (*analysis == AnalysisStatus::Pending).then(|| at.clone());
+            q = q
+                .bind(spec.id.as_uuid())
+                .bind(spec.workspace_id.as_uuid())
+                .bind(stored.transcript.clone())
+                .bind(stored.events.clone())
+                .bind(stored.vendor_failures.clone())
+                .bind(stored.omitted_turns)
+                .bind(stored.omitted_events)
+                .bind(analysis.as_str())
+                .bind(due)
+                .bind(at.clone())
+                .bind(at.clone());
+        }
         if self.charged() {
             let amount = (-end.cost_cents).get();
             q = q
@@ -553,7 +593,7 @@ impl Store {
         end: &CallEnd,
         description: &str,
     ) -> StoreResult<Option<bool>> {
-        let ending = Ending::new(spec, end, description);
+        let ending = Ending::new(spec, end, description, self.analysis());
         let q = ending.bind(sqlx::query(ending.script(None)));
         let done = ending.commit(self, q).await?;
         if done.changed(0) == 0 {
@@ -619,7 +659,7 @@ impl Store {
                 .await?;
             return Ok((awaited_disposition(row.as_ref())?, false));
         };
-        let ending = Ending::outbound(spec, end);
+        let ending = Ending::outbound(spec, end, self.analysis());
         let q = bind(ending.bind(sqlx::query(ending.script(Some(AWAIT_SQL)))));
         let done = ending.commit(self, q).await?;
         let row = done.rows.iter().find(|r| {
@@ -643,7 +683,7 @@ impl Store {
                 .await?;
             return Ok((done.rows_affected() > 0, false));
         };
-        let ending = Ending::outbound(spec, end);
+        let ending = Ending::outbound(spec, end, self.analysis());
         let q = bind_settlement(ending.bind(sqlx::query(ending.script(Some(SETTLE_SQL)))), s);
         let done = ending.commit(self, q).await?;
         Ok((

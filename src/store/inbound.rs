@@ -121,6 +121,7 @@ impl Store {
             end_reason: call.end_reason.clone(),
             disposition_label: None,
             network: Default::default(),
+            conversation: call.conversation.clone(),
         };
         let description = format!(
             "Call from {} ({} s at the inbound rate)",

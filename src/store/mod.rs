@@ -12,6 +12,7 @@
 mod affiliates;
 mod agents;
 mod billing;
+mod call_details;
 mod calls;
 mod campaigns;
 mod carrier_accounts;
@@ -35,6 +36,7 @@ mod workspaces;
 pub use affiliates::*;
 pub use agents::*;
 pub use billing::*;
+pub use call_details::*;
 pub use calls::*;
 pub use campaigns::*;
 pub use carrier_accounts::*;
@@ -162,6 +164,9 @@ pub struct Store {
     /// How calls show their `recording_url` in webhook events (the API's way); set by a
     /// serving store, absent in virtual runs.
     links: Option<crate::signing::RecordingLinks>,
+    /// A chat model is configured: an answered call that ends with a transcript gets a pending
+    /// end-of-call analysis (else it is skipped).
+    analysis: bool,
 }
 
 /// The columns [`Store::trunk_of`] reads, for a number `n` joined with its account `ta`
@@ -284,6 +289,7 @@ impl Store {
             default_trunk: None,
             outbox: Arc::default(),
             links: None,
+            analysis: false,
         })
     }
 
@@ -306,6 +312,17 @@ impl Store {
 
     pub fn default_trunk(&self) -> bool {
         self.default_trunk.is_some()
+    }
+
+    /// The store of a service that analyses answered calls after their end (a chat model is
+    /// configured), or not.
+    pub fn with_analysis(self, analysis: bool) -> Self {
+        Self { analysis, ..self }
+    }
+
+    /// Whether ended calls get an end-of-call analysis.
+    pub fn analysis(&self) -> bool {
+        self.analysis
     }
 
     /// The trunk caps of a call from a number: its carrier account's trunk, else (a number on

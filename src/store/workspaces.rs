@@ -18,14 +18,25 @@ pub struct Workspace {
 }
 
 /// The dispositions every workspace starts with: label, color. They are protected.
-pub const DEFAULT_DISPOSITIONS: [(&str, &str); 7] = [
-    ("Interested", "#16a34a"),
-    ("Not interested", "#dc2626"),
-    ("Callback requested", "#2563eb"),
-    ("Do not call", "#7c3aed"),
-    ("Wrong number", "#ea580c"),
-    ("Voicemail left", "#0891b2"),
-    ("Unclassified", "#6b7280"),
+pub const DEFAULT_DISPOSITIONS: [(&str, &str, &str); 7] = [
+    ("Interested", "#16a34a", DESCRIPTIONS[0]),
+    ("Not interested", "#dc2626", DESCRIPTIONS[1]),
+    ("Callback requested", "#2563eb", DESCRIPTIONS[2]),
+    ("Do not call", "#7c3aed", DESCRIPTIONS[3]),
+    ("Wrong number", "#ea580c", DESCRIPTIONS[4]),
+    ("Voicemail left", "#0891b2", DESCRIPTIONS[5]),
+    ("Unclassified", "#6b7280", DESCRIPTIONS[6]),
+];
+
+/// What the default dispositions mean (migration 0014 gives existing workspaces the same).
+const DESCRIPTIONS: [&str; 7] = [
+    "The person wants what was offered, or agreed to the next step.",
+    "The person declined what was offered.",
+    "The person asked to be called back at another time.",
+    "The person asked not to be called again.",
+    "The person who answered is not the one the call was for.",
+    "An answering machine took the call and the agent left a message.",
+    "The call's result is unclear.",
 ];
 
 impl Store {
@@ -46,13 +57,14 @@ impl Store {
             .bind(ts(created_at))
             .execute(&mut *tx)
             .await?;
-        for (position, (label, color)) in DEFAULT_DISPOSITIONS.iter().enumerate() {
+        for (position, (label, color, description)) in DEFAULT_DISPOSITIONS.iter().enumerate() {
             sqlx::query(
-                "INSERT INTO dispositions (id, workspace_id, label, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+                "INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
             )
             .bind(uuid::Uuid::now_v7())
             .bind(id.as_uuid())
             .bind(label)
+            .bind(description)
             .bind(color)
             .bind(position as i64)
             .bind(ts(created_at))

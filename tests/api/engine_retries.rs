@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use switchboard::store::DispositionSource;
 use switchboard_actors::campaign::CampaignStatus;
 
 use crate::rig::{DAY, Rig};
@@ -117,7 +118,7 @@ async fn a_disposition_that_lands_unannounced_still_decides_at_the_timeout() {
     {
         let _held = rig.hold.enter();
         rig.store
-            .set_call_disposition(rig.ws, call, stop)
+            .set_call_disposition(rig.ws, call, stop, DispositionSource::Api)
             .await
             .unwrap()
             .unwrap();

@@ -174,6 +174,7 @@ impl Actor for CallActor {
             end_reason: result.end_reason,
             disposition_label: result.disposition_label,
             network: result.network,
+            conversation: result.conversation,
         };
         if let (Some(campaign), Some(contact)) = (spec.campaign_id, spec.contact_id) {
             // The contact actor commits the end with the attempt's next step, in one

@@ -292,6 +292,7 @@ async fn interrupt(shared: &Shared, spec: &CallSpec) {
         end_reason: END_INTERRUPTED.into(),
         disposition_label: None,
         network: Default::default(),
+        conversation: Default::default(),
     };
     if let Err(err) = shared.store.finish_call(spec, &end).await {
         tracing::error!(call = %spec.id, error = %err, "could not end an interrupted call; the next start will");

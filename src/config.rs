@@ -32,18 +32,19 @@ impl std::fmt::Debug for CallFaultHook {
     }
 }
 
+/// A function that wraps a dialer in another.
+pub type WrapDialer = std::sync::Arc<
+    dyn Fn(
+            std::sync::Arc<dyn switchboard_actors::ports::Dialer>,
+        ) -> std::sync::Arc<dyn switchboard_actors::ports::Dialer>
+        + Send
+        + Sync,
+>;
+
 /// Wraps the dialer the carrier setting selects (tests only: e.g. a dialer that scripts what
 /// answered calls said).
 #[derive(Clone)]
-pub struct DialerHook(
-    pub  std::sync::Arc<
-        dyn Fn(
-                std::sync::Arc<dyn switchboard_actors::ports::Dialer>,
-            ) -> std::sync::Arc<dyn switchboard_actors::ports::Dialer>
-            + Send
-            + Sync,
-    >,
-);
+pub struct DialerHook(pub WrapDialer);
 
 impl std::fmt::Debug for DialerHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -219,7 +219,9 @@ pub struct CallDetail {
     /// The end-of-call analysis: `pending`, `completed`, `failed` or `skipped` (no chat
     /// model, the call was not answered, or nothing was said); null until the call ends.
     pub analysis_status: Option<AnalysisStatus>,
-    /// Why the last attempt of the analysis failed.
+    /// Attempts the analysis has made (at most 5).
+    pub analysis_attempts: i64,
+    /// Why the last attempt of the analysis failed (cleared while the next one runs).
     pub analysis_error: Option<String>,
     /// A few sentences on the call, by the analysis.
     pub summary: Option<String>,
@@ -258,7 +260,7 @@ impl Store {
         };
         let row = sqlx::query(
             "SELECT transcript, events, vendor_failures, omitted_turns, omitted_events, analysis_status, \
-             analysis_error, summary, extracted, analyzed_at FROM call_details WHERE workspace_id = ? AND call_id = ?",
+             analysis_attempts, analysis_error, summary, extracted, analyzed_at FROM call_details WHERE workspace_id = ? AND call_id = ?",
         )
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
@@ -278,6 +280,7 @@ impl Store {
                 omitted_turns: 0,
                 omitted_events: 0,
                 analysis_status: over.then_some(AnalysisStatus::Skipped),
+                analysis_attempts: 0,
                 analysis_error: None,
                 summary: None,
                 extracted: None,
@@ -299,6 +302,7 @@ impl Store {
             omitted_turns: r.try_get("omitted_turns")?,
             omitted_events: r.try_get("omitted_events")?,
             analysis_status: Some(status),
+            analysis_attempts: r.try_get("analysis_attempts")?,
             analysis_error: r.try_get("analysis_error")?,
             summary: r.try_get("summary")?,
             extracted: extracted
@@ -334,7 +338,7 @@ impl Store {
         hold_until: DateTime<Utc>,
     ) -> StoreResult<Option<AnalysisJob>> {
         let row = sqlx::query(
-            "UPDATE call_details SET analysis_attempts = analysis_attempts + 1, analysis_due_at = ?, updated_at = ? \
+            "UPDATE call_details SET analysis_attempts = analysis_attempts + 1, analysis_due_at = ?, analysis_error = NULL, updated_at = ? \
              WHERE call_id = ? AND analysis_status = 'pending' AND analysis_due_at <= ? \
              RETURNING workspace_id, analysis_attempts, transcript, events, \
              (SELECT agent_id FROM calls WHERE calls.id = call_details.call_id) AS agent_id",

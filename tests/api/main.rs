@@ -5,6 +5,7 @@ mod helpers;
 mod affiliates;
 mod agents;
 mod billing;
+mod call_detail;
 mod call_windows;
 mod calls;
 mod campaigns;

@@ -123,7 +123,9 @@ impl Actor for CallActor {
         ));
         state.dial = Some(tokio::spawn(async move {
             let msg = match dial.join().await {
-                Ok(result) => CallMsg::Dialled { result },
+                Ok(result) => CallMsg::Dialled {
+                    result: Box::new(result),
+                },
                 Err(error) => CallMsg::Crashed {
                     error: error.to_string(),
                 },
@@ -150,7 +152,7 @@ impl Actor for CallActor {
                 }
                 return Ok(());
             }
-            CallMsg::Dialled { result } => result,
+            CallMsg::Dialled { result } => *result,
             CallMsg::Crashed { error } => {
                 return Err(format!("the call failed: {error}").into());
             }
@@ -185,7 +187,7 @@ impl Actor for CallActor {
                 CampaignMsg::CallFinished {
                     contact,
                     call: spec.id,
-                    end: end.clone(),
+                    end: Box::new(end.clone()),
                     handover: Some(Box::new(EndHandover {
                         spec: spec.clone(),
                         done,

@@ -42,7 +42,8 @@ pub enum CampaignMsg {
     CallFinished {
         contact: ContactId,
         call: CallId,
-        end: CallEnd,
+        /// Boxed: it carries the call's conversation.
+        end: Box<CallEnd>,
         handover: Option<Box<EndHandover>>,
         counted: bool,
     },
@@ -80,7 +81,7 @@ pub enum ContactMsg {
     /// The call ended; with a handover, its end is committed here (see [`EndHandover`]).
     CallFinished {
         call: CallId,
-        end: CallEnd,
+        end: Box<CallEnd>,
         handover: Option<Box<EndHandover>>,
     },
     CallCancelled {
@@ -142,7 +143,7 @@ pub enum CallMsg {
     /// The callee answered: the call is connected.
     Answered,
     /// The dialer's answer: how the call went.
-    Dialled { result: DialResult },
+    Dialled { result: Box<DialResult> },
     /// The dial failed without an answer (it panicked): the actor fails, and its supervisor
     /// ends the call as interrupted and frees its slot.
     Crashed { error: String },

@@ -220,7 +220,7 @@ impl Shared {
                 CampaignMsg::CallFinished {
                     contact,
                     call: spec.id,
-                    end,
+                    end: Box::new(end),
                     handover: None,
                     counted,
                 },

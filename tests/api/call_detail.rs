@@ -19,7 +19,7 @@ use crate::campaigns::number;
 use crate::helpers::{TestApp, eventually, spawn_app_with};
 use crate::vendor::{Reply, VendorServer};
 
-/// Ends every answered call with `conversation`.
+/// Ends every call that was picked up (by a person or a machine) with `conversation`.
 struct Conversing {
     carrier: Arc<dyn Dialer>,
     conversation: Conversation,
@@ -29,7 +29,10 @@ struct Conversing {
 impl Dialer for Conversing {
     async fn dial(&self, request: DialRequest, progress: DialProgress) -> DialResult {
         let mut result = self.carrier.dial(request, progress).await;
-        if result.outcome == CallOutcome::Answered {
+        if matches!(
+            result.outcome,
+            CallOutcome::Answered | CallOutcome::Voicemail
+        ) {
             result.conversation = self.conversation.clone();
         }
         result
@@ -134,8 +137,12 @@ fn llm_of(vendor: &VendorServer) -> VendorSettings {
 }
 
 fn configure(c: &mut Config, llm: Option<VendorSettings>) {
+    configure_mix(c, llm, "answered=1");
+}
+
+fn configure_mix(c: &mut Config, llm: Option<VendorSettings>, mix: &str) {
     c.carrier = Carrier::Sim(SimConfig {
-        mix: "answered=1".parse().unwrap(),
+        mix: mix.parse().unwrap(),
         ring_secs: "0-1".parse().unwrap(),
         talk_secs: "1-2".parse().unwrap(),
         seed: 5,
@@ -341,28 +348,13 @@ async fn the_analysis_lands_a_stop_disposition_that_retires_a_campaign_contact()
     .await;
     let booked = viewing_booked(&app).await;
     let agent = flat_agent(&app).await;
-    let from = number(&app, "+972501239001", "active").await;
-    let created = app
-        .post(
-            "/campaigns",
-            json!({"name": "Flats", "agent_id": agent, "from_phone_number_id": from,
-                   "stop_disposition_ids": [booked], "max_attempts": 3,
-                   "calling_window": {"timezone": "UTC", "start": "00:00", "end": "24:00"}}),
-        )
-        .await;
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
-    let campaign = created.body["id"].as_str().unwrap().to_owned();
-    let enrolled = app
-        .post(
-            &format!("/campaigns/{campaign}/contacts"),
-            json!({"contacts": [{"phone_number": "+972525550303"}]}),
-        )
-        .await;
-    assert_eq!(enrolled.body["enrolled"], 1, "{}", enrolled.text);
-    let launched = app
-        .post_empty(&format!("/campaigns/{campaign}/launch"))
-        .await;
-    assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
+    let campaign = launch_campaign(
+        &app,
+        &agent,
+        json!({"stop_disposition_ids": [booked], "max_attempts": 3}),
+        "+972525550303",
+    )
+    .await;
 
     let done = app
         .await_status(
@@ -418,6 +410,69 @@ async fn the_analysis_lands_a_stop_disposition_that_retires_a_campaign_contact()
             "the prompt lacks {needle:?}: {prompt}"
         );
     }
+}
+
+/// Creates, fills (one contact) and launches a campaign of `agent`; answers its id.
+async fn launch_campaign(app: &TestApp, agent: &str, settings: Value, to: &str) -> String {
+    let from = number(app, "+972501239001", "active").await;
+    let mut body = json!({"name": "Flats", "agent_id": agent, "from_phone_number_id": from,
+        "calling_window": {"timezone": "UTC", "start": "00:00", "end": "24:00"}});
+    for (k, v) in settings.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    let created = app.post("/campaigns", body).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let campaign = created.body["id"].as_str().unwrap().to_owned();
+    let enrolled = app
+        .post(
+            &format!("/campaigns/{campaign}/contacts"),
+            json!({"contacts": [{"phone_number": to}]}),
+        )
+        .await;
+    assert_eq!(enrolled.body["enrolled"], 1, "{}", enrolled.text);
+    let launched = app
+        .post_empty(&format!("/campaigns/{campaign}/launch"))
+        .await;
+    assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
+    campaign
+}
+
+#[tokio::test]
+async fn a_voicemail_keeps_its_conversation_and_settles_its_contact_without_analysis() {
+    let vendor = VendorServer::start().await;
+    let llm = llm_of(&vendor);
+    let app = spawn_app_with(|c| configure_mix(c, Some(llm), "voicemail=1")).await;
+    app.store
+        .apply_ledger_entry(app.workspace_id, 100_000, "credit", "test credit", None)
+        .await
+        .unwrap();
+    let agent = flat_agent(&app).await;
+    let campaign = launch_campaign(
+        &app,
+        &agent,
+        json!({"stop_on_voicemail": true}),
+        "+972525550309",
+    )
+    .await;
+    let done = app
+        .await_status(
+            &format!("/campaigns/{campaign}"),
+            "completed",
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(done["stats"]["contacts"]["retired"], 1, "{done}");
+    let calls = app.get(&format!("/calls?campaign_id={campaign}")).await;
+    let id = calls.body["data"][0]["id"].as_str().unwrap().to_owned();
+    let call = app.get(&format!("/calls/{id}")).await.body;
+    assert_eq!(call["outcome"], "voicemail");
+    assert_eq!(call["transcript"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        call["analysis_status"], "skipped",
+        "a machine is not analysed"
+    );
+    assert!(call["cost_cents"].as_i64().unwrap() > 0, "{call}");
+    assert!(vendor.chat_requests().is_empty());
 }
 
 #[tokio::test]

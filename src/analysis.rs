@@ -429,7 +429,7 @@ pub async fn run(
     store: Store,
     analyst: Option<Analyst>,
     interval: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let Some(analyst) = analyst else {
         match store.skip_pending_analyses(store.now()).await {
@@ -439,24 +439,12 @@ pub async fn run(
         }
         return;
     };
-    let mut ticks = tokio::time::interval(interval);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = stop.changed() => return,
+    crate::jobs::every(interval, stop, || async {
+        if let Err(err) = analyst.run_due().await {
+            tracing::warn!(error = %err, "due analyses could not be read");
         }
-        if *stop.borrow() {
-            return;
-        }
-        tokio::select! {
-            done = analyst.run_due() => {
-                if let Err(err) = done {
-                    tracing::warn!(error = %err, "due analyses could not be read");
-                }
-            }
-            _ = stop.changed() => return,
-        }
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]

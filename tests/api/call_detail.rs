@@ -115,9 +115,18 @@ fn flat_analysis() -> Reply {
 /// The service with the simulated carrier (every call answered within a few seconds, ending
 /// with [`flat_call`]), and the chat model `vendor` when given.
 async fn app_with(vendor: Option<&VendorServer>, tune: impl FnOnce(&mut Config)) -> TestApp {
+    app_mixed(vendor, "answered=1", tune).await
+}
+
+/// [`app_with`], the carrier drawing outcomes from `mix`.
+async fn app_mixed(
+    vendor: Option<&VendorServer>,
+    mix: &str,
+    tune: impl FnOnce(&mut Config),
+) -> TestApp {
     let llm = vendor.map(llm_of);
     let app = spawn_app_with(|c| {
-        configure(c, llm);
+        configure_mix(c, llm, mix);
         tune(c);
     })
     .await;
@@ -315,20 +324,7 @@ async fn the_detail_shows_the_conversation_and_the_list_stays_light() {
 
 #[tokio::test]
 async fn a_call_that_said_nothing_has_an_empty_detail() {
-    let app = spawn_app_with(|c| {
-        c.carrier = Carrier::Sim(SimConfig {
-            mix: "busy=1".parse().unwrap(),
-            ring_secs: "0-1".parse().unwrap(),
-            talk_secs: "1-2".parse().unwrap(),
-            seed: 5,
-            dial_log: None,
-        });
-    })
-    .await;
-    app.store
-        .apply_ledger_entry(app.workspace_id, 100_000, "credit", "test credit", None)
-        .await
-        .unwrap();
+    let app = app_mixed(None, "busy=1", |_| {}).await;
     let id = direct_call(&app, "+972525550302").await;
     let call = app.get(&format!("/calls/{id}")).await.body;
     assert_eq!(call["outcome"], "busy");
@@ -356,22 +352,8 @@ async fn the_analysis_lands_a_stop_disposition_that_retires_a_campaign_contact()
     )
     .await;
 
-    let done = app
-        .await_status(
-            &format!("/campaigns/{campaign}"),
-            "completed",
-            Duration::from_secs(20),
-        )
-        .await;
-    assert_eq!(done["stats"]["contacts"]["retired"], 1, "{done}");
-    let contacts = app.get(&format!("/campaigns/{campaign}/contacts")).await;
-    let contact = &contacts.body["data"][0];
-    assert_eq!(contact["state"], "retired");
+    let (contact, id) = retired(&app, &campaign).await;
     assert_eq!(contact["last_disposition_id"], booked.as_str());
-
-    let calls = app.get(&format!("/calls?campaign_id={campaign}")).await;
-    assert_eq!(calls.body["pagination"]["total"], 1);
-    let id = calls.body["data"][0]["id"].as_str().unwrap().to_owned();
     let call = analysis_is(&app, &id, "completed").await;
     assert_eq!(
         call["summary"],
@@ -437,15 +419,30 @@ async fn launch_campaign(app: &TestApp, agent: &str, settings: Value, to: &str) 
     campaign
 }
 
+/// Waits for a one-contact campaign to complete with its contact retired; answers the contact
+/// and the call.
+async fn retired(app: &TestApp, campaign: &str) -> (Value, String) {
+    let done = app
+        .await_status(
+            &format!("/campaigns/{campaign}"),
+            "completed",
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(done["stats"]["contacts"]["retired"], 1, "{done}");
+    let contacts = app.get(&format!("/campaigns/{campaign}/contacts")).await;
+    let contact = contacts.body["data"][0].clone();
+    assert_eq!(contact["state"], "retired");
+    let calls = app.get(&format!("/calls?campaign_id={campaign}")).await;
+    assert_eq!(calls.body["pagination"]["total"], 1);
+    let id = calls.body["data"][0]["id"].as_str().unwrap().to_owned();
+    (contact, id)
+}
+
 #[tokio::test]
 async fn a_voicemail_keeps_its_conversation_and_settles_its_contact_without_analysis() {
     let vendor = VendorServer::start().await;
-    let llm = llm_of(&vendor);
-    let app = spawn_app_with(|c| configure_mix(c, Some(llm), "voicemail=1")).await;
-    app.store
-        .apply_ledger_entry(app.workspace_id, 100_000, "credit", "test credit", None)
-        .await
-        .unwrap();
+    let app = app_mixed(Some(&vendor), "voicemail=1", |_| {}).await;
     let agent = flat_agent(&app).await;
     let campaign = launch_campaign(
         &app,
@@ -454,16 +451,7 @@ async fn a_voicemail_keeps_its_conversation_and_settles_its_contact_without_anal
         "+972525550309",
     )
     .await;
-    let done = app
-        .await_status(
-            &format!("/campaigns/{campaign}"),
-            "completed",
-            Duration::from_secs(20),
-        )
-        .await;
-    assert_eq!(done["stats"]["contacts"]["retired"], 1, "{done}");
-    let calls = app.get(&format!("/calls?campaign_id={campaign}")).await;
-    let id = calls.body["data"][0]["id"].as_str().unwrap().to_owned();
+    let (_, id) = retired(&app, &campaign).await;
     let call = app.get(&format!("/calls/{id}")).await.body;
     assert_eq!(call["outcome"], "voicemail");
     assert_eq!(call["transcript"].as_array().unwrap().len(), 4);

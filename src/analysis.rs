@@ -26,7 +26,7 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value};
 use switchboard_actors::conversation::{Speaker, ToolEvent, ToolStatus, Turn};
 use switchboard_actors::engine::Engine;
-use switchboard_actors::ids::{CallId, WorkspaceId};
+use switchboard_actors::ids::{CallId, DispositionId, WorkspaceId};
 use switchboard_actors::vendors::{ChatEvent, ChatMessage, ChatModel, ChatRequest, VendorError};
 use tokio::sync::watch;
 
@@ -328,20 +328,20 @@ impl Analyst {
             }
         };
         let finished = match self.analyse(&job).await {
-            Ok(()) => Some(AnalysisStatus::Completed),
+            Ok(done) => Some(done),
             Err(AttemptError::Store(err)) => {
                 tracing::warn!(%call, error = %err, "an analysis could not be recorded; it runs again later");
                 None
             }
             Err(AttemptError::Model(error)) => self.failed(&job, &error).await,
         };
-        if let Some(status) = finished {
-            analyzed(&self.store, job.workspace_id, call, status).await;
+        if let Some(done) = finished {
+            analyzed(&self.store, job.workspace_id, call, &done).await;
         }
     }
 
-    /// Records a failed attempt; answers `Failed` when it was the last one.
-    async fn failed(&self, job: &AnalysisJob, error: &str) -> Option<AnalysisStatus> {
+    /// Records a failed attempt; answers the analysis's end when it was the last one.
+    async fn failed(&self, job: &AnalysisJob, error: &str) -> Option<Analyzed> {
         let now = self.store.now();
         let last = job.attempt >= MAX_ATTEMPTS;
         let retry_at = (!last).then(|| {
@@ -353,7 +353,11 @@ impl Analyst {
             .fail_analysis(job.call_id, error, retry_at, now)
             .await
         {
-            Ok(()) => last.then_some(AnalysisStatus::Failed),
+            Ok(()) => last.then_some(Analyzed {
+                status: AnalysisStatus::Failed,
+                analysis: None,
+                disposition_id: None,
+            }),
             Err(err) => {
                 tracing::warn!(call = %job.call_id, error = %err, "a failed analysis could not be recorded");
                 None
@@ -361,7 +365,7 @@ impl Analyst {
         }
     }
 
-    async fn analyse(&self, job: &AnalysisJob) -> Result<(), AttemptError> {
+    async fn analyse(&self, job: &AnalysisJob) -> Result<Analyzed, AttemptError> {
         let ws = job.workspace_id;
         let parameters = match job.agent_id {
             Some(agent) => self
@@ -383,9 +387,11 @@ impl Analyst {
             .ok_or_else(|| AttemptError::Model("the model's answer holds no JSON object".into()))?;
         // The disposition first: if the process stops before the analysis is recorded, the
         // next attempt finds it set and leaves it.
-        if let Some(label) = &analysis.disposition
-            && let Some(d) = dispositions.iter().find(|d| &d.label == label)
-        {
+        let chosen = analysis
+            .disposition
+            .as_ref()
+            .and_then(|label| dispositions.iter().find(|d| &d.label == label));
+        if let Some(d) = chosen {
             let landed = crate::engine::land_disposition(
                 &self.store,
                 &self.engine,
@@ -407,20 +413,33 @@ impl Analyst {
                 self.store.now(),
             )
             .await?;
-        Ok(())
+        Ok(Analyzed {
+            status: AnalysisStatus::Completed,
+            disposition_id: chosen.map(|d| d.id),
+            analysis: Some(analysis),
+        })
     }
 }
 
-/// A call's end-of-call analysis is over (`completed` or `failed`). This is where the
-/// `call.analyzed` event of the agent's webhook is enqueued, once agent webhooks have their
-/// outbox; it must stay cheap and must not fail the analysis.
-pub async fn analyzed(
-    _store: &Store,
-    workspace: WorkspaceId,
-    call: CallId,
-    status: AnalysisStatus,
-) {
-    tracing::info!(%workspace, %call, status = status.as_str(), "call analyzed");
+/// An analysis that is over, as [`analyzed`] hears of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analyzed {
+    /// `Completed` or `Failed`.
+    pub status: AnalysisStatus,
+    /// What the model answered, once completed.
+    pub analysis: Option<Analysis>,
+    /// The id of the disposition the analysis chose (it landed unless the call already had
+    /// one).
+    pub disposition_id: Option<DispositionId>,
+}
+
+/// A call's end-of-call analysis is over (`completed` or `failed`), its result recorded. This
+/// is the one place where the `call.analyzed` event of the call's agent webhook is to be
+/// enqueued (its data: the summary, the extracted values, the chosen disposition's label and
+/// id, all in `done`); it must stay cheap and must not fail the analysis, which is already
+/// recorded.
+pub async fn analyzed(_store: &Store, workspace: WorkspaceId, call: CallId, done: &Analyzed) {
+    tracing::info!(%workspace, %call, status = done.status.as_str(), disposition = ?done.disposition_id, "call analyzed");
 }
 
 /// Runs due analyses every `interval` until `stop` turns true. Without a chat model nothing is

@@ -435,9 +435,9 @@ pub struct Analyzed {
 
 /// A call's end-of-call analysis is over (`completed` or `failed`), its result recorded. This
 /// is the one place where the `call.analyzed` event of the call's agent webhook is to be
-/// enqueued (its data: the summary, the extracted values, the chosen disposition's label and
-/// id, all in `done`); it must stay cheap and must not fail the analysis, which is already
-/// recorded.
+/// enqueued (`Store::enqueue_call_event` with `EventData::CallAnalyzed`: the summary, the
+/// extracted values, the chosen disposition's label and id, all in `done`); it must stay cheap
+/// and must not fail the analysis, which is already recorded.
 pub async fn analyzed(_store: &Store, workspace: WorkspaceId, call: CallId, done: &Analyzed) {
     tracing::info!(%workspace, %call, status = done.status.as_str(), disposition = ?done.disposition_id, "call analyzed");
 }

@@ -233,7 +233,12 @@ pub async fn serve(
         model,
         engine: engine.clone(),
     });
-    let jobs = tokio::spawn(jobs::run(store.clone(), config.clone(), analyst, jobs_stopped));
+    let jobs = tokio::spawn(jobs::run(
+        store.clone(),
+        config.clone(),
+        analyst,
+        jobs_stopped,
+    ));
     // Delivers agent webhook events, resuming whatever a previous run left pending.
     let dispatcher_stop = tokio_util::sync::CancellationToken::new();
     let dispatcher = tokio::spawn(agent_webhooks::dispatcher::run(

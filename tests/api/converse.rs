@@ -76,7 +76,7 @@ async fn a_caller_is_heard_understood_and_answered() {
         Some("test-stt")
     );
     // The model was asked once, with the agent's prompt, its greeting and the caller's words.
-    let requests = vendor.chat_requests();
+    let requests = vendor.conversation_requests();
     assert_eq!(requests.len(), 1, "{requests:?}");
     let body = &requests[0].1;
     let messages = body["messages"].as_array().expect("messages");
@@ -142,7 +142,7 @@ async fn a_caller_who_speaks_over_the_agent_stops_it_and_only_what_was_heard_is_
     ua.bye().await;
     let _ = ua.final_reply("BYE", SECS).await;
 
-    let requests = vendor.chat_requests();
+    let requests = vendor.conversation_requests();
     assert_eq!(
         requests.len(),
         2,
@@ -173,6 +173,24 @@ async fn a_caller_who_speaks_over_the_agent_stops_it_and_only_what_was_heard_is_
         .filter_map(|m| m["content"].as_str())
         .collect();
     assert_eq!(users, ["When are you open?", "Thanks, that is all."]);
+
+    // The call keeps the conversation: the answer as far as it was played, marked interrupted.
+    let call = ended_call(&s.app, 1).await;
+    let detail = s
+        .app
+        .get(&format!("/calls/{}", call["id"].as_str().unwrap()))
+        .await;
+    let transcript = detail.body["transcript"]
+        .as_array()
+        .expect("transcript")
+        .clone();
+    let turn = |i: usize| (transcript[i]["role"].clone(), transcript[i]["text"].clone());
+    assert_eq!(turn(0), (json!("agent"), json!("Hello.")), "{transcript:?}");
+    assert_eq!(turn(1), (json!("user"), json!("When are you open?")));
+    assert_eq!(transcript[2]["role"], "agent");
+    assert_eq!(transcript[2]["interrupted"], true, "{transcript:?}");
+    assert_eq!(transcript[2]["text"], heard);
+    assert_eq!(turn(3), (json!("user"), json!("Thanks, that is all.")));
 
     // The agent fell silent within a frame of the barge-in being decided (after the VAD's
     // 0.2 s of speech), and stayed so while the caller spoke.
@@ -222,7 +240,7 @@ async fn a_failing_model_makes_the_agent_apologize_rather_than_fall_silent() {
         Duration::from_secs(4),
     )
     .await;
-    assert_eq!(vendor.chat_requests().len(), 1);
+    assert_eq!(vendor.conversation_requests().len(), 1);
     let apology = level(&agent, spoke_until + 0.6, spoke_until + 3.0);
     assert!(apology > 500.0, "no apology was said: {apology}");
 }

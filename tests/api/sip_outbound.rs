@@ -884,7 +884,15 @@ async fn an_outbound_call_converses_with_the_calls_variables_in_its_prompt() {
     .await;
     let call = ended(&app, &id, Duration::from_secs(30), Some(&sipp)).await;
     assert_eq!(call["outcome"], "answered", "{call}");
-    let requests = vendor.chat_requests();
+    // The conversation reached the call's end through the dialer and the engine.
+    assert_eq!(
+        call["transcript"][0],
+        json!({"role": "agent", "text": "Hello Dana, this is Ava from the clinic.",
+               "start_ms": call["transcript"][0]["start_ms"], "end_ms": call["transcript"][0]["end_ms"],
+               "interrupted": false}),
+        "{call}"
+    );
+    let requests = vendor.conversation_requests();
     assert!(!requests.is_empty(), "the model was never asked");
     let messages = &requests[0].1["messages"];
     assert_eq!(

@@ -182,6 +182,14 @@ impl VendorServer {
         self.script.chat_requests.lock().unwrap().clone()
     }
 
+    /// The chat requests of conversations (they offer the agent's tools, `end_call` at least),
+    /// without the end-of-call analyses (which offer none).
+    pub fn conversation_requests(&self) -> Vec<(Option<String>, Value)> {
+        let mut requests = self.chat_requests();
+        requests.retain(|(_, body)| body.get("tools").is_some());
+        requests
+    }
+
     pub fn uploads(&self) -> Vec<Upload> {
         self.script.uploads.lock().unwrap().clone()
     }

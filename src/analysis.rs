@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use switchboard_actors::events::{CallAnalyzed, EventData};
 
 use futures_util::StreamExt;
 use serde_json::{Map, Value};
@@ -433,13 +434,24 @@ pub struct Analyzed {
     pub disposition_id: Option<DispositionId>,
 }
 
-/// A call's end-of-call analysis is over (`completed` or `failed`), its result recorded. This
-/// is the one place where the `call.analyzed` event of the call's agent webhook is to be
-/// enqueued (`Store::enqueue_call_event` with `EventData::CallAnalyzed`: the summary, the
-/// extracted values, the chosen disposition's label and id, all in `done`); it must stay cheap
-/// and must not fail the analysis, which is already recorded.
-pub async fn analyzed(_store: &Store, workspace: WorkspaceId, call: CallId, done: &Analyzed) {
+/// A call's end-of-call analysis is over (`completed` or `failed`), its result recorded. A
+/// completed one raises the `call.analyzed` event of the call's agent webhook (the summary, the
+/// extracted values, the chosen disposition's label and id); a failed one raises none. It does
+/// not fail the analysis, which is already recorded.
+pub async fn analyzed(store: &Store, workspace: WorkspaceId, call: CallId, done: &Analyzed) {
     tracing::info!(%workspace, %call, status = done.status.as_str(), disposition = ?done.disposition_id, "call analyzed");
+    let Some(analysis) = &done.analysis else {
+        return;
+    };
+    let data = EventData::CallAnalyzed(CallAnalyzed {
+        summary: analysis.summary.clone(),
+        extracted: analysis.extracted.clone(),
+        disposition: analysis.disposition.clone(),
+        disposition_id: done.disposition_id,
+    });
+    if let Err(err) = store.enqueue_call_event(call, &data).await {
+        tracing::warn!(%call, error = %err, "the call.analyzed event could not be written");
+    }
 }
 
 /// Runs due analyses every `interval` until `stop` turns true. Without a chat model nothing is

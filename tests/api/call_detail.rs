@@ -340,10 +340,19 @@ async fn the_analysis_lands_a_stop_disposition_that_retires_a_campaign_contact()
     let app = app_with(Some(&vendor), |c| {
         // Long enough that the analysis, not the timeout, settles the contact.
         c.disposition_timeout = Duration::from_secs(60);
+        c.egress_allow = vec!["127.0.0.0/8".parse().unwrap()];
     })
     .await;
     let booked = viewing_booked(&app).await;
     let agent = flat_agent(&app).await;
+    // The agent's webhook hears of the analysis (the receiver may be down: the delivery waits).
+    let hooked = app
+        .patch(
+            &format!("/agents/{agent}"),
+            json!({"webhook_url": "http://127.0.0.1:9/hook", "webhook_events": ["call.analyzed"]}),
+        )
+        .await;
+    assert_eq!(hooked.status, StatusCode::OK, "{}", hooked.text);
     let campaign = launch_campaign(
         &app,
         &agent,
@@ -368,6 +377,18 @@ async fn the_analysis_lands_a_stop_disposition_that_retires_a_campaign_contact()
     assert_eq!(call["disposition_source"], "analysis");
     assert_eq!(call["analysis_attempts"], 1);
     assert!(call["analyzed_at"].is_string());
+    let events = app
+        .get(&format!(
+            "/webhook-deliveries?call_id={id}&type=call.analyzed"
+        ))
+        .await;
+    let events = events.body["data"].as_array().expect("deliveries").clone();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let data = &events[0]["envelope"]["data"];
+    assert_eq!(data["summary"], call["summary"], "{data}");
+    assert_eq!(data["extracted"], call["extracted"]);
+    assert_eq!(data["disposition"], "Viewing booked");
+    assert_eq!(data["disposition_id"], booked.as_str());
 
     // One request, carrying what the model needs.
     let requests = vendor.chat_requests();

@@ -26,6 +26,19 @@ async fn conversing_app(vendor: &VendorServer) -> SipApp {
     .await
 }
 
+/// Calls an endpoint answering with `agent` and acknowledges the answer: the caller and the
+/// server's media address.
+async fn answered_call(s: &SipApp, agent: Value) -> (Ua, std::net::SocketAddr) {
+    let (_, _, slug) = endpoint(&s.app, agent, json!({})).await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite_with_offer().await;
+    let (_, ok) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(ok.code, 200, "{}", ok.text);
+    ua.ack_2xx().await;
+    let media = media_addr(ok.body());
+    (ua, media)
+}
+
 /// The RMS level of `x` between `from` and `to` seconds (8 kHz).
 fn level(x: &[i16], from: f64, to: f64) -> f64 {
     let (a, b) = ((from * 8000.0) as usize, (to * 8000.0) as usize);
@@ -43,19 +56,12 @@ async fn a_caller_is_heard_understood_and_answered() {
         "Shall I book ten in the morning?",
     ]));
     let s = conversing_app(&vendor).await;
-    let (_, _, slug) = endpoint(
-        &s.app,
+    let (mut ua, media) = answered_call(
+        &s,
         json!({"greeting_message": "Hello.", "agent_speaks_first": true,
             "system_prompt": "You are the front desk of a clinic.", "vad_stop_secs": 0.5}),
-        json!({}),
     )
     .await;
-    let mut ua = Ua::new(s.sip, &slug).await;
-    ua.invite_with_offer().await;
-    let (_, ok) = ua.final_reply("INVITE", SECS).await;
-    assert_eq!(ok.code, 200, "{}", ok.text);
-    ua.ack_2xx().await;
-    let media = media_addr(ok.body());
     // The greeting plays; then the caller speaks for 1.5 s and stops.
     tokio::time::sleep(Duration::from_secs(2)).await;
     ua.stream_tone(media, 75).await;
@@ -119,19 +125,12 @@ async fn a_caller_who_speaks_over_the_agent_stops_it_and_only_what_was_heard_is_
     vendor.reply(Reply::text(&long));
     vendor.reply(Reply::text(&["Glad to help. Goodbye!"]));
     let s = conversing_app(&vendor).await;
-    let (_, _, slug) = endpoint(
-        &s.app,
+    let (mut ua, media) = answered_call(
+        &s,
         json!({"greeting_message": "Hello.", "agent_speaks_first": true,
             "system_prompt": "You answer questions about a clinic.", "vad_stop_secs": 0.5}),
-        json!({}),
     )
     .await;
-    let mut ua = Ua::new(s.sip, &slug).await;
-    ua.invite_with_offer().await;
-    let (_, ok) = ua.final_reply("INVITE", SECS).await;
-    assert_eq!(ok.code, 200, "{}", ok.text);
-    ua.ack_2xx().await;
-    let media = media_addr(ok.body());
     tokio::time::sleep(Duration::from_secs(2)).await;
     ua.stream_tone(media, 75).await;
     // About 1.5 s into the answer, the caller speaks over it.
@@ -209,14 +208,9 @@ async fn a_caller_who_speaks_over_the_agent_stops_it_and_only_what_was_heard_is_
 /// Calls the agent, speaks 1.5 s after its greeting, waits `listen` and hangs up; the
 /// agent's channel of the recording, and when the caller stopped speaking (seconds).
 async fn speak_once(s: &SipApp, agent: Value, listen: Duration) -> (Vec<i16>, f64) {
-    let (_, _, slug) = endpoint(&s.app, agent, json!({})).await;
-    let mut ua = Ua::new(s.sip, &slug).await;
-    ua.invite_with_offer().await;
-    let (_, ok) = ua.final_reply("INVITE", SECS).await;
-    assert_eq!(ok.code, 200, "{}", ok.text);
-    ua.ack_2xx().await;
+    let (mut ua, media) = answered_call(s, agent).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    ua.stream_tone(media_addr(ok.body()), 75).await;
+    ua.stream_tone(media, 75).await;
     tokio::time::sleep(listen).await;
     ua.bye().await;
     let _ = ua.final_reply("BYE", SECS).await;

@@ -281,6 +281,11 @@ async fn a_proxy_challenge_is_answered_with_the_trunks_credentials() {
         )]
     })
     .await;
+    answered_with_credentials(sipp).await;
+}
+
+/// Places a call through a trunk with credentials to `sipp`, which challenges it: answered.
+async fn answered_with_credentials(sipp: Sipp) {
     let mut t = trunk(vec![sipp.gateway(0)]);
     t.username = Some("acct-1001".into());
     t.password = Some(switchboard_sip::trunk::Secret::new("s3cret-pass"));
@@ -293,13 +298,7 @@ async fn a_proxy_challenge_is_answered_with_the_trunks_credentials() {
 #[tokio::test]
 async fn a_digest_challenge_is_answered_with_the_trunks_credentials() {
     let sipp = Sipp::start("auth_www.xml", 1, &[]).await;
-    let mut t = trunk(vec![sipp.gateway(0)]);
-    t.username = Some("acct-1001".into());
-    t.password = Some(switchboard_sip::trunk::Secret::new("s3cret-pass"));
-    let app = outbound_app(t).await;
-    let call = call(&app, &sipp, json!({})).await;
-    assert_eq!(call["outcome"], "answered", "{call}\n{}", sipp.messages());
-    sipp.passed().await;
+    answered_with_credentials(sipp).await;
 }
 
 #[tokio::test]

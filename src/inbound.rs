@@ -22,6 +22,7 @@ use switchboard_sip::server::{Answer, InboundRouter, Routing};
 use tokio_util::sync::CancellationToken;
 
 use crate::billing::PaymentProvider;
+use crate::call_tools::{CallFacts, equip};
 use crate::config::Config;
 use crate::store::{Agent, Store};
 
@@ -54,6 +55,7 @@ pub fn agent_plan(
             max_continuous_speech: Duration::from_secs(
                 agent.max_continuous_speech_secs.max(1) as u64
             ),
+            tools: None,
         }),
         _ => None,
     };
@@ -185,20 +187,31 @@ impl InboundRouter for SipRouter {
             .filter(|s| *s > 0)
             .map(|s| s as u64)
             .unwrap_or(self.config.inbound_max_call_secs);
+        // Inbound calls never detect answering machines.
+        let mut agent_plan = agent_plan(
+            &agent,
+            Duration::from_secs(max_secs),
+            false,
+            &self.vendors,
+            &Default::default(),
+        );
+        let facts = CallFacts {
+            workspace_id: route.workspace_id,
+            agent_id: agent.id,
+            agent_name: agent.name.clone(),
+            call_id,
+            direction: "inbound",
+            metadata: Default::default(),
+            variables: Default::default(),
+        };
+        equip(&mut agent_plan, &self.store, &self.vendors.egress, facts).await;
         let plan = InboundPlan {
             call_id,
             workspace_id: route.workspace_id,
             endpoint_id: route.endpoint_id,
             agent_id: route.agent_id,
             sip_uri: format!("sip:{}@{}", route.slug, self.config.sip_host),
-            // Inbound calls never detect answering machines.
-            agent: agent_plan(
-                &agent,
-                Duration::from_secs(max_secs),
-                false,
-                &self.vendors,
-                &Default::default(),
-            ),
+            agent: agent_plan,
             recorded: true,
         };
         Routing::Answer(Answer {

@@ -16,6 +16,8 @@
 //! - [`simulation`]: the engine and store against the simulated carrier under virtual time.
 //! - [`inbound`]: inbound SIP calls: routing slugs to endpoints and agents, and their records.
 //! - [`webhooks`]: webhook tools: configuration rules, the payload contract, one delivery.
+//! - [`call_tools`]: the agent's tools on a call, snapshotted when it starts, run for its
+//!   model.
 //! - [`agent_webhooks`]: agents' call events, signed and delivered from the store's outbox
 //!   (retried, in order per call), and `tool.called` for function tools.
 //! - [`signing`]: HMAC-SHA256 signatures: recording links and webhook deliveries.
@@ -31,6 +33,7 @@ pub mod agent_webhooks;
 pub mod analysis;
 pub mod auth;
 pub mod billing;
+pub mod call_tools;
 pub mod cli;
 pub mod config;
 pub mod egress;
@@ -164,6 +167,7 @@ pub async fn serve(
     let vendors = vendors::Vendors {
         model: model.clone(),
         transcriber: transcriber(&config)?,
+        egress: egress::Egress::system(config.egress_allow.clone()),
     };
     // The SIP server starts first: the SIP dialer places calls through it.
     let sip = match (&config.sip, sip) {

@@ -11,6 +11,7 @@ use switchboard_actors::ports::{DialRequest, PortError, PortResult};
 use switchboard_actors::sip_dialer::{OutboundDirectory, OutboundRoute};
 use switchboard_sip::outbound::{InviteJournal, InviteKey, SipClient};
 
+use crate::call_tools::{CallFacts, equip};
 use crate::config::Config;
 use crate::inbound::{agent_plan, recording_path, vad_settings};
 use crate::store::{CallTrunk, Store};
@@ -50,15 +51,26 @@ impl OutboundDirectory for OutboundPort {
         else {
             return Ok(None);
         };
+        let mut plan = agent_plan(
+            &agent,
+            Duration::from_secs(request.max_duration_secs.max(1) as u64),
+            true,
+            &self.vendors,
+            &route.variables,
+        );
+        let facts = CallFacts {
+            workspace_id: route.workspace_id,
+            agent_id: agent.id,
+            agent_name: agent.name.clone(),
+            call_id: request.call_id,
+            direction: "outbound",
+            metadata: route.metadata,
+            variables: route.variables,
+        };
+        equip(&mut plan, &self.store, &self.vendors.egress, facts).await;
         Ok(Some(OutboundRoute {
             trunk,
-            agent: agent_plan(
-                &agent,
-                Duration::from_secs(request.max_duration_secs.max(1) as u64),
-                true,
-                &self.vendors,
-                &route.variables,
-            ),
+            agent: plan,
             recording: Some(recording_path(&self.config.data_dir, request.call_id)),
             vad: vad_settings(&agent),
             ring_timeout: route

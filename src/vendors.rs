@@ -30,12 +30,13 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::config::VendorSettings;
 
-/// The model vendors calls converse with, as configured (`--llm-*`, `--stt-*`). An agent
-/// converses when both are set.
-#[derive(Clone, Default)]
+/// The model vendors calls converse with, as configured (`--llm-*`, `--stt-*`), and the
+/// outbound URL policy their tools obey. An agent converses when both vendors are set.
+#[derive(Clone)]
 pub struct Vendors {
     pub model: Option<std::sync::Arc<dyn switchboard_actors::vendors::ChatModel>>,
     pub transcriber: Option<std::sync::Arc<dyn switchboard_actors::vendors::Transcriber>>,
+    pub egress: crate::egress::Egress,
 }
 
 /// How long a vendor request may take.

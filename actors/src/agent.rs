@@ -18,12 +18,13 @@ use async_trait::async_trait;
 use switchboard_sip::amd::{AmdSettings, AnsweredBy, BEEP_WINDOW_MS, BeepEvent};
 use switchboard_sip::call::{Call, CallEvent, EndCause};
 
-use crate::conversation::{Conversation, Speaker, Turn};
+use crate::call_tools::{CallParties, ToolRun};
+use crate::conversation::{Conversation, Speaker, ToolEvent, ToolStatus, Turn};
 use crate::turns::{
-    APOLOGY_LINE, END_CALL, FALLBACK_LINE, Mind, STILL_THERE_LINE, Sentences, builtin_tools,
-    sounds_unfinished, words_heard,
+    APOLOGY_LINE, END_CALL, FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, MAX_TOOL_ROUNDS, Mind,
+    STILL_THERE_LINE, Sentences, builtin_tools, sounds_unfinished, words_heard,
 };
-use crate::vendors::{ChatEvent, ChatMessage, ChatRequest, Transcript, VendorError};
+use crate::vendors::{ChatEvent, ChatMessage, ChatRequest, ToolCall, Transcript, VendorError};
 use switchboard_sip::media::{MediaEvent, MediaStats};
 use tokio::time::Instant;
 
@@ -135,7 +136,14 @@ enum Work {
     /// The next sentence of a reply of generation `generation`.
     Sentence { generation: u64, text: String },
     /// The model asked for a function.
-    Function { generation: u64, name: String },
+    Function { generation: u64, call: ToolCall },
+    /// A tool dispatched for `generation` (dispatched `at_ms` into the call) has answered.
+    ToolDone {
+        generation: u64,
+        call: ToolCall,
+        run: ToolRun,
+        at_ms: u64,
+    },
     /// The reply of `generation` is complete (or failed).
     Replied {
         generation: u64,
@@ -171,12 +179,33 @@ struct Reply {
     next: u32,
     /// Synthesized sentences waiting for their turn (`None`: it could not be synthesized).
     ready: std::collections::BTreeMap<u32, Option<Clip>>,
-    /// Queued sentences by tag: text and length in samples.
-    queued: std::collections::HashMap<u64, (String, usize)>,
+    /// Queued sentences by tag: text, length in samples and index.
+    queued: std::collections::HashMap<u64, (String, usize, u32)>,
     /// Queued sentences not yet played out or cut.
     outstanding: u32,
     /// What has been played of this reply.
     said: String,
+    /// What has been played of the sentences from `round_start` on: the words of this reply
+    /// the model's context has not had yet (earlier ones went in with their tool calls).
+    said_round: String,
+    /// The first sentence written after the last tool results.
+    round_start: u32,
+    /// What the model has written in this round: it goes into the context with the round's
+    /// tool calls.
+    written: String,
+    /// The workspace's tools the model called in this round (dispatched, or answered at
+    /// once when the model named no such tool).
+    tool_calls: Vec<ToolCall>,
+    /// Their results, by call id.
+    results: std::collections::HashMap<String, String>,
+    /// Tools of this reply still running.
+    tools_running: u32,
+    /// Since when tools of this reply have been running.
+    tools_since: Option<Instant>,
+    /// The filler line has been said this turn.
+    filler_said: bool,
+    /// Model rounds that followed tool results.
+    rounds: u32,
     /// The model has finished the reply.
     complete: bool,
     /// The model asked to hang up once the reply is said.
@@ -185,6 +214,21 @@ struct Reply {
     done: bool,
     started_ms: Option<u64>,
 }
+
+impl Reply {
+    /// `text` of sentence `index` has been played (all of it, or the words heard before a
+    /// cut).
+    fn played(&mut self, text: &str, index: u32) {
+        append(&mut self.said, text);
+        if index >= self.round_start {
+            append(&mut self.said_round, text);
+        }
+    }
+}
+
+/// How long an ended call waits for the tools it dispatched to answer, so their runs are on
+/// its record.
+const TOOL_DRAIN: Duration = Duration::from_secs(5);
 
 /// Runs the agent on an answered call until it ends, then stops its media. `answered`
 /// is when the call was connected (its duration counts from there).
@@ -216,6 +260,12 @@ pub async fn converse(
     let mut speech_started: Option<Instant> = None;
     let mut asked_still_there = false;
     let mut fallback_said = false;
+    // Tools dispatched and not yet answered, of any generation.
+    let mut tools_in_flight = 0u32;
+    let parties = CallParties {
+        from: call.from.clone(),
+        to: call.to.clone(),
+    };
 
     let mut agent_speaking = false;
     let mut detection = Detection::Off;
@@ -252,7 +302,16 @@ pub async fn converse(
     let far_future = deadline + Duration::from_secs(3600);
     let reason: String = loop {
         let silence_at = quiet_since + plan.silence_timeout;
-        let busy = writer.is_some() || reply.outstanding > 0 || transcribing > 0;
+        let busy = writer.is_some()
+            || reply.outstanding > 0
+            || transcribing > 0
+            || reply.tools_running > 0;
+        // A tool still running once everything before it has been said: one filler line.
+        let filler_due = reply.tools_running > 0
+            && !reply.filler_said
+            && reply.outstanding == 0
+            && reply.next == reply.sentences;
+        let filler_at = reply.tools_since.map_or(far_future, |at| at + FILLER_AFTER);
         let watch_silence =
             !peer_speaking && !agent_speaking && !busy && detection == Detection::Off;
         let long_speech_at = match (&plan.mind, speech_started) {
@@ -283,6 +342,10 @@ pub async fn converse(
                 call.hangup().await;
                 break END_SILENCE.into();
             }
+            _ = tokio::time::sleep_until(filler_at), if filler_due => {
+                reply.filler_said = true;
+                synthesize(&mut reply, FILLER_LINE.into(), generation, speech, plan, &call, &work_tx);
+            }
             _ = tokio::time::sleep_until(long_speech_at), if speech_started.is_some() && plan.mind.is_some() => {
                 // The caller has spoken without a pause for too long: their turn ends here.
                 speech_started = None;
@@ -305,8 +368,9 @@ pub async fn converse(
                 });
                 history.push(ChatMessage::User(text));
                 generation += 1;
+                flush_tools(&mut reply, &mut history);
                 reply = Reply::default();
-                writer = Some(start_reply(mind, &history, generation, work_tx.clone()));
+                writer = Some(start_reply(mind, &history, generation, true, work_tx.clone()));
             }
             Some(done) = work.recv() => match done {
                 Work::Heard { result } => {
@@ -338,20 +402,60 @@ pub async fn converse(
                     }
                 }
                 Work::Sentence { generation: g, text } if g == generation => {
-                    let index = reply.sentences;
-                    reply.sentences += 1;
-                    let speech = speech.clone();
-                    let work_tx = work_tx.clone();
-                    let (voice, language, rate) =
-                        (plan.voice.clone(), plan.language.clone(), call.codec.sample_rate());
-                    tokio::spawn(async move {
-                        let result = speech.speak(&text, &voice, &language, rate).await;
-                        let _ = work_tx.send(Work::Spoken { generation: g, index, text, result });
-                    });
+                    append(&mut reply.written, &text);
+                    synthesize(&mut reply, text, g, speech, plan, &call, &work_tx);
                 }
-                Work::Function { generation: g, name } if g == generation => {
-                    if name == END_CALL {
+                Work::Function { generation: g, call: wanted } if g == generation => {
+                    let at_ms = ms(Instant::now());
+                    let tools = plan.mind.as_ref().and_then(|m| m.tools.clone()).filter(|t| {
+                        reply.rounds < MAX_TOOL_ROUNDS && t.specs().iter().any(|s| s.name == wanted.name)
+                    });
+                    if wanted.name == END_CALL {
                         reply.end_call = true;
+                        conversation.events.push(builtin_event(&wanted, at_ms));
+                    } else if let Some(tools) = tools {
+                        // Dispatched once, now: its generation is current.
+                        reply.tool_calls.push(wanted.clone());
+                        reply.tools_running += 1;
+                        reply.tools_since.get_or_insert_with(Instant::now);
+                        tools_in_flight += 1;
+                        let (parties, work_tx) = (parties.clone(), work_tx.clone());
+                        tokio::spawn(async move {
+                            let run = tools.run(&wanted, &parties).await;
+                            let _ = work_tx.send(Work::ToolDone { generation: g, call: wanted, run, at_ms });
+                        });
+                    } else {
+                        let run = unknown_function(&wanted, at_ms);
+                        reply.results.insert(wanted.id.clone(), run.content);
+                        reply.tool_calls.push(wanted);
+                        conversation.events.push(run.event);
+                    }
+                }
+                Work::ToolDone { generation: g, call: done, mut run, at_ms } => {
+                    tools_in_flight = tools_in_flight.saturating_sub(1);
+                    run.event.at_ms = at_ms;
+                    conversation.events.push(run.event);
+                    if g == generation {
+                        reply.tools_running = reply.tools_running.saturating_sub(1);
+                        if reply.tools_running == 0 {
+                            reply.tools_since = None;
+                        }
+                        reply.results.insert(done.id, run.content);
+                        if let Some(mind) = &plan.mind
+                            && let Some(next) = follow_up(&mut reply, &mut history, mind, generation, &work_tx)
+                        {
+                            writer = Some(next);
+                        }
+                    } else {
+                        // It ran for a turn that was cut short: the model still learns what it did.
+                        history.push(ChatMessage::Assistant { text: None, tool_calls: vec![done.clone()] });
+                        history.push(ChatMessage::Tool { tool_call_id: done.id, content: run.content });
+                    }
+                    if reply_said(&mut reply, &mut conversation, &mut history, ms(Instant::now()))
+                        && reply.end_call
+                    {
+                        call.hangup().await;
+                        break END_AGENT.into();
                     }
                 }
                 Work::Replied { generation: g, result } if g == generation => {
@@ -362,6 +466,11 @@ pub async fn converse(
                         if reply.sentences == 0 {
                             agent_speaking = say(&call, speech.as_ref(), APOLOGY_LINE, plan).await;
                         }
+                    }
+                    if let Some(mind) = &plan.mind
+                        && let Some(next) = follow_up(&mut reply, &mut history, mind, generation, &work_tx)
+                    {
+                        writer = Some(next);
                     }
                     if reply_said(&mut reply, &mut conversation, &mut history, ms(Instant::now()))
                         && reply.end_call
@@ -385,7 +494,7 @@ pub async fn converse(
                         reply.next += 1;
                         let Some((text, audio)) = clip else { continue };
                         let tag = (generation << 20) | u64::from(index + 1);
-                        reply.queued.insert(tag, (text, audio.len()));
+                        reply.queued.insert(tag, (text, audio.len(), index));
                         reply.outstanding += 1;
                         reply.started_ms.get_or_insert_with(|| ms(Instant::now()));
                         call.media.control().play_tagged(audio, tag);
@@ -398,7 +507,8 @@ pub async fn converse(
                         break END_AGENT.into();
                     }
                 }
-                // Stale: a newer turn or a barge-in replaced its generation.
+                // Stale: a newer turn or a barge-in replaced its generation. A function call
+                // among them is never dispatched.
                 Work::Sentence { .. } | Work::Function { .. } | Work::Replied { .. } | Work::Spoken { .. } => {}
             },
             event = call.next_event() => match event {
@@ -408,12 +518,15 @@ pub async fn converse(
                     turn_ends_at = None;
                     speech_started = Some(Instant::now());
                     heard_from.get_or_insert_with(|| ms(Instant::now()));
-                    if detection == Detection::Off && (agent_speaking || writer.is_some()) {
+                    if detection == Detection::Off
+                        && (agent_speaking || writer.is_some() || reply.tools_running > 0)
+                    {
                         // The other party talks over the agent: the agent yields, and what it
                         // was about to say is dropped.
                         call.media.clear();
                         generation += 1;
                         writer = None;
+                        flush_tools(&mut reply, &mut history);
                         if reply.outstanding == 0 {
                             finish_reply(&mut reply, &mut conversation, &mut history, ms(Instant::now()), true);
                         }
@@ -444,9 +557,9 @@ pub async fn converse(
                 }
                 Some(CallEvent::Media(MediaEvent::Pause(_))) => {}
                 Some(CallEvent::Media(MediaEvent::PlayedOut(tag))) => {
-                    if let Some((text, _)) = reply.queued.remove(&tag) {
+                    if let Some((text, _, index)) = reply.queued.remove(&tag) {
                         reply.outstanding = reply.outstanding.saturating_sub(1);
-                        append(&mut reply.said, &text);
+                        reply.played(&text, index);
                     }
                     if reply_said(&mut reply, &mut conversation, &mut history, ms(Instant::now()))
                         && reply.end_call
@@ -456,8 +569,8 @@ pub async fn converse(
                     }
                 }
                 Some(CallEvent::Media(MediaEvent::Cut { tag, played })) => {
-                    if let Some((text, total)) = reply.queued.remove(&tag) {
-                        append(&mut reply.said, &words_heard(&text, played, total));
+                    if let Some((text, total, index)) = reply.queued.remove(&tag) {
+                        reply.played(&words_heard(&text, played, total), index);
                     }
                     reply.outstanding = 0;
                     reply.queued.clear();
@@ -520,6 +633,22 @@ pub async fn converse(
         }
     };
     drop(writer);
+    // Tools still running when the call ended are waited for a little, so their runs are on
+    // the call's record (they were dispatched; the call cannot stop them).
+    if tools_in_flight > 0 && !stop.is_cancelled() {
+        let until = Instant::now() + TOOL_DRAIN;
+        while tools_in_flight > 0 {
+            match tokio::time::timeout_at(until, work.recv()).await {
+                Ok(Some(Work::ToolDone { mut run, at_ms, .. })) => {
+                    tools_in_flight -= 1;
+                    run.event.at_ms = at_ms;
+                    conversation.events.push(run.event);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+    }
     // What the caller said last, if the call ended before the agent could answer it.
     let heard = heard.trim();
     if !heard.is_empty() {
@@ -573,7 +702,13 @@ fn reply_said(
     history: &mut Vec<ChatMessage>,
     now_ms: u64,
 ) -> bool {
-    if !reply.complete || reply.outstanding > 0 || reply.next < reply.sentences || reply.done {
+    if !reply.complete
+        || reply.outstanding > 0
+        || reply.next < reply.sentences
+        || reply.done
+        || reply.tools_running > 0
+        || !reply.tool_calls.is_empty()
+    {
         return false;
     }
     reply.done = true;
@@ -591,6 +726,7 @@ fn finish_reply(
     interrupted: bool,
 ) {
     let said = std::mem::take(&mut reply.said);
+    let said_round = std::mem::take(&mut reply.said_round);
     let started = reply.started_ms.take();
     reply.queued.clear();
     reply.outstanding = 0;
@@ -599,33 +735,176 @@ fn finish_reply(
     }
     conversation.transcript.push(Turn {
         role: Speaker::Agent,
-        text: said.clone(),
+        text: said,
         start_ms: started.unwrap_or(now_ms),
         end_ms: now_ms,
         interrupted,
     });
+    if said_round.is_empty() {
+        return;
+    }
     history.push(ChatMessage::Assistant {
         text: Some(if interrupted {
-            format!("{said} [interrupted]")
+            format!("{said_round} [interrupted]")
         } else {
-            said
+            said_round
         }),
         tool_calls: vec![],
     });
 }
 
+/// Queues `text` of `generation` for synthesis as the reply's next sentence; its audio comes
+/// back as [`Work::Spoken`] and plays in sentence order.
+fn synthesize(
+    reply: &mut Reply,
+    text: String,
+    generation: u64,
+    speech: &Arc<dyn Speech>,
+    plan: &AgentPlan,
+    call: &Call,
+    work: &tokio::sync::mpsc::UnboundedSender<Work>,
+) {
+    let index = reply.sentences;
+    reply.sentences += 1;
+    let (speech, work) = (speech.clone(), work.clone());
+    let (voice, language, rate) = (
+        plan.voice.clone(),
+        plan.language.clone(),
+        call.codec.sample_rate(),
+    );
+    tokio::spawn(async move {
+        let result = speech.speak(&text, &voice, &language, rate).await;
+        let _ = work.send(Work::Spoken {
+            generation,
+            index,
+            text,
+            result,
+        });
+    });
+}
+
+/// The arguments the model wrote, as JSON (as a string when they are not JSON).
+fn arguments_of(call: &ToolCall) -> serde_json::Value {
+    serde_json::from_str(&call.arguments)
+        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()))
+}
+
+/// The record of a built-in function the model called.
+fn builtin_event(call: &ToolCall, at_ms: u64) -> ToolEvent {
+    ToolEvent {
+        name: call.name.clone(),
+        tool_id: None,
+        arguments: arguments_of(call),
+        status: ToolStatus::Succeeded,
+        latency_ms: 0,
+        response_preview: None,
+        status_code: None,
+        error: None,
+        delivery_id: None,
+        at_ms,
+    }
+}
+
+/// The answer to a function the model named but was not offered: nothing is dispatched, and
+/// the model is told.
+fn unknown_function(call: &ToolCall, at_ms: u64) -> ToolRun {
+    let error = format!("there is no function named {:?} on this call", call.name);
+    ToolRun {
+        content: serde_json::json!({ "error": error }).to_string(),
+        event: ToolEvent {
+            status: ToolStatus::Failed,
+            error: Some(error),
+            ..builtin_event(call, at_ms)
+        },
+    }
+}
+
+/// The tool calls of a reply cut short go into the context with the results already in (the
+/// others follow when they answer).
+fn flush_tools(reply: &mut Reply, history: &mut Vec<ChatMessage>) {
+    let calls = std::mem::take(&mut reply.tool_calls);
+    let (answered, _): (Vec<ToolCall>, Vec<ToolCall>) = calls
+        .into_iter()
+        .partition(|c| reply.results.contains_key(&c.id));
+    reply.tools_running = 0;
+    reply.tools_since = None;
+    if answered.is_empty() {
+        return;
+    }
+    history.push(ChatMessage::Assistant {
+        text: None,
+        tool_calls: answered.clone(),
+    });
+    for call in answered {
+        if let Some(content) = reply.results.remove(&call.id) {
+            history.push(ChatMessage::Tool {
+                tool_call_id: call.id,
+                content,
+            });
+        }
+    }
+}
+
+/// Once the model has finished a round and every tool it called has answered: the round's
+/// text, calls and results go into the context, and (unless the model also hung up) the
+/// model continues the reply with them.
+fn follow_up(
+    reply: &mut Reply,
+    history: &mut Vec<ChatMessage>,
+    mind: &Mind,
+    generation: u64,
+    work: &tokio::sync::mpsc::UnboundedSender<Work>,
+) -> Option<Abort> {
+    if !reply.complete || reply.tools_running > 0 || reply.tool_calls.is_empty() {
+        return None;
+    }
+    let text = std::mem::take(&mut reply.written);
+    let calls = std::mem::take(&mut reply.tool_calls);
+    history.push(ChatMessage::Assistant {
+        text: (!text.trim().is_empty()).then_some(text),
+        tool_calls: calls.clone(),
+    });
+    for call in calls {
+        let content = reply.results.remove(&call.id).unwrap_or_default();
+        history.push(ChatMessage::Tool {
+            tool_call_id: call.id,
+            content,
+        });
+    }
+    if reply.end_call {
+        return None;
+    }
+    reply.rounds += 1;
+    reply.complete = false;
+    reply.round_start = reply.sentences;
+    reply.said_round.clear();
+    Some(start_reply(
+        mind,
+        history,
+        generation,
+        reply.rounds < MAX_TOOL_ROUNDS,
+        work.clone(),
+    ))
+}
+
 /// Starts the model's reply to the conversation so far: its sentences, function calls and end
-/// come back as [`Work`] of `generation`.
+/// come back as [`Work`] of `generation`. The workspace's tools are offered with the built-in
+/// functions when `offer_tools`.
 fn start_reply(
     mind: &Mind,
     history: &[ChatMessage],
     generation: u64,
+    offer_tools: bool,
     work: tokio::sync::mpsc::UnboundedSender<Work>,
 ) -> Abort {
     let model = mind.model.clone();
+    let mut tools = builtin_tools();
+    if offer_tools && let Some(offered) = &mind.tools {
+        tools.extend(offered.specs().iter().cloned());
+    }
     let request = ChatRequest {
         messages: history.to_vec(),
-        tools: builtin_tools(),
+        tools,
         temperature: mind.temperature,
         max_tokens: None,
     };
@@ -642,10 +921,7 @@ fn start_reply(
                         }
                     }
                     ChatEvent::ToolCall(call) => {
-                        let _ = work.send(Work::Function {
-                            generation,
-                            name: call.name,
-                        });
+                        let _ = work.send(Work::Function { generation, call });
                     }
                     ChatEvent::Done { .. } => break,
                 }

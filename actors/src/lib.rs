@@ -25,6 +25,7 @@
 
 pub mod agent;
 pub mod call;
+pub mod call_tools;
 pub mod campaign;
 pub mod clock;
 pub mod contact;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use switchboard_sip::media::ListenSettings;
 
+use crate::call_tools::CallTools;
 use crate::vendors::{ChatModel, ToolSpec, Transcriber};
 
 /// What an agent needs to converse: its vendors and its instructions. Without one (no model
@@ -24,6 +25,8 @@ pub struct Mind {
     pub unfinished_grace: Duration,
     /// A caller speaking this long without a pause has their turn ended for them.
     pub max_continuous_speech: Duration,
+    /// The workspace's tools the model may call on this call, snapshotted when it started.
+    pub tools: Option<Arc<dyn CallTools>>,
 }
 
 impl std::fmt::Debug for Mind {
@@ -31,6 +34,7 @@ impl std::fmt::Debug for Mind {
         f.debug_struct("Mind")
             .field("temperature", &self.temperature)
             .field("listen", &self.listen)
+            .field("tools", &self.tools.as_ref().map(|t| t.specs().len()))
             .finish_non_exhaustive()
     }
 }
@@ -43,6 +47,14 @@ pub const FALLBACK_LINE: &str =
     "Sorry, I can't answer questions on this line yet. Please try again later.";
 /// Asked once before a silence ends the call.
 pub const STILL_THERE_LINE: &str = "Are you still there?";
+/// Said once per turn when a tool is still running after [`FILLER_AFTER`] and the agent has
+/// nothing else to say.
+pub const FILLER_LINE: &str = "One moment, please.";
+/// How long a tool runs before the caller hears [`FILLER_LINE`].
+pub const FILLER_AFTER: Duration = Duration::from_millis(1200);
+/// The most model rounds with tool results in one turn; after it the model is offered no
+/// more of the workspace's tools and must answer.
+pub const MAX_TOOL_ROUNDS: u32 = 4;
 /// The built-in function that lets the model hang up.
 pub const END_CALL: &str = "end_call";
 

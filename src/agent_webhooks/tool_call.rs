@@ -62,6 +62,18 @@ pub async fn call_function_tool(
     call: &FunctionToolCall,
     timeout: Duration,
 ) -> Result<Value, ToolCallError> {
+    send_tool_called(store, egress, call, timeout, EventId::new()).await
+}
+
+/// [`call_function_tool`] with the event's id chosen by the caller: the id of the delivery
+/// it records (none is recorded when the agent or its webhook URL is missing).
+pub async fn send_tool_called(
+    store: &Store,
+    egress: &Egress,
+    call: &FunctionToolCall,
+    timeout: Duration,
+    id: EventId,
+) -> Result<Value, ToolCallError> {
     let agent = store
         .agent(call.workspace_id, call.agent_id)
         .await?
@@ -74,7 +86,7 @@ pub async fn call_function_tool(
         arguments: call.arguments.clone(),
     };
     let envelope = Envelope {
-        id: EventId::new(),
+        id,
         kind: EventKind::ToolCalled,
         created_at: store.now(),
         call_id: call.call_id,

@@ -29,6 +29,8 @@ pub struct CallRoute {
     /// The values for the agent's `{{variables}}`: the campaign contact's, then the call's own
     /// (which win).
     pub variables: serde_json::Map<String, serde_json::Value>,
+    /// `metadata` of `POST /calls` (empty for campaign calls).
+    pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Store {
@@ -56,7 +58,7 @@ impl Store {
     pub async fn call_route(&self, call: CallId) -> StoreResult<Option<CallRoute>> {
         let row = sqlx::query(
             "SELECT c.workspace_id, c.ring_timeout_secs, n.carrier_account_id, ca.trunk, ca.trunk_password, \
-             c.variables, ct.variables AS contact_variables \
+             c.variables, c.metadata, ct.variables AS contact_variables \
              FROM calls c \
              LEFT JOIN contacts ct ON ct.id = c.contact_id \
              LEFT JOIN phone_numbers n ON n.id = c.from_phone_number_id AND n.workspace_id = c.workspace_id \
@@ -91,11 +93,21 @@ impl Store {
                 variables.extend(values);
             }
         }
+        let metadata: Option<String> = row.try_get("metadata")?;
+        let metadata = match metadata
+            .map(|j| serde_json::from_str(&j))
+            .transpose()
+            .map_err(|e| corrupt("metadata", e))?
+        {
+            Some(serde_json::Value::Object(values)) => values,
+            _ => serde_json::Map::new(),
+        };
         Ok(Some(CallRoute {
             workspace_id: WorkspaceId::from_uuid(row.try_get("workspace_id")?),
             trunk,
             ring_timeout_secs: row.try_get("ring_timeout_secs")?,
             variables,
+            metadata,
         }))
     }
 

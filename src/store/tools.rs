@@ -235,6 +235,22 @@ impl Store {
         Ok(Paged { items, total })
     }
 
+    /// The active tools attached to `agent`, in execution order, each with the agent's
+    /// `config_override`: what a call of the agent may use.
+    pub async fn call_tools(&self, ws: WorkspaceId, agent: AgentId) -> StoreResult<Vec<Tool>> {
+        let rows = sqlx::query(sql(format!(
+            "SELECT {COLUMNS}, a.execution_order, a.config_override FROM agent_tools a \
+             JOIN tools t ON t.id = a.tool_id AND t.workspace_id = a.workspace_id \
+             WHERE a.workspace_id = ? AND a.agent_id = ? AND t.is_active \
+             ORDER BY a.execution_order, a.created_at"
+        )))
+        .bind(ws.as_uuid())
+        .bind(agent.as_uuid())
+        .fetch_all(&mut *self.conn().await?)
+        .await?;
+        rows.iter().map(|r| tool_row(r, true)).collect()
+    }
+
     pub async fn update_tool(
         &self,
         ws: WorkspaceId,

@@ -87,6 +87,20 @@ fn query_value(v: &Value) -> String {
     }
 }
 
+/// How a delivery the outbound URL policy refused begins its reason.
+const NOT_ALLOWED: &str = "the URL is not allowed: ";
+
+/// Whether a delivery's network reason is the outbound URL policy's refusal.
+pub fn is_refusal(reason: &str) -> bool {
+    reason.starts_with(NOT_ALLOWED)
+}
+
+/// A webhook URL as deliveries are logged: without its query or fragment (they may carry
+/// secrets).
+pub fn logged_url(url: &str) -> &str {
+    url.split(['?', '#']).next().unwrap_or_default()
+}
+
 /// Sends the payload once, as the production contract does.
 pub async fn deliver(
     egress: &Egress,
@@ -100,7 +114,7 @@ pub async fn deliver(
     let checked = match egress.check(url).await {
         Ok(c) => c,
         Err(e @ EgressError::Unresolved(_)) => return Outcome::Network(e.to_string()),
-        Err(e) => return Outcome::Network(format!("the URL is not allowed: {e}")),
+        Err(e) => return Outcome::Network(format!("{NOT_ALLOWED}{e}")),
     };
     let client = match egress.client(&checked, timeout) {
         Ok(c) => c,

@@ -14,6 +14,14 @@ use crate::vendor::{Reply, VendorServer};
 
 /// The service with its model and speech-to-text pointed at `vendor`.
 async fn conversing_app(vendor: &VendorServer) -> SipApp {
+    conversing_app_with(vendor, |_| {}).await
+}
+
+/// [`conversing_app`], configured further by `configure`.
+pub async fn conversing_app_with(
+    vendor: &VendorServer,
+    configure: impl FnOnce(&mut switchboard::Config),
+) -> SipApp {
     let settings = |model: &str| VendorSettings {
         base_url: vendor.base_url.clone(),
         api_key: Some("sk-test-secret".into()),
@@ -22,6 +30,7 @@ async fn conversing_app(vendor: &VendorServer) -> SipApp {
     sip_app_with(0, 100, None, |c| {
         c.llm = Some(settings("test-llm"));
         c.stt = Some(settings("test-stt"));
+        configure(c);
     })
     .await
 }
@@ -30,7 +39,13 @@ async fn conversing_app(vendor: &VendorServer) -> SipApp {
 /// server's media address.
 async fn answered_call(s: &SipApp, agent: Value) -> (Ua, std::net::SocketAddr) {
     let (_, _, slug) = endpoint(&s.app, agent, json!({})).await;
-    let mut ua = Ua::new(s.sip, &slug).await;
+    call_slug(s, &slug).await
+}
+
+/// Calls the endpoint `slug` and acknowledges the answer: the caller and the server's media
+/// address.
+pub async fn call_slug(s: &SipApp, slug: &str) -> (Ua, std::net::SocketAddr) {
+    let mut ua = Ua::new(s.sip, slug).await;
     ua.invite_with_offer().await;
     let (_, ok) = ua.final_reply("INVITE", SECS).await;
     assert_eq!(ok.code, 200, "{}", ok.text);
@@ -40,7 +55,7 @@ async fn answered_call(s: &SipApp, agent: Value) -> (Ua, std::net::SocketAddr) {
 }
 
 /// The RMS level of `x` between `from` and `to` seconds (8 kHz).
-fn level(x: &[i16], from: f64, to: f64) -> f64 {
+pub fn level(x: &[i16], from: f64, to: f64) -> f64 {
     let (a, b) = ((from * 8000.0) as usize, (to * 8000.0) as usize);
     let part = &x[a.min(x.len())..b.min(x.len())];
     let energy: f64 = part.iter().map(|s| f64::from(*s).powi(2)).sum();

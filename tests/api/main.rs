@@ -6,6 +6,7 @@ mod affiliates;
 mod agents;
 mod billing;
 mod call_detail;
+mod call_tools;
 mod call_windows;
 mod calls;
 mod campaigns;

@@ -14,14 +14,14 @@ use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 
 /// What the receiver saw: method, path and query, headers, body.
 #[derive(Clone, Debug)]
-struct Seen {
-    method: String,
-    uri: String,
-    headers: HeaderMap,
-    body: String,
+pub struct Seen {
+    pub method: String,
+    pub uri: String,
+    pub headers: HeaderMap,
+    pub body: String,
 }
 
-type Log = Arc<Mutex<Vec<Seen>>>;
+pub type Log = Arc<Mutex<Vec<Seen>>>;
 
 async fn receive(
     State(log): State<Log>,
@@ -36,6 +36,14 @@ async fn receive(
         headers,
         body,
     });
+    // `?delay_ms=N`: the answer comes N ms late.
+    let delay = uri
+        .query()
+        .and_then(|q| q.strip_prefix("delay_ms="))
+        .and_then(|ms| ms.parse().ok());
+    if let Some(ms) = delay {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     match uri.path() {
         "/fail" => (AxumStatus::INTERNAL_SERVER_ERROR, "boom").into_response(),
         "/redirect" => (
@@ -51,7 +59,7 @@ async fn receive(
 }
 
 /// A webhook receiver on loopback.
-async fn receiver() -> (SocketAddr, Log) {
+pub async fn receiver() -> (SocketAddr, Log) {
     let log: Log = Arc::default();
     let app = axum::Router::new()
         .fallback(receive)
@@ -67,7 +75,7 @@ async fn app_reaching_loopback() -> TestApp {
     spawn_app_with(|c| c.egress_allow = vec!["127.0.0.0/8".parse().unwrap()]).await
 }
 
-fn webhook(url: &str) -> Value {
+pub fn webhook(url: &str) -> Value {
     json!({
         "name": "look up order",
         "description": "Looks up an order by its number",

@@ -180,12 +180,6 @@ async fn test(
     let payload = webhooks::payload(&config, &metadata, &arguments);
     let started = std::time::Instant::now();
     let outcome = webhooks::deliver(&state.egress, &config, &payload).await;
-    let url = config
-        .url
-        .split(['?', '#'])
-        .next()
-        .unwrap_or_default()
-        .to_string();
     let logged = state
         .store
         .log_delivery(&Delivery {
@@ -193,7 +187,7 @@ async fn test(
             tool_id: tool.id,
             kind: "test",
             method: config.method.as_str(),
-            url: &url,
+            url: webhooks::logged_url(&config.url),
             outcome: outcome.name(),
             status_code: outcome.status(),
             duration_ms: started.elapsed().as_millis() as i64,

@@ -21,6 +21,7 @@ use switchboard_sip::media::{ListenSettings, VadSettings};
 use switchboard_sip::server::{Answer, InboundRouter, Routing};
 use tokio_util::sync::CancellationToken;
 
+use crate::agent_webhooks::turns::TurnEvents;
 use crate::billing::PaymentProvider;
 use crate::call_tools::{CallFacts, equip};
 use crate::config::Config;
@@ -61,6 +62,7 @@ pub fn agent_plan(
     };
     AgentPlan {
         mind,
+        turns: None,
         greeting: fill(&agent.greeting_message, variables),
         agent_speaks_first: agent.agent_speaks_first,
         voice: agent.voice.clone(),
@@ -205,6 +207,7 @@ impl InboundRouter for SipRouter {
             variables: Default::default(),
         };
         equip(&mut agent_plan, &self.store, &self.vendors.egress, facts).await;
+        agent_plan.turns = TurnEvents::for_call(&self.store, call_id, &agent);
         let plan = InboundPlan {
             call_id,
             workspace_id: route.workspace_id,

@@ -11,6 +11,7 @@ use switchboard_actors::ports::{DialRequest, PortError, PortResult};
 use switchboard_actors::sip_dialer::{OutboundDirectory, OutboundRoute};
 use switchboard_sip::outbound::{InviteJournal, InviteKey, SipClient};
 
+use crate::agent_webhooks::turns::TurnEvents;
 use crate::call_tools::{CallFacts, equip};
 use crate::config::Config;
 use crate::inbound::{agent_plan, recording_path, vad_settings};
@@ -68,6 +69,7 @@ impl OutboundDirectory for OutboundPort {
             variables: route.variables,
         };
         equip(&mut plan, &self.store, &self.vendors.egress, facts).await;
+        plan.turns = TurnEvents::for_call(&self.store, request.call_id, &agent);
         Ok(Some(OutboundRoute {
             trunk,
             agent: plan,

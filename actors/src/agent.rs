@@ -19,7 +19,7 @@ use switchboard_sip::amd::{AmdSettings, AnsweredBy, BEEP_WINDOW_MS, BeepEvent};
 use switchboard_sip::call::{Call, CallEvent, EndCause};
 
 use crate::call_tools::{CallParties, ToolRun};
-use crate::conversation::{Conversation, Speaker, ToolEvent, ToolStatus, Turn};
+use crate::conversation::{Conversation, Speaker, ToolEvent, ToolStatus, Turn, TurnSink};
 use crate::turns::{
     APOLOGY_LINE, END_CALL, FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, MAX_TOOL_ROUNDS, Mind,
     STILL_THERE_LINE, Sentences, builtin_tools, sounds_unfinished, words_heard,
@@ -81,6 +81,8 @@ pub struct AgentPlan {
     pub amd: Option<AmdPlan>,
     /// What the agent converses with; none: it greets and answers with a fallback line.
     pub mind: Option<Mind>,
+    /// Where each turn goes once final (when the agent's webhook wants `transcript.final`).
+    pub turns: Option<Arc<dyn TurnSink>>,
 }
 
 /// How a conversation ended.
@@ -300,7 +302,10 @@ pub async fn converse(
     let mut peer_speaking = false;
     let mut quiet_since = Instant::now();
     let far_future = deadline + Duration::from_secs(3600);
+    // Turns handed to `plan.turns` so far.
+    let mut turns_told = 0usize;
     let reason: String = loop {
+        tell_turns(plan, &conversation, &mut turns_told);
         let silence_at = quiet_since + plan.silence_timeout;
         let busy = writer.is_some()
             || reply.outstanding > 0
@@ -669,6 +674,10 @@ pub async fn converse(
             true,
         );
     }
+    tell_turns(plan, &conversation, &mut turns_told);
+    if let Some(sink) = &plan.turns {
+        sink.flush().await;
+    }
     let duration_secs = answered.elapsed().as_secs() as i64;
     let stats = call.finish().await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "a call's media ended badly");
@@ -680,6 +689,18 @@ pub async fn converse(
         stats,
         answered_by,
         conversation,
+    }
+}
+
+/// Hands the transcript's turns from `told` on to the plan's sink.
+fn tell_turns(plan: &AgentPlan, conversation: &Conversation, told: &mut usize) {
+    let Some(sink) = &plan.turns else {
+        *told = conversation.transcript.len();
+        return;
+    };
+    while let Some(turn) = conversation.transcript.get(*told) {
+        *told += 1;
+        sink.final_turn(*told as u32, turn);
     }
 }
 

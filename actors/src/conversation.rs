@@ -84,6 +84,19 @@ pub struct VendorFailure {
     pub at_ms: u64,
 }
 
+/// Where a call's turns go as each becomes final: the service raises `transcript.final` for
+/// them.
+#[async_trait::async_trait]
+pub trait TurnSink: Send + Sync + std::fmt::Debug + 'static {
+    /// Turn `number` (from 1) of the transcript is final. Returns at once (the turn is handed
+    /// on, not written here).
+    fn final_turn(&self, number: u32, turn: &Turn);
+
+    /// Resolves once every turn handed on so far has been dealt with (before the call's end
+    /// is recorded, so its events come before `call.ended`).
+    async fn flush(&self);
+}
+
 /// Everything a conversation leaves on its call.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Conversation {

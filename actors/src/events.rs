@@ -105,6 +105,9 @@ pub struct TranscriptFinal {
     pub turn: u32,
     pub started_at: DateTime<Utc>,
     pub ended_at: DateTime<Utc>,
+    /// The other party spoke over the agent and it stopped: `text` is what was played.
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 /// The data of `call.analyzed`: what the end-of-call analysis found.

@@ -10,6 +10,7 @@
 //! - [`tool_call`] sends `tool.called` for a `function` tool: once, synchronously, and its
 //!   answer is the tool's result.
 //! - [`send`] is the one signed POST both use.
+//! - [`turns`] raises `transcript.final` as a call's turns become final, in order.
 //!
 //! **Invariant:** every request goes through the outbound URL policy, checked at send time;
 //! the signing secret, the agent's headers and the URL's query never reach a log.
@@ -17,6 +18,7 @@
 pub mod dispatcher;
 pub mod send;
 pub mod tool_call;
+pub mod turns;
 
 pub use crate::store::enqueue_event;
 pub use dispatcher::{DispatcherSettings, backoff};

@@ -656,6 +656,7 @@ async fn an_inbound_call_keeps_its_conversation_with_its_end() {
             max_duration: Duration::from_secs(600),
             amd: None,
             mind: None,
+            turns: None,
         },
         recorded: false,
     };

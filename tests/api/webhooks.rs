@@ -26,8 +26,10 @@ use switchboard_actors::ids::{AgentId, CallId, ToolId};
 use switchboard_actors::sim::SimConfig;
 
 use crate::campaigns::number;
+use crate::converse::{call_slug, conversing_app_with};
 use crate::helpers::{TestApp, eventually, spawn_app_with};
-use crate::sip_calls::{call_until_the_agent_hangs_up, ended_call, endpoint, sip_app_with};
+use crate::sip_calls::{SECS, call_until_the_agent_hangs_up, ended_call, endpoint, sip_app_with};
+use crate::vendor::{Reply, VendorServer};
 
 /// The call `id` as `GET /calls` lists it (a call event's data).
 async fn listed(app: &TestApp, id: &str) -> Value {
@@ -508,6 +510,7 @@ async fn events_raised_elsewhere_follow_the_calls_own_and_commit_with_their_tran
         turn: 1,
         started_at: at,
         ended_at: at,
+        interrupted: false,
     });
     assert!(
         app.store
@@ -845,4 +848,81 @@ async fn an_unknown_event_kind_is_refused_naming_it() {
         )
         .await;
     assert_eq!(every.status, StatusCode::CREATED, "{}", every.text);
+}
+
+#[tokio::test]
+async fn a_conversing_calls_turns_are_sent_as_they_become_final_before_its_end() {
+    let vendor = VendorServer::start().await;
+    vendor.transcript("Do you open on Sundays?", Duration::ZERO);
+    vendor.reply(Reply::text(&["No, we are closed on Sundays."]));
+    let s = conversing_app_with(&vendor, settings).await;
+    let (addr, receiver) = receiver(&s.app).await;
+    let kinds = ["transcript.final", "call.ended"];
+    let (_, _, slug) = endpoint(
+        &s.app,
+        json!({"greeting_message": "Hello.", "agent_speaks_first": true, "vad_stop_secs": 0.5,
+               "webhook_url": format!("http://{addr}/hook"), "webhook_events": kinds}),
+        json!({}),
+    )
+    .await;
+    let (mut ua, media) = call_slug(&s, &slug).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ua.stream_tone(media, 75).await;
+    // The caller's turn is sent while the call still runs.
+    let got = wait_for(&receiver, 2).await;
+    assert_eq!(got[1].envelope["type"], "transcript.final");
+    assert_eq!(got[1].envelope["data"]["text"], "Do you open on Sundays?");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ua.bye().await;
+    let _ = ua.final_reply("BYE", SECS).await;
+
+    let got = wait_for(&receiver, 4).await;
+    assert!(got.iter().all(|r| r.verified));
+    let data: Vec<&Value> = got.iter().map(|r| &r.envelope["data"]).collect();
+    assert_eq!(
+        receiver.kinds(),
+        [
+            "transcript.final",
+            "transcript.final",
+            "transcript.final",
+            "call.ended"
+        ]
+    );
+    let turns: Vec<(Value, Value, Value)> = data[..3]
+        .iter()
+        .map(|d| (d["turn"].clone(), d["role"].clone(), d["text"].clone()))
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            (json!(1), json!("agent"), json!("Hello.")),
+            (json!(2), json!("caller"), json!("Do you open on Sundays?")),
+            (
+                json!(3),
+                json!("agent"),
+                json!("No, we are closed on Sundays.")
+            ),
+        ]
+    );
+    for d in &data[..3] {
+        let started: chrono::DateTime<chrono::Utc> =
+            d["started_at"].as_str().unwrap().parse().unwrap();
+        let ended: chrono::DateTime<chrono::Utc> = d["ended_at"].as_str().unwrap().parse().unwrap();
+        assert!(started <= ended, "{d}");
+        assert_eq!(d["interrupted"], false);
+    }
+    let caller_turn = (
+        data[1]["started_at"]
+            .as_str()
+            .unwrap()
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap(),
+        data[1]["ended_at"]
+            .as_str()
+            .unwrap()
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap(),
+    );
+    let spoke = (caller_turn.1 - caller_turn.0).num_milliseconds();
+    assert!((1000..2500).contains(&spoke), "the caller spoke {spoke} ms");
 }

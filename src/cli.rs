@@ -334,6 +334,23 @@ pub struct ServeArgs {
     /// The speech-to-text model's name.
     #[arg(long, env = "SWITCHBOARD_STT_MODEL", default_value = "whisper-1")]
     pub stt_model: String,
+    /// Model vendors (chat and speech to text): longest wait for a connection, milliseconds.
+    #[arg(long, env = "SWITCHBOARD_VENDOR_CONNECT_TIMEOUT_MS", default_value_t = 3000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub vendor_connect_timeout_ms: u64,
+    /// Model vendors: longest wait from the request to the answer's start (a chat stream's
+    /// first event, a transcription's status), milliseconds.
+    #[arg(long, env = "SWITCHBOARD_VENDOR_FIRST_BYTE_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub vendor_first_byte_timeout_ms: u64,
+    /// Model vendors: longest wait between two events of a chat stream, milliseconds.
+    #[arg(long, env = "SWITCHBOARD_VENDOR_IDLE_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub vendor_idle_timeout_ms: u64,
+    /// Model vendors: longest whole exchange, seconds.
+    #[arg(long, env = "SWITCHBOARD_VENDOR_TOTAL_TIMEOUT_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub vendor_total_timeout_secs: u64,
     /// The base URL clients reach the HTTP API at, for recording links (default
     /// `http://<--http>`).
     #[arg(long, env = "SWITCHBOARD_PUBLIC_URL")]
@@ -573,6 +590,12 @@ impl ServeArgs {
             },
             llm: vendor(&self.llm_url, &self.llm_api_key, &self.llm_model),
             stt: vendor(&self.stt_url, &self.stt_api_key, &self.stt_model),
+            vendor_timeouts: crate::vendors::Timeouts {
+                connect: Duration::from_millis(self.vendor_connect_timeout_ms),
+                first_byte: Duration::from_millis(self.vendor_first_byte_timeout_ms),
+                idle: Duration::from_millis(self.vendor_idle_timeout_ms),
+                total: Duration::from_secs(self.vendor_total_timeout_secs),
+            },
             public_url: self.public_url.clone(),
             egress_allow: self.egress_allow.clone(),
             carrier_accounts_enabled: self.carrier_accounts_enabled,

@@ -164,6 +164,8 @@ pub struct Config {
     pub llm: Option<VendorSettings>,
     /// Speech to text of what callers say; none without `--stt-url`.
     pub stt: Option<VendorSettings>,
+    /// How long a model vendor's request may take (`--vendor-*-timeout-*`).
+    pub vendor_timeouts: crate::vendors::Timeouts,
     /// The address clients reach the HTTP API at, for links the service hands out (recording
     /// URLs); by default `http://<http listen address>`.
     pub public_url: Option<String>,
@@ -217,6 +219,7 @@ impl Default for Config {
             tts: Tts::Auto,
             llm: None,
             stt: None,
+            vendor_timeouts: crate::vendors::Timeouts::default(),
             public_url: None,
             inbound_max_call_secs: 3600,
             egress_allow: Vec::new(),

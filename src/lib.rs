@@ -94,8 +94,8 @@ fn speech_engine(config: &Config) -> anyhow::Result<Arc<dyn switchboard_actors::
 /// An endpoint for `settings`, when they are given.
 fn vendor_endpoint(
     settings: &Option<config::VendorSettings>,
+    timeouts: vendors::Timeouts,
 ) -> anyhow::Result<Option<vendors::Endpoint>> {
-    let timeouts = vendors::Timeouts::default();
     Ok(match settings {
         Some(settings) => Some(vendors::Endpoint::new(settings.clone(), timeouts)?),
         None => None,
@@ -106,7 +106,7 @@ fn vendor_endpoint(
 pub fn chat_model(
     config: &Config,
 ) -> anyhow::Result<Option<Arc<dyn switchboard_actors::vendors::ChatModel>>> {
-    let endpoint = vendor_endpoint(&config.llm)?;
+    let endpoint = vendor_endpoint(&config.llm, config.vendor_timeouts)?;
     Ok(endpoint.map(|endpoint| Arc::new(vendors::OpenAiChat { endpoint }) as _))
 }
 
@@ -114,7 +114,7 @@ pub fn chat_model(
 pub fn transcriber(
     config: &Config,
 ) -> anyhow::Result<Option<Arc<dyn switchboard_actors::vendors::Transcriber>>> {
-    let endpoint = vendor_endpoint(&config.stt)?;
+    let endpoint = vendor_endpoint(&config.stt, config.vendor_timeouts)?;
     Ok(endpoint.map(|endpoint| Arc::new(vendors::OpenAiTranscriber { endpoint }) as _))
 }
 

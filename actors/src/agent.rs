@@ -129,6 +129,28 @@ pub async fn say(call: &Call, speech: &dyn Speech, text: &str, plan: &AgentPlan)
     }
 }
 
+/// [`say`] for one of the agent's own lines, written into the transcript when it plays.
+async fn say_line(
+    call: &Call,
+    speech: &dyn Speech,
+    text: &str,
+    plan: &AgentPlan,
+    conversation: &mut Conversation,
+    at_ms: u64,
+) -> bool {
+    let said = say(call, speech, text, plan).await;
+    if said {
+        conversation.transcript.push(Turn {
+            role: Speaker::Agent,
+            text: text.to_string(),
+            start_ms: at_ms,
+            end_ms: at_ms,
+            interrupted: false,
+        });
+    }
+    said
+}
+
 /// What a task of the conversation reports back to the call.
 enum Work {
     /// A transcription of the caller's speech.
@@ -340,7 +362,7 @@ pub async fn converse(
                 if plan.mind.is_some() && !asked_still_there {
                     // Once, before the silence ends the call.
                     asked_still_there = true;
-                    agent_speaking = say(&call, speech.as_ref(), STILL_THERE_LINE, plan).await;
+                    agent_speaking = say_line(&call, speech.as_ref(), STILL_THERE_LINE, plan, &mut conversation, ms(Instant::now())).await;
                     quiet_since = Instant::now();
                     continue;
                 }
@@ -401,7 +423,7 @@ pub async fn converse(
                         Err(e) => {
                             conversation.vendor_failed("transcriber", "speech to text failed", &e, ms(Instant::now()));
                             if !peer_speaking {
-                                agent_speaking = say(&call, speech.as_ref(), APOLOGY_LINE, plan).await;
+                                agent_speaking = say_line(&call, speech.as_ref(), APOLOGY_LINE, plan, &mut conversation, ms(Instant::now())).await;
                             }
                         }
                     }
@@ -469,7 +491,7 @@ pub async fn converse(
                     if let Err(e) = result {
                         conversation.vendor_failed("chat_model", "the model failed", &e, ms(Instant::now()));
                         if reply.sentences == 0 {
-                            agent_speaking = say(&call, speech.as_ref(), APOLOGY_LINE, plan).await;
+                            agent_speaking = say_line(&call, speech.as_ref(), APOLOGY_LINE, plan, &mut conversation, ms(Instant::now())).await;
                         }
                     }
                     if let Some(mind) = &plan.mind
@@ -545,7 +567,7 @@ pub async fn converse(
                     if plan.mind.is_none() && detection == Detection::Off && !fallback_said {
                         // No model to answer with: say so, once.
                         fallback_said = true;
-                        agent_speaking = say(&call, speech.as_ref(), FALLBACK_LINE, plan).await;
+                        agent_speaking = say_line(&call, speech.as_ref(), FALLBACK_LINE, plan, &mut conversation, ms(Instant::now())).await;
                     }
                 }
                 Some(CallEvent::Media(MediaEvent::Utterance(audio))) => {

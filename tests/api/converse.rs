@@ -268,3 +268,56 @@ async fn without_a_model_the_agent_answers_with_its_fallback_line() {
     // Nothing was said while the caller spoke.
     assert!(level(&agent, 2.5, 3.4) < 50.0);
 }
+
+#[tokio::test]
+async fn a_model_that_does_not_answer_in_time_gets_the_apology_said_and_recorded() {
+    let vendor = VendorServer::start().await;
+    vendor.transcript("Can I move my visit?", Duration::ZERO);
+    // The model's answer would start after 5 s; the service waits 800 ms.
+    vendor.reply(
+        Reply::text(&["Of course, which day suits you?"])
+            .delayed(Duration::from_secs(5), Duration::ZERO),
+    );
+    let s = conversing_app_with(&vendor, |c| {
+        c.vendor_timeouts.first_byte = Duration::from_millis(800);
+    })
+    .await;
+    let (agent, spoke_until) = speak_once(
+        &s,
+        json!({"greeting_message": "Hello.", "vad_stop_secs": 0.5}),
+        Duration::from_secs(4),
+    )
+    .await;
+    // The apology plays within about a second of the model's deadline, not after its answer.
+    let apology = level(&agent, spoke_until + 0.6, spoke_until + 3.0);
+    assert!(apology > 500.0, "no apology was said: {apology}");
+    let call = ended_call(&s.app, 1).await;
+    let detail = s
+        .app
+        .get(&format!("/calls/{}", call["id"].as_str().unwrap()))
+        .await;
+    let failures = detail.body["vendor_failures"].as_array().expect("failures");
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0]["vendor"], "chat_model");
+    assert_eq!(failures[0]["error"], "the vendor did not answer in time");
+    let at = failures[0]["at_ms"].as_u64().unwrap();
+    assert!(
+        (4000..6000).contains(&at),
+        "the timeout was recorded at {at} ms"
+    );
+    // The apology is in the transcript; nothing of the late answer was said.
+    let said: Vec<&str> = detail.body["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "agent")
+        .filter_map(|t| t["text"].as_str())
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "Hello.",
+            "Sorry, I'm having trouble hearing you right now. Could you say that again?"
+        ]
+    );
+}

@@ -1,6 +1,6 @@
-//! Outbound SIP calls wired to the store: the SIP dialer's directory (a call's trunk, agent and
-//! recording) and its INVITE journal, and the start-up step that ends what a crashed process
-//! left ringing or answered.
+//! Outbound SIP calls wired to the store: the SIP dialer's directory (a call's trunk, agent with
+//! the lead memory of the number dialled, and recording) and its INVITE journal, and the
+//! start-up step that ends what a crashed process left ringing or answered.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +50,7 @@ impl OutboundDirectory for OutboundPort {
         else {
             return Ok(None);
         };
-        Ok(Some(OutboundRoute {
+        let mut planned = OutboundRoute {
             trunk,
             agent: agent_plan(
                 &agent,
@@ -65,7 +65,18 @@ impl OutboundDirectory for OutboundPort {
                 .ring_timeout_secs
                 .map(|s| Duration::from_secs(s.max(1) as u64))
                 .unwrap_or(self.config.ring_timeout),
-        }))
+        };
+        if agent.lead_memory_enabled {
+            crate::lead_memory::remember(
+                &self.store,
+                route.workspace_id,
+                &mut planned.agent,
+                &route.to_number,
+                agent.lead_memory_trust_caller_id,
+            )
+            .await;
+        }
+        Ok(Some(planned))
     }
 }
 

@@ -28,6 +28,8 @@ const METADATA_CHARS: usize = 1_000;
 const SUMMARY_CHARS: usize = 600;
 /// Most tags named.
 const MAX_TAGS: usize = 20;
+/// Longest block, in characters (the caps above keep it shorter with any lead the API takes).
+pub const MAX_CHARS: usize = 6_000;
 
 /// `text` as an E.164 number, `+` and 1-15 digits, exactly as leads store numbers; `None` for
 /// anything else (a national form, a name, separators), which then names no lead.
@@ -151,7 +153,7 @@ pub fn render(lead: &Lead, calls: &[PastCall]) -> String {
         }
         let _ = write!(out, "\n- {about}: {}", line(&call.summary, SUMMARY_CHARS));
     }
-    out
+    cut(&out, MAX_CHARS).into_owned()
 }
 
 #[cfg(test)]
@@ -247,6 +249,13 @@ mod tests {
         let calls: Vec<PastCall> = (0..3).map(|_| past(&"s".repeat(10_000))).collect();
         let text = render(&big, &calls);
         assert!(text.chars().count() < 5_000, "{}", text.len());
+        // Long tag names on top: the block as a whole is cut.
+        for tag in &mut big.tags {
+            tag.name = "t".repeat(1_000);
+        }
+        let capped = render(&big, &calls);
+        assert!(capped.ends_with(TRUNCATED), "{capped}");
+        assert_eq!(capped.chars().count(), MAX_CHARS + TRUNCATED.len());
         assert!(text.contains(&format!("{}{TRUNCATED}", "n".repeat(NOTES_CHARS))));
         assert!(text.contains("tag19") && !text.contains("tag20"));
     }

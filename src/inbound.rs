@@ -1,5 +1,6 @@
 //! Inbound SIP calls wired to the store: the router that turns `sip:<slug>@host` into an
-//! endpoint, its agent and a call plan, and the store port of the inbound call actor.
+//! endpoint, its agent and a call plan (with the lead memory of a trusted caller-ID), and the
+//! store port of the inbound call actor.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -134,6 +135,14 @@ impl InboundStore for InboundPort {
     }
 }
 
+/// A routed inbound call: its plan, and whether the caller-ID may bring the lead memory (the
+/// agent has lead memory on and trusts caller-IDs). The lookup runs with the call, which knows
+/// the caller.
+pub struct RoutedCall {
+    pub plan: InboundPlan,
+    pub lead_memory: bool,
+}
+
 /// Routes INVITEs to endpoints and runs their calls.
 pub struct SipRouter {
     pub store: Store,
@@ -149,9 +158,9 @@ pub struct SipRouter {
 
 #[async_trait]
 impl InboundRouter for SipRouter {
-    type Target = InboundPlan;
+    type Target = RoutedCall;
 
-    async fn route(&self, slug: &str, source: IpAddr) -> Routing<InboundPlan> {
+    async fn route(&self, slug: &str, source: IpAddr) -> Routing<RoutedCall> {
         // A slug that could not have been drawn cannot exist: no lookup for it.
         if SipSlug::parse(slug).is_none() {
             return Routing::Unknown;
@@ -218,14 +227,28 @@ impl InboundRouter for SipRouter {
             recorded: true,
         };
         Routing::Answer(Answer {
-            target: plan,
+            target: RoutedCall {
+                plan,
+                lead_memory: agent.lead_memory_enabled && agent.lead_memory_trust_caller_id,
+            },
             recording: Some(recording_path(&self.config.data_dir, call_id)),
             vad: vad_settings(&agent),
         })
     }
 
-    async fn run_call(&self, plan: InboundPlan, call: Call) {
+    async fn run_call(&self, routed: RoutedCall, call: Call) {
         let _running = self.live.token();
+        let mut plan = routed.plan;
+        if routed.lead_memory {
+            crate::lead_memory::remember(
+                &self.store,
+                plan.workspace_id,
+                &mut plan.agent,
+                &call.from,
+                true,
+            )
+            .await;
+        }
         run_call(
             call,
             plan,

@@ -42,6 +42,7 @@ pub mod flows;
 pub mod http;
 pub mod inbound;
 pub mod jobs;
+pub mod lead_memory;
 pub mod outbound;
 pub mod signing;
 pub mod simulation;

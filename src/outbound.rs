@@ -1,6 +1,6 @@
-//! Outbound SIP calls wired to the store: the SIP dialer's directory (a call's trunk, agent and
-//! recording) and its INVITE journal, and the start-up step that ends what a crashed process
-//! left ringing or answered.
+//! Outbound SIP calls wired to the store: the SIP dialer's directory (a call's trunk, agent with
+//! the lead memory of the number dialled, and recording) and its INVITE journal, and the
+//! start-up step that ends what a crashed process left ringing or answered.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,7 +70,7 @@ impl OutboundDirectory for OutboundPort {
         };
         equip(&mut plan, &self.store, &self.vendors.egress, facts).await;
         plan.turns = TurnEvents::for_call(&self.store, request.call_id, &agent);
-        Ok(Some(OutboundRoute {
+        let mut planned = OutboundRoute {
             trunk,
             agent: plan,
             recording: Some(recording_path(&self.config.data_dir, request.call_id)),
@@ -79,7 +79,18 @@ impl OutboundDirectory for OutboundPort {
                 .ring_timeout_secs
                 .map(|s| Duration::from_secs(s.max(1) as u64))
                 .unwrap_or(self.config.ring_timeout),
-        }))
+        };
+        if agent.lead_memory_enabled {
+            crate::lead_memory::remember(
+                &self.store,
+                route.workspace_id,
+                &mut planned.agent,
+                &route.to_number,
+                agent.lead_memory_trust_caller_id,
+            )
+            .await;
+        }
+        Ok(Some(planned))
     }
 }
 

@@ -238,8 +238,16 @@ pub struct Agent {
     /// Hard cap on call length in seconds, 1-14400, or null for no cap (default 1800). Campaigns
     /// need a cap.
     pub max_call_duration_secs: Option<i64>,
-    /// Remember earlier calls with the same lead (default false).
+    /// Lead memory (default false): when the other party's number is a lead of the workspace,
+    /// the model gets the lead's fields and the summaries of its last calls. Outbound calls
+    /// use the dialled number; inbound SIP calls only with `lead_memory_trust_caller_id`.
     pub lead_memory_enabled: bool,
+    /// Let lead memory trust the caller-ID (the From user) of inbound SIP endpoint calls
+    /// (default false). Anyone can send any caller-ID, so only turn it on for endpoints whose
+    /// callers are vouched for (a trunk that sets the number, `allowed_source_ips`). It also
+    /// lets earlier inbound calls from the number count among the lead's last calls.
+    #[serde(default)]
+    pub lead_memory_trust_caller_id: bool,
     /// Inactive agents are kept but not used for new calls (default true).
     pub is_active: bool,
     /// http(s) URL receiving the agent's call events, at most 2048 characters, or null.
@@ -289,6 +297,7 @@ impl Agent {
             max_continuous_speech_secs: 60,
             max_call_duration_secs: Some(1800),
             lead_memory_enabled: false,
+            lead_memory_trust_caller_id: false,
             is_active: true,
             webhook_url: None,
             webhook_events: Vec::new(),

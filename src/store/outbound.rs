@@ -24,6 +24,8 @@ pub enum CallTrunk {
 #[derive(Debug, Clone)]
 pub struct CallRoute {
     pub workspace_id: WorkspaceId,
+    /// The number dialled.
+    pub to_number: String,
     pub trunk: CallTrunk,
     pub ring_timeout_secs: Option<i64>,
     /// The values for the agent's `{{variables}}`: the campaign contact's, then the call's own
@@ -57,7 +59,7 @@ impl Store {
     /// the call does not exist.
     pub async fn call_route(&self, call: CallId) -> StoreResult<Option<CallRoute>> {
         let row = sqlx::query(
-            "SELECT c.workspace_id, c.ring_timeout_secs, n.carrier_account_id, ca.trunk, ca.trunk_password, \
+            "SELECT c.workspace_id, c.to_number, c.ring_timeout_secs, n.carrier_account_id, ca.trunk, ca.trunk_password, \
              c.variables, c.metadata, ct.variables AS contact_variables \
              FROM calls c \
              LEFT JOIN contacts ct ON ct.id = c.contact_id \
@@ -104,6 +106,7 @@ impl Store {
         };
         Ok(Some(CallRoute {
             workspace_id: WorkspaceId::from_uuid(row.try_get("workspace_id")?),
+            to_number: row.try_get("to_number")?,
             trunk,
             ring_timeout_secs: row.try_get("ring_timeout_secs")?,
             variables,

@@ -8,10 +8,13 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use switchboard::config::{Carrier, Config, DialerHook, VendorSettings};
+use switchboard_actors::agent::AgentPlan;
 use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::conversation::{
     Conversation, Speaker, ToolEvent, ToolStatus, Turn, VendorFailure,
 };
+use switchboard_actors::ids::{AgentId, CallId, SipEndpointId, WorkspaceId};
+use switchboard_actors::inbound::InboundPlan;
 use switchboard_actors::ports::{DialProgress, DialRequest, DialResult, Dialer};
 use switchboard_actors::sim::SimConfig;
 
@@ -618,11 +621,39 @@ async fn a_restart_without_a_model_skips_what_was_pending() {
     analysis_is(&app, &id, "skipped").await;
 }
 
+/// The plan of inbound call `id` to `endpoint_id` (at `sip_uri`), answered by `agent_id`
+/// without a model, unrecorded: what the store keeps of a plan.
+pub fn inbound_plan(
+    id: CallId,
+    workspace_id: WorkspaceId,
+    endpoint_id: SipEndpointId,
+    agent_id: AgentId,
+    sip_uri: &str,
+) -> InboundPlan {
+    InboundPlan {
+        call_id: id,
+        workspace_id,
+        endpoint_id,
+        agent_id,
+        sip_uri: sip_uri.into(),
+        agent: AgentPlan {
+            greeting: String::new(),
+            agent_speaks_first: false,
+            voice: "alloy".into(),
+            language: "en-US".into(),
+            silence_timeout: Duration::from_secs(30),
+            max_duration: Duration::from_secs(600),
+            amd: None,
+            mind: None,
+            turns: None,
+        },
+        recorded: false,
+    }
+}
+
 #[tokio::test]
 async fn an_inbound_call_keeps_its_conversation_with_its_end() {
-    use switchboard_actors::agent::AgentPlan;
-    use switchboard_actors::ids::{AgentId, CallId, SipEndpointId};
-    use switchboard_actors::inbound::{InboundEnd, InboundPlan, InboundStart};
+    use switchboard_actors::inbound::{InboundEnd, InboundStart};
     use switchboard_actors::money::Cents;
 
     let app = app_with(None, |_| {}).await;
@@ -641,25 +672,13 @@ async fn an_inbound_call_keeps_its_conversation_with_its_end() {
     let store = app.store.clone().with_analysis(true);
     let id = CallId::new();
     let now = store.now();
-    let plan = InboundPlan {
-        call_id: id,
-        workspace_id: app.workspace_id,
-        endpoint_id: SipEndpointId::from_uuid(endpoint["id"].as_str().unwrap().parse().unwrap()),
-        agent_id: agent,
-        sip_uri: endpoint["sip_uri"].as_str().unwrap().into(),
-        agent: AgentPlan {
-            greeting: String::new(),
-            agent_speaks_first: false,
-            voice: "alloy".into(),
-            language: "en-US".into(),
-            silence_timeout: Duration::from_secs(30),
-            max_duration: Duration::from_secs(600),
-            amd: None,
-            mind: None,
-            turns: None,
-        },
-        recorded: false,
-    };
+    let plan = inbound_plan(
+        id,
+        app.workspace_id,
+        SipEndpointId::from_uuid(endpoint["id"].as_str().unwrap().parse().unwrap()),
+        agent,
+        endpoint["sip_uri"].as_str().unwrap(),
+    );
     store
         .inbound_started(&InboundStart {
             id,

@@ -21,6 +21,7 @@ mod dnc;
 mod engine;
 mod engine_retries;
 mod integrations;
+mod lead_memory;
 mod leads;
 mod openapi;
 mod phone_numbers;

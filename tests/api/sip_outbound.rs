@@ -169,7 +169,7 @@ pub async fn outbound_app_with(
 }
 
 /// A new agent made of `body`; its id.
-async fn new_agent(app: &TestApp, body: Value) -> String {
+pub async fn new_agent(app: &TestApp, body: Value) -> String {
     let agent = app.post("/agents", body).await;
     assert_eq!(agent.status, StatusCode::CREATED, "{}", agent.text);
     agent.body["id"].as_str().unwrap().to_string()
@@ -177,7 +177,7 @@ async fn new_agent(app: &TestApp, body: Value) -> String {
 
 /// Places a call by `agent` from the number `from` to `to`; `extra` adds fields to the
 /// request. The call's id.
-async fn place(app: &TestApp, agent: &str, from: &str, to: &str, extra: Value) -> String {
+pub async fn place(app: &TestApp, agent: &str, from: &str, to: &str, extra: Value) -> String {
     let mut body = json!({"agent_id": agent, "to_number": to, "from_phone_number_id": from});
     for (k, v) in extra.as_object().unwrap() {
         body[k] = v.clone();
@@ -188,7 +188,7 @@ async fn place(app: &TestApp, agent: &str, from: &str, to: &str, extra: Value) -
 }
 
 /// Waits for the call to end; if it does not within `within`, fails with what SIPp saw.
-async fn ended(app: &TestApp, id: &str, within: Duration, sipp: Option<&Sipp>) -> Value {
+pub async fn ended(app: &TestApp, id: &str, within: Duration, sipp: Option<&Sipp>) -> Value {
     let deadline = std::time::Instant::now() + within;
     loop {
         let call = app.get(&format!("/calls/{id}")).await.body;
@@ -853,17 +853,8 @@ async fn an_outbound_call_converses_with_the_calls_variables_in_its_prompt() {
     vendor.reply(crate::vendor::Reply::text(&[
         "Hi Dana, this is the clinic.",
     ]));
-    let settings = |model: &str| switchboard::config::VendorSettings {
-        base_url: vendor.base_url.clone(),
-        api_key: None,
-        model: model.into(),
-    };
     let sipp = Sipp::start("answer.xml", 1, &[]).await;
-    let app = outbound_app_with(trunk(vec![sipp.gateway(0)]), |c| {
-        c.llm = Some(settings("test-llm"));
-        c.stt = Some(settings("test-stt"));
-    })
-    .await;
+    let app = outbound_app_with(trunk(vec![sipp.gateway(0)]), |c| vendor.serve(c)).await;
     let agent = new_agent(
         &app,
         json!({"name": "Ava", "max_call_duration_secs": 20, "agent_speaks_first": true,

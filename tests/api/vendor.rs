@@ -194,6 +194,18 @@ impl VendorServer {
         self.script.uploads.lock().unwrap().clone()
     }
 
+    /// Makes the service's chat model (`test-llm`) and speech to text (`test-stt`) this
+    /// server, without a key.
+    pub fn serve(&self, config: &mut switchboard::Config) {
+        let settings = |model: &str| VendorSettings {
+            base_url: self.base_url.clone(),
+            api_key: None,
+            model: model.into(),
+        };
+        config.llm = Some(settings("test-llm"));
+        config.stt = Some(settings("test-stt"));
+    }
+
     /// This server as an endpoint: `key`, `model` and `timeouts`.
     pub fn endpoint(&self, key: &str, model: &str, timeouts: Timeouts) -> Endpoint {
         let settings = VendorSettings {

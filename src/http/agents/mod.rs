@@ -61,6 +61,7 @@ const WRITABLE: &[&str] = &[
     "max_continuous_speech_secs",
     "max_call_duration_secs",
     "lead_memory_enabled",
+    "lead_memory_trust_caller_id",
     "is_active",
     "webhook_url",
     "webhook_events",
@@ -177,7 +178,10 @@ pub struct AgentInput {
     #[serde(default)]
     #[schema(value_type = Option<i64>)]
     max_call_duration_secs: Patch<i64>,
+    /// Gives the model what the workspace knows of the lead on the call.
     lead_memory_enabled: Option<bool>,
+    /// Lets lead memory use the caller-ID of inbound SIP endpoint calls.
+    lead_memory_trust_caller_id: Option<bool>,
     is_active: Option<bool>,
     /// http(s) URL, at most 2048 characters, or null.
     #[serde(default)]
@@ -246,6 +250,7 @@ fn apply(agent: &mut Agent, input: AgentInput) {
         max_continuous_speech_secs,
         max_call_duration_secs,
         lead_memory_enabled,
+        lead_memory_trust_caller_id,
         is_active,
         webhook_url,
         webhook_events,
@@ -284,6 +289,10 @@ fn apply(agent: &mut Agent, input: AgentInput) {
         max_call_duration_secs.into_option(),
     );
     set(&mut agent.lead_memory_enabled, lead_memory_enabled);
+    set(
+        &mut agent.lead_memory_trust_caller_id,
+        lead_memory_trust_caller_id,
+    );
     set(&mut agent.is_active, is_active);
     set(&mut agent.webhook_url, webhook_url.into_option());
     set(&mut agent.webhook_events, webhook_events);

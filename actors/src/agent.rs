@@ -157,6 +157,11 @@ enum Work {
     Heard {
         result: Result<Transcript, VendorError>,
     },
+    /// An early transcription of the caller's speech so far, made at pause `pause`.
+    Early {
+        pause: u64,
+        result: Result<Transcript, VendorError>,
+    },
     /// The next sentence of a reply of generation `generation`.
     Sentence { generation: u64, text: String },
     /// The model asked for a function.
@@ -284,6 +289,12 @@ pub async fn converse(
     let mut speech_started: Option<Instant> = None;
     let mut asked_still_there = false;
     let mut fallback_said = false;
+    // Early transcripts: the pause the pending one was made at, and the pause count. The
+    // turn ended on one: the utterance it was made of is not transcribed again.
+    let mut early: Option<u64> = None;
+    let mut pauses = 0u64;
+    let mut paused_at_ms = 0u64;
+    let mut ended_early = false;
     // Tools dispatched and not yet answered, of any generation.
     let mut tools_in_flight = 0u32;
     let parties = CallParties {
@@ -428,6 +439,27 @@ pub async fn converse(
                         }
                     }
                 }
+                Work::Early { pause, result } => {
+                    if early != Some(pause) || transcribing > 0 || turn_ends_at.is_some() {
+                        continue;
+                    }
+                    early = None;
+                    let Ok(t) = result else { continue };
+                    let text = t.text.trim();
+                    let mut words = heard.clone();
+                    append(&mut words, text);
+                    if text.is_empty() || sounds_unfinished(&words) {
+                        // Mid-sentence: the VAD's stop decides, and the whole utterance is
+                        // transcribed then.
+                        continue;
+                    }
+                    heard = words;
+                    heard_to = paused_at_ms;
+                    call.media.control().drop_utterance();
+                    ended_early = true;
+                    speech_started = None;
+                    turn_ends_at = Some(Instant::now());
+                }
                 Work::Sentence { generation: g, text } if g == generation => {
                     append(&mut reply.written, &text);
                     synthesize(&mut reply, text, g, speech, plan, &call, &work_tx);
@@ -539,7 +571,11 @@ pub async fn converse(
                 Work::Sentence { .. } | Work::Function { .. } | Work::Replied { .. } | Work::Spoken { .. } => {}
             },
             event = call.next_event() => match event {
-                Some(CallEvent::Media(MediaEvent::SpeechStarted)) => {
+                Some(CallEvent::Media(MediaEvent::SpeechStarted | MediaEvent::Resumed)) => {
+                    // Speaking again (after the VAD's stop, or after a pause) makes any early
+                    // transcript stale.
+                    early = None;
+                    ended_early = false;
                     peer_speaking = true;
                     asked_still_there = false;
                     turn_ends_at = None;
@@ -571,6 +607,10 @@ pub async fn converse(
                     }
                 }
                 Some(CallEvent::Media(MediaEvent::Utterance(audio))) => {
+                    if std::mem::take(&mut ended_early) {
+                        // What the turn already ended on.
+                        continue;
+                    }
                     if let Some(mind) = &plan.mind {
                         transcribing += 1;
                         let transcriber = mind.transcriber.clone();
@@ -582,7 +622,25 @@ pub async fn converse(
                         });
                     }
                 }
-                Some(CallEvent::Media(MediaEvent::Pause(_))) => {}
+                Some(CallEvent::Media(MediaEvent::Pause(audio))) => {
+                    // The caller has paused: an early transcript may end their turn before the
+                    // VAD's stop, if their words end a sentence.
+                    if let Some(mind) = &plan.mind
+                        && transcribing == 0
+                        && detection == Detection::Off
+                    {
+                        pauses += 1;
+                        early = Some(pauses);
+                        paused_at_ms = ms(Instant::now()).saturating_sub((mind.listen.pause_secs * 1000.0) as u64);
+                        let transcriber = mind.transcriber.clone();
+                        let work_tx = work_tx.clone();
+                        let (rate, language, pause) = (call.codec.sample_rate(), plan.language.clone(), pauses);
+                        tokio::spawn(async move {
+                            let result = transcriber.transcribe(&audio, rate, &language).await;
+                            let _ = work_tx.send(Work::Early { pause, result });
+                        });
+                    }
+                }
                 Some(CallEvent::Media(MediaEvent::PlayedOut(tag))) => {
                     if let Some((text, _, index)) = reply.queued.remove(&tag) {
                         reply.outstanding = reply.outstanding.saturating_sub(1);

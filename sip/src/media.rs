@@ -40,6 +40,9 @@ pub enum MediaEvent {
     /// listening's `pause`; what they said so far (mono, at the codec's rate), for an early
     /// transcript. Once per pause.
     Pause(Arc<[i16]>),
+    /// While listening: the caller spoke again after a [`MediaEvent::Pause`] (the VAD never
+    /// heard them stop).
+    Resumed,
     /// While listening: the caller's utterance, from just before their speech started to its
     /// end. It follows `SpeechStopped`, or comes alone when the utterance reached the
     /// listening's `max_secs` or was taken with [`MediaControl::take_utterance`] (the caller
@@ -107,6 +110,7 @@ enum Command {
     DetectAnsweringMachine(AmdSettings),
     Listen(ListenSettings),
     TakeUtterance,
+    DropUtterance,
 }
 
 /// Where a session's events go.
@@ -141,6 +145,13 @@ impl MediaControl {
     /// they have said nothing since the last one).
     pub fn take_utterance(&self) {
         let _ = self.commands.send(Command::TakeUtterance);
+    }
+
+    /// Forgets what the caller has said so far (its early transcript ended their turn): no
+    /// [`MediaEvent::Utterance`] is made of it, nor of the silence that follows unless they
+    /// speak again.
+    pub fn drop_utterance(&self) {
+        let _ = self.commands.send(Command::DropUtterance);
     }
 
     /// Drops whatever is still queued to play (the caller spoke over the agent).
@@ -392,6 +403,12 @@ impl Session {
                     (self.events)(MediaEvent::Utterance(audio));
                 }
             }
+            Command::DropUtterance => {
+                if let Some(capture) = self.capture.as_mut() {
+                    capture.utterance.clear();
+                    capture.dropped = capture.capturing;
+                }
+            }
             Command::Retarget(addr) => {
                 self.remote = addr;
                 self.latched = false;
@@ -520,6 +537,8 @@ struct Capture {
     capturing: bool,
     /// A pause has been reported for the silence going on now.
     paused: bool,
+    /// The utterance was dropped during a pause: the silence that follows is not one.
+    dropped: bool,
 }
 
 impl Capture {
@@ -533,6 +552,7 @@ impl Capture {
             utterance: Vec::new(),
             capturing: false,
             paused: false,
+            dropped: false,
         }
     }
 
@@ -559,13 +579,19 @@ impl Capture {
         self.utterance.extend_from_slice(frame);
         if change == Some(VadChange::Stopped) {
             self.capturing = false;
-            if let Some(audio) = self.take() {
+            if std::mem::take(&mut self.dropped) {
+                self.utterance.clear();
+            } else if let Some(audio) = self.take() {
                 events(MediaEvent::Utterance(audio));
             }
             return;
         }
         if silence_secs == 0.0 {
+            if self.paused {
+                events(MediaEvent::Resumed);
+            }
             self.paused = false;
+            self.dropped = false;
         } else if !self.paused && silence_secs + 1e-9 >= self.settings.pause_secs {
             self.paused = true;
             events(MediaEvent::Pause(self.utterance.as_slice().into()));
@@ -662,8 +688,13 @@ mod tests {
         /// Sends `frames` of 440 Hz tone from the peer as PCMU, out of order in pairs, a pair
         /// every 40 ms.
         async fn send_tone(&self, frames: u16) {
+            self.send_tone_from(0, frames).await;
+        }
+
+        /// [`Rig::send_tone`] continuing the stream from its frame `first`.
+        async fn send_tone_from(&self, first: u16, frames: u16) {
             let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
-            let packets: Vec<Vec<u8>> = (0..frames)
+            let packets: Vec<Vec<u8>> = (first..first + frames)
                 .map(|i| {
                     let pcm = tone(160, 8000.0, 8000.0);
                     RtpPacketBuilder::new()
@@ -793,20 +824,77 @@ mod tests {
         });
         // 1 s of speech, then silence.
         rig.send_tone(50).await;
-        let paused = next_matching(&mut rig.events, |e| match e {
-            MediaEvent::Pause(audio) => Some(audio.len()),
-            _ => None,
-        })
-        .await;
-        let utterance = next_matching(&mut rig.events, |e| match e {
-            MediaEvent::Utterance(audio) => Some(audio.len()),
-            _ => None,
-        })
-        .await;
+        let paused = next_pause(&mut rig.events).await;
+        let utterance = next_utterance(&mut rig.events).await;
         // The speech, what came before the VAD decided, and the silence that ended it.
         let secs = utterance as f64 / 8000.0;
         assert!((1.6..=2.4).contains(&secs), "utterance of {secs} s");
         assert!(paused < utterance, "{paused} then {utterance}");
+        rig.handle.finish().await.unwrap();
+    }
+
+    /// The length of the next pause's audio.
+    async fn next_pause(events: &mut mpsc::UnboundedReceiver<MediaEvent>) -> usize {
+        next_matching(events, |e| match e {
+            MediaEvent::Pause(audio) => Some(audio.len()),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The length of the next utterance.
+    async fn next_utterance(events: &mut mpsc::UnboundedReceiver<MediaEvent>) -> usize {
+        next_matching(events, |e| match e {
+            MediaEvent::Utterance(audio) => Some(audio.len()),
+            _ => None,
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_dropped_utterance_is_not_handed_over_and_speaking_again_is_told() {
+        let mut rig = rig(None, VadSettings::default()).await;
+        let listen = ListenSettings {
+            pause_secs: 0.2,
+            pre_roll_secs: 0.5,
+            max_secs: 30.0,
+        };
+        rig.handle.control().listen(listen);
+        rig.send_tone(50).await;
+        next_pause(&mut rig.events).await;
+        rig.handle.control().drop_utterance();
+        // The VAD hears the caller stop; nothing of the dropped utterance is handed over.
+        let mut between = Vec::new();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), rig.events.recv()).await {
+                Ok(Some(MediaEvent::SpeechStopped)) => break,
+                Ok(Some(e)) => between.push(format!("{e:?}")),
+                other => panic!("no end of speech: {other:?}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        while let Ok(e) = rig.events.try_recv() {
+            between.push(format!("{e:?}"));
+        }
+        assert!(
+            between.iter().all(|e| !e.starts_with("Utterance")),
+            "{between:?}"
+        );
+
+        // Speaking again after a pause (before the VAD's stop) is told, and makes an
+        // utterance of its own.
+        rig.send_tone_from(50, 25).await;
+        next_pause(&mut rig.events).await;
+        rig.handle.control().drop_utterance();
+        rig.send_tone_from(75, 25).await;
+        next_matching(&mut rig.events, |e| match e {
+            MediaEvent::Resumed => Some(()),
+            _ => None,
+        })
+        .await;
+        let utterance = next_utterance(&mut rig.events).await;
+        let secs = utterance as f64 / 8000.0;
+        assert!((0.5..=2.0).contains(&secs), "utterance of {secs} s");
         rig.handle.finish().await.unwrap();
     }
 

@@ -321,3 +321,67 @@ async fn a_model_that_does_not_answer_in_time_gets_the_apology_said_and_recorded
         ]
     );
 }
+
+#[tokio::test]
+async fn a_finished_sentence_ends_the_turn_at_a_pause_and_an_unfinished_one_waits() {
+    let vendor = VendorServer::start().await;
+    // The first turn's early transcript ends a sentence; the second's does not, so its whole
+    // utterance is transcribed again once the VAD hears the caller stop.
+    vendor.transcript("I need a visit.", Duration::ZERO);
+    vendor.transcript("I would like to", Duration::ZERO);
+    vendor.transcript("I would like to", Duration::ZERO);
+    vendor.reply(Reply::text(&["Sure."]));
+    vendor.reply(Reply::text(&["Go on."]));
+    let s = conversing_app(&vendor).await;
+    // The VAD's stop is 2 s; a pause (half of it) gives the early transcript.
+    let (mut ua, media) = answered_call(
+        &s,
+        json!({"agent_speaks_first": false, "vad_stop_secs": 2.0}),
+    )
+    .await;
+    let answered = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    ua.stream_tone(media, 75).await;
+    let first_end = answered.elapsed().as_millis() as u64;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    ua.stream_tone(media, 75).await;
+    let second_end = answered.elapsed().as_millis() as u64;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    ua.bye().await;
+    let _ = ua.final_reply("BYE", SECS).await;
+
+    assert_eq!(
+        vendor.uploads().len(),
+        3,
+        "two early transcripts and one whole"
+    );
+    let call = ended_call(&s.app, 1).await;
+    let detail = s
+        .app
+        .get(&format!("/calls/{}", call["id"].as_str().unwrap()))
+        .await;
+    let transcript = detail.body["transcript"].as_array().unwrap().clone();
+    let texts: Vec<&str> = transcript
+        .iter()
+        .filter_map(|t| t["text"].as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        ["I need a visit.", "Sure.", "I would like to", "Go on."],
+        "{transcript:?}"
+    );
+    // Answered about a pause after the finished sentence, well before the VAD's stop...
+    let first_answer = transcript[1]["start_ms"].as_u64().unwrap();
+    assert!(
+        first_answer < first_end + 1_700,
+        "answered {} ms after the caller stopped",
+        first_answer.saturating_sub(first_end)
+    );
+    // ...and after the VAD's stop and the grace for unfinished words after the other.
+    let second_answer = transcript[3]["start_ms"].as_u64().unwrap();
+    assert!(
+        second_answer > second_end + 2_700,
+        "answered {} ms after the caller stopped",
+        second_answer.saturating_sub(second_end)
+    );
+}

@@ -926,3 +926,90 @@ async fn a_conversing_calls_turns_are_sent_as_they_become_final_before_its_end()
     let spoke = (caller_turn.1 - caller_turn.0).num_milliseconds();
     assert!((1000..2500).contains(&spoke), "the caller spoke {spoke} ms");
 }
+
+#[tokio::test]
+async fn a_function_tool_on_a_call_is_answered_by_the_agent_webhook() {
+    let vendor = VendorServer::start().await;
+    vendor.transcript("Is the blue kettle in stock?", Duration::ZERO);
+    vendor.reply(Reply::tool_calls(&[(
+        "call_7",
+        "checkStock",
+        r#"{"sku": "KT-BLUE"}"#,
+    )]));
+    vendor.reply(Reply::text(&["Yes, we have four."]));
+    let s = conversing_app_with(&vendor, settings).await;
+    let (addr, receiver) = receiver(&s.app).await;
+    *receiver.answer.lock().unwrap() = r#"{"in_stock": 4}"#.into();
+    let tool = s
+        .app
+        .post(
+            "/tools",
+            json!({"name": "check stock", "type": "function", "description": "Stock of an item",
+                   "config": {"parameters": {"type": "object", "required": ["sku"],
+                              "properties": {"sku": {"type": "string"}}}}}),
+        )
+        .await;
+    assert_eq!(tool.status, 201, "{}", tool.body);
+    let (agent, _, slug) = endpoint(
+        &s.app,
+        json!({"agent_speaks_first": false, "vad_stop_secs": 0.5,
+               "webhook_url": format!("http://{addr}/hook"), "webhook_events": ["call.ended"]}),
+        json!({}),
+    )
+    .await;
+    let attached = s
+        .app
+        .put(
+            &format!(
+                "/agents/{agent}/tools/{}",
+                tool.body["id"].as_str().unwrap()
+            ),
+            json!({}),
+        )
+        .await;
+    assert_eq!(attached.status, 200, "{}", attached.body);
+    let (mut ua, media) = call_slug(&s, &slug).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    ua.stream_tone(media, 75).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    ua.bye().await;
+    let _ = ua.final_reply("BYE", SECS).await;
+
+    let got = wait_for(&receiver, 2).await;
+    assert_eq!(receiver.kinds(), ["tool.called", "call.ended"]);
+    let called = &got[0].envelope;
+    assert!(got[0].verified);
+    assert_eq!(called["data"]["tool_name"], "checkStock");
+    assert_eq!(called["data"]["arguments"], json!({"sku": "KT-BLUE"}));
+    let requests = vendor.conversation_requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let offered = requests[0].1["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "checkStock")
+        .cloned()
+        .expect("offered");
+    assert_eq!(
+        offered["function"]["parameters"]["required"],
+        json!(["sku"])
+    );
+    let answer = requests[1].1["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .expect("the tool's result");
+    assert_eq!(answer["content"], r#"{"in_stock":4}"#);
+    let call = ended_call(&s.app, 1).await;
+    let detail = s
+        .app
+        .get(&format!("/calls/{}", call["id"].as_str().unwrap()))
+        .await;
+    let event = &detail.body["events"][0];
+    assert_eq!(event["name"], "checkStock");
+    assert_eq!(event["status"], "succeeded");
+    assert_eq!(event["delivery_id"], called["id"]);
+    assert_eq!(called["call_id"], call["id"]);
+}

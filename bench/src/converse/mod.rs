@@ -451,7 +451,14 @@ async fn call(s: &Shared, c: usize, slug: &str, routed: oneshot::Sender<()>) -> 
     let mut decoder = switchboard_sip::audio_codec::create_decoder(Codec::Pcmu.codec_type());
     let mut pcm = vec![0i16; 160];
     let mut buf = [0u8; 2048];
-    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    // A phone's packet clock has no relation to the server's: each call's is set off by its own
+    // part of the 20 ms (otherwise every call would send just after the server's media tick,
+    // as both start when the call is answered).
+    let offset = Duration::from_micros((c as u64 * 7_919) % 20_000);
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + offset,
+        Duration::from_millis(20),
+    );
     // A little quiet first, different per call, so the calls' turns do not fall in step.
     let mut phase =
         Phase::Quiet(Instant::now() + Duration::from_millis(300 + (c as u64 * 137) % 1500));

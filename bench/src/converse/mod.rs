@@ -2,8 +2,9 @@
 //! latencies.
 //!
 //! The bench starts the stand-ins ([`vendors`]) and a server pointed at them (speech to text,
-//! the chat model and OpenAI-compatible speech), with one agent and endpoint per call: each
-//! agent's system prompt names its call, so a chat request tells which call it serves. Each call
+//! the chat model and OpenAI-compatible speech), with one agent per call: each agent's system
+//! prompt names its call, so a chat request tells which call it serves. The calls take turns on
+//! a few SIP endpoints, each pointed at the agent of the call about to use it. Each call
 //! then speaks prerecorded turns as RTP (PCMU, 20 ms a packet, silence between), waits for the
 //! agent's reply audio, and speaks again after it; one turn talks over the reply (a barge-in)
 //! and notes when the agent's audio stops.

@@ -357,7 +357,8 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
         "server_idle_rss_mib": base_rss_mib,
         "server_cpu_percent_all_calls_live": plateau.0.map(crate::round),
         "server_rss_mib_all_calls_live": plateau.1.map(|k| crate::round(k / 1024.0)),
-        "server_cpu_core_secs_per_sec_per_call": per_call(plateau.0, base_cpu).map(|p| p / 100.0),
+        "server_cpu_core_secs_per_sec_per_call": plateau.0.zip(base_cpu)
+            .map(|(v, b)| ((v - b) / args.calls as f64 * 1000.0).round() / 100_000.0),
         "server_cpu_percent_per_call": per_call(plateau.0, base_cpu),
         "server_rss_kib_per_call": per_call(plateau.1, base_rss),
         "bench_cpu_percent": bench_cpu.map(crate::round),

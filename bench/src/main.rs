@@ -8,11 +8,17 @@
 //! - `sip-load`: a SIP load generator against a running (or spawned) server.
 //! - `outbound-load`: outbound calls through a SIP trunk to an answering peer, placed directly
 //!   or by campaigns, against a spawned server.
+//! - `converse`: many concurrent conversing calls (prerecorded caller turns, one talking over
+//!   the agent) against stand-in model vendors with fixed latencies; reports the latency the
+//!   server adds to a turn beyond the vendors' own, the barge-in stop time, and CPU and memory
+//!   per conversing call.
 //! - `amd`: answering-machine detection over a generated, labelled set of calls' audio.
 
 mod amd;
+mod converse;
 mod measure;
 mod outbound_load;
+mod rtp;
 mod sip_load;
 
 use std::collections::BTreeMap;
@@ -53,6 +59,9 @@ enum Command {
     /// Place outbound calls through a SIP trunk to an answering peer (directly or by
     /// campaigns), and measure the server and the pacing the far end saw.
     OutboundLoad(Box<outbound_load::OutboundLoadArgs>),
+    /// Converse on many calls at once against stand-in model vendors with fixed latencies, and
+    /// measure the latency the server adds to each turn, barge-in and the cost per call.
+    Converse(Box<converse::ConverseArgs>),
     /// Generate voicemail greetings, people answering, silence and noise (espeak-ng, sox) and
     /// measure answering-machine detection on them.
     Amd(amd::AmdArgs),
@@ -167,6 +176,10 @@ fn main() -> anyhow::Result<()> {
         Command::OutboundLoad(args) => {
             let json = args.json.clone();
             (in_real_time(outbound_load::run(*args))?, json)
+        }
+        Command::Converse(args) => {
+            let json = args.json.clone();
+            (in_real_time(converse::run(*args))?, json)
         }
         // Writes its own JSON (with every file's verdict).
         Command::Amd(args) => (amd::run(args)?, None),

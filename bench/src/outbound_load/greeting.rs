@@ -55,7 +55,8 @@ pub fn frames(codec: Codec, audio: &[i16]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn espeak(rate: u32, text: &str) -> Option<Vec<i16>> {
+/// `text` spoken by espeak-ng at `rate`; none if it is not installed or fails.
+pub(crate) fn espeak(rate: u32, text: &str) -> Option<Vec<i16>> {
     let dir = tempfile::tempdir().ok()?;
     let path = dir.path().join("greeting.wav");
     let status = std::process::Command::new("espeak-ng")
@@ -74,7 +75,7 @@ fn espeak(rate: u32, text: &str) -> Option<Vec<i16>> {
 
 /// About twelve seconds of voiced syllables: a glottal pulse train (pitch gliding around
 /// 110-190 Hz) through two formant-like resonances, shaped per syllable, with pauses.
-fn synthetic(rate: u32) -> Vec<i16> {
+pub(crate) fn synthetic(rate: u32) -> Vec<i16> {
     let rate_f = f64::from(rate);
     let mut out = Vec::with_capacity(rate as usize * 13);
     let mut seed: u32 = 0x2545_f491;

@@ -17,10 +17,10 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use switchboard_sip::sdp::Codec;
 
-mod greeting;
+pub(crate) mod greeting;
 mod output;
 mod peer;
-mod server;
+pub(crate) mod server;
 mod sipmsg;
 mod sipp;
 

@@ -15,17 +15,21 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use switchboard_sip::sdp::{Codec, MediaDescription};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpStream, UdpSocket};
+use switchboard_sip::sdp::Codec;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::UdpSocket;
 use tokio::sync::Mutex;
 
 mod output;
 mod spawn;
+mod ua;
 
-use output::{report, sample_server, scrape_rtp};
+pub(crate) use output::sample_server;
+use output::{report, scrape_rtp};
 pub(crate) use spawn::free_port;
 use spawn::spawn_server;
+pub(crate) use spawn::{create_agent, create_endpoint, spawn_switchboard};
+pub(crate) use ua::{Dialog, Invite};
 
 #[derive(clap::Args, Clone)]
 pub struct SipLoadArgs {
@@ -132,9 +136,10 @@ pub async fn run(mut args: SipLoadArgs) -> anyhow::Result<Value> {
     });
     let started = Instant::now();
     let samples = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let live = shared.clone();
     let sampler = tokio::spawn(sample_server(
         args.server_pid,
-        shared.clone(),
+        move || live.totals.live.load(Ordering::Relaxed),
         samples.clone(),
         started,
     ));
@@ -190,70 +195,6 @@ async fn fail(s: &Shared, why: String) {
     *s.failures.lock().await.entry(why).or_insert(0) += 1;
 }
 
-/// A SIP conversation over UDP or TCP.
-enum Signal {
-    Udp(UdpSocket),
-    Tcp(BufReader<TcpStream>),
-}
-
-impl Signal {
-    async fn send(&mut self, to: SocketAddr, text: &str) -> std::io::Result<()> {
-        match self {
-            Signal::Udp(sock) => sock.send_to(text.as_bytes(), to).await.map(|_| ()),
-            Signal::Tcp(stream) => stream.get_mut().write_all(text.as_bytes()).await,
-        }
-    }
-
-    /// The next SIP message.
-    async fn recv(&mut self) -> std::io::Result<String> {
-        match self {
-            Signal::Udp(sock) => {
-                let mut buf = vec![0u8; 8192];
-                let (n, _) = sock.recv_from(&mut buf).await?;
-                Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
-            }
-            Signal::Tcp(stream) => {
-                let mut head = String::new();
-                loop {
-                    let mut line = String::new();
-                    if stream.read_line(&mut line).await? == 0 {
-                        return Err(std::io::ErrorKind::UnexpectedEof.into());
-                    }
-                    if line == "\r\n" && head.is_empty() {
-                        continue; // keep-alive
-                    }
-                    head.push_str(&line);
-                    if line == "\r\n" {
-                        break;
-                    }
-                }
-                let len = header(&head, "content-length")
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .unwrap_or(0)
-                    .min(65_535);
-                let mut body = vec![0u8; len];
-                stream.read_exact(&mut body).await?;
-                head.push_str(&String::from_utf8_lossy(&body));
-                Ok(head)
-            }
-        }
-    }
-}
-
-fn header(msg: &str, name: &str) -> Option<String> {
-    let head = msg.split("\r\n\r\n").next()?;
-    head.lines().skip(1).find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        k.trim()
-            .eq_ignore_ascii_case(name)
-            .then(|| v.trim().to_string())
-    })
-}
-
-fn status(msg: &str) -> Option<u16> {
-    msg.strip_prefix("SIP/2.0 ")?.get(..3)?.parse().ok()
-}
-
 async fn one_call(s: Arc<Shared>, n: u64) {
     s.totals.started.fetch_add(1, Ordering::Relaxed);
     if let Err(why) = call(&s, n).await {
@@ -263,167 +204,30 @@ async fn one_call(s: Arc<Shared>, n: u64) {
 }
 
 async fn call(s: &Shared, n: u64) -> Result<(), String> {
-    let ip = s.args.local_ip;
-    let media = UdpSocket::bind((ip, 0))
+    let media = UdpSocket::bind((s.args.local_ip, 0))
         .await
         .map_err(|e| format!("local media socket: {e}"))?;
-    let media_port = media.local_addr().map_err(|e| e.to_string())?.port();
-    let tcp = s.args.transport == "tcp";
-    let mut signal = if tcp {
-        let stream = TcpStream::connect(s.target)
-            .await
-            .map_err(|e| format!("tcp connect: {}", e.kind()))?;
-        Signal::Tcp(BufReader::new(stream))
-    } else {
-        Signal::Udp(
-            UdpSocket::bind((ip, 0))
-                .await
-                .map_err(|e| format!("local SIP socket: {e}"))?,
-        )
+    let invite = Invite {
+        target: s.target,
+        slug: &s.slug,
+        local_ip: s.args.local_ip,
+        tcp: s.args.transport == "tcp",
+        codec: s.codec,
+        media_port: media.local_addr().map_err(|e| e.to_string())?.port(),
+        timeout: Duration::from_secs_f64(s.args.timeout),
+        n,
     };
-    let me = match &signal {
-        Signal::Udp(sock) => sock.local_addr(),
-        Signal::Tcp(stream) => stream.get_ref().local_addr(),
-    }
-    .map_err(|e| e.to_string())?;
-    let proto = if tcp { "TCP" } else { "UDP" };
-    let call_id = format!("{n}-{:x}@switchboard-bench", rand::random::<u64>());
-    let tag = format!("{:x}", rand::random::<u32>());
-    let branch = format!("z9hG4bK{:x}", rand::random::<u64>());
-    let pt = s.codec.payload_type();
-    let sdp = format!(
-        "v=0\r\no=- {n} 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio {media_port} RTP/AVP {pt}\r\n\
-         a=rtpmap:{pt} {}/8000\r\na=sendrecv\r\n",
-        s.codec.encoding_name()
-    );
-    let uri = format!("sip:{}@{}", s.slug, s.target);
-    let transport_param = if tcp { ";transport=tcp" } else { "" };
-    let common = |method: &str, cseq: u32, branch: &str, to_tag: &str| {
-        format!(
-            "Via: SIP/2.0/{proto} {me};branch={branch};rport\r\nMax-Forwards: 70\r\nFrom: <sip:bench@{ip}>;tag={tag}\r\n\
-             To: <{uri}>{to_tag}\r\nCall-ID: {call_id}\r\nCSeq: {cseq} {method}\r\nContact: <sip:bench@{me}{transport_param}>\r\n"
-        )
-    };
-    let invite = format!(
-        "INVITE {uri} SIP/2.0\r\n{}Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
-        common("INVITE", 1, &branch, ""),
-        sdp.len()
-    );
-    let started = Instant::now();
-    signal
-        .send(s.target, &invite)
-        .await
-        .map_err(|e| format!("send: {}", e.kind()))?;
-    // Wait for the final answer, retransmitting over UDP until something provisional comes.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(s.args.timeout);
-    let mut retransmit = Duration::from_millis(500);
-    let mut heard = false;
-    let answer = loop {
-        let wait = if heard || tcp {
-            deadline
-        } else {
-            (tokio::time::Instant::now() + retransmit).min(deadline)
-        };
-        match tokio::time::timeout_at(wait, signal.recv()).await {
-            Ok(Ok(msg)) => {
-                let Some(code) = status(&msg) else { continue };
-                if !header(&msg, "cseq").unwrap_or_default().ends_with("INVITE") {
-                    continue;
-                }
-                heard = true;
-                if code >= 200 {
-                    break (code, msg);
-                }
-            }
-            Ok(Err(e)) => return Err(format!("receive: {}", e.kind())),
-            Err(_) if tokio::time::Instant::now() >= deadline => {
-                return Err("timeout".into());
-            }
-            Err(_) => {
-                retransmit = (retransmit * 2).min(Duration::from_secs(4));
-                let _ = signal.send(s.target, &invite).await;
-            }
-        }
-    };
-    let (code, msg) = answer;
-    let to = header(&msg, "to").unwrap_or_default();
-    let to_tag = to
-        .split_once(";tag=")
-        .map(|(_, t)| format!(";tag={}", t.split(';').next().unwrap_or(t)))
-        .unwrap_or_default();
-    if code != 200 {
-        let ack = format!(
-            "ACK {uri} SIP/2.0\r\n{}Content-Length: 0\r\n\r\n",
-            common("ACK", 1, &branch, &to_tag)
-        );
-        let _ = signal.send(s.target, &ack).await;
-        return Err(code.to_string());
-    }
-    s.latencies
-        .lock()
-        .await
-        .push(started.elapsed().as_secs_f64() * 1000.0);
+    let dialog = Dialog::invite(&invite).await?;
+    s.latencies.lock().await.push(dialog.setup_ms);
     s.totals.answered.fetch_add(1, Ordering::Relaxed);
     {
         let mut last = s.last_answer.lock().await;
         *last = last.max(s.run_started.elapsed().as_secs_f64());
     }
-    let remote_contact = header(&msg, "contact")
-        .map(|c| {
-            c.trim_start_matches('<')
-                .split('>')
-                .next()
-                .unwrap_or("")
-                .to_string()
-        })
-        .unwrap_or_else(|| uri.clone());
-    let ack = format!(
-        "ACK {remote_contact} SIP/2.0\r\n{}Content-Length: 0\r\n\r\n",
-        common(
-            "ACK",
-            1,
-            &format!("z9hG4bK{:x}", rand::random::<u64>()),
-            &to_tag
-        )
-    );
-    let _ = signal.send(s.target, &ack).await;
-    let body = msg.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    let remote = MediaDescription::parse(body.as_bytes())
-        .map_err(|e| format!("answer SDP: {e}"))?
-        .addr;
     s.totals.live.fetch_add(1, Ordering::Relaxed);
-    let streamed = stream_media(s, &media, remote).await;
+    let streamed = stream_media(s, &media, dialog.remote_media).await;
     s.totals.live.fetch_sub(1, Ordering::Relaxed);
-    let bye = format!(
-        "BYE {remote_contact} SIP/2.0\r\n{}Content-Length: 0\r\n\r\n",
-        common(
-            "BYE",
-            2,
-            &format!("z9hG4bK{:x}", rand::random::<u64>()),
-            &to_tag
-        )
-    );
-    signal
-        .send(s.target, &bye)
-        .await
-        .map_err(|e| format!("send BYE: {}", e.kind()))?;
-    let bye_deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        match tokio::time::timeout_at(bye_deadline, signal.recv()).await {
-            Ok(Ok(msg)) => {
-                if status(&msg).is_some()
-                    && header(&msg, "cseq").unwrap_or_default().ends_with("BYE")
-                {
-                    break;
-                }
-                if msg.starts_with("BYE ") {
-                    // The server hung up first (silence or duration cap).
-                    break;
-                }
-            }
-            _ => return Err("BYE unanswered".into()),
-        }
-    }
+    dialog.bye().await?;
     streamed
 }
 

@@ -75,9 +75,9 @@ pub(super) async fn report(s: &Shared, wall: f64, samples: &[Value]) -> Value {
 }
 
 /// Samples the server's CPU (percent of one core) and RSS every half second.
-pub(super) async fn sample_server(
+pub(crate) async fn sample_server(
     pid: Option<u32>,
-    s: Arc<Shared>,
+    live: impl Fn() -> i64,
     out: Arc<Mutex<Vec<Value>>>,
     started: Instant,
 ) {
@@ -86,7 +86,7 @@ pub(super) async fn sample_server(
         let (cpu, rss) = meter.sample();
         out.lock().await.push(json!({
             "t": started.elapsed().as_secs_f64(),
-            "live_calls": s.totals.live.load(Ordering::Relaxed),
+            "live_calls": live(),
             "cpu_percent": cpu,
             "rss_kib": rss,
         }));

@@ -3,16 +3,32 @@
 
 use super::*;
 
-pub(super) struct Spawned {
-    pub(super) child: tokio::process::Child,
-    pub(super) http: String,
-    pub(super) sip: SocketAddr,
+pub(crate) struct Spawned {
+    pub(crate) child: tokio::process::Child,
+    pub(crate) http: String,
+    pub(crate) sip: SocketAddr,
+    /// The slug of the endpoint `spawn_server` created.
     pub(super) slug: String,
+    /// The workspace's API key.
+    pub(crate) key: String,
     _dir: tempfile::TempDir,
 }
 
 /// Starts `bin serve --sip` on a temporary database and creates an agent and an endpoint.
 pub(super) async fn spawn_server(bin: &PathBuf) -> anyhow::Result<Spawned> {
+    let mut server = spawn_switchboard(bin, &["--tts".into(), "tones".into()]).await?;
+    (server.slug, _) = create_endpoint(
+        &server,
+        &json!({"name": "Bench", "greeting_message": "Hello, this is the load test agent.",
+        "max_call_duration_secs": 3600, "silence_timeout_secs": 3600}),
+    )
+    .await?;
+    Ok(server)
+}
+
+/// Starts `bin serve --sip` on a temporary database, with `extra` flags after the bench's own,
+/// and waits for its HTTP API.
+pub(crate) async fn spawn_switchboard(bin: &PathBuf, extra: &[String]) -> anyhow::Result<Spawned> {
     let dir = tempfile::tempdir()?;
     let http = free_port()?;
     let sip_port = free_port()?;
@@ -22,7 +38,7 @@ pub(super) async fn spawn_server(bin: &PathBuf) -> anyhow::Result<Spawned> {
             "sqlite://{}",
             dir.path().join("bench.db").display()
         ))
-        .args(["serve", "--sip", "--tts", "tones", "--rate-limit", "100000"])
+        .args(["serve", "--sip", "--rate-limit", "100000"])
         .arg("--http")
         .arg(format!("127.0.0.1:{http}"))
         .arg("--sip-listen")
@@ -30,6 +46,7 @@ pub(super) async fn spawn_server(bin: &PathBuf) -> anyhow::Result<Spawned> {
         .arg("--data-dir")
         .arg(dir.path().join("data"))
         .args(["--sip-invites-per-second", "1000000", "--sip-ring-ms", "0"])
+        .args(extra)
         .env("SWITCHBOARD_LOG", "warn")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
@@ -49,43 +66,63 @@ pub(super) async fn spawn_server(bin: &PathBuf) -> anyhow::Result<Spawned> {
     };
     let base = format!("http://127.0.0.1:{http}");
     let client = reqwest::Client::new();
-    let mut agent = None;
+    let mut up = false;
     for _ in 0..100 {
-        let resp = client
-            .post(format!("{base}/agents"))
-            .bearer_auth(&key)
-            .json(
-                &json!({"name": "Bench", "greeting_message": "Hello, this is the load test agent.",
-                "max_call_duration_secs": 3600, "silence_timeout_secs": 3600}),
-            )
-            .send()
-            .await;
-        if let Ok(r) = resp {
-            agent = Some(r.json::<Value>().await?);
+        if client.get(format!("{base}/healthz")).send().await.is_ok() {
+            up = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let agent = agent.context("the server's HTTP API did not come up")?;
-    let endpoint: Value = client
-        .post(format!("{base}/sip-endpoints"))
-        .bearer_auth(&key)
-        .json(&json!({"name": "bench", "inbound_agent_id": agent["id"]}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let slug = endpoint["data"]["slug"]
-        .as_str()
-        .context("no endpoint created")?
-        .to_string();
+    anyhow::ensure!(up, "the server's HTTP API did not come up");
     Ok(Spawned {
         child,
         http: base,
         sip: format!("127.0.0.1:{sip_port}").parse()?,
-        slug,
+        slug: String::new(),
+        key,
         _dir: dir,
     })
+}
+
+/// Creates an agent from `agent` (the body of `POST /agents`) and an endpoint that routes to
+/// it; answers the endpoint's slug and id.
+pub(crate) async fn create_endpoint(
+    server: &Spawned,
+    agent: &Value,
+) -> anyhow::Result<(String, String)> {
+    let agent = create_agent(server, agent).await?;
+    let endpoint: Value = reqwest::Client::new()
+        .post(format!("{}/sip-endpoints", server.http))
+        .bearer_auth(&server.key)
+        .json(&json!({"name": "bench", "inbound_agent_id": agent}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let field = |name: &str| {
+        endpoint["data"][name]
+            .as_str()
+            .map(str::to_string)
+            .with_context(|| format!("no endpoint created: {endpoint}"))
+    };
+    Ok((field("slug")?, field("id")?))
+}
+
+/// Creates an agent from `agent` (the body of `POST /agents`); answers its id.
+pub(crate) async fn create_agent(server: &Spawned, agent: &Value) -> anyhow::Result<String> {
+    let created: Value = reqwest::Client::new()
+        .post(format!("{}/agents", server.http))
+        .bearer_auth(&server.key)
+        .json(agent)
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(created["id"]
+        .as_str()
+        .with_context(|| format!("no agent created: {created}"))?
+        .to_string())
 }
 
 /// A port free for both UDP and TCP on loopback.

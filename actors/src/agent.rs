@@ -324,7 +324,12 @@ pub async fn converse(
     if let Some(amd) = &plan.amd {
         call.media.control().detect_answering_machine(amd.settings);
         detection = Detection::Listening;
-    } else if plan.agent_speaks_first && !plan.greeting.trim().is_empty() {
+    } else {
+        // The other party may speak over the agent: the media stops its audio on the frame
+        // the VAD hears them (the call then drops the rest of the reply).
+        call.media.control().yield_to_speech(true);
+    }
+    if plan.amd.is_none() && plan.agent_speaks_first && !plan.greeting.trim().is_empty() {
         agent_speaking = say(&call, speech.as_ref(), &plan.greeting, plan).await;
         if agent_speaking {
             greet(&call, &mut conversation, &mut history);
@@ -677,6 +682,7 @@ pub async fn converse(
                     tracing::info!(answered_by = verdict.answered_by.as_str(), reason = %verdict.reason, after_ms = verdict.after_ms, "answering-machine detection");
                     if verdict.answered_by.counts_as_human() {
                         detection = Detection::Off;
+                        call.media.control().yield_to_speech(true);
                         quiet_since = Instant::now();
                         if plan.agent_speaks_first && !plan.greeting.trim().is_empty() {
                             agent_speaking = say(&call, speech.as_ref(), &plan.greeting, plan).await;

@@ -111,6 +111,7 @@ enum Command {
     Listen(ListenSettings),
     TakeUtterance,
     DropUtterance,
+    YieldToSpeech(bool),
 }
 
 /// Where a session's events go.
@@ -152,6 +153,14 @@ impl MediaControl {
     /// speak again.
     pub fn drop_utterance(&self) {
         let _ = self.commands.send(Command::DropUtterance);
+    }
+
+    /// With `true`, the session drops what is queued to play itself, on the frame the VAD
+    /// hears the caller start speaking (as [`MediaControl::clear`] would, with its
+    /// [`MediaEvent::Cut`]), so the agent stops within that frame rather than after a round
+    /// trip through its task. Off by default (a voicemail message must play to its end).
+    pub fn yield_to_speech(&self, on: bool) {
+        let _ = self.commands.send(Command::YieldToSpeech(on));
     }
 
     /// Drops whatever is still queued to play (the caller spoke over the agent).
@@ -298,6 +307,8 @@ struct Session {
     play_offset: usize,
     /// The caller's speech being captured, when listening; `None` otherwise.
     capture: Option<Box<Capture>>,
+    /// Playout stops by itself when the caller starts speaking.
+    yield_to_speech: bool,
     playing: bool,
     ssrc: u32,
     seq: u16,
@@ -331,6 +342,7 @@ impl Session {
             playout: VecDeque::new(),
             play_offset: 0,
             capture: None,
+            yield_to_speech: false,
             playing: false,
             ssrc: rand::random(),
             seq: rand::random(),
@@ -381,18 +393,8 @@ impl Session {
                     self.playing = true;
                 }
             }
-            Command::Clear => {
-                if let Some((_, tag)) = self.playout.front()
-                    && *tag != 0
-                {
-                    (self.events)(MediaEvent::Cut {
-                        tag: *tag,
-                        played: self.play_offset,
-                    });
-                }
-                self.playout.clear();
-                self.play_offset = 0;
-            }
+            Command::Clear => self.clear_playout(),
+            Command::YieldToSpeech(on) => self.yield_to_speech = on,
             Command::Listen(settings) => {
                 self.capture = Some(Box::new(Capture::new(settings, self.codec.sample_rate())));
             }
@@ -455,6 +457,10 @@ impl Session {
             let _ = self.decoder.decode_into(&payload, caller);
         }
         let change = self.vad.feed(caller);
+        if change == Some(VadChange::Started) && self.yield_to_speech && !self.playout.is_empty() {
+            // The caller speaks over the agent: this frame already goes out silent.
+            self.clear_playout();
+        }
         if let Some(change) = change {
             (self.events)(match change {
                 VadChange::Started => MediaEvent::SpeechStarted,
@@ -495,6 +501,21 @@ impl Session {
             rec.frame(caller, agent)?;
         }
         Ok(())
+    }
+
+    /// Drops what is queued to play; the clip cut short (tagged) is reported with how much of
+    /// it was sent.
+    fn clear_playout(&mut self) {
+        if let Some((_, tag)) = self.playout.front()
+            && *tag != 0
+        {
+            (self.events)(MediaEvent::Cut {
+                tag: *tag,
+                played: self.play_offset,
+            });
+        }
+        self.playout.clear();
+        self.play_offset = 0;
     }
 
     fn fill_agent(&mut self, out: &mut [i16]) {
@@ -895,6 +916,32 @@ mod tests {
         let utterance = next_utterance(&mut rig.events).await;
         let secs = utterance as f64 / 8000.0;
         assert!((0.5..=2.0).contains(&secs), "utterance of {secs} s");
+        rig.handle.finish().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn playout_yields_by_itself_on_the_frame_speech_starts_once_asked_to() {
+        let mut rig = rig(None, VadSettings::default()).await;
+        let control = rig.handle.control();
+        control.yield_to_speech(true);
+        control.play_tagged(vec![1000i16; 80_000].into(), 5);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        rig.send_tone(25).await;
+        // The cut comes with (before) the VAD's start: nobody had to ask for it.
+        let mut order = Vec::new();
+        while order.len() < 2 {
+            match tokio::time::timeout(Duration::from_secs(5), rig.events.recv()).await {
+                Ok(Some(MediaEvent::Cut { tag, played })) => {
+                    assert_eq!(tag, 5);
+                    assert!(played > 0 && played < 80_000, "{played}");
+                    order.push("cut");
+                }
+                Ok(Some(MediaEvent::SpeechStarted)) => order.push("speech"),
+                Ok(Some(_)) => {}
+                other => panic!("{other:?} after {order:?}"),
+            }
+        }
+        assert_eq!(order, ["cut", "speech"]);
         rig.handle.finish().await.unwrap();
     }
 

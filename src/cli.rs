@@ -297,6 +297,22 @@ pub struct ServeArgs {
     /// SIP timer T1 in milliseconds (retransmissions; the wait for ACK is 64 x T1).
     #[arg(long, env = "SWITCHBOARD_SIP_T1_MS", default_value_t = 500)]
     pub sip_t1_ms: u64,
+    /// Of `--node-capacity`, the calls inbound INVITEs may not take: room kept for outbound
+    /// calls (default a tenth).
+    #[arg(long, env = "SWITCHBOARD_SIP_OUTBOUND_RESERVE")]
+    pub sip_outbound_reserve: Option<usize>,
+    /// Inbound INVITEs being set up at once; more are refused with 503.
+    #[arg(long, env = "SWITCHBOARD_SIP_MAX_SETUPS", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub sip_max_setups: u64,
+    /// The runtime's lateness (milliseconds) above which inbound INVITEs are refused with 503.
+    #[arg(long, env = "SWITCHBOARD_SIP_MAX_LAG_MS", default_value_t = 40,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub sip_max_lag_ms: u64,
+    /// `Retry-After` of a refused INVITE, seconds.
+    #[arg(long, env = "SWITCHBOARD_SIP_RETRY_AFTER_SECS", default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub sip_retry_after_secs: u32,
     /// Text to speech: `auto` (espeak-ng if installed, else the chime fallback), `espeak`,
     /// `openai` (an OpenAI-compatible speech endpoint) or `tones` (the chime fallback).
     #[arg(long, env = "SWITCHBOARD_TTS", default_value = "auto", value_parser = ["auto", "espeak", "openai", "tones"])]
@@ -519,6 +535,16 @@ impl ServeArgs {
             invites_per_second: self.sip_invites_per_second,
             ring: Duration::from_millis(self.sip_ring_ms),
             t1: Duration::from_millis(self.sip_t1_ms.max(10)),
+            admission: switchboard_sip::admission::AdmissionSettings {
+                max_calls: self.node_capacity.max(1),
+                outbound_reserve: self
+                    .sip_outbound_reserve
+                    .unwrap_or(self.node_capacity / 10)
+                    .min(self.node_capacity.saturating_sub(1)),
+                max_setups: self.sip_max_setups as usize,
+                max_lag: Duration::from_millis(self.sip_max_lag_ms),
+                retry_after_secs: self.sip_retry_after_secs,
+            },
             ..Default::default()
         }))
     }

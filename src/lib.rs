@@ -223,7 +223,7 @@ pub async fn serve(
     let trunk_prober: Option<Arc<dyn trunks::TrunkProber>> = client
         .clone()
         .map(|c| Arc::new(c) as Arc<dyn trunks::TrunkProber>);
-    let state = http::AppState::new(
+    let mut state = http::AppState::new(
         store.clone(),
         config.clone(),
         engine.clone(),
@@ -231,6 +231,7 @@ pub async fn serve(
         recording_key,
         trunk_prober,
     )?;
+    state.sip = sip.as_ref().map(|(server, _)| server.monitor());
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
     let analyst = model.map(|model| analysis::Analyst {

@@ -125,6 +125,13 @@ impl Core {
         }
     }
 
+    /// Calls on this server now: answered or being answered, and outbound ones ringing.
+    pub fn call_count(&self) -> usize {
+        let live = self.live.lock().map(|l| l.len()).unwrap_or(0);
+        let dialing = self.dialing.lock().map(|d| d.len()).unwrap_or(0);
+        live + dialing
+    }
+
     pub fn is_live(&self, id: &DialogId) -> bool {
         self.live
             .lock()

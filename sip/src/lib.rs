@@ -3,6 +3,7 @@
 //! plain types.
 
 pub mod acl;
+pub mod admission;
 pub mod amd;
 pub mod call;
 pub mod media;

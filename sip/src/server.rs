@@ -1,12 +1,14 @@
 //! The SIP server: UDP and TCP listeners (and TLS with a certificate) on sockets the caller
 //! binds, the inbound INVITE path and the dialogs of live calls.
 //!
-//! An INVITE for `sip:<slug>@host` is checked in this order, each step answering before any
-//! provisional response: the source's INVITE rate (over UDP an INVITE past it is dropped
-//! unanswered; over TCP and TLS it gets 503), the slug ([`InboundRouter::route`]: unknown,
-//! deleted and inactive all answer the same 404), the source address (403), the SDP offer (488
-//! without a common codec). Then 100 and 180, a short ring, 200 with the SDP answer, and the call
-//! is handed to [`InboundRouter::run_call`] with its media running.
+//! An INVITE for `sip:<slug>@host` is checked in this order: the source's INVITE rate (over
+//! UDP an INVITE past it is dropped unanswered; over TCP and TLS it gets 503), admission
+//! ([`crate::admission`]: 503 with `Retry-After` when the node cannot take another call, before
+//! any lookup, SDP or media work). An admitted INVITE gets 100 Trying at once; then the slug
+//! ([`InboundRouter::route`]: unknown, deleted and inactive all answer the same 404), the
+//! source address (403), the SDP offer (488 without a common codec). Then 180, a short ring,
+//! 200 with the SDP answer, and the call is handed to [`InboundRouter::run_call`] with its
+//! media running.
 //!
 //! One file on purpose: the transports' setup, the INVITE path and the dialog-state loop all
 //! work on the same `Shared` state and rsipstack's endpoint, and are read together.
@@ -35,6 +37,7 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::{Admission, AdmissionSettings, AdmissionStats, Refusal, spawn_lag_probe};
 pub use crate::call::{Call, CallEvent, Direction, EndCause};
 use crate::call::{CallParts, Core, LiveDialog, event_sink, sdp_type};
 use crate::media::{self, MediaConfig, VadSettings};
@@ -61,6 +64,8 @@ pub struct SipSettings {
     /// Reordering depth of the caller's audio, in 20 ms packets.
     pub jitter_depth: usize,
     pub user_agent: String,
+    /// When new inbound calls are refused (see [`crate::admission`]).
+    pub admission: AdmissionSettings,
 }
 
 #[derive(Debug, Clone)]
@@ -81,6 +86,7 @@ impl Default for SipSettings {
             t1: Duration::from_millis(500),
             jitter_depth: 3,
             user_agent: "Switchboard".into(),
+            admission: AdmissionSettings::default(),
         }
     }
 }
@@ -183,11 +189,13 @@ struct Shared<R: InboundRouter> {
     router: R,
     core: Arc<Core>,
     limiter: RateLimiter,
+    admission: Arc<Admission>,
 }
 
 /// A running SIP server.
 pub struct SipServer {
     core: Arc<Core>,
+    admission: Arc<Admission>,
     pub udp: SocketAddr,
     pub tcp: SocketAddr,
     pub tls: Option<SocketAddr>,
@@ -290,6 +298,8 @@ impl SipServer {
             per_second: settings.invites_per_second.max(1),
             window: Mutex::new((Instant::now(), HashMap::new())),
         };
+        let admission = Admission::new(settings.admission);
+        spawn_lag_probe(admission.clone(), stop.child_token());
         let core = Arc::new(Core {
             settings,
             ports,
@@ -305,6 +315,7 @@ impl SipServer {
             router,
             core: core.clone(),
             limiter,
+            admission: admission.clone(),
         });
         let tcp_public = SocketAddr::new(public_ip, tcp_addr.port());
         let mut streams = vec![(
@@ -380,6 +391,7 @@ impl SipServer {
         });
         Ok(SipServer {
             core,
+            admission,
             udp: SocketAddr::new(listen_ip, port),
             tcp: tcp_addr,
             tls: tls_addr,
@@ -395,10 +407,37 @@ impl SipServer {
         }
     }
 
+    /// What the server's gauges read from (`/metrics`).
+    pub fn monitor(&self) -> SipMonitor {
+        SipMonitor {
+            core: self.core.clone(),
+            admission: self.admission.clone(),
+        }
+    }
+
     /// Stops listening. Live calls' media keeps running until their owners finish them.
     pub async fn shutdown(self) {
         self.stop.cancel();
         let _ = self.task.await;
+    }
+}
+
+/// A running server's figures, read at any time.
+#[derive(Clone)]
+pub struct SipMonitor {
+    core: Arc<Core>,
+    admission: Arc<Admission>,
+}
+
+impl SipMonitor {
+    /// What admission has admitted and refused, and its signals now.
+    pub fn admission(&self) -> AdmissionStats {
+        self.admission.stats()
+    }
+
+    /// Calls on the server now (both directions).
+    pub fn calls(&self) -> usize {
+        self.core.call_count()
     }
 }
 
@@ -550,6 +589,17 @@ impl<R: InboundRouter> Shared<R> {
             }
             return;
         }
+        // Before any lookup, SDP or media: is there room for this call at all?
+        let permit = match self.admission.admit(self.core.call_count()) {
+            Ok(permit) => permit,
+            Err(why) => {
+                tracing::debug!(reason = why.as_str(), "an INVITE was refused");
+                self.unavailable(&mut tx).await;
+                return;
+            }
+        };
+        // Taken: the caller stops retransmitting while the call is set up.
+        let _ = tx.send_trying().await;
         let slug = tx.original.uri.user().unwrap_or_default().to_string();
         let answer = match self.router.route(&slug, source.ip()).await {
             Routing::Unknown => {
@@ -561,7 +611,7 @@ impl<R: InboundRouter> Shared<R> {
                 return;
             }
             Routing::Busy => {
-                let _ = tx.reply(StatusCode::ServiceUnavailable).await;
+                self.unavailable(&mut tx).await;
                 return;
             }
             Routing::Answer(answer) => answer,
@@ -589,7 +639,8 @@ impl<R: InboundRouter> Shared<R> {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "no RTP port for an inbound call");
-                let _ = tx.reply(StatusCode::ServiceUnavailable).await;
+                self.admission.refused(Refusal::RtpPorts);
+                self.unavailable(&mut tx).await;
                 return;
             }
         };
@@ -677,6 +728,8 @@ impl<R: InboundRouter> Shared<R> {
             }
         };
         core.set_media(&id, media.control());
+        // Set up: the call now counts among the live ones.
+        drop(permit);
         let from = tx_from(&control);
         let call = Call::new(
             core.clone(),
@@ -694,6 +747,17 @@ impl<R: InboundRouter> Shared<R> {
             },
         );
         self.router.run_call(answer.target, call).await;
+    }
+}
+
+impl<R: InboundRouter> Shared<R> {
+    /// Refuses an INVITE the server cannot take now: 503 with `Retry-After`.
+    async fn unavailable(&self, tx: &mut Transaction) {
+        let retry = self.admission.settings().retry_after_secs;
+        let retry = Header::RetryAfter(retry.to_string().into());
+        let _ = tx
+            .reply_with(StatusCode::ServiceUnavailable, vec![retry], None)
+            .await;
     }
 }
 

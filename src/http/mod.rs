@@ -70,6 +70,8 @@ pub struct AppState {
     pub egress: crate::egress::Egress,
     /// Probes carrier accounts' trunks (SIP OPTIONS); `None` while no SIP client runs.
     pub trunk_prober: Option<Arc<dyn crate::trunks::TrunkProber>>,
+    /// The SIP server's figures for `/metrics`, when it runs.
+    pub sip: Option<switchboard_sip::server::SipMonitor>,
 }
 
 impl AppState {
@@ -98,6 +100,7 @@ impl AppState {
             recording_key,
             links,
             trunk_prober,
+            sip: None,
         })
     }
 

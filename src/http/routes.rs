@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
+use switchboard_sip::admission::Refusal;
 
 use axum::Json;
 use axum::extract::State;
@@ -240,6 +241,17 @@ async fn metrics(State(state): State<AppState>) -> Response {
     metrics::gauge!("switchboard_calls_waiting").set(queue.waiting as f64);
     metrics::gauge!("switchboard_calls_live").set(queue.live as f64);
     metrics::gauge!("switchboard_campaigns_running").set(state.engine.running_campaigns() as f64);
+    if let Some(sip) = &state.sip {
+        let admission = sip.admission();
+        metrics::gauge!("switchboard_sip_calls").set(sip.calls() as f64);
+        metrics::gauge!("switchboard_sip_invites_admitted_total").set(admission.admitted as f64);
+        for (why, n) in Refusal::ALL.iter().zip(admission.refused) {
+            metrics::gauge!("switchboard_sip_invites_refused_total", "reason" => why.as_str())
+                .set(n as f64);
+        }
+        metrics::gauge!("switchboard_sip_setups").set(admission.setting_up as f64);
+        metrics::gauge!("switchboard_sip_lag_seconds").set(admission.lag_us as f64 / 1e6);
+    }
     let (evaluations, took) = state.engine.stats().evaluations();
     metrics::gauge!("switchboard_campaign_evaluations_total").set(evaluations as f64);
     metrics::gauge!("switchboard_campaign_evaluation_seconds_total").set(took.as_secs_f64());

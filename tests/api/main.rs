@@ -24,6 +24,7 @@ mod integrations;
 mod lead_memory;
 mod leads;
 mod openapi;
+mod overload;
 mod phone_numbers;
 mod rig;
 mod shared_links;

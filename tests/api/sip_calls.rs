@@ -46,6 +46,11 @@ pub async fn sip_app_with(
             ring: Duration::from_millis(ring_ms),
             t1: Duration::from_millis(50),
             invites_per_second,
+            // Tests share a busy machine: the runtime's lateness says little about a server.
+            admission: switchboard_sip::admission::AdmissionSettings {
+                max_lag: Duration::from_secs(5),
+                ..Default::default()
+            },
             ..SipSettings::default()
         });
         c.sip_host = "sip.test".into();
@@ -127,7 +132,9 @@ async fn unknown_deleted_and_inactive_slugs_all_get_the_same_404() {
         ua.invite_with_offer().await;
         let (provisional, r) = ua.final_reply("INVITE", SECS).await;
         assert_eq!(r.code, 404, "{target}: {}", r.text);
-        assert!(provisional.is_empty(), "{target}: {provisional:?}");
+        // Every INVITE taken gets 100 Trying at once, before its slug is looked up: the
+        // answers still look the same whatever the reason.
+        assert_eq!(provisional, [100], "{target}");
         ua.ack_error().await;
         shapes.push(r.shape());
     }
@@ -278,7 +285,7 @@ async fn sip_over_tls_is_served_with_the_configured_certificate() {
 }
 
 #[tokio::test]
-async fn sources_outside_the_allow_list_get_403_before_any_provisional() {
+async fn sources_outside_the_allow_list_get_403_before_any_ringing() {
     let s = sip_app(0, 100).await;
     let (_, _, slug) = endpoint(
         &s.app,
@@ -290,7 +297,7 @@ async fn sources_outside_the_allow_list_get_403_before_any_provisional() {
     ua.invite_with_offer().await;
     let (provisional, r) = ua.final_reply("INVITE", SECS).await;
     assert_eq!(r.code, 403, "{}", r.text);
-    assert!(provisional.is_empty(), "{provisional:?}");
+    assert_eq!(provisional, [100]);
     ua.ack_error().await;
 
     let (_, _, open) = endpoint(
@@ -492,11 +499,6 @@ async fn malformed_input_and_floods_never_stop_valid_calls() {
     ok.ack_2xx().await;
     ok.bye().await;
     assert_eq!(ok.final_reply("BYE", SECS).await.1.code, 200);
-    let options = ok
-        .invite_text("")
-        .replacen("INVITE ", "OPTIONS ", 1)
-        .replace("CSeq: 1 INVITE", "CSeq: 1 OPTIONS")
-        .replace("z9hG4bK", "z9hG4bKopt");
-    ok.send_raw(options.as_bytes()).await;
+    ok.send_raw(ok.options_text().as_bytes()).await;
     assert_eq!(ok.final_reply("OPTIONS", SECS).await.1.code, 200);
 }

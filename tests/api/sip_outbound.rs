@@ -63,7 +63,7 @@ impl Sipp {
         let scenario = dir.path().join(scenario);
         std::fs::write(&scenario, text).expect("the scenario is written");
         let log = dir.path().join("sipp.log");
-        let child = tokio::process::Command::new("sipp")
+        let child = sipp(dir.path())
             .arg("-sf")
             .arg(&scenario)
             .args(["-i", "127.0.0.1", "-mi", "127.0.0.1"])
@@ -75,10 +75,6 @@ impl Sipp {
             .args(["-trace_msg", "-message_file"])
             .arg(dir.path().join("messages.log"))
             .args(extra)
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
             .spawn()
             .expect("sipp runs (Debian package sip-tester; ./scripts/test installs it)");
         // SIPp binds its socket right away; give it a moment before the first INVITE.
@@ -121,6 +117,17 @@ impl Sipp {
     }
 }
 
+/// SIPp, run in `dir`, quiet, killed with its handle.
+pub fn sipp(dir: &Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new("sipp");
+    command
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
 pub fn trunk(gateways: Vec<Gateway>) -> Trunk {
     Trunk {
         gateways,
@@ -152,6 +159,10 @@ pub async fn outbound_app_with(
         c.sip = Some(SipSettings {
             rtp_ports: (50_000, 59_999),
             t1: Duration::from_millis(100),
+            admission: switchboard_sip::admission::AdmissionSettings {
+                max_lag: Duration::from_secs(5),
+                ..Default::default()
+            },
             ..SipSettings::default()
         });
         c.sip_host = "sip.test".into();

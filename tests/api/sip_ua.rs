@@ -143,6 +143,14 @@ impl Ua {
         )
     }
 
+    /// An OPTIONS request from this user agent (its own branch).
+    pub fn options_text(&self) -> String {
+        self.invite_text("")
+            .replacen("INVITE ", "OPTIONS ", 1)
+            .replace("CSeq: 1 INVITE", "CSeq: 1 OPTIONS")
+            .replace("z9hG4bK", "z9hG4bKopt")
+    }
+
     pub async fn send_raw(&self, bytes: &[u8]) {
         self.sock.send_to(bytes, self.server).await.expect("send");
     }

@@ -1,0 +1,253 @@
+//! Admission of new inbound calls: whether the server takes one more INVITE now, decided
+//! before any database access, SDP work, media or recording file, and how refusals are
+//! counted.
+//!
+//! An INVITE is refused with `503 Service Unavailable` and `Retry-After` when any of these
+//! holds (the reason is counted):
+//!
+//! - `capacity`: the node's live calls (both directions) have reached `max_calls` less the
+//!   share kept for outbound calls (`outbound_reserve`), so a flood of inbound calls never
+//!   starves the calls the campaign engine places;
+//! - `setups`: `max_setups` INVITEs are already being set up (routed, rung, answered);
+//! - `lag`: the runtime is late: a probe task that wakes every 10 ms measures how late it
+//!   wakes, and a decaying peak of that over `max_lag` means the process has no time for
+//!   another call;
+//! - `rtp_ports`: no media port is free (counted where the port is bound).
+//!
+//! A refusal costs a parse and one response; over UDP the transaction layer answers the
+//! INVITE's retransmissions with the same cached 503 for 64*T1.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+/// When new inbound calls are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionSettings {
+    /// Calls live on this node at once (inbound and outbound), at most.
+    pub max_calls: usize,
+    /// Of `max_calls`, the calls inbound INVITEs cannot take: room kept for outbound calls.
+    pub outbound_reserve: usize,
+    /// INVITEs being set up at once, at most.
+    pub max_setups: usize,
+    /// The runtime's lateness above which new calls are refused.
+    pub max_lag: Duration,
+    /// What a refusal's `Retry-After` says, in seconds.
+    pub retry_after_secs: u32,
+}
+
+impl Default for AdmissionSettings {
+    fn default() -> Self {
+        AdmissionSettings {
+            max_calls: 1000,
+            outbound_reserve: 100,
+            max_setups: 256,
+            max_lag: Duration::from_millis(40),
+            retry_after_secs: 2,
+        }
+    }
+}
+
+/// Why an INVITE was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Capacity,
+    Setups,
+    Lag,
+    RtpPorts,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 4] = [
+        Refusal::Capacity,
+        Refusal::Setups,
+        Refusal::Lag,
+        Refusal::RtpPorts,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Capacity => "capacity",
+            Refusal::Setups => "setups",
+            Refusal::Lag => "lag",
+            Refusal::RtpPorts => "rtp_ports",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What admission has done so far, for `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AdmissionStats {
+    /// INVITEs admitted.
+    pub admitted: u64,
+    /// INVITEs refused, by [`Refusal::ALL`]'s order.
+    pub refused: [u64; 4],
+    /// INVITEs being set up now.
+    pub setting_up: usize,
+    /// The runtime's lateness now (the decaying peak), microseconds.
+    pub lag_us: u64,
+}
+
+/// The admission state of one server.
+#[derive(Debug)]
+pub struct Admission {
+    settings: AdmissionSettings,
+    setting_up: AtomicUsize,
+    lag_us: AtomicU64,
+    admitted: AtomicU64,
+    refused: [AtomicU64; 4],
+}
+
+/// An INVITE being set up; dropping it frees its place.
+#[derive(Debug)]
+pub struct SetupPermit(Arc<Admission>);
+
+impl Drop for SetupPermit {
+    fn drop(&mut self) {
+        self.0.setting_up.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Admission {
+    pub fn new(settings: AdmissionSettings) -> Arc<Admission> {
+        Arc::new(Admission {
+            settings,
+            setting_up: AtomicUsize::new(0),
+            lag_us: AtomicU64::new(0),
+            admitted: AtomicU64::new(0),
+            refused: Default::default(),
+        })
+    }
+
+    pub fn settings(&self) -> &AdmissionSettings {
+        &self.settings
+    }
+
+    /// Admits an inbound INVITE with `live_calls` live now, or says why not (and counts it).
+    pub fn admit(self: &Arc<Self>, live_calls: usize) -> Result<SetupPermit, Refusal> {
+        let s = &self.settings;
+        let refusal = if live_calls >= s.max_calls.saturating_sub(s.outbound_reserve) {
+            Some(Refusal::Capacity)
+        } else if self.lag() > s.max_lag {
+            Some(Refusal::Lag)
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            self.refused(refusal);
+            return Err(refusal);
+        }
+        let taken = self.setting_up.fetch_add(1, Ordering::AcqRel);
+        let permit = SetupPermit(self.clone());
+        if taken >= s.max_setups {
+            drop(permit);
+            self.refused(Refusal::Setups);
+            return Err(Refusal::Setups);
+        }
+        self.admitted.fetch_add(1, Ordering::Relaxed);
+        Ok(permit)
+    }
+
+    /// Counts a refusal decided elsewhere (no media port).
+    pub fn refused(&self, why: Refusal) {
+        self.refused[why.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The runtime's lateness now (a decaying peak).
+    pub fn lag(&self) -> Duration {
+        Duration::from_micros(self.lag_us.load(Ordering::Relaxed))
+    }
+
+    pub fn stats(&self) -> AdmissionStats {
+        AdmissionStats {
+            admitted: self.admitted.load(Ordering::Relaxed),
+            refused: std::array::from_fn(|i| self.refused[i].load(Ordering::Relaxed)),
+            setting_up: self.setting_up.load(Ordering::Relaxed),
+            lag_us: self.lag_us.load(Ordering::Relaxed),
+        }
+    }
+
+    /// One probe: the probe woke `late` after it should have. The peak decays by an eighth a
+    /// probe (to a tenth of itself in about 200 ms).
+    fn record_lag(&self, late: Duration) {
+        let late = late.as_micros().min(u128::from(u64::MAX)) as u64;
+        let decayed = self.lag_us.load(Ordering::Relaxed) * 7 / 8;
+        self.lag_us.store(late.max(decayed), Ordering::Relaxed);
+    }
+}
+
+/// How often the lag probe wakes.
+const PROBE: Duration = Duration::from_millis(10);
+
+/// Runs the lag probe for `admission` until `stop`.
+pub fn spawn_lag_probe(admission: Arc<Admission>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let mut due = tokio::time::Instant::now() + PROBE;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep_until(due) => {}
+            }
+            let now = tokio::time::Instant::now();
+            // The timer's own granularity (about 1 ms) is not lateness.
+            admission.record_lag(
+                now.saturating_duration_since(due)
+                    .saturating_sub(Duration::from_millis(1)),
+            );
+            due = now + PROBE;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> AdmissionSettings {
+        AdmissionSettings {
+            max_calls: 10,
+            outbound_reserve: 2,
+            max_setups: 3,
+            max_lag: Duration::from_millis(40),
+            retry_after_secs: 2,
+        }
+    }
+
+    #[test]
+    fn capacity_keeps_room_for_outbound_calls() {
+        let a = Admission::new(settings());
+        assert!(a.admit(7).is_ok());
+        assert_eq!(a.admit(8).unwrap_err(), Refusal::Capacity);
+        assert_eq!(a.stats().refused, [1, 0, 0, 0]);
+        assert_eq!(a.stats().admitted, 1);
+    }
+
+    #[test]
+    fn setups_are_bounded_and_freed_when_done() {
+        let a = Admission::new(settings());
+        let permits: Vec<_> = (0..3).map(|_| a.admit(0).unwrap()).collect();
+        assert_eq!(a.admit(0).unwrap_err(), Refusal::Setups);
+        assert_eq!(a.stats().setting_up, 3);
+        drop(permits);
+        assert_eq!(a.stats().setting_up, 0);
+        assert!(a.admit(0).is_ok());
+    }
+
+    #[test]
+    fn a_late_runtime_refuses_until_the_lag_decays() {
+        let a = Admission::new(settings());
+        a.record_lag(Duration::from_millis(100));
+        assert_eq!(a.admit(0).unwrap_err(), Refusal::Lag);
+        for _ in 0..8 {
+            a.record_lag(Duration::ZERO);
+        }
+        assert!(a.lag() < Duration::from_millis(40), "{:?}", a.lag());
+        assert!(a.admit(0).is_ok());
+    }
+}

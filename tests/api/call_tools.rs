@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::converse::{call_slug, conversing_app_with};
+use crate::converse::{agent_lines, call_slug, conversing_app_with};
 use crate::sip_calls::{SECS, SipApp, ended_call, endpoint};
 use crate::tools::{Log, receiver, webhook};
 use crate::vendor::{Reply, VendorServer};
@@ -163,13 +163,7 @@ async fn a_webhook_tool_runs_once_with_the_schema_the_call_started_with() {
         .unwrap();
     assert_eq!(row.get::<String, _>("kind"), "call");
     assert_eq!(row.get::<String, _>("outcome"), "delivered");
-    let agent_said: Vec<&str> = detail.body["transcript"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["role"] == "agent")
-        .filter_map(|t| t["text"].as_str())
-        .collect();
+    let agent_said = agent_lines(&detail.body);
     assert_eq!(
         agent_said,
         ["Hello.", "One moment, please. Your order ships tomorrow."],

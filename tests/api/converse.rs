@@ -54,6 +54,17 @@ pub async fn call_slug(s: &SipApp, slug: &str) -> (Ua, std::net::SocketAddr) {
     (ua, media)
 }
 
+/// What the agent said on a call, by the transcript of its detail.
+pub fn agent_lines(detail: &Value) -> Vec<&str> {
+    detail["transcript"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["role"] == "agent")
+        .filter_map(|t| t["text"].as_str())
+        .collect()
+}
+
 /// The RMS level of `x` between `from` and `to` seconds (8 kHz).
 pub fn level(x: &[i16], from: f64, to: f64) -> f64 {
     let (a, b) = ((from * 8000.0) as usize, (to * 8000.0) as usize);
@@ -306,13 +317,7 @@ async fn a_model_that_does_not_answer_in_time_gets_the_apology_said_and_recorded
         "the timeout was recorded at {at} ms"
     );
     // The apology is in the transcript; nothing of the late answer was said.
-    let said: Vec<&str> = detail.body["transcript"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["role"] == "agent")
-        .filter_map(|t| t["text"].as_str())
-        .collect();
+    let said = agent_lines(&detail.body);
     assert_eq!(
         said,
         [

@@ -1,13 +1,13 @@
-//! Contacts: enrollment in a campaign (one transaction, duplicates counted and left alone) and
-//! their reads, always through a campaign of the caller's workspace.
+//! Contacts: enrollment in a campaign (batches streamed into one transaction, duplicates counted
+//! and left alone) and their reads, always through a campaign of the caller's workspace.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, QueryBuilder, Row, Sqlite};
+use sqlx::{Connection, Row};
 use switchboard_actors::campaign::AuditEvent;
 use switchboard_actors::contact::{ContactState, ExclusionReason};
-use switchboard_actors::ids::{ApiKeyId, CampaignId, ContactId, LeadId, WorkspaceId};
+use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, ContactId, LeadId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::campaigns::insert_event;
@@ -84,6 +84,97 @@ fn contact_row(r: SqliteRow) -> StoreResult<Contact> {
     })
 }
 
+/// Contacts in the order they were submitted, ready for [`Store::enroll_batches`]: a JSON array
+/// of `[phone_number, timezone, lead_id (32 hex digits), variables (JSON text), metadata (JSON
+/// text), excluded_reason]`, each but the number possibly `null`.
+#[derive(Debug, Default, Clone)]
+pub struct ContactBatch {
+    json: String,
+    rows: usize,
+}
+
+impl ContactBatch {
+    /// Contacts per batch: one statement inserts a batch.
+    pub const ROWS: usize = 10_000;
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Adds a contact whose `phone_number` is E.164; `variables` and `metadata` are JSON
+    /// objects' text. `excluded` enrolls it as excluded whatever the do-not-call list says.
+    pub fn push(
+        &mut self,
+        phone_number: &str,
+        timezone: Option<&str>,
+        lead_id: Option<LeadId>,
+        variables: &str,
+        metadata: &str,
+        excluded: Option<ExclusionReason>,
+    ) {
+        self.json.push(if self.rows == 0 { '[' } else { ',' });
+        let lead = lead_id.map(|l| l.as_uuid().simple().to_string());
+        let row = (
+            phone_number,
+            timezone,
+            lead,
+            variables,
+            metadata,
+            excluded.map(|r| r.as_str()),
+        );
+        // Serializing strings and options into a String cannot fail.
+        self.json
+            .push_str(&serde_json::to_string(&row).unwrap_or_default());
+        self.rows += 1;
+    }
+
+    /// The batch as one line of text (no newline inside): its row count, a space, its JSON.
+    pub fn to_line(&self) -> String {
+        format!("{} {}]", self.rows, self.json)
+    }
+
+    /// Reads back a line of [`ContactBatch::to_line`].
+    pub fn from_line(line: &str) -> Option<ContactBatch> {
+        let (rows, json) = line.trim_end_matches('\n').split_once(' ')?;
+        let rows: usize = rows.parse().ok()?;
+        let json = json.strip_suffix(']')?.to_owned();
+        (rows > 0 && json.starts_with('[')).then_some(ContactBatch { json, rows })
+    }
+}
+
+/// Whether enrollment looks numbers up on the do-not-call list.
+#[derive(Debug, Clone, Copy)]
+pub enum DncCheck {
+    /// The batches say which contacts are excluded.
+    AsGiven,
+    /// A number the list blocks for the campaign's agent (or for every agent) now is enrolled
+    /// as excluded (`do_not_call`), as [`Store::blocked_numbers`] reads the list.
+    Blocked { agent: Option<AgentId> },
+}
+
+/// Inserts a batch: the rows in their order, the first of a number kept, a number already in
+/// the campaign left alone (`OR IGNORE` on the campaign's unique number); each id is 16 bytes of
+/// `?2`, taken by the row's position.
+const INSERT_BATCH: &str = "WITH staged AS MATERIALIZED ( \
+       SELECT j.key AS pos, j.value ->> 0 AS phone, j.value ->> 1 AS tz, j.value ->> 2 AS lead, \
+              j.value ->> 3 AS vars, j.value ->> 4 AS meta, \
+              COALESCE(j.value ->> 5, CASE WHEN ?5 AND EXISTS ( \
+                  SELECT 1 FROM dnc_entries e WHERE e.workspace_id = ?7 AND e.phone_number = j.value ->> 0 \
+                   AND (e.expires_at IS NULL OR e.expires_at > ?8) \
+                   AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
+                        OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?6)) \
+              ) THEN 'do_not_call' END) AS reason \
+       FROM json_each(?1) j) \
+     INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) \
+     SELECT substr(?2, pos * 16 + 1, 16), ?3, unhex(lead), phone, tz, vars, meta, \
+            CASE WHEN reason IS NULL THEN 'pending' ELSE 'excluded' END, reason, \
+            CASE WHEN reason IS NULL THEN ?4 END, ?4, ?4 \
+     FROM staged ORDER BY pos";
+
 impl Store {
     /// Inserts contacts in large batches inside one transaction; numbers already enrolled in
     /// the campaign are counted as duplicates and left untouched. `None` when the campaign is
@@ -95,9 +186,52 @@ impl Store {
         contacts: &[NewContact],
         actor: ApiKeyId,
     ) -> StoreResult<Option<EnrollCounts>> {
-        const BATCH: usize = 500;
-        let at = ts(self.now());
-        let mut counts = EnrollCounts::default();
+        let batches = contacts.chunks(ContactBatch::ROWS).map(|chunk| {
+            let mut batch = ContactBatch::default();
+            for c in chunk {
+                batch.push(
+                    &c.phone_number,
+                    c.timezone.as_deref(),
+                    c.lead_id,
+                    &c.variables.to_string(),
+                    &c.metadata.to_string(),
+                    c.excluded,
+                );
+            }
+            Ok(batch)
+        });
+        self.enroll_batches(
+            ws,
+            campaign,
+            futures_util::stream::iter(batches),
+            DncCheck::AsGiven,
+            actor,
+        )
+        .await
+    }
+
+    /// Enrolls the contacts of `batches`, in their order, in one write transaction: all of them
+    /// or, on any error (reading the batches included), none. A number already in the campaign,
+    /// or earlier in the batches, is a duplicate and left alone. Holds no contact in memory
+    /// beyond the batch being inserted. `None` when the campaign is not one of `ws`'s.
+    pub async fn enroll_batches<S>(
+        &self,
+        ws: WorkspaceId,
+        campaign: CampaignId,
+        mut batches: S,
+        dnc: DncCheck,
+        actor: ApiKeyId,
+    ) -> StoreResult<Option<EnrollCounts>>
+    where
+        S: futures_util::Stream<Item = std::io::Result<ContactBatch>> + Unpin,
+    {
+        use futures_util::StreamExt;
+        let now = self.now();
+        let at = ts(now);
+        let (check, agent) = match dnc {
+            DncCheck::AsGiven => (false, None),
+            DncCheck::Blocked { agent } => (true, agent.map(|a| a.as_uuid())),
+        };
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let owned: Option<i64> =
@@ -109,38 +243,52 @@ impl Store {
         if owned.is_none() {
             return Ok(None);
         }
-        for chunk in contacts.chunks(BATCH) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) ",
-            );
-            q.push_values(chunk, |mut b, c| {
-                b.push_bind(uuid::Uuid::now_v7())
-                    .push_bind(campaign.as_uuid())
-                    .push_bind(c.lead_id.map(|l| l.as_uuid()))
-                    .push_bind(c.phone_number.clone())
-                    .push_bind(c.timezone.clone())
-                    .push_bind(c.variables.to_string())
-                    .push_bind(c.metadata.to_string())
-                    .push_bind(if c.excluded.is_some() {
-                        ContactState::Excluded.as_str()
-                    } else {
-                        ContactState::Pending.as_str()
-                    })
-                    .push_bind(c.excluded.map(|r| r.as_str()))
-                    .push_bind(c.excluded.is_none().then(|| at.clone()))
-                    .push_bind(at.clone())
-                    .push_bind(at.clone());
-            });
-            q.push(" RETURNING state");
-            let inserted: Vec<String> = q.build_query_scalar().fetch_all(&mut *tx).await?;
-            let excluded = inserted
-                .iter()
-                .filter(|s| s.as_str() == ContactState::Excluded.as_str())
-                .count() as i64;
-            counts.excluded += excluded;
-            counts.enrolled += inserted.len() as i64 - excluded;
-            counts.duplicates += (chunk.len() - inserted.len()) as i64;
+        const EXCLUDED: &str = "SELECT COUNT(*) FROM contacts WHERE campaign_id = ? AND state = ?";
+        let excluded_before: i64 = sqlx::query_scalar(EXCLUDED)
+            .bind(campaign.as_uuid())
+            .bind(ContactState::Excluded.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+        let mut submitted = 0i64;
+        let mut inserted = 0i64;
+        let mut ids = Vec::new();
+        while let Some(batch) = batches.next().await {
+            let batch = batch.map_err(sqlx::Error::Io)?;
+            if batch.is_empty() {
+                continue;
+            }
+            ids.clear();
+            for _ in 0..batch.rows {
+                ids.extend_from_slice(uuid::Uuid::now_v7().as_bytes());
+            }
+            let rows = batch.rows;
+            let mut json = batch.json;
+            json.push(']');
+            let done = sqlx::query(INSERT_BATCH)
+                .bind(json)
+                .bind(&ids[..])
+                .bind(campaign.as_uuid())
+                .bind(&at)
+                .bind(check)
+                .bind(agent)
+                .bind(ws.as_uuid())
+                .bind(&at)
+                .execute(&mut *tx)
+                .await?;
+            submitted += rows as i64;
+            inserted += done.rows_affected() as i64;
         }
+        let excluded_after: i64 = sqlx::query_scalar(EXCLUDED)
+            .bind(campaign.as_uuid())
+            .bind(ContactState::Excluded.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+        let excluded = excluded_after - excluded_before;
+        let counts = EnrollCounts {
+            enrolled: inserted - excluded,
+            excluded,
+            duplicates: submitted - inserted,
+        };
         let message = format!(
             "enrolled {}, excluded {}, duplicates {}",
             counts.enrolled, counts.excluded, counts.duplicates
@@ -153,7 +301,7 @@ impl Store {
             None,
             Some(&message),
             Some(actor),
-            self.now(),
+            now,
         )
         .await?;
         tx.commit().await?;

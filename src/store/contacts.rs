@@ -156,24 +156,45 @@ pub enum DncCheck {
     Blocked { agent: Option<AgentId> },
 }
 
-/// Inserts a batch: the rows in their order, the first of a number kept, a number already in
-/// the campaign left alone (`OR IGNORE` on the campaign's unique number); each id is 16 bytes of
-/// `?2`, taken by the row's position.
-const INSERT_BATCH: &str = "WITH staged AS MATERIALIZED ( \
-       SELECT j.key AS pos, j.value ->> 0 AS phone, j.value ->> 1 AS tz, j.value ->> 2 AS lead, \
-              j.value ->> 3 AS vars, j.value ->> 4 AS meta, \
-              COALESCE(j.value ->> 5, CASE WHEN ?5 AND EXISTS ( \
-                  SELECT 1 FROM dnc_entries e WHERE e.workspace_id = ?7 AND e.phone_number = j.value ->> 0 \
-                   AND (e.expires_at IS NULL OR e.expires_at > ?8) \
-                   AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
-                        OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?6)) \
-              ) THEN 'do_not_call' END) AS reason \
-       FROM json_each(?1) j) \
-     INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) \
-     SELECT substr(?2, pos * 16 + 1, 16), ?3, unhex(lead), phone, tz, vars, meta, \
-            CASE WHEN reason IS NULL THEN 'pending' ELSE 'excluded' END, reason, \
-            CASE WHEN reason IS NULL THEN ?4 END, ?4, ?4 \
-     FROM staged ORDER BY pos";
+/// One step of an enrollment, applied in order inside its transaction.
+#[derive(Debug)]
+pub enum EnrollStep {
+    /// Contacts to insert.
+    Batch(ContactBatch),
+    /// Which of `ids` are live leads of the workspace, answered on `reply`.
+    Leads {
+        ids: Vec<LeadId>,
+        reply: tokio::sync::oneshot::Sender<std::collections::HashSet<LeadId>>,
+    },
+}
+
+/// The columns a batch fills; each id is 16 bytes of `?2`, taken by the row's position. Rows
+/// go in the batch's order: a number already in the campaign, or earlier in the enrollment, is
+/// left alone (`OR IGNORE` on the campaign's unique number).
+macro_rules! insert_contacts {
+    ($rest:literal) => {
+        concat!("INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) \
+     SELECT substr(?2, j.key * 16 + 1, 16), ?3, unhex(j.value ->> 2), j.value ->> 0, j.value ->> 1, j.value ->> 3, j.value ->> 4, ", $rest)
+    };
+}
+
+/// [`DncCheck::AsGiven`]: the batch's own exclusion reason.
+const INSERT_AS_GIVEN: &str = insert_contacts!(
+    "CASE WHEN j.value ->> 5 IS NULL THEN 'pending' ELSE 'excluded' END, j.value ->> 5, \
+     CASE WHEN j.value ->> 5 IS NULL THEN ?4 END, ?4, ?4 \
+     FROM json_each(?1) j"
+);
+
+/// [`DncCheck::Blocked`]: the do-not-call list as [`Store::blocked_numbers`] reads it, for the
+/// workspace `?5` at `?6` and the agent `?7` (its unique number index finds at most one entry).
+const INSERT_BLOCKED: &str = insert_contacts!(
+    "CASE WHEN e.id IS NULL THEN 'pending' ELSE 'excluded' END, CASE WHEN e.id IS NOT NULL THEN 'do_not_call' END, \
+     CASE WHEN e.id IS NULL THEN ?4 END, ?4, ?4 \
+     FROM json_each(?1) j LEFT JOIN dnc_entries e ON e.workspace_id = ?5 AND e.phone_number = j.value ->> 0 \
+       AND (e.expires_at IS NULL OR e.expires_at > ?6) \
+       AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
+            OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?7))"
+);
 
 impl Store {
     /// Inserts contacts in large batches inside one transaction; numbers already enrolled in
@@ -198,7 +219,7 @@ impl Store {
                     c.excluded,
                 );
             }
-            Ok(batch)
+            Ok(EnrollStep::Batch(batch))
         });
         self.enroll_batches(
             ws,
@@ -210,27 +231,27 @@ impl Store {
         .await
     }
 
-    /// Enrolls the contacts of `batches`, in their order, in one write transaction: all of them
-    /// or, on any error (reading the batches included), none. A number already in the campaign,
-    /// or earlier in the batches, is a duplicate and left alone. Holds no contact in memory
-    /// beyond the batch being inserted. `None` when the campaign is not one of `ws`'s.
+    /// Enrolls the contacts of `steps`' batches, in their order, in one write transaction: all
+    /// of them or, on any error (an error item of `steps` included), none. A number already in
+    /// the campaign, or earlier in the batches, is a duplicate and left alone. Holds no contact in
+    /// memory beyond the batch being inserted. `None` when the campaign is not one of `ws`'s.
     pub async fn enroll_batches<S>(
         &self,
         ws: WorkspaceId,
         campaign: CampaignId,
-        mut batches: S,
+        mut steps: S,
         dnc: DncCheck,
         actor: ApiKeyId,
     ) -> StoreResult<Option<EnrollCounts>>
     where
-        S: futures_util::Stream<Item = std::io::Result<ContactBatch>> + Unpin,
+        S: futures_util::Stream<Item = std::io::Result<EnrollStep>> + Unpin,
     {
         use futures_util::StreamExt;
         let now = self.now();
         let at = ts(now);
-        let (check, agent) = match dnc {
-            DncCheck::AsGiven => (false, None),
-            DncCheck::Blocked { agent } => (true, agent.map(|a| a.as_uuid())),
+        let insert = match dnc {
+            DncCheck::AsGiven => INSERT_AS_GIVEN,
+            DncCheck::Blocked { .. } => INSERT_BLOCKED,
         };
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
@@ -252,8 +273,14 @@ impl Store {
         let mut submitted = 0i64;
         let mut inserted = 0i64;
         let mut ids = Vec::new();
-        while let Some(batch) = batches.next().await {
-            let batch = batch.map_err(sqlx::Error::Io)?;
+        while let Some(step) = steps.next().await {
+            let batch = match step.map_err(sqlx::Error::Io)? {
+                EnrollStep::Batch(batch) => batch,
+                EnrollStep::Leads { ids, reply } => {
+                    let _ = reply.send(live_leads(&mut tx, ws, &ids).await?);
+                    continue;
+                }
+            };
             if batch.is_empty() {
                 continue;
             }
@@ -264,17 +291,18 @@ impl Store {
             let rows = batch.rows;
             let mut json = batch.json;
             json.push(']');
-            let done = sqlx::query(INSERT_BATCH)
+            let mut q = sqlx::query(insert)
                 .bind(json)
                 .bind(&ids[..])
                 .bind(campaign.as_uuid())
-                .bind(&at)
-                .bind(check)
-                .bind(agent)
-                .bind(ws.as_uuid())
-                .bind(&at)
-                .execute(&mut *tx)
-                .await?;
+                .bind(&at);
+            if let DncCheck::Blocked { agent } = dnc {
+                q = q
+                    .bind(ws.as_uuid())
+                    .bind(&at)
+                    .bind(agent.map(|a| a.as_uuid()));
+            }
+            let done = q.execute(&mut *tx).await?;
             submitted += rows as i64;
             inserted += done.rows_affected() as i64;
         }
@@ -358,4 +386,27 @@ impl Store {
             .await?;
         row.map(contact_row).transpose()
     }
+}
+
+/// Which of `ids` name live leads of the workspace.
+pub(super) async fn live_leads(
+    conn: &mut sqlx::SqliteConnection,
+    ws: WorkspaceId,
+    ids: &[LeadId],
+) -> StoreResult<std::collections::HashSet<LeadId>> {
+    let mut found = std::collections::HashSet::new();
+    for chunk in ids.chunks(500) {
+        let mut q: sqlx::QueryBuilder<sqlx::Sqlite> = sqlx::QueryBuilder::new(
+            "SELECT id FROM leads WHERE deleted_at IS NULL AND workspace_id = ",
+        );
+        q.push_bind(ws.as_uuid()).push(" AND id IN (");
+        let mut sep = q.separated(", ");
+        for id in chunk {
+            sep.push_bind(id.as_uuid());
+        }
+        q.push(")");
+        let rows: Vec<uuid::Uuid> = q.build_query_scalar().fetch_all(&mut *conn).await?;
+        found.extend(rows.into_iter().map(LeadId::from_uuid));
+    }
+    Ok(found)
 }

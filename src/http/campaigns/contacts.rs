@@ -266,46 +266,49 @@ impl SpoolReader {
 }
 
 /// The contacts of one request on their way in, in submission order: checked rows wait in
-/// `pending` for the lead check, then valid contacts go to `contacts` in [`ContactBatch`]es and
-/// invalid rows to `invalid` as the JSON of [`InvalidRow`]s. Memory holds at most
-/// [`Staging::PENDING`] rows, one batch and the spools' memory parts, whatever the size of the
-/// upload.
+/// `pending` for the lead check, then valid contacts go on to the enrollment's transaction in
+/// [`ContactBatch`]es and invalid rows to `invalid` as the JSON of [`InvalidRow`]s. Memory holds
+/// at most [`Staging::PENDING`] rows, one batch and the spool's memory part, whatever the size of
+/// the upload.
 struct Staging {
     country: phonenumber::country::Id,
     pending: Vec<(usize, Result<Checked, String>)>,
     batch: ContactBatch,
-    contacts: Spool,
+    steps: tokio::sync::mpsc::Sender<std::io::Result<EnrollStep>>,
     invalid: Spool,
     invalid_rows: usize,
+}
+
+/// Why staging stopped.
+enum Stopped {
+    /// The upload is refused: answer this.
+    Refused(ApiError),
+    /// The enrollment's transaction ended (its own error says why), or the staging failed.
+    Stopped(ApiError),
 }
 
 impl Staging {
     /// Rows checked against the workspace's leads at once.
     const PENDING: usize = 10_000;
 
-    fn new(country: phonenumber::country::Id, dir: &std::path::Path) -> Self {
-        Self {
-            country,
-            pending: Vec::with_capacity(Self::PENDING),
-            batch: ContactBatch::default(),
-            contacts: Spool::new(dir),
-            invalid: Spool::new(dir),
-            invalid_rows: 0,
-        }
-    }
-
-    /// Takes the `row`th submitted contact (1-based), or why it could not be read.
-    fn push(&mut self, row: usize, contact: Result<RawContact, String>) {
+    fn push(&mut self, row: usize, contact: Result<RawContact, String>) -> Result<(), Stopped> {
         let checked = contact.and_then(|c| check(c, self.country));
         self.pending.push((row, checked));
+        if self.pending.len() >= Self::PENDING {
+            self.check_leads()?;
+        }
+        Ok(())
     }
 
-    fn is_full(&self) -> bool {
-        self.pending.len() >= Self::PENDING
+    fn send(&self, step: EnrollStep) -> Result<(), Stopped> {
+        self.steps
+            .blocking_send(Ok(step))
+            .map_err(|_| Stopped::Stopped(ApiError::Internal(anyhow::anyhow!("enrollment ended"))))
     }
 
-    /// The lead ids the pending rows name, each once.
-    fn pending_leads(&self) -> Vec<LeadId> {
+    /// Checks the pending rows' leads (one question for all of them) and moves the rows on: a
+    /// lead that is not one of the workspace's makes its row invalid.
+    fn check_leads(&mut self) -> Result<(), Stopped> {
         let mut ids: Vec<LeadId> = self
             .pending
             .iter()
@@ -313,11 +316,15 @@ impl Staging {
             .collect();
         ids.sort_by_key(|l| l.as_uuid());
         ids.dedup();
-        ids
-    }
-
-    /// Moves the pending rows on: a lead that is not in `leads` makes its row invalid.
-    fn flush(&mut self, leads: &std::collections::HashSet<LeadId>) -> std::io::Result<()> {
+        let leads = if ids.is_empty() {
+            std::collections::HashSet::new()
+        } else {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            self.send(EnrollStep::Leads { ids, reply })?;
+            answer.blocking_recv().map_err(|_| {
+                Stopped::Stopped(ApiError::Internal(anyhow::anyhow!("enrollment ended")))
+            })?
+        };
         let mut pending = std::mem::take(&mut self.pending);
         for (row, checked) in pending.drain(..) {
             let checked = checked.and_then(|c| match c.lead_id {
@@ -337,15 +344,17 @@ impl Staging {
                         None,
                     );
                     if self.batch.len() >= ContactBatch::ROWS {
-                        self.write_batch()?;
+                        let batch = std::mem::take(&mut self.batch);
+                        self.send(EnrollStep::Batch(batch))?;
                     }
                 }
                 Err(error) => {
+                    let json = serde_json::to_vec(&InvalidRow { row, error })
+                        .map_err(|e| Stopped::Stopped(staging_failed(e.into())))?;
                     if self.invalid_rows > 0 {
-                        self.invalid.write(b",")?;
+                        self.invalid.write(b",").map_err(staging_stopped)?;
                     }
-                    let json = serde_json::to_vec(&InvalidRow { row, error })?;
-                    self.invalid.write(&json)?;
+                    self.invalid.write(&json).map_err(staging_stopped)?;
                     self.invalid_rows += 1;
                 }
             }
@@ -354,75 +363,31 @@ impl Staging {
         Ok(())
     }
 
-    fn write_batch(&mut self) -> std::io::Result<()> {
+    /// Sends the last rows; answers the invalid rows (comma-separated JSON objects).
+    fn finish(mut self) -> Result<SpoolReader, Stopped> {
+        self.check_leads()?;
         let batch = std::mem::take(&mut self.batch);
-        if batch.is_empty() {
-            return Ok(());
+        if !batch.is_empty() {
+            self.send(EnrollStep::Batch(batch))?;
         }
-        let mut line = batch.to_line();
-        line.push('\n');
-        self.contacts.write(line.as_bytes())
+        self.invalid.into_reader().map_err(staging_stopped)
     }
-
-    /// The staged contacts (lines of batches) and invalid rows (comma-separated JSON objects).
-    fn finish(mut self) -> std::io::Result<(SpoolReader, SpoolReader)> {
-        self.write_batch()?;
-        Ok((self.contacts.into_reader()?, self.invalid.into_reader()?))
-    }
-}
-
-/// Checks the pending rows' leads (one query for all of them) and moves the rows on.
-async fn check_leads(
-    store: &Store,
-    ws: WorkspaceId,
-    staging: &mut Staging,
-) -> Result<(), ApiError> {
-    let ids = staging.pending_leads();
-    let leads = if ids.is_empty() {
-        std::collections::HashSet::new()
-    } else {
-        store.existing_leads(ws, &ids).await?
-    };
-    staging.flush(&leads).map_err(staging_failed)
 }
 
 fn staging_failed(e: std::io::Error) -> ApiError {
     ApiError::Internal(anyhow::Error::new(e).context("staging an enrollment"))
 }
 
-/// The request body as blocking reads, fed chunk by chunk from the connection.
-struct ChannelReader {
-    chunks: tokio::sync::mpsc::Receiver<axum::body::Bytes>,
-    current: axum::body::Bytes,
+fn staging_stopped(e: std::io::Error) -> Stopped {
+    Stopped::Stopped(staging_failed(e))
 }
 
-impl std::io::Read for ChannelReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.current.is_empty() {
-            match self.chunks.blocking_recv() {
-                Some(chunk) => self.current = chunk,
-                None => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.current.len());
-        buf[..n].copy_from_slice(&self.current[..n]);
-        self.current = self.current.slice(n..);
-        Ok(n)
-    }
-}
-
-/// Reads a CSV body as it arrives and stages its rows: the connection is read here, the rows are
-/// parsed and checked on a blocking thread, never more than a few chunks and one batch in
-/// memory. Past `max_csv_body_bytes` or `max_csv_rows` the upload is refused (413).
-async fn stage_csv(
-    state: &AppState,
-    ws: WorkspaceId,
-    req: Request,
-    mut staging: Staging,
-) -> Result<Staging, ApiError> {
+/// Receives a CSV body into a spool (memory, then a temporary file), so that the upload's pace
+/// never holds the enrollment's transaction open. Past `max_csv_body_bytes` (the declared length
+/// or the bytes received) it is refused with 413.
+async fn receive_csv(state: &AppState, req: Request) -> Result<SpoolReader, ApiError> {
     use futures_util::StreamExt;
     let limit = state.config.max_csv_body_bytes;
-    let max_rows = state.config.max_csv_rows;
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -430,104 +395,116 @@ async fn stage_csv(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ApiError::PayloadTooLarge { limit });
     }
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
-    let feed = async move {
-        let mut body = req.into_body().into_data_stream();
-        let mut total = 0usize;
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| {
-                ApiError::bad_request(format!("Could not read the request body: {e}"))
-            })?;
-            total += chunk.len();
-            if total > limit {
-                return Err(ApiError::PayloadTooLarge { limit });
-            }
-            if tx.send(chunk).await.is_err() {
-                // The parser stopped on an error of its own.
-                break;
-            }
+    let mut body = req.into_body().into_data_stream();
+    let mut spool = Spool::new(&state.config.data_dir);
+    let mut total = 0usize;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk
+            .map_err(|e| ApiError::bad_request(format!("Could not read the request body: {e}")))?;
+        total += chunk.len();
+        if total > limit {
+            return Err(ApiError::PayloadTooLarge { limit });
         }
-        Ok(())
-    };
-    let store = state.store.clone();
-    let handle = tokio::runtime::Handle::current();
-    let parse = tokio::task::spawn_blocking(move || {
-        let reader = ChannelReader {
-            chunks: rx,
-            current: axum::body::Bytes::new(),
-        };
-        let parsed = parse_csv(reader, &mut staging, max_rows, |staging| {
-            handle.block_on(check_leads(&store, ws, staging))
-        });
-        (parsed, staging)
-    });
-    let (fed, parsed) = tokio::join!(feed, parse);
-    let (parsed, staging) = parsed.map_err(|e| ApiError::Internal(anyhow::Error::new(e)))?;
-    // A body that could not be read, or was too large, explains whatever the parser saw.
-    fed?;
-    parsed?;
-    Ok(staging)
+        spool.write(&chunk).map_err(staging_failed)?;
+    }
+    spool.into_reader().map_err(staging_failed)
 }
 
-fn parse_csv(
-    reader: impl std::io::Read,
-    staging: &mut Staging,
-    max_rows: usize,
-    mut check_leads: impl FnMut(&mut Staging) -> Result<(), ApiError>,
-) -> Result<(), ApiError> {
+/// Parses a received CSV and stages its rows; more than `max_rows` data rows are refused (413).
+fn stage_csv(body: SpoolReader, staging: &mut Staging, max_rows: usize) -> Result<(), Stopped> {
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
         .trim(csv::Trim::All)
         .buffer_capacity(1 << 16)
-        .from_reader(reader);
-    let columns = CsvColumns::of(reader.headers())?;
+        .from_reader(body.into_buf_read());
+    let columns = CsvColumns::of(reader.headers()).map_err(Stopped::Refused)?;
     let mut record = csv::StringRecord::new();
     let mut row = 0;
     loop {
         let contact = match reader.read_record(&mut record) {
-            Ok(false) => break,
+            Ok(false) => return Ok(()),
             Ok(true) => columns.contact(&record),
+            Err(e) if matches!(e.kind(), csv::ErrorKind::Io(_)) => {
+                return Err(Stopped::Stopped(ApiError::Internal(anyhow::Error::new(e))));
+            }
             Err(e) => Err(format!("unreadable CSV row: {e}")),
         };
         row += 1;
         if row > max_rows {
-            return Err(ApiError::TooManyRows { limit: max_rows });
+            return Err(Stopped::Refused(ApiError::TooManyRows { limit: max_rows }));
         }
-        staging.push(row, contact);
-        if staging.is_full() {
-            check_leads(staging)?;
-        }
+        staging.push(row, contact)?;
     }
-    check_leads(staging)
 }
 
-/// The staged batches, read back one line at a time off the runtime's threads.
-fn batches(
-    spool: SpoolReader,
-) -> impl futures_util::Stream<Item = std::io::Result<ContactBatch>> + Unpin {
-    let reader = spool.into_buf_read();
-    Box::pin(futures_util::stream::unfold(
-        Some(reader),
-        |reader| async move {
-            let mut reader = reader?;
-            let read = tokio::task::spawn_blocking(move || {
-                let mut line = String::new();
-                let n = reader.read_line(&mut line);
-                (reader, n, line)
-            })
-            .await;
-            match read {
-                Err(e) => Some((Err(std::io::Error::other(e)), None)),
-                Ok((_, Ok(0), _)) => None,
-                Ok((_, Err(e), _)) => Some((Err(e), None)),
-                Ok((reader, Ok(_), line)) => {
-                    let batch = ContactBatch::from_line(&line)
-                        .ok_or_else(|| std::io::Error::other("a staged batch does not read back"));
-                    Some((batch, Some(reader)))
-                }
-            }
-        },
-    ))
+/// What a request submitted: a JSON body's contacts, or a received CSV.
+enum Submitted {
+    Json(Vec<Result<RawContact, String>>),
+    Csv(SpoolReader),
+}
+
+/// Stages `submitted` on a blocking thread while [`Store::enroll_batches`] writes what it sends in
+/// one transaction; answers the counts and the invalid rows. A refused upload (its header, its
+/// size) rolls the transaction back and is the answer.
+async fn enroll_staged(
+    state: &AppState,
+    auth: &Auth,
+    campaign: &CampaignRecord,
+    submitted: Submitted,
+) -> Result<(EnrollCounts, SpoolReader), ApiError> {
+    let ws = auth.workspace_id;
+    let country = state.store.default_country(ws).await?;
+    let (steps, received) = tokio::sync::mpsc::channel(2);
+    let mut staging = Staging {
+        country,
+        pending: Vec::with_capacity(Staging::PENDING),
+        batch: ContactBatch::default(),
+        steps,
+        invalid: Spool::new(&state.config.data_dir),
+        invalid_rows: 0,
+    };
+    let max_rows = state.config.max_csv_rows;
+    let staged = tokio::task::spawn_blocking(move || {
+        let staged = match submitted {
+            Submitted::Json(contacts) => contacts
+                .into_iter()
+                .enumerate()
+                .try_for_each(|(i, c)| staging.push(i + 1, c)),
+            Submitted::Csv(body) => stage_csv(body, &mut staging, max_rows),
+        };
+        let steps = staging.steps.clone();
+        let staged = staged.and_then(|()| staging.finish());
+        if staged.is_err() {
+            // Rolls the transaction back.
+            let _ = steps.blocking_send(Err(std::io::Error::other("staging stopped")));
+        }
+        staged
+    });
+    let steps = Box::pin(futures_util::stream::unfold(received, |mut r| async move {
+        r.recv().await.map(|step| (step, r))
+    }));
+    let stored = state
+        .store
+        .enroll_batches(
+            ws,
+            campaign.id,
+            steps,
+            DncCheck::Blocked {
+                agent: campaign.settings.agent_id,
+            },
+            auth.key_id,
+        )
+        .await;
+    let staged = staged
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::Error::new(e)))?;
+    match (staged, stored) {
+        (Err(Stopped::Refused(e)), _) => Err(e),
+        (_, Err(e)) => Err(e.into()),
+        (_, Ok(None)) => Err(NOT_FOUND),
+        (Err(Stopped::Stopped(e)), Ok(Some(_))) => Err(e),
+        (Ok(invalid), Ok(Some(counts))) => Ok((counts, invalid)),
+    }
 }
 
 /// The answer, `{enrolled, duplicates, excluded_dnc, invalid: [...]}` as [`EnrollResult`]
@@ -578,7 +555,7 @@ fn enroll_response(counts: EnrollCounts, invalid: SpoolReader) -> Response {
 /// Enroll contacts (JSON `{contacts: [...]}` up to 10,000, or a `text/csv` body)
 #[utoipa::path(post, path = "/campaigns/{id}/contacts", operation_id = "enrollCampaignContacts", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)),
-    request_body(content((ContactsBody = "application/json"), (String = "text/csv")), description = "JSON {contacts: [{phone_number, timezone?, lead_id?, variables?, metadata?}]} or text/csv with a phone_number column, read as it arrives"),
+    request_body(content((ContactsBody = "application/json"), (String = "text/csv")), description = "JSON {contacts: [{phone_number, timezone?, lead_id?, variables?, metadata?}]} or text/csv with a phone_number column, all or nothing"),
     responses((status = 200, body = EnrollResult), (status = 400), (status = 404), (status = 413)))]
 async fn enroll(
     State(state): State<AppState>,
@@ -606,46 +583,26 @@ async fn enroll(
         }
         Ok(())
     };
-    let country = state.store.default_country(ws).await?;
     let started = std::time::Instant::now();
-    let mut staging = Staging::new(country, &state.config.data_dir);
-    if is_csv {
+    let submitted = if is_csv {
         // Refused before the upload is read rather than after.
         refuse_terminal()?;
-        staging = stage_csv(&state, ws, req, staging).await?;
+        Submitted::Csv(receive_csv(&state, req).await?)
     } else {
         let JsonObject(body) = JsonObject::from_request(req, &state).await?;
-        let raw = parse_json_contacts(body)?;
+        let contacts = parse_json_contacts(body)?;
         refuse_terminal()?;
-        for (i, item) in raw.into_iter().enumerate() {
-            staging.push(i + 1, item);
-        }
-        check_leads(&state.store, ws, &mut staging).await?;
-    }
-    let invalid_rows = staging.invalid_rows;
-    let (contacts, invalid) = staging.finish().map_err(staging_failed)?;
-    let staged = started.elapsed();
-    let counts = state
-        .store
-        .enroll_batches(
-            ws,
-            campaign.id,
-            batches(contacts),
-            DncCheck::Blocked {
-                agent: campaign.settings.agent_id,
-            },
-            auth.key_id,
-        )
-        .await?
-        .ok_or(NOT_FOUND)?;
+        Submitted::Json(contacts)
+    };
+    let received = started.elapsed();
+    let (counts, invalid) = enroll_staged(&state, &auth, &campaign, submitted).await?;
     tracing::info!(
         campaign = %campaign.id,
         enrolled = counts.enrolled,
         duplicates = counts.duplicates,
         excluded_dnc = counts.excluded,
-        invalid = invalid_rows,
-        read_and_checked_ms = staged.as_millis() as u64,
-        written_ms = (started.elapsed() - staged).as_millis() as u64,
+        received_ms = received.as_millis() as u64,
+        enrolled_ms = (started.elapsed() - received).as_millis() as u64,
         "contacts enrolled"
     );
     if campaign.status != CampaignStatus::Draft {

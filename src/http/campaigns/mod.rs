@@ -37,7 +37,7 @@ use super::gate::Auth;
 use super::openapi::body_schema;
 use crate::store::{
     Agent, CallRecord, CampaignEvent, CampaignRecord, CampaignSettings, CampaignStats, Contact,
-    ContactBatch, Disposition, DncCheck, EnrollCounts, PhoneNumberRecord, StatusChange, Store,
+    ContactBatch, Disposition, DncCheck, EnrollCounts, EnrollStep, PhoneNumberRecord, StatusChange,
 };
 
 mod commands;

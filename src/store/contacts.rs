@@ -84,54 +84,65 @@ fn contact_row(r: SqliteRow) -> StoreResult<Contact> {
     })
 }
 
-/// Contacts in the order they were submitted, ready for [`Store::enroll_batches`].
+/// Contacts in the order they were submitted, ready for [`Store::enroll_batches`]: a JSON array
+/// of `[phone_number, timezone, lead_id (32 hex digits), variables (JSON text), metadata (JSON
+/// text), excluded_reason]`, each but the number possibly `null`.
 #[derive(Debug, Default, Clone)]
 pub struct ContactBatch {
-    rows: Vec<BatchRow>,
-}
-
-#[derive(Debug, Clone)]
-struct BatchRow {
-    phone_number: String,
-    timezone: Option<String>,
-    lead_id: Option<LeadId>,
-    variables: String,
-    metadata: String,
-    excluded: Option<ExclusionReason>,
+    json: String,
+    rows: usize,
 }
 
 impl ContactBatch {
-    /// Contacts per batch.
+    /// Contacts per batch: one statement inserts a batch.
     pub const ROWS: usize = 10_000;
 
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.rows
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.rows == 0
     }
 
     /// Adds a contact whose `phone_number` is E.164; `variables` and `metadata` are JSON
-    /// objects' text. `excluded` enrolls it as excluded whatever the do-not-call list says
-    /// (read with [`DncCheck::AsGiven`] only).
+    /// objects' text. `excluded` enrolls it as excluded whatever the do-not-call list says.
     pub fn push(
         &mut self,
-        phone_number: String,
-        timezone: Option<String>,
+        phone_number: &str,
+        timezone: Option<&str>,
         lead_id: Option<LeadId>,
-        variables: String,
-        metadata: String,
+        variables: &str,
+        metadata: &str,
         excluded: Option<ExclusionReason>,
     ) {
-        self.rows.push(BatchRow {
+        self.json.push(if self.rows == 0 { '[' } else { ',' });
+        let lead = lead_id.map(|l| l.as_uuid().simple().to_string());
+        let row = (
             phone_number,
             timezone,
-            lead_id,
+            lead,
             variables,
             metadata,
-            excluded,
-        });
+            excluded.map(|r| r.as_str()),
+        );
+        // Serializing strings and options into a String cannot fail.
+        self.json
+            .push_str(&serde_json::to_string(&row).unwrap_or_default());
+        self.rows += 1;
+    }
+
+    /// The batch as one line of text (no newline inside): its row count, a space, its JSON.
+    pub fn to_line(&self) -> String {
+        format!("{} {}]", self.rows, self.json)
+    }
+
+    /// Reads back a line of [`ContactBatch::to_line`].
+    pub fn from_line(line: &str) -> Option<ContactBatch> {
+        let (rows, json) = line.trim_end_matches('\n').split_once(' ')?;
+        let rows: usize = rows.parse().ok()?;
+        let json = json.strip_suffix(']')?.to_owned();
+        (rows > 0 && json.starts_with('[')).then_some(ContactBatch { json, rows })
     }
 }
 
@@ -157,62 +168,33 @@ pub enum EnrollStep {
     },
 }
 
-/// Rows per statement: 7 parameters each, under SQLite's 32,766.
-const ROWS_PER_INSERT: usize = 4_000;
-
-/// The statement inserting `rows` rows: each id is `?1`'s, the rows go in their order (a
-/// `VALUES` list of `(id, lead_id, phone_number, timezone, variables, metadata, excluded_reason)`
-/// from `?6` on), and a number already in the campaign, or earlier in the enrollment, is left
-/// alone (`OR IGNORE` on the campaign's unique number). `?2` is the time; with
-/// [`DncCheck::Blocked`] a number is excluded when the do-not-call list blocks it as
-/// [`Store::blocked_numbers`] reads it, for the workspace `?3` and the agent `?4` (the list's
-/// unique number index finds at most one entry); with [`DncCheck::AsGiven`] when the row says so.
-fn insert_sql(rows: usize, dnc: DncCheck) -> String {
-    use std::fmt::Write;
-    let mut sql = String::with_capacity(600 + rows * 40);
-    sql.push_str(
-        "INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) \
-         SELECT v.column1, ?1, v.column2, v.column3, v.column4, v.column5, v.column6, ",
-    );
-    sql.push_str(match dnc {
-        DncCheck::AsGiven => {
-            "CASE WHEN v.column7 IS NULL THEN 'pending' ELSE 'excluded' END, v.column7, \
-             CASE WHEN v.column7 IS NULL THEN ?2 END, ?2, ?2 FROM (VALUES "
-        }
-        DncCheck::Blocked { .. } => {
-            "CASE WHEN e.id IS NULL THEN 'pending' ELSE 'excluded' END, CASE WHEN e.id IS NOT NULL THEN 'do_not_call' END, \
-             CASE WHEN e.id IS NULL THEN ?2 END, ?2, ?2 FROM (VALUES "
-        }
-    });
-    for row in 0..rows {
-        let p = 6 + row * 7;
-        if row > 0 {
-            sql.push(',');
-        }
-        // Writing to a String cannot fail.
-        let _ = write!(
-            sql,
-            "(?{},?{},?{},?{},?{},?{},?{})",
-            p,
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4,
-            p + 5,
-            p + 6
-        );
-    }
-    sql.push_str(") v");
-    if let DncCheck::Blocked { .. } = dnc {
-        sql.push_str(
-            " LEFT JOIN dnc_entries e ON e.workspace_id = ?3 AND e.phone_number = v.column3 \
-               AND (e.expires_at IS NULL OR e.expires_at > ?2) \
-               AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
-                    OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?4))",
-        );
-    }
-    sql
+/// The columns a batch fills; each id is 16 bytes of `?2`, taken by the row's position. Rows
+/// go in the batch's order: a number already in the campaign, or earlier in the enrollment, is
+/// left alone (`OR IGNORE` on the campaign's unique number).
+macro_rules! insert_contacts {
+    ($rest:literal) => {
+        concat!("INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) \
+     SELECT substr(?2, j.key * 16 + 1, 16), ?3, unhex(j.value ->> 2), j.value ->> 0, j.value ->> 1, j.value ->> 3, j.value ->> 4, ", $rest)
+    };
 }
+
+/// [`DncCheck::AsGiven`]: the batch's own exclusion reason.
+const INSERT_AS_GIVEN: &str = insert_contacts!(
+    "CASE WHEN j.value ->> 5 IS NULL THEN 'pending' ELSE 'excluded' END, j.value ->> 5, \
+     CASE WHEN j.value ->> 5 IS NULL THEN ?4 END, ?4, ?4 \
+     FROM json_each(?1) j"
+);
+
+/// [`DncCheck::Blocked`]: the do-not-call list as [`Store::blocked_numbers`] reads it, for the
+/// workspace `?5` at `?6` and the agent `?7` (its unique number index finds at most one entry).
+const INSERT_BLOCKED: &str = insert_contacts!(
+    "CASE WHEN e.id IS NULL THEN 'pending' ELSE 'excluded' END, CASE WHEN e.id IS NOT NULL THEN 'do_not_call' END, \
+     CASE WHEN e.id IS NULL THEN ?4 END, ?4, ?4 \
+     FROM json_each(?1) j LEFT JOIN dnc_entries e ON e.workspace_id = ?5 AND e.phone_number = j.value ->> 0 \
+       AND (e.expires_at IS NULL OR e.expires_at > ?6) \
+       AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
+            OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?7))"
+);
 
 impl Store {
     /// Inserts contacts in large batches inside one transaction; numbers already enrolled in
@@ -229,11 +211,11 @@ impl Store {
             let mut batch = ContactBatch::default();
             for c in chunk {
                 batch.push(
-                    c.phone_number.clone(),
-                    c.timezone.clone(),
+                    &c.phone_number,
+                    c.timezone.as_deref(),
                     c.lead_id,
-                    c.variables.to_string(),
-                    c.metadata.to_string(),
+                    &c.variables.to_string(),
+                    &c.metadata.to_string(),
                     c.excluded,
                 );
             }
@@ -267,11 +249,10 @@ impl Store {
         use futures_util::StreamExt;
         let now = self.now();
         let at = ts(now);
-        let agent = match dnc {
-            DncCheck::AsGiven => None,
-            DncCheck::Blocked { agent } => agent.map(|a| a.as_uuid()),
+        let insert = match dnc {
+            DncCheck::AsGiven => INSERT_AS_GIVEN,
+            DncCheck::Blocked { .. } => INSERT_BLOCKED,
         };
-        let full_insert = insert_sql(ROWS_PER_INSERT, dnc);
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let owned: Option<i64> =
@@ -291,6 +272,7 @@ impl Store {
             .await?;
         let mut submitted = 0i64;
         let mut inserted = 0i64;
+        let mut ids = Vec::new();
         while let Some(step) = steps.next().await {
             let batch = match step.map_err(sqlx::Error::Io)? {
                 EnrollStep::Batch(batch) => batch,
@@ -299,35 +281,30 @@ impl Store {
                     continue;
                 }
             };
-            let mut rows = batch.rows.into_iter().peekable();
-            while rows.peek().is_some() {
-                let chunk: Vec<BatchRow> = rows.by_ref().take(ROWS_PER_INSERT).collect();
-                let partial;
-                let sql = if chunk.len() == ROWS_PER_INSERT {
-                    &full_insert
-                } else {
-                    partial = insert_sql(chunk.len(), dnc);
-                    &partial
-                };
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
-                    .bind(campaign.as_uuid())
-                    .bind(&at)
-                    .bind(ws.as_uuid())
-                    .bind(agent)
-                    .bind(None::<String>);
-                submitted += chunk.len() as i64;
-                for row in chunk {
-                    q = q
-                        .bind(uuid::Uuid::now_v7())
-                        .bind(row.lead_id.map(|l| l.as_uuid()))
-                        .bind(row.phone_number)
-                        .bind(row.timezone)
-                        .bind(row.variables)
-                        .bind(row.metadata)
-                        .bind(row.excluded.map(|r| r.as_str()));
-                }
-                inserted += q.execute(&mut *tx).await?.rows_affected() as i64;
+            if batch.is_empty() {
+                continue;
             }
+            ids.clear();
+            for _ in 0..batch.rows {
+                ids.extend_from_slice(uuid::Uuid::now_v7().as_bytes());
+            }
+            let rows = batch.rows;
+            let mut json = batch.json;
+            json.push(']');
+            let mut q = sqlx::query(insert)
+                .bind(json)
+                .bind(&ids[..])
+                .bind(campaign.as_uuid())
+                .bind(&at);
+            if let DncCheck::Blocked { agent } = dnc {
+                q = q
+                    .bind(ws.as_uuid())
+                    .bind(&at)
+                    .bind(agent.map(|a| a.as_uuid()));
+            }
+            let done = q.execute(&mut *tx).await?;
+            submitted += rows as i64;
+            inserted += done.rows_affected() as i64;
         }
         let excluded_after: i64 = sqlx::query_scalar(EXCLUDED)
             .bind(campaign.as_uuid())

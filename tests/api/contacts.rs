@@ -319,7 +319,10 @@ async fn a_large_csv_enrolls_in_batches_with_duplicates_do_not_call_leads_and_in
         contact_count(&app, &id, None).await as usize,
         100 + valid - duplicates
     );
-    assert_eq!(contact_count(&app, &id, Some("excluded")).await, excluded as i64);
+    assert_eq!(
+        contact_count(&app, &id, Some("excluded")).await,
+        excluded as i64
+    );
     // The first row of a number is the one kept; the lead landed.
     // Listed in enrollment order: the hundred JSON contacts, then the CSV's.
     let page = app

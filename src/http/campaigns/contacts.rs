@@ -336,11 +336,11 @@ impl Staging {
             match checked {
                 Ok(c) => {
                     self.batch.push(
-                        c.phone_number,
-                        c.timezone,
+                        &c.phone_number,
+                        c.timezone.as_deref(),
                         c.lead_id,
-                        c.variables,
-                        c.metadata,
+                        &c.variables,
+                        &c.metadata,
                         None,
                     );
                     if self.batch.len() >= ContactBatch::ROWS {

@@ -131,19 +131,6 @@ impl ContactBatch {
             .push_str(&serde_json::to_string(&row).unwrap_or_default());
         self.rows += 1;
     }
-
-    /// The batch as one line of text (no newline inside): its row count, a space, its JSON.
-    pub fn to_line(&self) -> String {
-        format!("{} {}]", self.rows, self.json)
-    }
-
-    /// Reads back a line of [`ContactBatch::to_line`].
-    pub fn from_line(line: &str) -> Option<ContactBatch> {
-        let (rows, json) = line.trim_end_matches('\n').split_once(' ')?;
-        let rows: usize = rows.parse().ok()?;
-        let json = json.strip_suffix(']')?.to_owned();
-        (rows > 0 && json.starts_with('[')).then_some(ContactBatch { json, rows })
-    }
 }
 
 /// Whether enrollment looks numbers up on the do-not-call list.

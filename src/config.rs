@@ -126,6 +126,8 @@ pub struct Config {
     pub max_json_body_bytes: usize,
     /// Largest CSV body accepted for contact enrollment.
     pub max_csv_body_bytes: usize,
+    /// Most data rows of one CSV enrollment.
+    pub max_csv_rows: usize,
     /// Price of one outbound minute, in cents (per-second billing).
     pub outbound_cents_per_minute: Cents,
     /// Price of one inbound minute, in cents.
@@ -201,6 +203,7 @@ impl Default for Config {
             job_interval: Duration::from_secs(5),
             max_json_body_bytes: 1 << 20,
             max_csv_body_bytes: 256 << 20,
+            max_csv_rows: 2_000_000,
             outbound_cents_per_minute: Cents::new(10),
             inbound_cents_per_minute: Cents::new(5),
             number_monthly_cents: 500,

@@ -80,6 +80,9 @@ pub enum ApiError {
     /// 413 PAYLOAD_TOO_LARGE
     #[error("Request body larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    /// 413 PAYLOAD_TOO_LARGE: an upload with more rows than one request may enroll.
+    #[error("More than {limit} contacts in one upload; split the file")]
+    TooManyRows { limit: usize },
     /// 415 UNSUPPORTED_MEDIA_TYPE
     #[error("{message}")]
     UnsupportedMediaType { message: String },
@@ -159,7 +162,9 @@ impl ApiError {
             Self::NotFound { .. } | Self::NoRoute { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict { .. } | Self::CodedConflict { .. } => StatusCode::CONFLICT,
-            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::PayloadTooLarge { .. } | Self::TooManyRows { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::CampaignNotReady { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } | Self::Quota { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -191,7 +196,7 @@ impl ApiError {
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::Conflict { .. } => "CONFLICT",
             Self::CodedConflict { code, .. } => code,
-            Self::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
+            Self::PayloadTooLarge { .. } | Self::TooManyRows { .. } => "PAYLOAD_TOO_LARGE",
             Self::UnsupportedMediaType { .. } => "UNSUPPORTED_MEDIA_TYPE",
             Self::CampaignNotReady { .. } => "CAMPAIGN_NOT_READY",
             Self::RateLimited { .. } | Self::Quota { .. } => "RATE_LIMIT",

@@ -1,13 +1,13 @@
-//! Contacts: enrollment in a campaign (one transaction, duplicates counted and left alone) and
-//! their reads, always through a campaign of the caller's workspace.
+//! Contacts: enrollment in a campaign (batches streamed into one transaction, duplicates counted
+//! and left alone) and their reads, always through a campaign of the caller's workspace.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, QueryBuilder, Row, Sqlite};
+use sqlx::{Connection, Row};
 use switchboard_actors::campaign::AuditEvent;
 use switchboard_actors::contact::{ContactState, ExclusionReason};
-use switchboard_actors::ids::{ApiKeyId, CampaignId, ContactId, LeadId, WorkspaceId};
+use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, ContactId, LeadId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::campaigns::insert_event;
@@ -84,6 +84,105 @@ fn contact_row(r: SqliteRow) -> StoreResult<Contact> {
     })
 }
 
+/// Contacts in the order they were submitted, ready for [`Store::enroll_batches`]: a JSON array
+/// of `[phone_number, timezone, lead_id (32 hex digits), variables (JSON text), metadata (JSON
+/// text), excluded_reason]`, each but the number possibly `null`.
+#[derive(Debug, Default, Clone)]
+pub struct ContactBatch {
+    json: String,
+    rows: usize,
+}
+
+impl ContactBatch {
+    /// Contacts per batch: one statement inserts a batch.
+    pub const ROWS: usize = 10_000;
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Adds a contact whose `phone_number` is E.164; `variables` and `metadata` are JSON
+    /// objects' text. `excluded` enrolls it as excluded whatever the do-not-call list says.
+    pub fn push(
+        &mut self,
+        phone_number: &str,
+        timezone: Option<&str>,
+        lead_id: Option<LeadId>,
+        variables: &str,
+        metadata: &str,
+        excluded: Option<ExclusionReason>,
+    ) {
+        self.json.push(if self.rows == 0 { '[' } else { ',' });
+        let lead = lead_id.map(|l| l.as_uuid().simple().to_string());
+        let row = (
+            phone_number,
+            timezone,
+            lead,
+            variables,
+            metadata,
+            excluded.map(|r| r.as_str()),
+        );
+        // Serializing strings and options into a String cannot fail.
+        self.json
+            .push_str(&serde_json::to_string(&row).unwrap_or_default());
+        self.rows += 1;
+    }
+}
+
+/// Whether enrollment looks numbers up on the do-not-call list.
+#[derive(Debug, Clone, Copy)]
+pub enum DncCheck {
+    /// The batches say which contacts are excluded.
+    AsGiven,
+    /// A number the list blocks for the campaign's agent (or for every agent) now is enrolled
+    /// as excluded (`do_not_call`), as [`Store::blocked_numbers`] reads the list.
+    Blocked { agent: Option<AgentId> },
+}
+
+/// One step of an enrollment, applied in order inside its transaction.
+#[derive(Debug)]
+pub enum EnrollStep {
+    /// Contacts to insert.
+    Batch(ContactBatch),
+    /// Which of `ids` are live leads of the workspace, answered on `reply`.
+    Leads {
+        ids: Vec<LeadId>,
+        reply: tokio::sync::oneshot::Sender<std::collections::HashSet<LeadId>>,
+    },
+}
+
+/// The columns a batch fills; each id is 16 bytes of `?2`, taken by the row's position. Rows
+/// go in the batch's order: a number already in the campaign, or earlier in the enrollment, is
+/// left alone (`OR IGNORE` on the campaign's unique number).
+macro_rules! insert_contacts {
+    ($rest:literal) => {
+        concat!("INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) \
+     SELECT substr(?2, j.key * 16 + 1, 16), ?3, unhex(j.value ->> 2), j.value ->> 0, j.value ->> 1, j.value ->> 3, j.value ->> 4, ", $rest)
+    };
+}
+
+/// [`DncCheck::AsGiven`]: the batch's own exclusion reason.
+const INSERT_AS_GIVEN: &str = insert_contacts!(
+    "CASE WHEN j.value ->> 5 IS NULL THEN 'pending' ELSE 'excluded' END, j.value ->> 5, \
+     CASE WHEN j.value ->> 5 IS NULL THEN ?4 END, ?4, ?4 \
+     FROM json_each(?1) j"
+);
+
+/// [`DncCheck::Blocked`]: the do-not-call list as [`Store::blocked_numbers`] reads it, for the
+/// workspace `?5` at `?6` and the agent `?7` (its unique number index finds at most one entry).
+const INSERT_BLOCKED: &str = insert_contacts!(
+    "CASE WHEN e.id IS NULL THEN 'pending' ELSE 'excluded' END, CASE WHEN e.id IS NOT NULL THEN 'do_not_call' END, \
+     CASE WHEN e.id IS NULL THEN ?4 END, ?4, ?4 \
+     FROM json_each(?1) j LEFT JOIN dnc_entries e ON e.workspace_id = ?5 AND e.phone_number = j.value ->> 0 \
+       AND (e.expires_at IS NULL OR e.expires_at > ?6) \
+       AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
+            OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?7))"
+);
+
 impl Store {
     /// Inserts contacts in large batches inside one transaction; numbers already enrolled in
     /// the campaign are counted as duplicates and left untouched. `None` when the campaign is
@@ -95,9 +194,52 @@ impl Store {
         contacts: &[NewContact],
         actor: ApiKeyId,
     ) -> StoreResult<Option<EnrollCounts>> {
-        const BATCH: usize = 500;
-        let at = ts(self.now());
-        let mut counts = EnrollCounts::default();
+        let batches = contacts.chunks(ContactBatch::ROWS).map(|chunk| {
+            let mut batch = ContactBatch::default();
+            for c in chunk {
+                batch.push(
+                    &c.phone_number,
+                    c.timezone.as_deref(),
+                    c.lead_id,
+                    &c.variables.to_string(),
+                    &c.metadata.to_string(),
+                    c.excluded,
+                );
+            }
+            Ok(EnrollStep::Batch(batch))
+        });
+        self.enroll_batches(
+            ws,
+            campaign,
+            futures_util::stream::iter(batches),
+            DncCheck::AsGiven,
+            actor,
+        )
+        .await
+    }
+
+    /// Enrolls the contacts of `steps`' batches, in their order, in one write transaction: all
+    /// of them or, on any error (an error item of `steps` included), none. A number already in
+    /// the campaign, or earlier in the batches, is a duplicate and left alone. Holds no contact in
+    /// memory beyond the batch being inserted. `None` when the campaign is not one of `ws`'s.
+    pub async fn enroll_batches<S>(
+        &self,
+        ws: WorkspaceId,
+        campaign: CampaignId,
+        mut steps: S,
+        dnc: DncCheck,
+        actor: ApiKeyId,
+    ) -> StoreResult<Option<EnrollCounts>>
+    where
+        S: futures_util::Stream<Item = std::io::Result<EnrollStep>> + Unpin,
+    {
+        use futures_util::StreamExt;
+        let now = self.now();
+        let at = ts(now);
+        let insert = match dnc {
+            DncCheck::AsGiven => INSERT_AS_GIVEN,
+            DncCheck::Blocked { .. } => INSERT_BLOCKED,
+        };
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let owned: Option<i64> =
@@ -109,38 +251,59 @@ impl Store {
         if owned.is_none() {
             return Ok(None);
         }
-        for chunk in contacts.chunks(BATCH) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) ",
-            );
-            q.push_values(chunk, |mut b, c| {
-                b.push_bind(uuid::Uuid::now_v7())
-                    .push_bind(campaign.as_uuid())
-                    .push_bind(c.lead_id.map(|l| l.as_uuid()))
-                    .push_bind(c.phone_number.clone())
-                    .push_bind(c.timezone.clone())
-                    .push_bind(c.variables.to_string())
-                    .push_bind(c.metadata.to_string())
-                    .push_bind(if c.excluded.is_some() {
-                        ContactState::Excluded.as_str()
-                    } else {
-                        ContactState::Pending.as_str()
-                    })
-                    .push_bind(c.excluded.map(|r| r.as_str()))
-                    .push_bind(c.excluded.is_none().then(|| at.clone()))
-                    .push_bind(at.clone())
-                    .push_bind(at.clone());
-            });
-            q.push(" RETURNING state");
-            let inserted: Vec<String> = q.build_query_scalar().fetch_all(&mut *tx).await?;
-            let excluded = inserted
-                .iter()
-                .filter(|s| s.as_str() == ContactState::Excluded.as_str())
-                .count() as i64;
-            counts.excluded += excluded;
-            counts.enrolled += inserted.len() as i64 - excluded;
-            counts.duplicates += (chunk.len() - inserted.len()) as i64;
+        const EXCLUDED: &str = "SELECT COUNT(*) FROM contacts WHERE campaign_id = ? AND state = ?";
+        let excluded_before: i64 = sqlx::query_scalar(EXCLUDED)
+            .bind(campaign.as_uuid())
+            .bind(ContactState::Excluded.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+        let mut submitted = 0i64;
+        let mut inserted = 0i64;
+        let mut ids = Vec::new();
+        while let Some(step) = steps.next().await {
+            let batch = match step.map_err(sqlx::Error::Io)? {
+                EnrollStep::Batch(batch) => batch,
+                EnrollStep::Leads { ids, reply } => {
+                    let _ = reply.send(live_leads(&mut tx, ws, &ids).await?);
+                    continue;
+                }
+            };
+            if batch.is_empty() {
+                continue;
+            }
+            ids.clear();
+            for _ in 0..batch.rows {
+                ids.extend_from_slice(uuid::Uuid::now_v7().as_bytes());
+            }
+            let rows = batch.rows;
+            let mut json = batch.json;
+            json.push(']');
+            let mut q = sqlx::query(insert)
+                .bind(json)
+                .bind(&ids[..])
+                .bind(campaign.as_uuid())
+                .bind(&at);
+            if let DncCheck::Blocked { agent } = dnc {
+                q = q
+                    .bind(ws.as_uuid())
+                    .bind(&at)
+                    .bind(agent.map(|a| a.as_uuid()));
+            }
+            let done = q.execute(&mut *tx).await?;
+            submitted += rows as i64;
+            inserted += done.rows_affected() as i64;
         }
+        let excluded_after: i64 = sqlx::query_scalar(EXCLUDED)
+            .bind(campaign.as_uuid())
+            .bind(ContactState::Excluded.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+        let excluded = excluded_after - excluded_before;
+        let counts = EnrollCounts {
+            enrolled: inserted - excluded,
+            excluded,
+            duplicates: submitted - inserted,
+        };
         let message = format!(
             "enrolled {}, excluded {}, duplicates {}",
             counts.enrolled, counts.excluded, counts.duplicates
@@ -153,7 +316,7 @@ impl Store {
             None,
             Some(&message),
             Some(actor),
-            self.now(),
+            now,
         )
         .await?;
         tx.commit().await?;
@@ -210,4 +373,27 @@ impl Store {
             .await?;
         row.map(contact_row).transpose()
     }
+}
+
+/// Which of `ids` name live leads of the workspace.
+pub(super) async fn live_leads(
+    conn: &mut sqlx::SqliteConnection,
+    ws: WorkspaceId,
+    ids: &[LeadId],
+) -> StoreResult<std::collections::HashSet<LeadId>> {
+    let mut found = std::collections::HashSet::new();
+    for chunk in ids.chunks(500) {
+        let mut q: sqlx::QueryBuilder<sqlx::Sqlite> = sqlx::QueryBuilder::new(
+            "SELECT id FROM leads WHERE deleted_at IS NULL AND workspace_id = ",
+        );
+        q.push_bind(ws.as_uuid()).push(" AND id IN (");
+        let mut sep = q.separated(", ");
+        for id in chunk {
+            sep.push_bind(id.as_uuid());
+        }
+        q.push(")");
+        let rows: Vec<uuid::Uuid> = q.build_query_scalar().fetch_all(&mut *conn).await?;
+        found.extend(rows.into_iter().map(LeadId::from_uuid));
+    }
+    Ok(found)
 }

@@ -285,22 +285,7 @@ impl Store {
         ws: WorkspaceId,
         ids: &[LeadId],
     ) -> StoreResult<std::collections::HashSet<LeadId>> {
-        let mut found = std::collections::HashSet::new();
-        let mut conn = self.conn().await?;
-        for chunk in ids.chunks(500) {
-            let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-                "SELECT id FROM leads WHERE deleted_at IS NULL AND workspace_id = ",
-            );
-            q.push_bind(ws.as_uuid()).push(" AND id IN (");
-            let mut sep = q.separated(", ");
-            for id in chunk {
-                sep.push_bind(id.as_uuid());
-            }
-            q.push(")");
-            let rows: Vec<uuid::Uuid> = q.build_query_scalar().fetch_all(&mut *conn).await?;
-            found.extend(rows.into_iter().map(LeadId::from_uuid));
-        }
-        Ok(found)
+        super::contacts::live_leads(&mut *self.conn().await?, ws, ids).await
     }
 
     pub async fn create_lead_tag(

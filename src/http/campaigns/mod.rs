@@ -19,7 +19,7 @@ use switchboard_actors::campaign::{
     self as rules, AgentFacts, AuditEvent, CampaignStatus, Command, IntRule, NumberFacts,
     Preflight, RegulatoryBasis, Transition, TransitionError,
 };
-use switchboard_actors::contact::{ContactState, ExclusionReason};
+use switchboard_actors::contact::ContactState;
 use switchboard_actors::ids::{
     AgentId, CampaignId, ContactId, DispositionId, LeadId, PhoneNumberId, WorkspaceId,
 };
@@ -32,14 +32,12 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{
-    JsonObject, ListResponse, Pagination, PathId, PathIds, Q, check_fields, read_body,
-};
+use super::extract::{JsonObject, ListResponse, Pagination, PathId, PathIds, Q, check_fields};
 use super::gate::Auth;
 use super::openapi::body_schema;
 use crate::store::{
     Agent, CallRecord, CampaignEvent, CampaignRecord, CampaignSettings, CampaignStats, Contact,
-    Disposition, NewContact, PhoneNumberRecord, StatusChange,
+    ContactBatch, Disposition, DncCheck, EnrollCounts, EnrollStep, PhoneNumberRecord, StatusChange,
 };
 
 mod commands;

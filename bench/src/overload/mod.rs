@@ -353,6 +353,7 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
     let bin = args.spawn.as_ref().context("server binary")?;
     let mut server = crate::sip_load::spawn_server(bin, &args.server_args).await?;
     let pid = server.child.id().context("server pid")?;
+    eprintln!("server pid {pid} (for a profiler)");
     let started = Instant::now();
     let epoch = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)?

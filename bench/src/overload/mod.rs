@@ -111,6 +111,8 @@ struct Measured {
     api: Vec<watch::Probe>,
     metrics_before: Value,
     metrics_after: Value,
+    /// Inbound calls the server still held up when sampling ended.
+    open_calls_after: Option<u64>,
     threads_flood: Value,
     threads_after: Value,
 }
@@ -227,6 +229,7 @@ async fn flood(args: &OverloadArgs, audio: Audio) -> anyhow::Result<Value> {
         "server_cpu_by_thread_after": m.threads_after,
         "metrics_before": m.metrics_before,
         "metrics_after": m.metrics_after,
+        "open_calls_after": m.open_calls_after,
         "sipp_exit_after_flood_secs": round(m.exit - m.flood_end),
         "goals": {
             "no_invite_or_bye_retransmissions": retransmissions == 0,
@@ -432,6 +435,7 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
     let end = started.elapsed().as_secs_f64();
     let threads2 = thread_ticks(pid);
     let metrics_after = watch::scrape_metrics(&server.http).await;
+    let open_calls_after = watch::open_calls(&server.http, &server.key, 50_000).await;
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.await;
     let _ = server.child.start_kill();
@@ -447,6 +451,7 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
         api,
         metrics_before,
         metrics_after,
+        open_calls_after,
         threads_flood: json!(thread_cpu(&threads0, &threads1, exit - start)),
         threads_after: json!(thread_cpu(&threads1, &threads2, end - exit)),
     })

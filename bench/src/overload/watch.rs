@@ -130,6 +130,35 @@ pub(crate) fn api_report(probes: &[Probe]) -> Value {
     json!({"latency_ms": crate::measure::spread(&mut ms), "errors": errors})
 }
 
+/// Inbound calls the server still records as up (`GET /calls?status=dialing`, paged), at most
+/// `cap`; none when the API does not answer in 10 s.
+pub(crate) async fn open_calls(base: &str, key: &str, cap: u64) -> Option<u64> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .ok()?;
+    let mut n = 0;
+    while n < cap {
+        let page: Value = client
+            .get(format!(
+                "{base}/calls?status=dialing&direction=inbound&limit=100&offset={n}"
+            ))
+            .bearer_auth(key)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let got = page["data"].as_array()?.len() as u64;
+        n += got;
+        if got < 100 {
+            break;
+        }
+    }
+    Some(n)
+}
+
 /// The server's `switchboard_sip_*` series and its live calls, from `/metrics`; null when the
 /// server does not answer in 5 s.
 pub(crate) async fn scrape_metrics(base: &str) -> Value {

@@ -13,12 +13,18 @@
 //!   the agent) against stand-in model vendors with fixed latencies; reports the latency the
 //!   server adds to a turn beyond the vendors' own, the barge-in stop time, and CPU and memory
 //!   per conversing call.
+//! - `overload`: SIPp's built-in `uac` scenario against a spawned server: the highest rate it
+//!   takes with no failed call and no retransmission (`--find-sustainable`), or one flood at a
+//!   fixed rate: goodput, refusals, setup time of admitted calls, the API's latency meanwhile,
+//!   how long the server's CPU takes to quiet down after it and its memory before, at the peak
+//!   and after.
 //! - `amd`: answering-machine detection over a generated, labelled set of calls' audio.
 
 mod amd;
 mod converse;
 mod measure;
 mod outbound_load;
+mod overload;
 mod rtp;
 mod sip_load;
 
@@ -63,6 +69,9 @@ enum Command {
     /// Converse on many calls at once against stand-in model vendors with fixed latencies, and
     /// measure the latency the server adds to each turn, barge-in and the cost per call.
     Converse(Box<converse::ConverseArgs>),
+    /// Flood a spawned server with SIPp's `uac` calls: the sustainable rate, or goodput, setup
+    /// time, API latency, CPU recovery and memory at a rate past it.
+    Overload(Box<overload::OverloadArgs>),
     /// Generate voicemail greetings, people answering, silence and noise (espeak-ng, sox) and
     /// measure answering-machine detection on them.
     Amd(amd::AmdArgs),
@@ -181,6 +190,10 @@ fn main() -> anyhow::Result<()> {
         Command::Converse(args) => {
             let json = args.json.clone();
             (in_real_time(converse::run(*args))?, json)
+        }
+        Command::Overload(args) => {
+            let json = args.json.clone();
+            (in_real_time(overload::run(*args))?, json)
         }
         // Writes its own JSON (with every file's verdict).
         Command::Amd(args) => (amd::run(args)?, None),

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use serde_json::{Map, Value, json};
 
 const SCENARIO: &str = include_str!("../../sipp/answer_hold.xml");
@@ -26,8 +26,8 @@ impl Sipp {
         let stats = dir.path().join("stats.csv");
         let port = crate::sip_load::free_port()?;
         let media = crate::sip_load::free_port()?;
-        let mut child = tokio::process::Command::new(bin)
-            .arg("-sf")
+        let mut cmd = tokio::process::Command::new(bin);
+        cmd.arg("-sf")
             .arg(&scenario)
             .args(["-i", "127.0.0.1", "-mi", "127.0.0.1", "-p"])
             .arg(port.to_string())
@@ -37,19 +37,8 @@ impl Sipp {
             .arg("-d")
             .arg(ring_ms.to_string())
             .arg("-stf")
-            .arg(&stats)
-            .current_dir(dir.path())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("sipp.err"))?)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| {
-                format!(
-                    "starting {} (Debian: apt-get install sip-tester)",
-                    bin.display()
-                )
-            })?;
+            .arg(&stats);
+        let mut child = crate::overload::launch(&mut cmd, dir.path(), bin)?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         if let Some(status) = child.try_wait()? {
             let err = std::fs::read_to_string(dir.path().join("sipp.err")).unwrap_or_default();
@@ -68,24 +57,20 @@ impl Sipp {
         let Ok(text) = std::fs::read_to_string(&self.stats) else {
             return Value::Null;
         };
-        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-        let Some(header) = lines.next() else {
-            return Value::Null;
-        };
-        let Some(last) = lines.next_back() else {
-            return Value::Null;
-        };
         let mut out = Map::new();
-        for (k, v) in header.split(';').zip(last.split(';')) {
+        for (k, v) in crate::overload::SippCsv::parse(&text).last_row() {
             let cumulative = k.ends_with("(C)");
             let wanted = k == "CurrentCall"
                 || (cumulative
                     && ["Call", "Retransmissions", "Unexpected", "Timeout", "Dead"]
                         .iter()
                         .any(|w| k.contains(w)));
-            if wanted && let Ok(n) = v.trim().parse::<f64>() {
+            if wanted && let Ok(n) = v.parse::<f64>() {
                 out.insert(k.trim_end_matches("(C)").to_string(), json!(n));
             }
+        }
+        if out.is_empty() {
+            return Value::Null;
         }
         Value::Object(out)
     }

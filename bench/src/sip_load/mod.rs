@@ -27,8 +27,7 @@ mod ua;
 pub(crate) use output::sample_server;
 use output::{report, scrape_rtp};
 pub(crate) use spawn::free_port;
-use spawn::spawn_server;
-pub(crate) use spawn::{create_agent, create_endpoint, spawn_switchboard};
+pub(crate) use spawn::{create_agent, create_endpoint, spawn_server, spawn_switchboard};
 pub(crate) use ua::{Dialog, Invite};
 
 #[derive(clap::Args, Clone)]
@@ -107,7 +106,7 @@ pub async fn run(mut args: SipLoadArgs) -> anyhow::Result<Value> {
     let codec = Codec::parse(&args.codec).context("--codec: pcmu, pcma or g722")?;
     let mut spawned = None;
     if let Some(bin) = args.spawn.clone() {
-        let server = spawn_server(&bin).await?;
+        let server = spawn_server(&bin, &[]).await?;
         args.target = Some(server.sip);
         args.slug = Some(server.slug.clone());
         args.server_pid = Some(server.child.id().context("server pid")?);

@@ -8,15 +8,20 @@ pub(crate) struct Spawned {
     pub(crate) http: String,
     pub(crate) sip: SocketAddr,
     /// The slug of the endpoint `spawn_server` created.
-    pub(super) slug: String,
+    pub(crate) slug: String,
     /// The workspace's API key.
     pub(crate) key: String,
     _dir: tempfile::TempDir,
 }
 
-/// Starts `bin serve --sip` on a temporary database and creates an agent and an endpoint.
-pub(super) async fn spawn_server(bin: &PathBuf) -> anyhow::Result<Spawned> {
-    let mut server = spawn_switchboard(bin, &["--tts".into(), "tones".into()]).await?;
+/// Starts `bin serve --sip` (with `extra` flags) on a temporary database and creates an agent
+/// that does not hang up by itself within the hour and an endpoint.
+pub(crate) async fn spawn_server(bin: &PathBuf, extra: &[String]) -> anyhow::Result<Spawned> {
+    let flags: Vec<String> = ["--tts".into(), "tones".into()]
+        .into_iter()
+        .chain(extra.iter().cloned())
+        .collect();
+    let mut server = spawn_switchboard(bin, &flags).await?;
     (server.slug, _) = create_endpoint(
         &server,
         &json!({"name": "Bench", "greeting_message": "Hello, this is the load test agent.",
@@ -26,9 +31,25 @@ pub(super) async fn spawn_server(bin: &PathBuf) -> anyhow::Result<Spawned> {
     Ok(server)
 }
 
-/// Starts `bin serve --sip` on a temporary database, with `extra` flags after the bench's own,
-/// and waits for its HTTP API.
+/// The bench's own settings of the server's limits: a load test is not throttled per source.
+const DEFAULTS: &[(&str, &str)] = &[
+    ("--rate-limit", "100000"),
+    ("--sip-invites-per-second", "1000000"),
+    ("--sip-ring-ms", "0"),
+];
+
+/// Starts `bin serve --sip` on a temporary database, with `extra` flags after the bench's own
+/// (which give way to an `extra` flag of the same name), and waits for its HTTP API.
 pub(crate) async fn spawn_switchboard(bin: &PathBuf, extra: &[String]) -> anyhow::Result<Spawned> {
+    let overridden = |flag: &str| {
+        extra
+            .iter()
+            .any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')))
+    };
+    let defaults = DEFAULTS
+        .iter()
+        .filter(|(flag, _)| !overridden(flag))
+        .flat_map(|(flag, value)| [*flag, *value]);
     let dir = tempfile::tempdir()?;
     let http = free_port()?;
     let sip_port = free_port()?;
@@ -38,14 +59,14 @@ pub(crate) async fn spawn_switchboard(bin: &PathBuf, extra: &[String]) -> anyhow
             "sqlite://{}",
             dir.path().join("bench.db").display()
         ))
-        .args(["serve", "--sip", "--rate-limit", "100000"])
+        .args(["serve", "--sip"])
         .arg("--http")
         .arg(format!("127.0.0.1:{http}"))
         .arg("--sip-listen")
         .arg(format!("127.0.0.1:{sip_port}"))
         .arg("--data-dir")
         .arg(dir.path().join("data"))
-        .args(["--sip-invites-per-second", "1000000", "--sip-ring-ms", "0"])
+        .args(defaults)
         .args(extra)
         .env("SWITCHBOARD_LOG", "warn")
         .stdout(std::process::Stdio::piped())

@@ -14,8 +14,10 @@
 //!   another call;
 //! - `rtp_ports`: no media port is free (counted where the port is bound).
 //!
-//! A refusal costs a parse and one response; over UDP the transaction layer answers the
-//! INVITE's retransmissions with the same cached 503 for 64*T1.
+//! Over UDP a refusal costs a scan of the datagram and one response: the gate in front of the
+//! socket ([`crate::gate`]) answers it statelessly before the transaction layer sees it, and
+//! answers the INVITE's retransmissions with the same 503. Over TCP and TLS (and for an INVITE
+//! the gate cannot read) the server refuses it through the transaction layer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -132,14 +134,7 @@ impl Admission {
     /// Admits an inbound INVITE with `live_calls` live now, or says why not (and counts it).
     pub fn admit(self: &Arc<Self>, live_calls: usize) -> Result<SetupPermit, Refusal> {
         let s = &self.settings;
-        let refusal = if live_calls >= s.max_calls.saturating_sub(s.outbound_reserve) {
-            Some(Refusal::Capacity)
-        } else if self.lag() > s.max_lag {
-            Some(Refusal::Lag)
-        } else {
-            None
-        };
-        if let Some(refusal) = refusal {
+        if let Some(refusal) = self.signals(live_calls) {
             self.refused(refusal);
             return Err(refusal);
         }
@@ -154,7 +149,36 @@ impl Admission {
         Ok(permit)
     }
 
-    /// Counts a refusal decided elsewhere (no media port).
+    /// Takes an INVITE whose admission was decided when it arrived (by the UDP gate): counted
+    /// as admitted, it holds a setup place like any other, whatever the signals say now.
+    pub fn admit_decided(self: &Arc<Self>) -> SetupPermit {
+        self.setting_up.fetch_add(1, Ordering::AcqRel);
+        self.admitted.fetch_add(1, Ordering::Relaxed);
+        SetupPermit(self.clone())
+    }
+
+    /// Whether an INVITE with `live_calls` live now would be refused, and why; takes nothing
+    /// and counts nothing (the UDP gate asks before the transaction layer sees the INVITE).
+    pub fn would_refuse(&self, live_calls: usize) -> Option<Refusal> {
+        self.signals(live_calls).or_else(|| {
+            (self.setting_up.load(Ordering::Acquire) >= self.settings.max_setups)
+                .then_some(Refusal::Setups)
+        })
+    }
+
+    /// The refusals decided by the node's state alone: capacity and lag.
+    fn signals(&self, live_calls: usize) -> Option<Refusal> {
+        let s = &self.settings;
+        if live_calls >= s.max_calls.saturating_sub(s.outbound_reserve) {
+            Some(Refusal::Capacity)
+        } else if self.lag() > s.max_lag {
+            Some(Refusal::Lag)
+        } else {
+            None
+        }
+    }
+
+    /// Counts a refusal decided elsewhere (at the UDP gate, or no media port).
     pub fn refused(&self, why: Refusal) {
         self.refused[why.index()].fetch_add(1, Ordering::Relaxed);
     }

@@ -6,6 +6,7 @@ pub mod acl;
 pub mod admission;
 pub mod amd;
 pub mod call;
+mod gate;
 pub mod media;
 pub mod outbound;
 pub mod rtp;

@@ -1,10 +1,11 @@
 //! The SIP server: UDP and TCP listeners (and TLS with a certificate) on sockets the caller
 //! binds, the inbound INVITE path and the dialogs of live calls.
 //!
-//! An INVITE for `sip:<slug>@host` is checked in this order: the source's INVITE rate (over
-//! UDP an INVITE past it is dropped unanswered; over TCP and TLS it gets 503), admission
-//! ([`crate::admission`]: 503 with `Retry-After` when the node cannot take another call, before
-//! any lookup, SDP or media work). An admitted INVITE gets 100 Trying at once; then the slug
+//! An INVITE for `sip:<slug>@host` is checked in this order: over UDP, the gate in front of
+//! the socket ([`crate::gate`]) refuses it statelessly when admission would; then the source's
+//! INVITE rate (over UDP an INVITE past it is dropped unanswered; over TCP and TLS it gets
+//! 503), admission ([`crate::admission`]: 503 with `Retry-After` when the node cannot take
+//! another call, before any lookup, SDP or media work). An admitted INVITE gets 100 Trying at once; then the slug
 //! ([`InboundRouter::route`]: unknown, deleted and inactive all answer the same 404), the
 //! source address (403), the SDP offer (488 without a common codec). Then 180, a short ring,
 //! 200 with the SDP answer, and the call is handed to [`InboundRouter::run_call`] with its
@@ -40,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::{Admission, AdmissionSettings, AdmissionStats, Refusal, spawn_lag_probe};
 pub use crate::call::{Call, CallEvent, Direction, EndCause};
 use crate::call::{CallParts, Core, LiveDialog, event_sink, sdp_type};
+use crate::gate::Gate;
 use crate::media::{self, MediaConfig, VadSettings};
 use crate::rtp::RtpPorts;
 use crate::sdp::{self, Codec, MediaDescription, SdpError};
@@ -164,13 +166,20 @@ pub trait InboundRouter: Send + Sync + 'static {
 }
 
 /// Counts INVITEs per source over one-second windows.
-struct RateLimiter {
+pub(crate) struct RateLimiter {
     per_second: u32,
     window: Mutex<(Instant, HashMap<IpAddr, u32>)>,
 }
 
 impl RateLimiter {
-    fn allow(&self, ip: IpAddr) -> bool {
+    pub fn new(per_second: u32) -> RateLimiter {
+        RateLimiter {
+            per_second: per_second.max(1),
+            window: Mutex::new((Instant::now(), HashMap::new())),
+        }
+    }
+
+    pub fn allow(&self, ip: IpAddr) -> bool {
         let Ok(mut w) = self.window.lock() else {
             return true;
         };
@@ -188,8 +197,9 @@ impl RateLimiter {
 struct Shared<R: InboundRouter> {
     router: R,
     core: Arc<Core>,
-    limiter: RateLimiter,
+    limiter: Arc<RateLimiter>,
     admission: Arc<Admission>,
+    gate: Arc<Gate>,
 }
 
 /// A running SIP server.
@@ -247,13 +257,19 @@ impl SipServer {
         let layer_stop = stop.child_token();
         let layer = TransportLayer::new(layer_stop.clone());
         let udp_public = SocketAddr::new(public_ip, port);
-        let udp = UdpConnection::from_socket(
-            Arc::new(sockets.udp),
-            Some(udp_public),
-            Some(stop.child_token()),
-        )
-        .await
-        .map_err(transport)?;
+        let limiter = Arc::new(RateLimiter::new(settings.invites_per_second));
+        let admission = Admission::new(settings.admission);
+        let gate = Arc::new(Gate::new(
+            sockets.udp,
+            admission.clone(),
+            limiter.clone(),
+            settings.t1,
+            &settings.user_agent,
+        ));
+        let udp =
+            UdpConnection::from_socket(gate.clone(), Some(udp_public), Some(stop.child_token()))
+                .await
+                .map_err(transport)?;
         layer.add_transport(udp.into());
         let option = EndpointOption {
             t1: settings.t1,
@@ -294,11 +310,6 @@ impl SipServer {
         }
         let rtp_ip = settings.rtp_ip.unwrap_or(listen_ip);
         let ports = RtpPorts::new(rtp_ip, settings.rtp_ports.0, settings.rtp_ports.1)?;
-        let limiter = RateLimiter {
-            per_second: settings.invites_per_second.max(1),
-            window: Mutex::new((Instant::now(), HashMap::new())),
-        };
-        let admission = Admission::new(settings.admission);
         spawn_lag_probe(admission.clone(), stop.child_token());
         let core = Arc::new(Core {
             settings,
@@ -311,11 +322,13 @@ impl SipServer {
             live: Mutex::new(HashMap::new()),
             contacts,
         });
+        gate.attach(&core);
         let shared = Arc::new(Shared {
             router,
             core: core.clone(),
             limiter,
             admission: admission.clone(),
+            gate,
         });
         let tcp_public = SocketAddr::new(public_ip, tcp_addr.port());
         let mut streams = vec![(
@@ -439,6 +452,27 @@ impl SipMonitor {
     pub fn calls(&self) -> usize {
         self.core.call_count()
     }
+
+    /// The transaction layer's tables now.
+    pub fn transactions(&self) -> TransactionStats {
+        let stats = self.core.endpoint.get_stats();
+        TransactionStats {
+            running: stats.running_transactions,
+            finished: stats.finished_transactions,
+            waiting_ack: stats.waiting_ack,
+        }
+    }
+}
+
+/// The sizes of the transaction layer's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransactionStats {
+    /// Transactions running (not yet terminated).
+    pub running: usize,
+    /// Terminated transactions whose last message is kept to answer late retransmissions.
+    pub finished: usize,
+    /// Answered INVITEs waiting for their ACK.
+    pub waiting_ack: usize,
 }
 
 /// Accepts TCP (or, with an acceptor, TLS) connections on a listener the caller bound and
@@ -575,7 +609,10 @@ impl<R: InboundRouter> Shared<R> {
             let _ = tx.reply(StatusCode::BadRequest).await;
             return;
         };
-        if !self.limiter.allow(source.ip()) {
+        // Over UDP the gate has usually decided already (source rate and admission): it
+        // refused at the socket what it would refuse, and what it let through is taken.
+        let decided = self.gate.passed_request(&tx.original);
+        if !decided && !self.limiter.allow(source.ip()) {
             // Over UDP the INVITE is dropped unanswered: the caller's own retransmissions
             // retry it after the window, a spoofed flood gets nothing reflected, and a scanner
             // cannot tell an over-limit INVITE from any other. Over TCP and TLS (no
@@ -590,7 +627,11 @@ impl<R: InboundRouter> Shared<R> {
             return;
         }
         // Before any lookup, SDP or media: is there room for this call at all?
-        let permit = match self.admission.admit(self.core.call_count()) {
+        let admitted = match decided {
+            true => Ok(self.admission.admit_decided()),
+            false => self.admission.admit(self.core.call_count()),
+        };
+        let permit = match admitted {
             Ok(permit) => permit,
             Err(why) => {
                 tracing::debug!(reason = why.as_str(), "an INVITE was refused");

@@ -251,6 +251,14 @@ async fn metrics(State(state): State<AppState>) -> Response {
         }
         metrics::gauge!("switchboard_sip_setups").set(admission.setting_up as f64);
         metrics::gauge!("switchboard_sip_lag_seconds").set(admission.lag_us as f64 / 1e6);
+        let tx = sip.transactions();
+        for (table, n) in [
+            ("running", tx.running),
+            ("finished", tx.finished),
+            ("waiting_ack", tx.waiting_ack),
+        ] {
+            metrics::gauge!("switchboard_sip_transactions", "table" => table).set(n as f64);
+        }
     }
     let (evaluations, took) = state.engine.stats().evaluations();
     metrics::gauge!("switchboard_campaign_evaluations_total").set(evaluations as f64);

@@ -375,7 +375,7 @@ impl Store {
         let row = sqlx::query("SELECT * FROM calls WHERE workspace_id = ? AND id = ?")
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .fetch_optional(&mut *self.conn().await?)
+            .fetch_optional(&mut *self.read_conn().await?)
             .await?;
         row.as_ref().map(call_row).transpose()
     }
@@ -411,7 +411,7 @@ impl Store {
         conditions(&mut q, ws, filter);
         let total: i64 = q
             .build_query_scalar()
-            .fetch_one(&mut *self.conn().await?)
+            .fetch_one(&mut *self.read_conn().await?)
             .await?;
         let mut q = QueryBuilder::<Sqlite>::new("SELECT * FROM calls");
         conditions(&mut q, ws, filter);
@@ -419,7 +419,7 @@ impl Store {
             .push_bind(page.limit)
             .push(" OFFSET ")
             .push_bind(page.offset);
-        let rows = q.build().fetch_all(&mut *self.conn().await?).await?;
+        let rows = q.build().fetch_all(&mut *self.read_conn().await?).await?;
         let items = rows.iter().map(call_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
     }

@@ -99,7 +99,7 @@ impl Store {
         let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
             "SELECT id FROM campaigns WHERE status IN ('scheduled', 'running', 'paused', 'paused_insufficient_credit', 'paused_budget', 'paused_infra', 'paused_config') ORDER BY created_at",
         )
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut *self.read_conn().await?)
         .await?;
         Ok(ids.into_iter().map(CampaignId::from_uuid).collect())
     }
@@ -127,7 +127,7 @@ impl Store {
         });
         let row = sqlx::query(sql(query.clone()))
             .bind(id.as_uuid())
-            .fetch_optional(&mut *self.conn().await?)
+            .fetch_optional(&mut *self.read_conn().await?)
             .await?;
         let Some(row) = row else {
             return Ok(None);
@@ -197,7 +197,7 @@ impl Store {
             "SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = ? GROUP BY state",
         )
         .bind(id.as_uuid())
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut *self.read_conn().await?)
         .await?;
         let mut counts = ContactCounts::default();
         for (state, n, attempts) in rows {
@@ -228,7 +228,7 @@ impl Store {
         });
         Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(text.as_str()))
             .bind(id.as_uuid())
-            .fetch_one(&mut *self.conn().await?)
+            .fetch_one(&mut *self.read_conn().await?)
             .await?)
     }
 
@@ -262,7 +262,7 @@ impl Store {
         .bind(limit)
         .bind(id.as_uuid())
         .bind(at)
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut *self.read_conn().await?)
         .await?;
         let mut scan = DueScan::default();
         for r in &rows {

@@ -117,7 +117,7 @@ impl Store {
         let hash = auth::hash_key(secret);
         let row = sqlx::query("SELECT id, workspace_id, key_hash, scopes, expires_at, revoked_at FROM api_keys WHERE key_hash = ?")
             .bind(&hash[..])
-            .fetch_optional(&mut *self.conn().await?)
+            .fetch_optional(&mut *self.read_conn().await?)
             .await?;
         let Some(row) = row else {
             return Ok(KeyCheck::Invalid);

@@ -147,9 +147,18 @@ pub(crate) fn classify(err: sqlx::Error) -> StoreError {
 /// Connections to the database file of a serving store.
 const POOL_SIZE: u32 = 8;
 
+/// Read-only connections of a serving store, for the reads that must not wait behind writes
+/// (see [`Store::read_conn`]).
+const READERS: u32 = 4;
+
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
+    /// Read-only connections for the control plane's and the engine's hot reads: with WAL a
+    /// reader never waits for SQLite's write lock, and on its own pool it never waits for a
+    /// connection that writers hold (a flood of calls writes through every pooled one). None
+    /// for an in-memory database (another connection would see another database).
+    readers: Option<SqlitePool>,
     /// Set for virtual runs: every query goes through this one connection, without the pool's
     /// per-query checkout and release round trips.
     single: Option<Arc<tokio::sync::Mutex<SqliteConnection>>>,
@@ -256,6 +265,15 @@ impl Store {
             .pragma("mmap_size", "1073741824"))
     }
 
+    /// A read-only connection for one query that reads: from the readers' pool of a serving
+    /// store, else as [`Store::conn`].
+    pub(crate) async fn read_conn(&self) -> Result<Conn<'_>, sqlx::Error> {
+        match (&self.single, &self.readers) {
+            (None, Some(readers)) => Ok(Conn::Pooled(readers.acquire().await?)),
+            _ => self.conn().await,
+        }
+    }
+
     /// A connection for one query, or for a transaction (`conn.begin_with(...)`).
     pub(crate) async fn conn(&self) -> Result<Conn<'_>, sqlx::Error> {
         match &self.single {
@@ -281,10 +299,26 @@ impl Store {
         size: u32,
     ) -> StoreResult<Self> {
         let options = Self::connect_options(url)?;
-        let pool = pool.max_connections(size).connect_with(options).await?;
+        let pool = pool
+            .max_connections(size)
+            .connect_with(options.clone())
+            .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let readers = if size > 1 && !in_memory {
+            let options = options.read_only(true).create_if_missing(false);
+            Some(
+                SqlitePoolOptions::new()
+                    .max_connections(READERS)
+                    .connect_with(options)
+                    .await?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
             pool,
+            readers,
             single: None,
             abandoned: Arc::default(),
             clock,

@@ -184,7 +184,11 @@ impl InboundRouter for SipRouter {
         if !filter.allows(source) || route.workspace_suspended {
             return Routing::Forbidden;
         }
-        let agent = match self.store.agent(route.workspace_id, route.agent_id).await {
+        let agent = match self
+            .store
+            .routed_agent(route.workspace_id, route.agent_id)
+            .await
+        {
             Ok(Some(agent)) => agent,
             Ok(None) => return Routing::Unknown,
             Err(e) => {

@@ -92,7 +92,10 @@ pub async fn run_call(
         codec: call.codec.name().to_string(),
         started_at: answered_at,
     };
-    if let Err(e) = store.inbound_started(&start).await {
+    let recorded = store.inbound_started(&start).await;
+    // Recorded (or not): the call no longer counts among those being set up.
+    call.set_up();
+    if let Err(e) = recorded {
         tracing::warn!(error = %e, "an inbound call could not be recorded; hanging up");
         call.hangup().await;
         let _ = call.finish().await;

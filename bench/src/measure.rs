@@ -38,8 +38,18 @@ fn cpu_ticks(stat: &str) -> Option<f64> {
 }
 
 pub fn rss_kib(pid: u32) -> Option<f64> {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The anonymous part of a process's RSS (its heap and stacks; not file pages it maps, such as
+/// a memory-mapped database), in KiB.
+pub fn rss_anon_kib(pid: u32) -> Option<f64> {
+    status_kib(pid, "RssAnon:")
+}
+
+fn status_kib(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse::<f64>().ok()
 }
 

@@ -8,7 +8,9 @@
 //! - `capacity`: the node's live calls (both directions) have reached `max_calls` less the
 //!   share kept for outbound calls (`outbound_reserve`), so a flood of inbound calls never
 //!   starves the calls the campaign engine places;
-//! - `setups`: `max_setups` INVITEs are already being set up (routed, rung, answered);
+//! - `setups`: `max_setups` INVITEs are already being set up (routed, rung, answered, and
+//!   recorded by the service: [`crate::call::Call::set_up`]), so a database that falls behind
+//!   slows admission rather than piling up calls waiting to be written;
 //! - `lag`: the runtime is late: a probe task that wakes every 10 ms measures how late it
 //!   wakes, and a decaying peak of that over `max_lag` means the process has no time for
 //!   another call;

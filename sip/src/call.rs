@@ -357,6 +357,10 @@ pub struct Call {
     pub media: MediaHandle,
     events: mpsc::UnboundedReceiver<CallEvent>,
     teardown: Teardown,
+    /// An inbound call's place among the INVITEs being set up, held until its owner has
+    /// recorded it ([`Call::set_up`]) so that admission counts calls the database has yet to
+    /// take.
+    setup: Option<crate::admission::SetupPermit>,
 }
 
 /// The parts a [`Call`] is made of.
@@ -371,6 +375,7 @@ pub(crate) struct CallParts {
     pub events: mpsc::UnboundedReceiver<CallEvent>,
     pub dialog: InviteDialog,
     pub refresher: Option<tokio::task::JoinHandle<()>>,
+    pub setup: Option<crate::admission::SetupPermit>,
 }
 
 impl Call {
@@ -392,7 +397,14 @@ impl Call {
                 ended: None,
                 refresher: parts.refresher,
             },
+            setup: parts.setup,
         }
+    }
+
+    /// Says the call is set up (its owner has recorded it): it stops counting among the
+    /// INVITEs being set up. Dropping the call does it too.
+    pub fn set_up(&mut self) {
+        self.setup = None;
     }
 
     /// The next thing that happens on the call; `None` once it has ended and said so.

@@ -713,6 +713,7 @@ impl SipClient {
                 events: events_rx,
                 dialog,
                 refresher: Some(refresher),
+                setup: None,
             },
         );
         Attempt::Answered(Box::new(Answered {

@@ -769,8 +769,6 @@ impl<R: InboundRouter> Shared<R> {
             }
         };
         core.set_media(&id, media.control());
-        // Set up: the call now counts among the live ones.
-        drop(permit);
         let from = tx_from(&control);
         let call = Call::new(
             core.clone(),
@@ -785,6 +783,8 @@ impl<R: InboundRouter> Shared<R> {
                 events: events_rx,
                 dialog: control,
                 refresher: None,
+                // Until the router has recorded the call (`Call::set_up`).
+                setup: Some(permit),
             },
         );
         self.router.run_call(answer.target, call).await;

@@ -333,12 +333,25 @@ fn doc(agent: &Agent) -> StoreResult<String> {
 impl Store {
     /// An agent of the workspace, active or not.
     pub async fn agent(&self, ws: WorkspaceId, id: AgentId) -> StoreResult<Option<Agent>> {
+        Self::agent_on(self.read_conn().await?, ws, id).await
+    }
+
+    /// The agent an inbound INVITE is routed to, read on the connections kept for routing.
+    pub async fn routed_agent(&self, ws: WorkspaceId, id: AgentId) -> StoreResult<Option<Agent>> {
+        Self::agent_on(self.route_conn().await?, ws, id).await
+    }
+
+    async fn agent_on(
+        mut conn: super::Conn<'_>,
+        ws: WorkspaceId,
+        id: AgentId,
+    ) -> StoreResult<Option<Agent>> {
         let row = sqlx::query(sql(format!(
             "SELECT {COLUMNS} FROM agents WHERE workspace_id = ? AND id = ?"
         )))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut *conn)
         .await?;
         row.map(agent_row).transpose()
     }

@@ -37,7 +37,7 @@ impl Store {
              WHERE e.slug = ? AND e.deleted_at IS NULL AND e.is_active = 1 AND a.is_active = 1",
         )
         .bind(slug)
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut *self.route_conn().await?)
         .await?;
         let Some(r) = row else { return Ok(None) };
         let ips: Option<String> = r.try_get("allowed_source_ips")?;

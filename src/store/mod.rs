@@ -151,6 +151,10 @@ const POOL_SIZE: u32 = 8;
 /// (see [`Store::read_conn`]).
 const READERS: u32 = 4;
 
+/// Read-only connections of a serving store for routing inbound INVITEs (see
+/// [`Store::route_conn`]).
+const ROUTERS: u32 = 2;
+
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
@@ -159,6 +163,9 @@ pub struct Store {
     /// connection that writers hold (a flood of calls writes through every pooled one). None
     /// for an in-memory database (another connection would see another database).
     readers: Option<SqlitePool>,
+    /// Read-only connections for routing inbound INVITEs, apart from `readers` so that a flood
+    /// of calls does not queue the API's reads behind its lookups.
+    routers: Option<SqlitePool>,
     /// Set for virtual runs: every query goes through this one connection, without the pool's
     /// per-query checkout and release round trips.
     single: Option<Arc<tokio::sync::Mutex<SqliteConnection>>>,
@@ -274,6 +281,15 @@ impl Store {
         }
     }
 
+    /// A read-only connection for routing an inbound INVITE: from the routers' pool of a
+    /// serving store, else as [`Store::conn`].
+    pub(crate) async fn route_conn(&self) -> Result<Conn<'_>, sqlx::Error> {
+        match (&self.single, &self.routers) {
+            (None, Some(routers)) => Ok(Conn::Pooled(routers.acquire().await?)),
+            _ => self.conn().await,
+        }
+    }
+
     /// A connection for one query, or for a transaction (`conn.begin_with(...)`).
     pub(crate) async fn conn(&self) -> Result<Conn<'_>, sqlx::Error> {
         match &self.single {
@@ -305,20 +321,21 @@ impl Store {
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
-        let readers = if size > 1 && !in_memory {
+        let (readers, routers) = if size > 1 && !in_memory {
             let options = options.read_only(true).create_if_missing(false);
-            Some(
+            let pool = |size| {
                 SqlitePoolOptions::new()
-                    .max_connections(READERS)
-                    .connect_with(options)
-                    .await?,
-            )
+                    .max_connections(size)
+                    .connect_with(options.clone())
+            };
+            (Some(pool(READERS).await?), Some(pool(ROUTERS).await?))
         } else {
-            None
+            (None, None)
         };
         Ok(Self {
             pool,
             readers,
+            routers,
             single: None,
             abandoned: Arc::default(),
             clock,

@@ -172,6 +172,8 @@ async fn flood(args: &OverloadArgs, audio: Audio) -> anyhow::Result<Value> {
     let recovery = quiet.map(|q| q - m.flood_end);
     let (rss_before, rss_peak, rss_after) =
         timeline::rss(&m.samples, m.start, m.flood_end + args.after_secs);
+    let (anon_before, anon_peak, anon_after) =
+        timeline::rss_anon(&m.samples, m.start, m.flood_end + args.after_secs);
     let rss_ratio = match (rss_before, rss_after) {
         (Some(b), Some(a)) if b > 0.0 => Some(a / b),
         _ => None,
@@ -225,6 +227,9 @@ async fn flood(args: &OverloadArgs, audio: Audio) -> anyhow::Result<Value> {
         "rss_after_mib": rss_after.map(round),
         "rss_after_secs": args.after_secs,
         "rss_after_to_before": rss_ratio.map(round),
+        "rss_anon_before_mib": anon_before.map(round),
+        "rss_anon_peak_mib": round(anon_peak),
+        "rss_anon_after_mib": anon_after.map(round),
         "server_cpu_by_thread_flood": m.threads_flood,
         "server_cpu_by_thread_after": m.threads_after,
         "metrics_before": m.metrics_before,

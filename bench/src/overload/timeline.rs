@@ -42,20 +42,35 @@ pub(crate) fn quiet_from(samples: &[Sample], end: f64, threshold: f64, window: f
 /// RSS (MiB) in the last sample before `start`, the highest from `start` on, and in the first
 /// sample at or after `after` (none when sampling stopped before).
 pub(crate) fn rss(samples: &[Sample], start: f64, after: f64) -> (Option<f64>, f64, Option<f64>) {
+    memory(samples, start, after, |s| s.rss_mib)
+}
+
+/// The same for the anonymous part of RSS.
+pub(crate) fn rss_anon(
+    samples: &[Sample],
+    start: f64,
+    after: f64,
+) -> (Option<f64>, f64, Option<f64>) {
+    memory(samples, start, after, |s| s.rss_anon_mib)
+}
+
+fn memory(
+    samples: &[Sample],
+    start: f64,
+    after: f64,
+    f: impl Fn(&Sample) -> Option<f64>,
+) -> (Option<f64>, f64, Option<f64>) {
     let before = samples
         .iter()
         .filter(|s| s.t <= start)
-        .filter_map(|s| s.rss_mib)
+        .filter_map(&f)
         .next_back();
     let peak = samples
         .iter()
         .filter(|s| s.t > start)
-        .filter_map(|s| s.rss_mib)
+        .filter_map(&f)
         .fold(before.unwrap_or(0.0), f64::max);
-    let later = samples
-        .iter()
-        .filter(|s| s.t >= after)
-        .find_map(|s| s.rss_mib);
+    let later = samples.iter().filter(|s| s.t >= after).find_map(&f);
     (before, peak, later)
 }
 

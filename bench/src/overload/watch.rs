@@ -18,6 +18,8 @@ pub(crate) struct Sample {
     pub t: f64,
     pub cpu_percent: Option<f64>,
     pub rss_mib: Option<f64>,
+    /// The anonymous part of it (not the database's memory-mapped pages).
+    pub rss_anon_mib: Option<f64>,
     pub sipp_cpu_percent: Option<f64>,
     /// The whole machine, percent of all its cores.
     pub machine_percent: Option<f64>,
@@ -30,6 +32,7 @@ impl Sample {
             "t": crate::round(self.t),
             "cpu_percent": r(self.cpu_percent),
             "rss_mib": r(self.rss_mib),
+            "rss_anon_mib": r(self.rss_anon_mib),
             "sipp_cpu_percent": r(self.sipp_cpu_percent),
             "machine_percent": r(self.machine_percent),
         })
@@ -60,6 +63,7 @@ pub(crate) async fn sample(
             t: started.elapsed().as_secs_f64(),
             cpu_percent: cpu,
             rss_mib: rss.map(|k| k / 1024.0),
+            rss_anon_mib: crate::measure::rss_anon_kib(server).map(|k| k / 1024.0),
             sipp_cpu_percent: caller.as_mut().and_then(|(_, m)| m.sample().0),
             machine_percent: machine.sample(),
         };

@@ -194,7 +194,7 @@ impl Gate {
             return false;
         };
         let (Ok(call_id), Ok(branch)) = (
-            std::str::from_utf8(trim(call_id.value().as_bytes())),
+            std::str::from_utf8(call_id.value().as_bytes().trim_ascii()),
             std::str::from_utf8(branch),
         ) else {
             return false;
@@ -326,8 +326,8 @@ impl<'a> Request<'a> {
                 return None;
             }
             let colon = line.iter().position(|&b| b == b':')?;
-            let name = trim(&line[..colon]);
-            let value = trim(&line[colon + 1..]);
+            let name = line[..colon].trim_ascii();
+            let value = line[colon + 1..].trim_ascii();
             let slot = match name {
                 n if n.eq_ignore_ascii_case(b"via") || n.eq_ignore_ascii_case(b"v") => {
                     vias.push((name, value));
@@ -397,17 +397,13 @@ impl<'a> Iterator for Lines<'a> {
     }
 }
 
-fn trim(s: &[u8]) -> &[u8] {
-    s.trim_ascii()
-}
-
 /// The first value of a comma-separated header (Via may carry several).
 fn first_value(value: &[u8]) -> &[u8] {
     let mut quoted = false;
     for (i, &b) in value.iter().enumerate() {
         match b {
             b'"' => quoted = !quoted,
-            b',' if !quoted => return trim(&value[..i]),
+            b',' if !quoted => return value[..i].trim_ascii(),
             _ => {}
         }
     }
@@ -437,9 +433,9 @@ fn header_params(value: &[u8]) -> &[u8] {
 /// The value of parameter `name` in `;a=b;c` parameters (empty for a flag).
 fn param<'a>(params: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     params.split(|&b| b == b';').find_map(|p| {
-        let p = trim(p);
+        let p = p.trim_ascii();
         let (n, v) = match p.iter().position(|&b| b == b'=') {
-            Some(i) => (trim(&p[..i]), trim(&p[i + 1..])),
+            Some(i) => (p[..i].trim_ascii(), p[i + 1..].trim_ascii()),
             None => (p, &p[p.len()..]),
         };
         n.eq_ignore_ascii_case(name).then_some(v)
@@ -462,7 +458,7 @@ fn top_via(value: &[u8], source: SocketAddr) -> (Vec<u8>, SocketAddr) {
     let mut rport = false;
     for p in params
         .split(|&b| b == b';')
-        .map(trim)
+        .map(<[u8]>::trim_ascii)
         .filter(|p| !p.is_empty())
     {
         let name = p.split(|&b| b == b'=').next().unwrap_or_default();

@@ -5,8 +5,8 @@
 //! the socket ([`crate::gate`]) refuses it statelessly when admission would; then the source's
 //! INVITE rate (over UDP an INVITE past it is dropped unanswered; over TCP and TLS it gets
 //! 503), admission ([`crate::admission`]: 503 with `Retry-After` when the node cannot take
-//! another call, before any lookup, SDP or media work). An admitted INVITE gets 100 Trying at once; then the slug
-//! ([`InboundRouter::route`]: unknown, deleted and inactive all answer the same 404), the
+//! another call, before any lookup, SDP or media work). An admitted INVITE gets 100 Trying at
+//! once; then the slug ([`InboundRouter::route`]: unknown, deleted and inactive all answer the same 404), the
 //! source address (403), the SDP offer (488 without a common codec). Then 180, a short ring,
 //! 200 with the SDP answer, and the call is handed to [`InboundRouter::run_call`] with its
 //! media running.

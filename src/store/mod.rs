@@ -275,17 +275,19 @@ impl Store {
     /// A read-only connection for one query that reads: from the readers' pool of a serving
     /// store, else as [`Store::conn`].
     pub(crate) async fn read_conn(&self) -> Result<Conn<'_>, sqlx::Error> {
-        match (&self.single, &self.readers) {
-            (None, Some(readers)) => Ok(Conn::Pooled(readers.acquire().await?)),
-            _ => self.conn().await,
-        }
+        self.conn_from(self.readers.as_ref()).await
     }
 
     /// A read-only connection for routing an inbound INVITE: from the routers' pool of a
     /// serving store, else as [`Store::conn`].
     pub(crate) async fn route_conn(&self) -> Result<Conn<'_>, sqlx::Error> {
-        match (&self.single, &self.routers) {
-            (None, Some(routers)) => Ok(Conn::Pooled(routers.acquire().await?)),
+        self.conn_from(self.routers.as_ref()).await
+    }
+
+    /// A connection from `pool` when there is one and this is not a virtual run.
+    async fn conn_from(&self, pool: Option<&SqlitePool>) -> Result<Conn<'_>, sqlx::Error> {
+        match (&self.single, pool) {
+            (None, Some(pool)) => Ok(Conn::Pooled(pool.acquire().await?)),
             _ => self.conn().await,
         }
     }

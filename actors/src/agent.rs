@@ -187,6 +187,33 @@ enum Work {
     },
 }
 
+/// The sending side of a call's work queue.
+#[derive(Clone)]
+struct WorkTx(tokio::sync::mpsc::UnboundedSender<Box<Work>>);
+
+/// The receiving side of a call's work queue.
+struct WorkRx(tokio::sync::mpsc::UnboundedReceiver<Box<Work>>);
+
+/// A call's work queue. Its messages travel boxed: a channel allocates room for 32 messages
+/// when it is made, and a call holds its queue for its whole life, so unboxed that room would
+/// be about 9 KiB a call.
+fn work_queue() -> (WorkTx, WorkRx) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    (WorkTx(tx), WorkRx(rx))
+}
+
+impl WorkTx {
+    fn send(&self, work: Work) -> Result<(), tokio::sync::mpsc::error::SendError<Box<Work>>> {
+        self.0.send(Box::new(work))
+    }
+}
+
+impl WorkRx {
+    async fn recv(&mut self) -> Option<Work> {
+        self.0.recv().await.map(|work| *work)
+    }
+}
+
 /// Aborts a task when dropped: a reply nobody will hear stops being written.
 struct Abort(tokio::task::JoinHandle<()>);
 
@@ -270,7 +297,7 @@ pub async fn converse(
 ) -> AgentEnd {
     let ms = |at: Instant| at.saturating_duration_since(answered).as_millis() as u64;
     let mut conversation = Conversation::default();
-    let (work_tx, mut work) = tokio::sync::mpsc::unbounded_channel::<Work>();
+    let (work_tx, mut work) = work_queue();
     let mut history: Vec<ChatMessage> = Vec::new();
     if let Some(mind) = &plan.mind {
         history.push(ChatMessage::System(mind.system_prompt.clone()));
@@ -869,7 +896,7 @@ fn synthesize(
     speech: &Arc<dyn Speech>,
     plan: &AgentPlan,
     call: &Call,
-    work: &tokio::sync::mpsc::UnboundedSender<Work>,
+    work: &WorkTx,
 ) {
     let index = reply.sentences;
     reply.sentences += 1;
@@ -960,7 +987,7 @@ fn follow_up(
     history: &mut Vec<ChatMessage>,
     mind: &Mind,
     generation: u64,
-    work: &tokio::sync::mpsc::UnboundedSender<Work>,
+    work: &WorkTx,
 ) -> Option<Abort> {
     if !reply.complete || reply.tools_running > 0 || reply.tool_calls.is_empty() {
         return None;
@@ -1002,7 +1029,7 @@ fn start_reply(
     history: &[ChatMessage],
     generation: u64,
     offer_tools: bool,
-    work: tokio::sync::mpsc::UnboundedSender<Work>,
+    work: WorkTx,
 ) -> Abort {
     let model = mind.model.clone();
     let mut tools = builtin_tools();

@@ -88,7 +88,7 @@ pub enum CallEvent {
 /// A live dialog, as in-dialog requests are answered from it.
 pub(crate) struct LiveDialog {
     pub direction: Direction,
-    pub events: mpsc::UnboundedSender<CallEvent>,
+    pub events: EventTx,
     pub media: Option<MediaControl>,
     /// Our media address, and the payload type and codec in use.
     pub answer: (SocketAddr, u8, Codec),
@@ -165,7 +165,7 @@ impl Core {
     pub fn end(&self, id: &DialogId, cause: EndCause) {
         let entry = self.live.lock().ok().and_then(|mut l| l.remove(id));
         if let Some(entry) = entry {
-            let _ = entry.events.send(CallEvent::Ended(cause));
+            let _ = entry.events.send(Box::new(CallEvent::Ended(cause)));
         }
     }
 
@@ -275,11 +275,23 @@ impl Core {
 }
 
 /// The media task's events, into a call's event stream.
-pub(crate) fn event_sink(events: &mpsc::UnboundedSender<CallEvent>) -> media::EventSink {
+pub(crate) fn event_sink(events: &EventTx) -> media::EventSink {
     let sink = events.clone();
     Box::new(move |e| {
-        let _ = sink.send(CallEvent::Media(e));
+        let _ = sink.send(Box::new(CallEvent::Media(e)));
     })
+}
+
+/// The sending side of a call's event stream.
+pub(crate) type EventTx = mpsc::UnboundedSender<Box<CallEvent>>;
+
+/// The receiving side of a call's event stream.
+pub(crate) type EventRx = mpsc::UnboundedReceiver<Box<CallEvent>>;
+
+/// A call's event stream. Its events travel boxed: a channel allocates room for 32 messages
+/// when it is made, and a call holds its stream for its whole life.
+pub(crate) fn event_stream() -> (EventTx, EventRx) {
+    mpsc::unbounded_channel()
 }
 
 pub(crate) fn sdp_type() -> Header {
@@ -355,7 +367,7 @@ pub struct Call {
     pub remote: SocketAddr,
     pub codec: Codec,
     pub media: MediaHandle,
-    events: mpsc::UnboundedReceiver<CallEvent>,
+    events: EventRx,
     teardown: Teardown,
     /// An inbound call's place among the INVITEs being set up, held until its owner has
     /// recorded it ([`Call::set_up`]) so that admission counts calls the database has yet to
@@ -372,7 +384,7 @@ pub(crate) struct CallParts {
     pub remote: SocketAddr,
     pub codec: Codec,
     pub media: MediaHandle,
-    pub events: mpsc::UnboundedReceiver<CallEvent>,
+    pub events: EventRx,
     pub dialog: InviteDialog,
     pub refresher: Option<tokio::task::JoinHandle<()>>,
     pub setup: Option<crate::admission::SetupPermit>,
@@ -412,7 +424,7 @@ impl Call {
         if self.teardown.ended.is_some() {
             return None;
         }
-        let event = self.events.recv().await;
+        let event = self.events.recv().await.map(|event| *event);
         match event {
             Some(CallEvent::Ended(cause)) => self.set_ended(cause),
             None => self.set_ended(EndCause::Failed),

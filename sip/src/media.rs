@@ -120,39 +120,41 @@ pub type EventSink = Box<dyn Fn(MediaEvent) + Send + Sync>;
 /// A cloneable way to steer a running session.
 #[derive(Clone)]
 pub struct MediaControl {
-    commands: mpsc::UnboundedSender<Command>,
+    /// Commands travel boxed: a channel allocates room for 32 messages when it is made, and
+    /// a call holds it for its whole life.
+    commands: mpsc::UnboundedSender<Box<Command>>,
 }
 
 impl MediaControl {
     /// Queues audio (mono, at the codec's sample rate) after what is already queued.
     pub fn play(&self, samples: Arc<[i16]>) {
-        let _ = self.commands.send(Command::Play(samples, 0));
+        let _ = self.commands.send(Box::new(Command::Play(samples, 0)));
     }
 
     /// Queues audio like [`MediaControl::play`], and tells how it went: a
     /// [`MediaEvent::PlayedOut`] once it is sent in full, or a [`MediaEvent::Cut`] with how
     /// much of it was sent if a `clear` stops it. `tag` (not 0) names it in those events.
     pub fn play_tagged(&self, samples: Arc<[i16]>, tag: u64) {
-        let _ = self.commands.send(Command::Play(samples, tag));
+        let _ = self.commands.send(Box::new(Command::Play(samples, tag)));
     }
 
     /// Captures the caller's speech from now on: [`MediaEvent::Pause`] and
     /// [`MediaEvent::Utterance`] follow their speech.
     pub fn listen(&self, settings: ListenSettings) {
-        let _ = self.commands.send(Command::Listen(settings));
+        let _ = self.commands.send(Box::new(Command::Listen(settings)));
     }
 
     /// Hands over what the caller has said so far as an [`MediaEvent::Utterance`] (nothing if
     /// they have said nothing since the last one).
     pub fn take_utterance(&self) {
-        let _ = self.commands.send(Command::TakeUtterance);
+        let _ = self.commands.send(Box::new(Command::TakeUtterance));
     }
 
     /// Forgets what the caller has said so far (its early transcript ended their turn): no
     /// [`MediaEvent::Utterance`] is made of it, nor of the silence that follows unless they
     /// speak again.
     pub fn drop_utterance(&self) {
-        let _ = self.commands.send(Command::DropUtterance);
+        let _ = self.commands.send(Box::new(Command::DropUtterance));
     }
 
     /// With `true`, the session drops what is queued to play itself, on the frame the VAD
@@ -160,17 +162,17 @@ impl MediaControl {
     /// [`MediaEvent::Cut`]), so the agent stops within that frame rather than after a round
     /// trip through its task. Off by default (a voicemail message must play to its end).
     pub fn yield_to_speech(&self, on: bool) {
-        let _ = self.commands.send(Command::YieldToSpeech(on));
+        let _ = self.commands.send(Box::new(Command::YieldToSpeech(on)));
     }
 
     /// Drops whatever is still queued to play (the caller spoke over the agent).
     pub fn clear(&self) {
-        let _ = self.commands.send(Command::Clear);
+        let _ = self.commands.send(Box::new(Command::Clear));
     }
 
     /// Sends audio somewhere else from now on (a re-INVITE moved the peer).
     pub fn retarget(&self, remote: SocketAddr) {
-        let _ = self.commands.send(Command::Retarget(remote));
+        let _ = self.commands.send(Box::new(Command::Retarget(remote)));
     }
 
     /// Starts answering-machine detection on the peer's audio from the next frame on (an
@@ -179,7 +181,7 @@ impl MediaControl {
     pub fn detect_answering_machine(&self, settings: AmdSettings) {
         let _ = self
             .commands
-            .send(Command::DetectAnsweringMachine(settings));
+            .send(Box::new(Command::DetectAnsweringMachine(settings)));
     }
 }
 
@@ -293,7 +295,7 @@ struct Session {
     latched: bool,
     recorder: Option<Recorder>,
     events: EventSink,
-    commands: mpsc::UnboundedReceiver<Command>,
+    commands: mpsc::UnboundedReceiver<Box<Command>>,
     encoder: Box<dyn Encoder>,
     decoder: Box<dyn Decoder>,
     jitter: JitterBuffer,
@@ -322,7 +324,7 @@ impl Session {
         config: MediaConfig,
         recorder: Option<Recorder>,
         events: EventSink,
-        commands: mpsc::UnboundedReceiver<Command>,
+        commands: mpsc::UnboundedReceiver<Box<Command>>,
     ) -> Session {
         Session {
             socket,
@@ -362,7 +364,7 @@ impl Session {
             tokio::select! {
                 biased;
                 _ = stop.cancelled() => break,
-                Some(cmd) = self.commands.recv() => self.command(cmd),
+                Some(cmd) = self.commands.recv() => self.command(*cmd),
                 received = self.socket.recv_from(&mut buf) => {
                     match received {
                         Ok((len, from)) => self.receive(&buf[..len], from),

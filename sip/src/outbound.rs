@@ -302,11 +302,7 @@ struct Media {
 
 impl Media {
     /// Starts the media on the peer's SDP (early or final); a later SDP moves it.
-    fn start(
-        &mut self,
-        body: &[u8],
-        events: &mpsc::UnboundedSender<crate::call::CallEvent>,
-    ) -> Result<(), String> {
+    fn start(&mut self, body: &[u8], events: &crate::call::EventTx) -> Result<(), String> {
         let desc = MediaDescription::parse(body).map_err(|e| format!("the peer's SDP: {e}"))?;
         let (pt, codec) = desc
             .codecs
@@ -536,7 +532,7 @@ impl SipClient {
         if let (Some(journal), Some(key)) = (&plan.journal, &key) {
             journal.invite_sent(&key.call_id, key).await;
         }
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (events_tx, events_rx) = crate::call::event_stream();
         let attempt_start = tokio::time::Instant::now();
         let ring_deadline = tokio::time::Instant::from_std(started + plan.ring_timeout);
         let response_deadline = attempt_start + plan.response_timeout;

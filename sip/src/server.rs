@@ -718,7 +718,7 @@ impl<R: InboundRouter> Shared<R> {
             }
         };
         let session_id: u64 = rand::random::<u32>().into();
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (events_tx, events_rx) = crate::call::event_stream();
         let core = &self.core;
         core.insert_live(
             id.clone(),

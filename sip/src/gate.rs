@@ -10,8 +10,11 @@
 //!   and adds a To tag derived from the request (a keyed hash of Call-ID, From tag and
 //!   branch), so a retransmission of the INVITE gets the very same response;
 //! - a refused INVITE's transaction is remembered only as a 64-bit key in a table that forgets
-//!   after 64*T1 to 128*T1: its retransmissions are answered 503 again even if room has
-//!   appeared meanwhile, and nothing else is kept (no parsed message, no timers);
+//!   after 16*T1 to 32*T1 (8 to 16 s), as long as the transaction layer remembers a finished
+//!   transaction ([`crate::retention`]): its retransmissions are answered 503 again even if
+//!   room has appeared meanwhile, and nothing else is kept (no parsed message, no timers). A
+//!   caller retransmits a refused INVITE only while it has not had the 503; one that comes
+//!   later is weighed again, as a new one;
 //! - the ACK for the 503 is recognised by its To tag and dropped.
 //!
 //! An INVITE the gate lets through is remembered the same way, and the decision is final: the
@@ -55,7 +58,8 @@ pub(crate) struct Gate {
 }
 
 /// Keys of INVITEs and what the gate decided, in two generations: the current one, and the
-/// previous one, dropped when the current one is `window` old.
+/// previous one, dropped when the current one is `window` old (at the next INVITE, or the
+/// next [`Gate::age`], whichever comes first).
 struct Remembered {
     window: Duration,
     since: Instant,
@@ -102,12 +106,20 @@ impl Gate {
             core: OnceLock::new(),
             keys: RandomState::new(),
             seen: Mutex::new(Remembered {
-                window: t1 * 64,
+                window: t1 * 16,
                 since: Instant::now(),
                 current: HashMap::new(),
                 previous: HashMap::new(),
             }),
             server: server.to_string(),
+        }
+    }
+
+    /// Drops the generation of remembered INVITEs that is due, even when no INVITE comes to
+    /// do it: after a flood, the flood's keys do not outstay their window.
+    pub fn age(&self) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.rotate(Instant::now());
         }
     }
 

@@ -9,6 +9,7 @@ pub mod call;
 mod gate;
 pub mod media;
 pub mod outbound;
+mod retention;
 pub mod rtp;
 pub mod sdp;
 pub mod server;

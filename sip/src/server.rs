@@ -311,6 +311,12 @@ impl SipServer {
         let rtp_ip = settings.rtp_ip.unwrap_or(listen_ip);
         let ports = RtpPorts::new(rtp_ip, settings.rtp_ports.0, settings.rtp_ports.1)?;
         spawn_lag_probe(admission.clone(), stop.child_token());
+        crate::retention::spawn(
+            endpoint.inner.clone(),
+            gate.clone(),
+            settings.t1 * 16,
+            stop.child_token(),
+        );
         let core = Arc::new(Core {
             settings,
             ports,

@@ -239,7 +239,7 @@ impl Store {
 
     /// Opens the store with the clock every timestamp it writes is read from (the engine's).
     pub async fn open_with_clock(url: &str, clock: SharedClock) -> StoreResult<Self> {
-        Self::connect(url, clock, SqlitePoolOptions::new(), POOL_SIZE, false).await
+        Self::connect(url, clock, SqlitePoolOptions::new(), POOL_SIZE).await
     }
 
     /// Opens the store for a run under tokio's paused clock (tests, the campaign simulator).
@@ -254,31 +254,22 @@ impl Store {
             .idle_timeout(None)
             .max_lifetime(None)
             .test_before_acquire(false);
-        let mut store = Self::connect(url, clock, options, 1, true).await?;
-        let conn = SqliteConnection::connect_with(&Self::connect_options(url, true)?).await?;
+        let mut store = Self::connect(url, clock, options, 1).await?;
+        let conn = SqliteConnection::connect_with(&Self::connect_options(url)?).await?;
         store.single = Some(Arc::new(tokio::sync::Mutex::new(conn)));
         Ok(store)
     }
 
-    /// How every connection is opened. With `mmap`, reads go through a memory map of up to
-    /// 1 GiB: a connection whose page cache another connection's write invalidated re-reads
-    /// pages without copying them, which a virtual run's single connection reading its whole
-    /// campaign state every evaluation gains from. A serving store reads through each
-    /// connection's own bounded page cache instead: every page of a mapped file it has read
-    /// stays in the process's resident memory while the file is open, so after a flood of
-    /// calls the service would look 50 MiB or more larger for good.
-    fn connect_options(url: &str, mmap: bool) -> StoreResult<SqliteConnectOptions> {
-        let options = SqliteConnectOptions::from_str(url)?
+    fn connect_options(url: &str) -> StoreResult<SqliteConnectOptions> {
+        Ok(SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10));
-        Ok(if mmap {
-            options.pragma("mmap_size", "1073741824")
-        } else {
-            options
-        })
+            .busy_timeout(Duration::from_secs(10))
+            // Reads through a memory map: a connection whose page cache another connection's
+            // write invalidated re-reads pages without copying them.
+            .pragma("mmap_size", "1073741824"))
     }
 
     /// A read-only connection for one query that reads: from the readers' pool of a serving
@@ -324,9 +315,8 @@ impl Store {
         clock: SharedClock,
         pool: SqlitePoolOptions,
         size: u32,
-        mmap: bool,
     ) -> StoreResult<Self> {
-        let options = Self::connect_options(url, mmap)?;
+        let options = Self::connect_options(url)?;
         let pool = pool
             .max_connections(size)
             .connect_with(options.clone())

@@ -437,6 +437,9 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
     if until > now {
         tokio::time::sleep(Duration::from_secs_f64(until - now)).await;
     }
+    // The samples at `until` are taken before the bench's own requests below: listing the
+    // open calls reads the whole calls table, which the server's memory would show.
+    tokio::time::sleep(watch::SAMPLE_EVERY * 2).await;
     let end = started.elapsed().as_secs_f64();
     let threads2 = thread_ticks(pid);
     let metrics_after = watch::scrape_metrics(&server.http).await;

@@ -19,7 +19,7 @@ use switchboard_sip::sdp::Codec;
 
 pub(crate) mod greeting;
 mod output;
-mod peer;
+pub(crate) mod peer;
 pub(crate) mod server;
 mod sipmsg;
 mod sipp;
@@ -239,19 +239,12 @@ pub async fn run(mut args: OutboundLoadArgs) -> anyhow::Result<Value> {
     );
     let api = server.client();
     let agent = api
-        .must(
-            Method::POST,
-            "/agents",
-            Some(&json!({"name": "Outbound bench",
-                "greeting_message": "Hello, this is the outbound load test calling. How are you today?",
-                "agent_speaks_first": true, "max_call_duration_secs": args.hold.max(1),
-                "silence_timeout_secs": 3600,
-                "answering_machine_detection": {"enabled": args.amd_on()}})),
-        )
-        .await?["id"]
-        .as_str()
-        .context("no agent id")?
-        .to_string();
+        .create_agent(&json!({"name": "Outbound bench",
+            "greeting_message": "Hello, this is the outbound load test calling. How are you today?",
+            "agent_speaks_first": true, "max_call_duration_secs": args.hold.max(1),
+            "silence_timeout_secs": 3600,
+            "answering_machine_detection": {"enabled": args.amd_on()}}))
+        .await?;
 
     let warm_agent = if args.warmup > 0 {
         Some(warm_up(&args, &api, &server.numbers[0].1, &far).await?)
@@ -401,6 +394,7 @@ async fn sample(far: Arc<Far>, server: u32, out: Arc<Mutex<Vec<Value>>>, started
             "talking": talking,
             "server_cpu_percent": cpu.map(crate::round),
             "server_rss_kib": rss,
+            "server_rss_anon_kib": crate::measure::rss_anon_kib(server),
             "bench_cpu_percent": bench_cpu.map(crate::round),
             "peer_cpu_percent": peer_cpu.or(sipp_cpu).map(crate::round),
             "machine_busy_percent": machine_busy.map(crate::round),
@@ -432,15 +426,12 @@ async fn drive_direct(
         let placed = placed.clone();
         tasks.push(tokio::spawn(async move {
             let at = Instant::now();
-            let (status, v) = api
-                .send(Method::POST, "/calls", Some(&body))
-                .await
-                .unwrap_or((0, Value::Null));
+            let (status, call_id) = api.place_call(&body).await;
             placed.lock().unwrap().push(Placed {
                 at,
                 status,
                 api_ms: at.elapsed().as_secs_f64() * 1000.0,
-                call_id: v["id"].as_str().map(str::to_string),
+                call_id,
             });
         }));
         progress.show(i as i64 + 1, total as i64, "calls placed");

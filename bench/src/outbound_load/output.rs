@@ -258,11 +258,8 @@ pub fn report(i: Inputs) -> Value {
         let v: Vec<f64> = plateau.iter().filter_map(|s| s[k].as_f64()).collect();
         round(mean(&v))
     };
-    let rss: Vec<f64> = i
-        .samples
-        .iter()
-        .filter_map(|s| s["server_rss_kib"].as_f64())
-        .collect();
+    let series = |k: &str| -> Vec<f64> { i.samples.iter().filter_map(|s| s[k].as_f64()).collect() };
+    let rss = series("server_rss_kib");
     let rss_base = rss.first().copied().unwrap_or(0.0);
     let rss_peak = rss.iter().copied().fold(0.0, f64::max);
     let cpu_max = i
@@ -287,11 +284,25 @@ pub fn report(i: Inputs) -> Value {
         .iter()
         .filter_map(|s| s["server_rss_kib"].as_f64())
         .fold(0.0, f64::max);
-    let rss_per_call = if peak_talking > 0 {
-        round((rss_at_peak - rss_base) / peak_talking as f64)
-    } else {
-        0.0
+    let per_call = |base: f64, at_peak: f64| {
+        if peak_talking > 0 {
+            round((at_peak - base) / peak_talking as f64)
+        } else {
+            0.0
+        }
     };
+    let rss_per_call = per_call(rss_base, rss_at_peak);
+    // The anonymous part alone (heap and stacks), without file pages such as the database's
+    // memory map, which grows with the calls table rather than with the calls live.
+    let anon_base = series("server_rss_anon_kib")
+        .first()
+        .copied()
+        .unwrap_or(0.0);
+    let anon_at_peak = plateau
+        .iter()
+        .filter_map(|s| s["server_rss_anon_kib"].as_f64())
+        .fold(0.0, f64::max);
+    let rss_anon_per_call = per_call(anon_base, anon_at_peak);
 
     // Pacing at the far end, per campaign (each calls from its own number).
     let mut pacing = Vec::new();
@@ -419,6 +430,7 @@ pub fn report(i: Inputs) -> Value {
         "server_rss_peak_mib": round(rss_peak / 1024.0),
         "server_rss_at_peak_calls_mib": round(rss_at_peak / 1024.0),
         "server_rss_per_call_kib": rss_per_call,
+        "server_rss_anon_per_call_kib": rss_anon_per_call,
         "server_rss_slope_kib_per_call": rss_slope.map(round),
         "peer_cpu_percent_at_peak": at_plateau("peer_cpu_percent"),
         "bench_cpu_percent_at_peak": at_plateau("bench_cpu_percent"),

@@ -238,6 +238,15 @@ pub struct Api {
 }
 
 impl Api {
+    /// The API at `base` (`http://127.0.0.1:8080`) with `key`.
+    pub fn new(base: &str, key: &str) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            base: base.to_string(),
+            key: key.to_string(),
+        }
+    }
+
     /// Sends a request; answers the status and the JSON body (null when there is none).
     pub async fn send(
         &self,
@@ -275,6 +284,26 @@ impl Api {
             bail!("{method} {path} answered {status}: {v}");
         }
         Ok(v)
+    }
+
+    /// Creates an agent from `body` (that of `POST /agents`); answers its id.
+    pub async fn create_agent(&self, body: &Value) -> anyhow::Result<String> {
+        let created = self
+            .must(reqwest::Method::POST, "/agents", Some(body))
+            .await?;
+        created["id"]
+            .as_str()
+            .map(str::to_string)
+            .with_context(|| format!("no agent created: {created}"))
+    }
+
+    /// `POST /calls` with `body`: the status (0 when no answer came) and the call's id.
+    pub async fn place_call(&self, body: &Value) -> (u16, Option<String>) {
+        let (status, v) = self
+            .send(reqwest::Method::POST, "/calls", Some(body))
+            .await
+            .unwrap_or((0, Value::Null));
+        (status, v["id"].as_str().map(str::to_string))
     }
 
     /// Every item of a list endpoint, page by page.

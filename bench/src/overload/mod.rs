@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use crate::measure::{spread, thread_cpu, thread_ticks};
 use crate::round;
 
+mod outbound;
 mod sipp;
 mod timeline;
 mod watch;
@@ -94,6 +95,13 @@ pub struct OverloadArgs {
     max_rate: f64,
     #[arg(long, default_value_t = 10.0)]
     step_secs: f64,
+    /// Outbound calls a second placed through the API while the flood runs (and for a few
+    /// seconds before it), over a trunk to the bench's answering peer: 0 places none.
+    #[arg(long, default_value_t = 0.0)]
+    pub outbound_rate: f64,
+    /// Seconds each of those outbound calls lasts (the agent hangs up).
+    #[arg(long, default_value_t = 5)]
+    pub outbound_hold: u64,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -115,6 +123,8 @@ struct Measured {
     open_calls_after: Option<u64>,
     threads_flood: Value,
     threads_after: Value,
+    /// The outbound calls placed before and during the flood (`--outbound-rate`).
+    outbound: Value,
 }
 
 /// The rate and length of one run.
@@ -211,6 +221,7 @@ async fn flood(args: &OverloadArgs, audio: Audio) -> anyhow::Result<Value> {
         "retransmissions_all_messages": o.retransmissions,
         "unexpected_responses": o.unexpected,
         "setup_ms_admitted": spread(&mut setup),
+        "outbound": m.outbound,
     });
     let server = json!({
         "api_during_flood": api,
@@ -356,10 +367,22 @@ fn quiet_threshold(args: &OverloadArgs, idle: Option<f64>) -> f64 {
 }
 
 /// Starts a fresh server, warms it up, measures it idle, runs SIPp at the plan's rate while
-/// api_stop the API, and samples until `plan.after` seconds past the last new call.
+/// probing the API, and samples until `plan.after` seconds past the last new call.
 async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Result<Measured> {
     let bin = args.spawn.as_ref().context("server binary")?;
-    let mut server = crate::sip_load::spawn_server(bin, &args.server_args).await?;
+    let mut server_args = args.server_args.clone();
+    let peer = if args.outbound_rate > 0.0 {
+        let (peer, flags) = outbound::start_peer(args.outbound_hold)?;
+        server_args.splice(0..0, flags);
+        Some(peer)
+    } else {
+        None
+    };
+    let mut server = crate::sip_load::spawn_server(bin, &server_args).await?;
+    let outbound = match peer {
+        Some(peer) => Some(outbound::Outbound::prepare(peer, &server, args.outbound_hold).await?),
+        None => None,
+    };
     let pid = server.child.id().context("server pid")?;
     eprintln!("server pid {pid} (for a profiler)");
     let started = Instant::now();
@@ -411,8 +434,18 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
     // the search needs only its calls' own time.
     let grace = if plan.after > 0.0 { 40.0 } else { 5.0 };
     let timeout = (plan.secs * 1.2 + call_secs + grace).ceil() as u64;
+    let flooding = Arc::new(AtomicBool::new(false));
+    let placing_stop = Arc::new(AtomicBool::new(false));
+    let placing = outbound
+        .as_ref()
+        .map(|o| o.place(args.outbound_rate, flooding.clone(), placing_stop.clone()));
+    if placing.is_some() {
+        // Calls placed before the flood: the reference for those placed during it.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
     let threads0 = thread_ticks(pid);
     let start = started.elapsed().as_secs_f64();
+    flooding.store(true, Ordering::Relaxed);
     let caller = Sipp::start(&load(plan.rate, calls, timeout)).await?;
     sipp_pid.store(caller.child.id().unwrap_or(0), Ordering::Relaxed);
     let api_stop = Arc::new(AtomicBool::new(false));
@@ -423,6 +456,7 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
         api_stop.clone(),
     ));
     let outcome = caller.finish().await?;
+    placing_stop.store(true, Ordering::Relaxed);
     let exit = started.elapsed().as_secs_f64();
     api_stop.store(true, Ordering::Relaxed);
     let threads1 = thread_ticks(pid);
@@ -444,6 +478,10 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
     let threads2 = thread_ticks(pid);
     let metrics_after = watch::scrape_metrics(&server.http).await;
     let open_calls_after = watch::open_calls(&server.http, &server.key, 50_000).await;
+    let outbound = match (outbound, placing) {
+        (Some(o), Some(placing)) => o.report(placing.await.unwrap_or_default()).await,
+        _ => Value::Null,
+    };
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.await;
     let _ = server.child.start_kill();
@@ -462,5 +500,6 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
         open_calls_after,
         threads_flood: json!(thread_cpu(&threads0, &threads1, exit - start)),
         threads_after: json!(thread_cpu(&threads1, &threads2, end - exit)),
+        outbound,
     })
 }

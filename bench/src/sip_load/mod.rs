@@ -27,7 +27,7 @@ mod ua;
 pub(crate) use output::sample_server;
 use output::{report, scrape_rtp};
 pub(crate) use spawn::free_port;
-pub(crate) use spawn::{create_agent, create_endpoint, spawn_server, spawn_switchboard};
+pub(crate) use spawn::{Spawned, create_agent, create_endpoint, spawn_server, spawn_switchboard};
 pub(crate) use ua::{Dialog, Invite};
 
 #[derive(clap::Args, Clone)]

@@ -11,6 +11,8 @@ pub(crate) struct Spawned {
     pub(crate) slug: String,
     /// The workspace's API key.
     pub(crate) key: String,
+    /// The server's store.
+    pub(crate) db_url: String,
     _dir: tempfile::TempDir,
 }
 
@@ -53,12 +55,10 @@ pub(crate) async fn spawn_switchboard(bin: &PathBuf, extra: &[String]) -> anyhow
     let dir = tempfile::tempdir()?;
     let http = free_port()?;
     let sip_port = free_port()?;
+    let db_url = format!("sqlite://{}", dir.path().join("bench.db").display());
     let mut child = tokio::process::Command::new(bin)
         .arg("--database-url")
-        .arg(format!(
-            "sqlite://{}",
-            dir.path().join("bench.db").display()
-        ))
+        .arg(&db_url)
         .args(["serve", "--sip"])
         .arg("--http")
         .arg(format!("127.0.0.1:{http}"))
@@ -102,6 +102,7 @@ pub(crate) async fn spawn_switchboard(bin: &PathBuf, extra: &[String]) -> anyhow
         sip: format!("127.0.0.1:{sip_port}").parse()?,
         slug: String::new(),
         key,
+        db_url,
         _dir: dir,
     })
 }

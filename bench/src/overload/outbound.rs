@@ -1,0 +1,213 @@
+//! `--outbound-rate`: outbound calls placed through the API while the flood runs, over a SIP
+//! trunk to the bench's own answering peer. They show whether the inbound flood starves the
+//! outbound side: how many were placed and answered, and how long each waited from its
+//! `POST /calls` to its INVITE at the far end, before and during the flood.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use switchboard_sip::sdp::Codec;
+
+use crate::outbound_load::greeting;
+use crate::outbound_load::peer::{Peer, PeerConfig};
+use crate::outbound_load::server::Api;
+use crate::sip_load::Spawned;
+
+/// The answering peer and what the server needs to call it.
+pub(crate) struct Outbound {
+    peer: Peer,
+    api: Api,
+    agent: String,
+    number_id: String,
+}
+
+/// One `POST /calls`.
+struct Placed {
+    at: Instant,
+    status: u16,
+    call_id: Option<String>,
+    /// Placed while the flood was on (else before it).
+    in_flood: bool,
+}
+
+/// Starts the answering peer; answers it with the server flags that make it the default trunk.
+pub(crate) fn start_peer(hold_secs: u64) -> anyhow::Result<(Peer, Vec<String>)> {
+    let codec = Codec::Pcmu;
+    let peer = Peer::start(PeerConfig {
+        ip: "127.0.0.1".parse()?,
+        port: 0,
+        mix: "answer=100".parse().map_err(|e| anyhow::anyhow!("{e}"))?,
+        ring: Duration::from_millis(200),
+        codec,
+        hold_cap: Duration::from_secs(hold_secs + 20),
+        ring_cap: Duration::from_secs(60),
+        greeting: Vec::new(),
+        hello: greeting::frames(codec, &greeting::hello(codec.sample_rate())),
+    })?;
+    let trunk = json!({"gateways": [{"host": "127.0.0.1", "port": peer.addr.port(),
+        "transport": "udp"}]});
+    let flags = vec![
+        "--carrier".into(),
+        "sip".into(),
+        "--outbound-trunk".into(),
+        trunk.to_string(),
+        "--ring-timeout-secs".into(),
+        "10".into(),
+        // The workspace's own cap (10 by default) would queue these calls whatever the flood
+        // does; the node's capacity and its outbound reserve still hold.
+        "--workspace-concurrency".into(),
+        "100000".into(),
+    ];
+    Ok((peer, flags))
+}
+
+impl Outbound {
+    /// Credits the server's workspace and gives it an active calling number (through its store,
+    /// as an operator would), and creates the agent the calls run.
+    pub(crate) async fn prepare(
+        peer: Peer,
+        server: &Spawned,
+        hold_secs: u64,
+    ) -> anyhow::Result<Outbound> {
+        let store = switchboard::Store::open(&server.db_url).await?;
+        let switchboard::store::KeyCheck::Valid { workspace_id, .. } =
+            store.check_key(&server.key).await?
+        else {
+            anyhow::bail!("the server's key is not valid in its store");
+        };
+        store
+            .apply_ledger_entry(workspace_id, 1_000_000_000, "credit", "overload", None)
+            .await?
+            .context("crediting the workspace")?;
+        let country = switchboard_actors::phone::parse_country("IL")?;
+        let number = switchboard_actors::phone::PhoneNumber::parse("+972501000000", country)?;
+        let number_id = store
+            .add_owned_number(workspace_id, &number, "active")
+            .await?
+            .id
+            .to_string();
+        let api = Api::new(&server.http, &server.key);
+        let agent = api
+            .create_agent(&json!({"name": "Outbound during the flood",
+                "greeting_message": "Hello, this is a call placed during a flood.",
+                "agent_speaks_first": true, "max_call_duration_secs": hold_secs.max(1),
+                "silence_timeout_secs": 3600,
+                "answering_machine_detection": {"enabled": false}}))
+            .await?;
+        Ok(Outbound {
+            peer,
+            api,
+            agent,
+            number_id,
+        })
+    }
+
+    /// Places `rate` calls a second until `stop`; `flooding` tells whether the flood is on.
+    pub(crate) fn place(
+        &self,
+        rate: f64,
+        flooding: Arc<AtomicBool>,
+        stop: Arc<AtomicBool>,
+    ) -> tokio::task::JoinHandle<Vec<PlacedCall>> {
+        let api = self.api.clone();
+        let (agent, number) = (self.agent.clone(), self.number_id.clone());
+        let interval = Duration::from_secs_f64(1.0 / rate.max(0.001));
+        tokio::spawn(async move {
+            let placed = Arc::new(Mutex::new(Vec::new()));
+            let mut tasks = Vec::new();
+            let mut next = tokio::time::Instant::now();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep_until(next).await;
+                next += interval;
+                i += 1;
+                let body = json!({"agent_id": agent, "to_number": format!("+97252{i:07}"),
+                    "from_phone_number_id": number});
+                let (api, placed) = (api.clone(), placed.clone());
+                let in_flood = flooding.load(Ordering::Relaxed);
+                tasks.push(tokio::spawn(async move {
+                    let at = Instant::now();
+                    let (status, call_id) = api.place_call(&body).await;
+                    placed.lock().expect("placed").push(Placed {
+                        at,
+                        status,
+                        call_id,
+                        in_flood,
+                    });
+                }));
+            }
+            for t in tasks {
+                let _ = t.await;
+            }
+            let placed = std::mem::take(&mut *placed.lock().expect("placed"));
+            placed.into_iter().map(PlacedCall).collect()
+        })
+    }
+
+    /// The outbound side's figures, once its calls have ended; stops the peer.
+    pub(crate) async fn report(self, placed: Vec<PlacedCall>) -> Value {
+        let records = self
+            .api
+            .all("/calls?direction=outbound")
+            .await
+            .unwrap_or_default();
+        let outcome: HashMap<String, String> = records
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r["id"].as_str()?.to_string(),
+                    r["outcome"]
+                        .as_str()
+                        .unwrap_or(r["status"].as_str()?)
+                        .to_string(),
+                ))
+            })
+            .collect();
+        let invites: HashMap<String, Instant> = self
+            .peer
+            .calls()
+            .into_iter()
+            .map(|c| (c.call_id, c.invite_at))
+            .collect();
+        self.peer.stop();
+        let part = |flood: bool| {
+            let calls: Vec<&Placed> = placed
+                .iter()
+                .map(|p| &p.0)
+                .filter(|p| p.in_flood == flood)
+                .collect();
+            let mut by_outcome = BTreeMap::<String, u64>::new();
+            let mut delay = Vec::new();
+            let mut refused = 0;
+            for p in &calls {
+                let Some(id) = &p.call_id else {
+                    refused += 1;
+                    *by_outcome.entry(format!("http_{}", p.status)).or_default() += 1;
+                    continue;
+                };
+                let o = outcome
+                    .get(id)
+                    .cloned()
+                    .unwrap_or_else(|| "unrecorded".into());
+                *by_outcome.entry(o).or_default() += 1;
+                if let Some(invite) = invites.get(id) {
+                    delay.push(invite.saturating_duration_since(p.at).as_secs_f64() * 1000.0);
+                }
+            }
+            json!({
+                "placed": calls.len(),
+                "refused_by_api": refused,
+                "outcomes": by_outcome,
+                "api_to_invite_ms": crate::measure::spread(&mut delay),
+            })
+        };
+        json!({"before_flood": part(false), "during_flood": part(true)})
+    }
+}
+
+/// A call the bench placed.
+pub(crate) struct PlacedCall(Placed);

@@ -239,12 +239,19 @@ pub async fn run(mut args: OutboundLoadArgs) -> anyhow::Result<Value> {
     );
     let api = server.client();
     let agent = api
-        .create_agent(&json!({"name": "Outbound bench",
-            "greeting_message": "Hello, this is the outbound load test calling. How are you today?",
-            "agent_speaks_first": true, "max_call_duration_secs": args.hold.max(1),
-            "silence_timeout_secs": 3600,
-            "answering_machine_detection": {"enabled": args.amd_on()}}))
-        .await?;
+        .must(
+            Method::POST,
+            "/agents",
+            Some(&json!({"name": "Outbound bench",
+                "greeting_message": "Hello, this is the outbound load test calling. How are you today?",
+                "agent_speaks_first": true, "max_call_duration_secs": args.hold.max(1),
+                "silence_timeout_secs": 3600,
+                "answering_machine_detection": {"enabled": args.amd_on()}})),
+        )
+        .await?["id"]
+        .as_str()
+        .context("no agent id")?
+        .to_string();
 
     let warm_agent = if args.warmup > 0 {
         Some(warm_up(&args, &api, &server.numbers[0].1, &far).await?)

@@ -75,8 +75,19 @@ async fn prepare_store(
         .bootstrap()
         .await?
         .context("the fresh store already had a workspace")?;
+    let ids = stock_workspace(&store, ws, numbers).await?;
+    Ok((key, ids))
+}
+
+/// Gives workspace `ws` ample credit and `numbers` (E.164) as active calling numbers, through
+/// the store as an operator would; answers each number with its id.
+pub(crate) async fn stock_workspace(
+    store: &switchboard::Store,
+    ws: switchboard_actors::ids::WorkspaceId,
+    numbers: &[String],
+) -> anyhow::Result<Vec<(String, String)>> {
     store
-        .apply_ledger_entry(ws, 1_000_000_000, "credit", "outbound-load", None)
+        .apply_ledger_entry(ws, 1_000_000_000, "credit", "bench", None)
         .await?
         .context("crediting the workspace")?;
     let country = parse_country("IL").context("country")?;
@@ -86,7 +97,7 @@ async fn prepare_store(
         let record = store.add_owned_number(ws, &parsed, "active").await?;
         ids.push((n.clone(), record.id.to_string()));
     }
-    Ok((key, ids))
+    Ok(ids)
 }
 
 pub async fn start(launch: Launch<'_>) -> anyhow::Result<Server> {
@@ -284,17 +295,6 @@ impl Api {
             bail!("{method} {path} answered {status}: {v}");
         }
         Ok(v)
-    }
-
-    /// Creates an agent from `body` (that of `POST /agents`); answers its id.
-    pub async fn create_agent(&self, body: &Value) -> anyhow::Result<String> {
-        let created = self
-            .must(reqwest::Method::POST, "/agents", Some(body))
-            .await?;
-        created["id"]
-            .as_str()
-            .map(str::to_string)
-            .with_context(|| format!("no agent created: {created}"))
     }
 
     /// `POST /calls` with `body`: the status (0 when no answer came) and the call's id.

@@ -14,7 +14,7 @@ use switchboard_sip::sdp::Codec;
 
 use crate::outbound_load::greeting;
 use crate::outbound_load::peer::{Peer, PeerConfig};
-use crate::outbound_load::server::Api;
+use crate::outbound_load::server::{Api, stock_workspace};
 use crate::sip_load::Spawned;
 
 /// The answering peer and what the server needs to call it.
@@ -26,7 +26,7 @@ pub(crate) struct Outbound {
 }
 
 /// One `POST /calls`.
-struct Placed {
+pub(crate) struct Placed {
     at: Instant,
     status: u16,
     call_id: Option<String>,
@@ -79,25 +79,18 @@ impl Outbound {
         else {
             anyhow::bail!("the server's key is not valid in its store");
         };
-        store
-            .apply_ledger_entry(workspace_id, 1_000_000_000, "credit", "overload", None)
-            .await?
-            .context("crediting the workspace")?;
-        let country = switchboard_actors::phone::parse_country("IL")?;
-        let number = switchboard_actors::phone::PhoneNumber::parse("+972501000000", country)?;
-        let number_id = store
-            .add_owned_number(workspace_id, &number, "active")
-            .await?
-            .id
-            .to_string();
-        let api = Api::new(&server.http, &server.key);
-        let agent = api
-            .create_agent(&json!({"name": "Outbound during the flood",
+        let numbers = stock_workspace(&store, workspace_id, &["+972501000000".into()]).await?;
+        let number_id = numbers.into_iter().next().context("no number")?.1;
+        let agent = crate::sip_load::create_agent(
+            server,
+            &json!({"name": "Outbound during the flood",
                 "greeting_message": "Hello, this is a call placed during a flood.",
                 "agent_speaks_first": true, "max_call_duration_secs": hold_secs.max(1),
                 "silence_timeout_secs": 3600,
-                "answering_machine_detection": {"enabled": false}}))
-            .await?;
+                "answering_machine_detection": {"enabled": false}}),
+        )
+        .await?;
+        let api = Api::new(&server.http, &server.key);
         Ok(Outbound {
             peer,
             api,
@@ -112,7 +105,7 @@ impl Outbound {
         rate: f64,
         flooding: Arc<AtomicBool>,
         stop: Arc<AtomicBool>,
-    ) -> tokio::task::JoinHandle<Vec<PlacedCall>> {
+    ) -> tokio::task::JoinHandle<Vec<Placed>> {
         let api = self.api.clone();
         let (agent, number) = (self.agent.clone(), self.number_id.clone());
         let interval = Duration::from_secs_f64(1.0 / rate.max(0.001));
@@ -143,13 +136,12 @@ impl Outbound {
             for t in tasks {
                 let _ = t.await;
             }
-            let placed = std::mem::take(&mut *placed.lock().expect("placed"));
-            placed.into_iter().map(PlacedCall).collect()
+            std::mem::take(&mut *placed.lock().expect("placed"))
         })
     }
 
     /// The outbound side's figures, once its calls have ended; stops the peer.
-    pub(crate) async fn report(self, placed: Vec<PlacedCall>) -> Value {
+    pub(crate) async fn report(self, placed: Vec<Placed>) -> Value {
         let records = self
             .api
             .all("/calls?direction=outbound")
@@ -175,11 +167,7 @@ impl Outbound {
             .collect();
         self.peer.stop();
         let part = |flood: bool| {
-            let calls: Vec<&Placed> = placed
-                .iter()
-                .map(|p| &p.0)
-                .filter(|p| p.in_flood == flood)
-                .collect();
+            let calls: Vec<&Placed> = placed.iter().filter(|p| p.in_flood == flood).collect();
             let mut by_outcome = BTreeMap::<String, u64>::new();
             let mut delay = Vec::new();
             let mut refused = 0;
@@ -208,6 +196,3 @@ impl Outbound {
         json!({"before_flood": part(false), "during_flood": part(true)})
     }
 }
-
-/// A call the bench placed.
-pub(crate) struct PlacedCall(Placed);

@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+mod rules;
+
 /// A valid phone number, held in E.164 form (`+972501234567`). It serializes as that string and
 /// deserializes only through [`PhoneNumber::parse`], so serde cannot build an invalid one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -81,9 +83,13 @@ impl PhoneNumber {
                 input: input.to_owned(),
             });
         }
-        Ok(Self(
-            number.format().mode(phonenumber::Mode::E164).to_string(),
-        ))
+        // E.164 as `phonenumber`'s formatter writes it (`+`, the calling code, the national
+        // number with its leading zeros), without the national format lookup it makes first.
+        Ok(Self(format!(
+            "+{}{}",
+            number.code().value(),
+            number.national()
+        )))
     }
 
     /// Wraps a string already known to be E.164 (read back from the store).
@@ -121,6 +127,12 @@ fn is_written_number(s: &str) -> bool {
 /// A number is plausible when it is valid for its country or, for ranges libphonenumber's
 /// metadata does not list yet, when it fits the country's general number pattern and length.
 fn is_plausible(number: &phonenumber::PhoneNumber) -> bool {
+    rules::plausible(number.code().value(), number.national())
+        .unwrap_or_else(|| is_plausible_by_phonenumber(number))
+}
+
+/// [`is_plausible`] through `phonenumber`'s own functions: what [`rules`] compiles ahead.
+fn is_plausible_by_phonenumber(number: &phonenumber::PhoneNumber) -> bool {
     if phonenumber::is_valid(number) {
         return true;
     }
@@ -226,6 +238,85 @@ mod tests {
                 "{bad} deserialized"
             );
         }
+    }
+
+    /// The compiled rules answer as `phonenumber` does, for every calling code: on each
+    /// region's example numbers (valid), the same with the last digit changed, with a digit
+    /// more and a digit fewer, with a leading zero, and on random numbers of every length.
+    #[test]
+    fn compiled_rules_judge_numbers_of_every_calling_code_as_phonenumber_does() {
+        use phonenumber::metadata::DATABASE;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(15);
+        let mut codes: Vec<u16> = DATABASE.iter().map(|m| m.country_code()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        let (mut valid, mut invalid) = (0, 0);
+        for code in codes {
+            let mut nationals = Vec::new();
+            for meta in DATABASE.by_code(&code).unwrap_or_default() {
+                let d = meta.descriptors();
+                let descriptions = [
+                    d.fixed_line(),
+                    d.mobile(),
+                    d.toll_free(),
+                    d.premium_rate(),
+                    d.shared_cost(),
+                    d.voip(),
+                    d.personal_number(),
+                    d.pager(),
+                    d.uan(),
+                    d.voicemail(),
+                ];
+                for example in descriptions
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|d| d.example())
+                {
+                    let mut changed = example.to_owned();
+                    let last = changed.pop().and_then(|c| c.to_digit(10)).unwrap_or(0);
+                    changed.push(char::from_digit((last + 1) % 10, 10).unwrap());
+                    nationals.extend([
+                        example.to_owned(),
+                        changed,
+                        format!("{example}7"),
+                        example[..example.len() - 1].to_owned(),
+                        format!("0{example}"),
+                    ]);
+                }
+            }
+            for len in 2..=15 {
+                for _ in 0..3 {
+                    nationals.push((0..len).map(|_| rng.random_range('0'..='9')).collect());
+                }
+            }
+            for national in nationals {
+                let Ok(number) = phonenumber::parse(None, format!("+{code}{national}")) else {
+                    continue;
+                };
+                let expected = is_plausible_by_phonenumber(&number);
+                if expected {
+                    assert_eq!(
+                        number.format().mode(phonenumber::Mode::E164).to_string(),
+                        format!("+{}{}", number.code().value(), number.national()),
+                    );
+                }
+                assert_eq!(
+                    rules::plausible(number.code().value(), number.national()),
+                    Some(expected),
+                    "+{code} {national}"
+                );
+                if expected {
+                    valid += 1;
+                } else {
+                    invalid += 1;
+                }
+            }
+        }
+        assert!(
+            valid > 1000 && invalid > 1000,
+            "{valid} valid, {invalid} not"
+        );
     }
 
     #[test]

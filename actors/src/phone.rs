@@ -255,19 +255,7 @@ mod tests {
         for code in codes {
             let mut nationals = Vec::new();
             for meta in DATABASE.by_code(&code).unwrap_or_default() {
-                let d = meta.descriptors();
-                let descriptions = [
-                    d.fixed_line(),
-                    d.mobile(),
-                    d.toll_free(),
-                    d.premium_rate(),
-                    d.shared_cost(),
-                    d.voip(),
-                    d.personal_number(),
-                    d.pager(),
-                    d.uan(),
-                    d.voicemail(),
-                ];
+                let descriptions = rules::number_types(meta.descriptors());
                 for example in descriptions
                     .into_iter()
                     .flatten()

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use phonenumber::NationalNumber;
-use phonenumber::metadata::{DATABASE, Descriptor, Metadata};
+use phonenumber::metadata::{DATABASE, Descriptor, Descriptors, Metadata};
 use regex::{Regex, RegexBuilder};
 
 /// Whether the number `national` of the calling code `code` is valid or, for ranges the
@@ -95,12 +95,28 @@ impl CodeRules {
     }
 }
 
+/// Every number type `phonenumber::validator::number_type` tries, the common ones first (only
+/// whether one matches counts here).
+pub(super) fn number_types(d: &Descriptors) -> [Option<&Descriptor>; 10] {
+    [
+        d.mobile(),
+        d.fixed_line(),
+        d.toll_free(),
+        d.premium_rate(),
+        d.shared_cost(),
+        d.voip(),
+        d.personal_number(),
+        d.pager(),
+        d.uan(),
+        d.voicemail(),
+    ]
+}
+
 /// One region's patterns.
 struct RegionRules {
     leading_digits: Option<Regex>,
     general: Pattern,
-    /// Every number type `phonenumber::validator::number_type` tries (the common ones first:
-    /// only whether one matches counts here).
+    /// The patterns of [`number_types`].
     types: Vec<Pattern>,
     /// The lengths of the general, fixed-line, mobile, toll-free and VoIP descriptions.
     lengths: Vec<u16>,
@@ -109,18 +125,7 @@ struct RegionRules {
 impl RegionRules {
     fn compile(meta: &Metadata) -> Option<Self> {
         let d = meta.descriptors();
-        let types = [
-            d.mobile(),
-            d.fixed_line(),
-            d.toll_free(),
-            d.premium_rate(),
-            d.shared_cost(),
-            d.voip(),
-            d.personal_number(),
-            d.pager(),
-            d.uan(),
-            d.voicemail(),
-        ];
+        let types = number_types(d);
         let mut lengths: Vec<u16> = [d.fixed_line(), d.mobile(), d.toll_free(), d.voip()]
             .into_iter()
             .flatten()

@@ -73,23 +73,38 @@ impl PhoneNumber {
             Some(rest) => format!("+{rest}"),
             None => trimmed.to_owned(),
         };
-        let number = phonenumber::parse(Some(default_country), &normalized).map_err(|_| {
-            PhoneError::Unparseable {
-                input: input.to_owned(),
+        // The common form, `+` and digits, is read here as `phonenumber` reads it, and
+        // checked with the compiled rules; anything else goes through `phonenumber` itself.
+        let quick = normalized
+            .strip_prefix('+')
+            .and_then(|digits| rules::read_international(digits, default_country))
+            .and_then(|(code, national)| {
+                rules::plausible(code, &national).map(|ok| (ok, code, national))
+            });
+        let (plausible, code, national) = match quick {
+            Some(read) => read,
+            None => {
+                let number =
+                    phonenumber::parse(Some(default_country), &normalized).map_err(|_| {
+                        PhoneError::Unparseable {
+                            input: input.to_owned(),
+                        }
+                    })?;
+                (
+                    is_plausible(&number),
+                    number.code().value(),
+                    *number.national(),
+                )
             }
-        })?;
-        if !is_plausible(&number) {
+        };
+        if !plausible {
             return Err(PhoneError::Invalid {
                 input: input.to_owned(),
             });
         }
         // E.164 as `phonenumber`'s formatter writes it (`+`, the calling code, the national
         // number with its leading zeros), without the national format lookup it makes first.
-        Ok(Self(format!(
-            "+{}{}",
-            number.code().value(),
-            number.national()
-        )))
+        Ok(Self(format!("+{code}{national}")))
     }
 
     /// Wraps a string already known to be E.164 (read back from the store).
@@ -305,6 +320,53 @@ mod tests {
             valid > 1000 && invalid > 1000,
             "{valid} valid, {invalid} not"
         );
+    }
+
+    /// `+digits` is read by the compiled rules as `phonenumber::parse` reads it, in every home
+    /// country: random digits, and each calling code followed by random digits.
+    #[test]
+    fn compiled_reading_of_international_numbers_matches_phonenumber() {
+        use phonenumber::metadata::DATABASE;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(15);
+        let mut homes: Vec<&str> = DATABASE.iter().map(|m| m.id()).collect();
+        homes.sort_unstable();
+        homes.dedup();
+        let mut codes: Vec<u16> = DATABASE.iter().map(|m| m.country_code()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        let (mut read, mut left) = (0, 0);
+        for home in homes {
+            let Ok(home) = home.parse::<phonenumber::country::Id>() else {
+                continue;
+            };
+            for i in 0..40 {
+                let random = |rng: &mut rand::rngs::StdRng, len| -> String {
+                    (0..len).map(|_| rng.random_range('0'..='9')).collect()
+                };
+                let digits = if i % 2 == 0 {
+                    let len = rng.random_range(3..=17);
+                    random(&mut rng, len)
+                } else {
+                    let code = codes[rng.random_range(0..codes.len())];
+                    let len = rng.random_range(1..=13);
+                    format!("{code}{}", random(&mut rng, len))
+                };
+                let Some((code, national)) = rules::read_international(&digits, home) else {
+                    left += 1;
+                    continue;
+                };
+                let number = phonenumber::parse(Some(home), format!("+{digits}"))
+                    .unwrap_or_else(|e| panic!("+{digits} in {home:?}: {e:?}"));
+                assert_eq!(
+                    (number.code().value(), *number.national()),
+                    (code, national),
+                    "+{digits} in {home:?}"
+                );
+                read += 1;
+            }
+        }
+        assert!(read > 2 * left && read > 4000, "{read} read, {left} left");
     }
 
     #[test]

@@ -169,7 +169,7 @@ macro_rules! insert_contacts {
 const INSERT_AS_GIVEN: &str = insert_contacts!(
     "CASE WHEN j.value ->> 5 IS NULL THEN 'pending' ELSE 'excluded' END, j.value ->> 5, \
      CASE WHEN j.value ->> 5 IS NULL THEN ?4 END, ?4, ?4 \
-     FROM json_each(?1) j"
+     FROM jsonb_each(?1) j"
 );
 
 /// [`DncCheck::Blocked`]: the do-not-call list as [`Store::blocked_numbers`] reads it, for the
@@ -177,7 +177,7 @@ const INSERT_AS_GIVEN: &str = insert_contacts!(
 const INSERT_BLOCKED: &str = insert_contacts!(
     "CASE WHEN e.id IS NULL THEN 'pending' ELSE 'excluded' END, CASE WHEN e.id IS NOT NULL THEN 'do_not_call' END, \
      CASE WHEN e.id IS NULL THEN ?4 END, ?4, ?4 \
-     FROM json_each(?1) j LEFT JOIN dnc_entries e ON e.workspace_id = ?5 AND e.phone_number = j.value ->> 0 \
+     FROM jsonb_each(?1) j LEFT JOIN dnc_entries e ON e.workspace_id = ?5 AND e.phone_number = j.value ->> 0 \
        AND (e.expires_at IS NULL OR e.expires_at > ?6) \
        AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
             OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?7))"

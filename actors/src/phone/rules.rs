@@ -1,4 +1,5 @@
-//! libphonenumber's validity rules, compiled once per country calling code.
+//! libphonenumber's validity rules, compiled once per country calling code, and its reading
+//! of a number written `+` and digits, compiled once per default country.
 //!
 //! `phonenumber::is_valid` looks up every pattern it tries in one shared cache: it locks a
 //! mutex, hashes the pattern's text and walks an LRU list of 100 entries for each of the ten
@@ -30,6 +31,80 @@ pub(super) fn plausible(code: u16, national: &NationalNumber) -> Option<bool> {
     }
     let value = national.value().to_string();
     Some(rules.source(&value).is_some_and(|r| r.fits(&value)))
+}
+
+/// `+digits` read as `phonenumber::parse(Some(home), "+digits")` reads it: the calling code
+/// (the first of one to three digits the metadata knows) and the national number after it.
+/// `None` leaves the reading to `phonenumber` where its other steps would change the digits:
+/// the home country's international prefix right after the `+`, a national prefix the home
+/// country strips, a leading 0, or too few or too many digits. The tests compare the two on
+/// random numbers for every home country.
+pub(super) fn read_international(
+    digits: &str,
+    home: phonenumber::country::Id,
+) -> Option<(u16, NationalNumber)> {
+    if !(3..=17).contains(&digits.len())
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || digits.starts_with('0')
+    {
+        return None;
+    }
+    let home = home_rules(home)?;
+    if home
+        .international_prefix
+        .as_ref()
+        .is_some_and(|p| p.is_match(digits))
+    {
+        return None;
+    }
+    let (code, national) = (1..=3).find_map(|len| {
+        let code: u16 = digits[..len].parse().ok()?;
+        DATABASE.by_code(&code).map(|_| (code, &digits[len..]))
+    })?;
+    let strips = home
+        .prefix_for_parsing
+        .as_ref()
+        .is_some_and(|p| p.is_match(national))
+        || home
+            .national_prefix
+            .as_deref()
+            .is_some_and(|p| national.starts_with(p));
+    if strips || !(2..=17).contains(&national.len()) {
+        return None;
+    }
+    Some((code, national.parse().ok()?))
+}
+
+/// What reading a number takes from its home (default) country's metadata.
+struct HomeRules {
+    international_prefix: Option<Regex>,
+    prefix_for_parsing: Option<Regex>,
+    national_prefix: Option<String>,
+}
+
+/// The home rules of `home`, compiled on first use; `None` when the metadata has no such
+/// country or one of its patterns does not compile.
+fn home_rules(home: phonenumber::country::Id) -> Option<Arc<HomeRules>> {
+    static HOMES: OnceLock<RwLock<HashMap<String, Option<Arc<HomeRules>>>>> = OnceLock::new();
+    let homes = HOMES.get_or_init(RwLock::default);
+    let id: &str = home.as_ref();
+    if let Some(known) = homes.read().ok()?.get(id) {
+        return known.clone();
+    }
+    let compile = |meta: &Metadata| -> Option<HomeRules> {
+        let pattern = |p: Option<&str>| match p {
+            Some(p) => at_start(p).map(Some),
+            None => Some(None),
+        };
+        Some(HomeRules {
+            international_prefix: pattern(meta.international_prefix().map(|p| p.as_str()))?,
+            prefix_for_parsing: pattern(meta.national_prefix_for_parsing().map(|p| p.as_str()))?,
+            national_prefix: meta.national_prefix().map(str::to_owned),
+        })
+    };
+    let rules = DATABASE.by_id(id).and_then(compile).map(Arc::new);
+    homes.write().ok()?.insert(id.to_owned(), rules.clone());
+    rules
 }
 
 /// The rules of `code`, compiled on first use; `None` when one of its patterns does not compile.

@@ -68,7 +68,9 @@ impl Store {
              WHERE c.id = ?",
         )
         .bind(call.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        // The readers' pool: under a flood of inbound calls every writer's connection may be
+        // waiting for the write lock, and an outbound call's INVITE should not wait behind them.
+        .fetch_optional(&mut *self.read_conn().await?)
         .await?;
         let Some(row) = row else { return Ok(None) };
         let account: Option<uuid::Uuid> = row.try_get("carrier_account_id")?;

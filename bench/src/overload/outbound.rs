@@ -28,6 +28,8 @@ pub(crate) struct Outbound {
 /// One `POST /calls`.
 pub(crate) struct Placed {
     at: Instant,
+    /// How long the `POST /calls` took to be answered.
+    post: Duration,
     status: u16,
     call_id: Option<String>,
     /// Placed while the flood was on (else before it).
@@ -127,6 +129,7 @@ impl Outbound {
                     let (status, call_id) = api.place_call(&body).await;
                     placed.lock().expect("placed").push(Placed {
                         at,
+                        post: at.elapsed(),
                         status,
                         call_id,
                         in_flood,
@@ -170,6 +173,10 @@ impl Outbound {
             let calls: Vec<&Placed> = placed.iter().filter(|p| p.in_flood == flood).collect();
             let mut by_outcome = BTreeMap::<String, u64>::new();
             let mut delay = Vec::new();
+            let mut post: Vec<f64> = calls
+                .iter()
+                .map(|p| p.post.as_secs_f64() * 1000.0)
+                .collect();
             let mut refused = 0;
             for p in &calls {
                 let Some(id) = &p.call_id else {
@@ -190,6 +197,7 @@ impl Outbound {
                 "placed": calls.len(),
                 "refused_by_api": refused,
                 "outcomes": by_outcome,
+                "post_ms": crate::measure::spread(&mut post),
                 "api_to_invite_ms": crate::measure::spread(&mut delay),
             })
         };

@@ -361,7 +361,7 @@ impl Store {
         .bind(number)
         .bind(ts(at))
         .bind(agent_id.map(|a| a.as_uuid()))
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut *self.read_conn().await?)
         .await?;
         Ok(found.is_some())
     }

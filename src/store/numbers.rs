@@ -120,7 +120,7 @@ impl Store {
         let row = sqlx::query(sql(format!("SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.id = ? AND n.released_at IS NULL")))
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .fetch_optional(&mut *self.conn().await?)
+            .fetch_optional(&mut *self.read_conn().await?)
             .await?;
         row.map(|r| self.number_row(r)).transpose()
     }

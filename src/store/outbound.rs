@@ -47,7 +47,7 @@ impl Store {
         )))
         .bind(number.as_uuid())
         .bind(ws.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut *self.read_conn().await?)
         .await?;
         match row {
             Some(row) => self.trunk_of(&row),

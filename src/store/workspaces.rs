@@ -112,7 +112,7 @@ impl Store {
         let code: Option<String> =
             sqlx::query_scalar("SELECT default_country FROM workspaces WHERE id = ?")
                 .bind(id.as_uuid())
-                .fetch_optional(&mut *self.conn().await?)
+                .fetch_optional(&mut *self.read_conn().await?)
                 .await?;
         let code = code.unwrap_or_else(|| "IL".into());
         switchboard_actors::phone::parse_country(&code)

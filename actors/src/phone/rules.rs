@@ -85,13 +85,9 @@ struct HomeRules {
 /// The home rules of `home`, compiled on first use; `None` when the metadata has no such
 /// country or one of its patterns does not compile.
 fn home_rules(home: phonenumber::country::Id) -> Option<Arc<HomeRules>> {
-    static HOMES: OnceLock<RwLock<HashMap<String, Option<Arc<HomeRules>>>>> = OnceLock::new();
-    let homes = HOMES.get_or_init(RwLock::default);
-    let id: &str = home.as_ref();
-    if let Some(known) = homes.read().ok()?.get(id) {
-        return known.clone();
-    }
-    let compile = |meta: &Metadata| -> Option<HomeRules> {
+    static HOMES: Compiled<phonenumber::country::Id, HomeRules> = OnceLock::new();
+    compiled(&HOMES, home, || {
+        let meta = DATABASE.by_id(home.as_ref())?;
         let pattern = |p: Option<&str>| match p {
             Some(p) => at_start(p).map(Some),
             None => Some(None),
@@ -101,21 +97,30 @@ fn home_rules(home: phonenumber::country::Id) -> Option<Arc<HomeRules>> {
             prefix_for_parsing: pattern(meta.national_prefix_for_parsing().map(|p| p.as_str()))?,
             national_prefix: meta.national_prefix().map(str::to_owned),
         })
-    };
-    let rules = DATABASE.by_id(id).and_then(compile).map(Arc::new);
-    homes.write().ok()?.insert(id.to_owned(), rules.clone());
-    rules
+    })
 }
 
 /// The rules of `code`, compiled on first use; `None` when one of its patterns does not compile.
 fn rules_for(code: u16) -> Option<Arc<CodeRules>> {
-    static CODES: OnceLock<RwLock<HashMap<u16, Option<Arc<CodeRules>>>>> = OnceLock::new();
-    let codes = CODES.get_or_init(RwLock::default);
-    if let Some(known) = codes.read().ok()?.get(&code) {
+    static CODES: Compiled<u16, CodeRules> = OnceLock::new();
+    compiled(&CODES, code, || CodeRules::compile(code))
+}
+
+/// Rules compiled once per key, and the keys whose rules could not be compiled.
+type Compiled<K, V> = OnceLock<RwLock<HashMap<K, Option<Arc<V>>>>>;
+
+/// The rules of `key` in `cache`, compiled by `compile` the first time.
+fn compiled<K: std::hash::Hash + Eq, V>(
+    cache: &Compiled<K, V>,
+    key: K,
+    compile: impl FnOnce() -> Option<V>,
+) -> Option<Arc<V>> {
+    let cache = cache.get_or_init(RwLock::default);
+    if let Some(known) = cache.read().ok()?.get(&key) {
         return known.clone();
     }
-    let rules = CodeRules::compile(code).map(Arc::new);
-    codes.write().ok()?.insert(code, rules.clone());
+    let rules = compile().map(Arc::new);
+    cache.write().ok()?.insert(key, rules.clone());
     rules
 }
 

@@ -294,9 +294,13 @@ pub struct ServeArgs {
     /// the call sets its own `ring_timeout_secs`.
     #[arg(long, env = "SWITCHBOARD_RING_TIMEOUT_SECS", default_value_t = 30)]
     pub ring_timeout_secs: u64,
-    /// SIP timer T1 in milliseconds (retransmissions; the wait for ACK is 64 x T1).
+    /// SIP timer T1 in milliseconds (retransmissions).
     #[arg(long, env = "SWITCHBOARD_SIP_T1_MS", default_value_t = 500)]
     pub sip_t1_ms: u64,
+    /// The SIP transaction expiry in milliseconds: the longest wait for a first answer, for an
+    /// ACK or for late retransmissions (RFC 3261's 64 x T1, 32 s); default 32 x T1 (16 s).
+    #[arg(long, env = "SWITCHBOARD_SIP_TRANSACTION_EXPIRE_MS")]
+    pub sip_transaction_expire_ms: Option<u64>,
     /// Of `--node-capacity`, the calls inbound INVITEs may not take: room kept for outbound
     /// calls (default a tenth).
     #[arg(long, env = "SWITCHBOARD_SIP_OUTBOUND_RESERVE")]
@@ -535,6 +539,9 @@ impl ServeArgs {
             invites_per_second: self.sip_invites_per_second,
             ring: Duration::from_millis(self.sip_ring_ms),
             t1: Duration::from_millis(self.sip_t1_ms.max(10)),
+            transaction_expiry: self
+                .sip_transaction_expire_ms
+                .map(|ms| Duration::from_millis(ms.max(100))),
             admission: switchboard_sip::admission::AdmissionSettings {
                 max_calls: self.node_capacity.max(1),
                 outbound_reserve: self

@@ -1009,9 +1009,9 @@ impl Drop for Dialing<'_> {
 /// How long the INVITE transaction of an answered call stays open after the answer, to ACK
 /// and hang up a second 2xx from another branch of a forking proxy. RFC 6026 keeps it for
 /// 64*T1 (32 s) in all; past this window the endpoint still re-sends our ACK to
-/// retransmissions of the answer (it keeps the ACK for 64*T1), so closing the transaction
-/// early only stops watching for forks that answer seconds late, and frees its buffers and
-/// task 28 s sooner on every answered call.
+/// retransmissions of the answer (it keeps the ACK until the transaction expiry), so closing
+/// the transaction early only stops watching for forks that answer seconds late, and frees
+/// its buffers and task sooner on every answered call.
 const FORK_WINDOW: Duration = Duration::from_secs(4);
 
 /// When, after a refresh by the peer, we give the session up: before it expires at the

@@ -1,9 +1,11 @@
 //! How long a finished transaction is remembered.
 //!
-//! The transaction layer keeps the last message of every finished transaction for 64*T1
-//! (32 s), to answer a retransmission of its request again. Those are parsed messages of a
-//! few kilobytes each, one or two per call (the INVITE's answer and the BYE's): after a flood
-//! of calls, tens of thousands of them hold the process's memory for the whole 32 s. Like
+//! The transaction layer keeps the last message of every finished transaction until the
+//! transaction expiry (RFC 3261's 64*T1, 32 s; Switchboard's default 32*T1, see
+//! [`crate::server::SipSettings::transaction_expiry`]), to answer a retransmission of its
+//! request again. Those are parsed messages of a few kilobytes each, one or two per call (the
+//! INVITE's answer and the BYE's): after a flood of calls, tens of thousands of them hold the
+//! process's memory all that time. Like
 //! Kamailio's and OpenSIPS's wait timer (5 s by default), Switchboard keeps them for less:
 //! a sweep every `16*T1` forgets each entry that was already there at the sweep before, so an
 //! entry lives `16*T1` to `32*T1` (8 to 16 s at the default T1), after which:

@@ -61,8 +61,11 @@ pub struct SipSettings {
     pub invites_per_second: u32,
     /// How long the call rings (180) before it is answered.
     pub ring: Duration,
-    /// SIP timer T1; retransmissions and the wait for ACK (64*T1) follow from it.
+    /// SIP timer T1; retransmissions follow from it.
     pub t1: Duration,
+    /// The transaction layer's expiry (see [`SipSettings::transaction_expiry`]); `None` is
+    /// 32 x T1.
+    pub transaction_expiry: Option<Duration>,
     /// Reordering depth of the caller's audio, in 20 ms packets.
     pub jitter_depth: usize,
     pub user_agent: String,
@@ -86,10 +89,24 @@ impl Default for SipSettings {
             invites_per_second: 20,
             ring: Duration::from_millis(200),
             t1: Duration::from_millis(500),
+            transaction_expiry: None,
             jitter_depth: 3,
             user_agent: "Switchboard".into(),
             admission: AdmissionSettings::default(),
         }
+    }
+}
+
+impl SipSettings {
+    /// The longest a transaction waits, RFC 3261's 64 x T1 "transaction expire" (like a session
+    /// border controller's `trans-expire`): for a first answer to our INVITE or request
+    /// (timers B and F), for the ACK of our answer (H, L), for late retransmissions (D, J, M),
+    /// and before a finished transaction's last message is dropped. Switchboard's default is
+    /// 32 x T1 (16 s): a trunk that sends nothing at all fails over after 16 s rather than 32,
+    /// an answer nobody acknowledges is hung up after 16 s, and after a flood of calls the
+    /// transaction layer lets go of its memory within 16 s.
+    pub fn transaction_expiry(&self) -> Duration {
+        self.transaction_expiry.unwrap_or(self.t1 * 32)
     }
 }
 
@@ -273,7 +290,7 @@ impl SipServer {
         layer.add_transport(udp.into());
         let option = EndpointOption {
             t1: settings.t1,
-            t1x64: settings.t1 * 64,
+            t1x64: settings.transaction_expiry(),
             ..Default::default()
         };
         let endpoint = EndpointBuilder::new()
@@ -466,6 +483,7 @@ impl SipMonitor {
             running: stats.running_transactions,
             finished: stats.finished_transactions,
             waiting_ack: stats.waiting_ack,
+            timers: self.core.endpoint.timers.len(),
         }
     }
 }
@@ -479,6 +497,9 @@ pub struct TransactionStats {
     pub finished: usize,
     /// Answered INVITEs waiting for their ACK.
     pub waiting_ack: usize,
+    /// Timers armed (retransmissions, waits, the expiry of finished transactions): none once
+    /// no call is up and the last transaction has expired.
+    pub timers: usize,
 }
 
 /// Accepts TCP (or, with an acceptor, TLS) connections on a listener the caller bound and
@@ -816,5 +837,20 @@ fn tx_from(dialog: &InviteDialog) -> String {
             None => uri.to_string(),
         },
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_transaction_expiry_is_32_t1_unless_set() {
+        let mut settings = SipSettings::default();
+        assert_eq!(settings.transaction_expiry(), Duration::from_secs(16));
+        settings.t1 = Duration::from_millis(50);
+        assert_eq!(settings.transaction_expiry(), Duration::from_millis(1600));
+        settings.transaction_expiry = Some(Duration::from_secs(32));
+        assert_eq!(settings.transaction_expiry(), Duration::from_secs(32));
     }
 }

@@ -259,6 +259,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
         ] {
             metrics::gauge!("switchboard_sip_transactions", "table" => table).set(n as f64);
         }
+        metrics::gauge!("switchboard_sip_transaction_timers").set(tx.timers as f64);
     }
     let (evaluations, took) = state.engine.stats().evaluations();
     metrics::gauge!("switchboard_campaign_evaluations_total").set(evaluations as f64);

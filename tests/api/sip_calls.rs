@@ -421,6 +421,51 @@ async fn a_reinvite_keeps_the_codec_and_moves_the_media() {
 }
 
 #[tokio::test]
+async fn a_finished_call_is_answered_again_until_the_transaction_expiry_and_then_let_go() {
+    // RFC 3261's T1, with which the transaction layer would otherwise wait 32 x T1 (16 s).
+    let s = sip_app_with(0, 100, None, |c| {
+        if let Some(sip) = c.sip.as_mut() {
+            sip.t1 = Duration::from_millis(500);
+            sip.transaction_expiry = Some(Duration::from_secs(2));
+        }
+    })
+    .await;
+    let (_, _, slug) = endpoint(&s.app, json!({"agent_speaks_first": false}), json!({})).await;
+    let mut ua = Ua::new(s.sip, &slug).await;
+    let invite = ua.invite_text(&offer(ua.media_port(), &[(0, "PCMU/8000")]));
+    ua.send_raw(invite.as_bytes()).await;
+    let (_, r) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(r.code, 200);
+    ua.ack_2xx().await;
+    while ua.reply(Duration::from_millis(300)).await.is_some() {}
+    let bye = ua.bye_text("z9hG4bKbye1");
+    ua.send_raw(bye.as_bytes()).await;
+    assert_eq!(ua.final_reply("BYE", SECS).await.1.code, 200);
+
+    // Retransmissions of the INVITE and of the BYE get their answers again.
+    ua.send_raw(invite.as_bytes()).await;
+    let (_, again) = ua.final_reply("INVITE", SECS).await;
+    assert_eq!(again.code, 200);
+    assert_eq!(again.body(), r.body(), "the same answer");
+    ua.send_raw(bye.as_bytes()).await;
+    assert_eq!(ua.final_reply("BYE", SECS).await.1.code, 200);
+    ended_call(&s.app, 1).await;
+
+    // At the expiry the transaction layer lets go of both: no answer kept, no timer armed.
+    eventually(
+        Duration::from_secs(6),
+        "the transactions let go of",
+        || async {
+            let text = s.app.get("/metrics").await.text;
+            (text.contains("switchboard_sip_transaction_timers 0\n")
+                && text.contains("switchboard_sip_transactions{table=\"finished\"} 0\n"))
+            .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn the_agent_hangs_up_on_silence_and_without_an_ack() {
     let s = sip_app(0, 100).await;
     let (_, _, slug) = endpoint(
@@ -433,7 +478,8 @@ async fn the_agent_hangs_up_on_silence_and_without_an_ack() {
     let call = ended_call(&s.app, 1).await;
     assert_eq!(call["end_reason"], "silence_timeout");
 
-    // No ACK for the 200: after 64 x T1 (3.2 s here) the service gives up with a BYE.
+    // No ACK for the 200: after the transaction expiry (32 x T1, 1.6 s here) the service gives
+    // up with a BYE.
     let (_, _, patient) = endpoint(
         &s.app,
         json!({"silence_timeout_secs": 60, "agent_speaks_first": false}),

@@ -297,6 +297,11 @@ impl Ua {
         self.send_in_dialog("BYE", 3).await;
     }
 
+    /// A BYE on `branch`: sent twice, the second is a retransmission of the first.
+    pub fn bye_text(&self, branch: &str) -> String {
+        self.in_dialog("BYE", 3, branch, &self.target())
+    }
+
     /// Waits for a request from the server (e.g. its BYE) and answers it 200.
     pub async fn expect_request(&mut self, method: &str, within: Duration) -> String {
         let mut buf = vec![0u8; 65536];

@@ -102,9 +102,9 @@ impl SipSettings {
     /// border controller's `trans-expire`): for a first answer to our INVITE or request
     /// (timers B and F), for the ACK of our answer (H, L), for late retransmissions (D, J, M),
     /// and before a finished transaction's last message is dropped. Switchboard's default is
-    /// 32 x T1 (16 s): a trunk that sends nothing at all fails over after 16 s rather than 32,
-    /// an answer nobody acknowledges is hung up after 16 s, and after a flood of calls the
-    /// transaction layer lets go of its memory within 16 s.
+    /// 32 x T1 (16 s): a request of ours that gets no answer at all is given up after 16 s
+    /// rather than 32, an answer nobody acknowledges is hung up after 16 s, and after a flood
+    /// of calls the transaction layer lets go of its memory within 16 s.
     pub fn transaction_expiry(&self) -> Duration {
         self.transaction_expiry.unwrap_or(self.t1 * 32)
     }

@@ -15,7 +15,9 @@ use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{CallSpec, Funds};
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, corrupt, opt_id, sql, ts};
+use super::{
+    Lane, Page, Paged, Store, StoreError, StoreResult, classify, corrupt, opt_id, sql, ts,
+};
 
 /// A call as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -312,6 +314,8 @@ impl Store {
         {
             return Ok(found);
         }
+        // A client waits on this write: it goes before the writes queued in the normal lane.
+        let _turn = self.write_turn(Lane::Urgent).await;
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let funds = funds_in(&mut tx, spec.workspace_id).await?;

@@ -26,7 +26,7 @@ use switchboard_actors::ports::{
 use super::campaigns::insert_event;
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
 use super::{
-    AnalysisStatus, Script, ScriptQuery, Store, StoreResult, StoredConversation, atomic_sql,
+    AnalysisStatus, Lane, Script, ScriptQuery, Store, StoreResult, StoredConversation, atomic_sql,
     open_sql, sql, ts,
 };
 
@@ -575,7 +575,10 @@ impl Store {
         .bind(at)
         .bind(call.as_uuid());
         let q = bind_call_event(q, call, kind);
-        let done = self.atomic_emitting(q, |done| done.changed(0) == 1).await?;
+        // An outbound call's dial and answer wait on it: before inbound calls' records.
+        let done = self
+            .atomic_emitting_in(Lane::Urgent, q, |done| done.changed(0) == 1)
+            .await?;
         Ok(done.changed(0) == 1)
     }
 

@@ -33,6 +33,7 @@ mod sip_endpoints;
 mod tools;
 mod webhooks;
 mod workspaces;
+mod write_gate;
 
 pub use affiliates::*;
 pub use agents::*;
@@ -68,6 +69,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 use switchboard_actors::clock::{SharedClock, SystemClock};
 use switchboard_actors::ports::TrunkLimits;
+use write_gate::WriteGate;
+pub(crate) use write_gate::{Lane, WriteTurn};
 
 use webhooks::{bind_events, call_events, insert_events_sql};
 
@@ -179,6 +182,8 @@ pub struct Store {
     /// Set when a script on the single connection was given up half way: its next user rolls
     /// back whatever transaction was left open.
     abandoned: Arc<std::sync::atomic::AtomicBool>,
+    /// The order of the writes that take SQLite's write lock through it.
+    writes: Arc<WriteGate>,
     clock: SharedClock,
     /// The caps of the operator's default trunk, when one serves numbers on no carrier account
     /// (`serve --carrier sip --outbound-trunk`): such numbers show `sip_outbound_configured`,
@@ -349,6 +354,7 @@ impl Store {
             routers,
             single: None,
             abandoned: Arc::default(),
+            writes: Arc::default(),
             clock,
             default_trunk: None,
             outbox: Arc::default(),
@@ -530,6 +536,8 @@ struct ScriptGuard<'a> {
     conn: Conn<'a>,
     abandoned: &'a std::sync::atomic::AtomicBool,
     armed: bool,
+    /// Released after the connection (fields drop in order).
+    _turn: WriteTurn<'a>,
 }
 
 impl Drop for ScriptGuard<'_> {
@@ -552,7 +560,7 @@ impl Store {
     /// writes all of its rows or none of them. A failing statement rolls the whole script
     /// back, and so does a caller that gives up half way (see [`ScriptGuard`]).
     pub(crate) async fn atomic(&self, query: ScriptQuery) -> StoreResult<Script> {
-        let mut guard = self.script_guard().await?;
+        let mut guard = self.script_guard(Lane::Normal).await?;
         let mut script = Script::default();
         if let Err(err) = run_script(&mut guard.conn, query, &mut script).await {
             return Err(guard.roll_back(classify(err)).await);
@@ -575,7 +583,17 @@ impl Store {
         query: ScriptQuery,
         happened: impl FnOnce(&Script) -> bool,
     ) -> StoreResult<Script> {
-        let mut guard = self.script_guard().await?;
+        self.atomic_emitting_in(Lane::Normal, query, happened).await
+    }
+
+    /// [`Store::atomic_emitting`], waiting for the write lock in `lane`.
+    pub(crate) async fn atomic_emitting_in(
+        &self,
+        lane: Lane,
+        query: ScriptQuery,
+        happened: impl FnOnce(&Script) -> bool,
+    ) -> StoreResult<Script> {
+        let mut guard = self.script_guard(lane).await?;
         let mut script = Script::default();
         if let Err(err) = run_script(&mut guard.conn, query, &mut script).await {
             return Err(guard.roll_back(classify(err)).await);
@@ -607,12 +625,20 @@ impl Store {
         Ok(script)
     }
 
-    async fn script_guard(&self) -> StoreResult<ScriptGuard<'_>> {
+    async fn script_guard(&self, lane: Lane) -> StoreResult<ScriptGuard<'_>> {
+        let turn = self.writes.enter(lane).await;
         Ok(ScriptGuard {
             conn: self.conn().await?,
             abandoned: &self.abandoned,
             armed: true,
+            _turn: turn,
         })
+    }
+
+    /// The turn to take SQLite's write lock, before a write transaction's connection (see
+    /// [`write_gate`]).
+    pub(crate) async fn write_turn(&self, lane: Lane) -> WriteTurn<'_> {
+        self.writes.enter(lane).await
     }
 }
 

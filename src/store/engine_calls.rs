@@ -391,11 +391,13 @@ impl Store {
             .bind(a.tick.estimate_cents.get())
             .bind(a.campaign_id.as_uuid());
         let q = bind_call(q, spec, "{}", "{}", (None, None), a.dialing);
+        // A campaign's call is placed by it: before inbound calls' records, as an API call is.
         let done = if a.dialing {
             let q = bind_call_event(q, spec.id, EventKind::CallStarted);
-            self.atomic_emitting(q, |done| done.changed(2) == 1).await?
+            self.atomic_emitting_in(Lane::Urgent, q, |done| done.changed(2) == 1)
+                .await?
         } else {
-            self.atomic(q).await?
+            self.atomic_in(Lane::Urgent, q).await?
         };
         if done.changed(2) == 1 {
             return Ok(AdmitResult::Admitted);

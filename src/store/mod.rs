@@ -560,7 +560,12 @@ impl Store {
     /// writes all of its rows or none of them. A failing statement rolls the whole script
     /// back, and so does a caller that gives up half way (see [`ScriptGuard`]).
     pub(crate) async fn atomic(&self, query: ScriptQuery) -> StoreResult<Script> {
-        let mut guard = self.script_guard(Lane::Normal).await?;
+        self.atomic_in(Lane::Normal, query).await
+    }
+
+    /// [`Store::atomic`], waiting for the write lock in `lane`.
+    pub(crate) async fn atomic_in(&self, lane: Lane, query: ScriptQuery) -> StoreResult<Script> {
+        let mut guard = self.script_guard(lane).await?;
         let mut script = Script::default();
         if let Err(err) = run_script(&mut guard.conn, query, &mut script).await {
             return Err(guard.roll_back(classify(err)).await);

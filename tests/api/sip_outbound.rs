@@ -374,6 +374,10 @@ async fn a_short_session_timer_is_refreshed_by_us() {
 /// ends as interrupted, its dialog gets a BYE, and the two others run to their normal end.
 #[tokio::test]
 async fn a_call_that_fails_inside_ends_interrupted_and_disturbs_no_other() {
+    // The injected fault is a panic. Symbolizing its backtrace (RUST_BACKTRACE) in a debug build
+    // holds this test's runtime, server included, for long enough that the other calls'
+    // INVITEs are retransmitted: its message is enough here.
+    std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
     let sipp = Sipp::start("answer_until_bye.xml", 3, &[]).await;
     let fault: switchboard_actors::sip_dialer::CallFault =
         std::sync::Arc::new(|request| request.to_number == "+972541230002");

@@ -214,9 +214,9 @@ impl<'a> Ending<'a> {
 
     /// Commits the script (`q`, bound): the `call.ended` event is written when the call's end
     /// was (its first statement changed the call).
-    async fn commit(&self, store: &Store, q: ScriptQuery) -> StoreResult<Script> {
+    async fn commit(&self, store: &Store, q: ScriptQuery, lane: Lane) -> StoreResult<Script> {
         store
-            .atomic_emitting(self.bind_tail(q), |done| done.changed(0) == 1)
+            .atomic_emitting_in(lane, self.bind_tail(q), |done| done.changed(0) == 1)
             .await
     }
 }
@@ -587,20 +587,23 @@ impl Store {
     /// Ends a call; `None` when it had already ended, else whether the charge took the balance
     /// below the workspace's auto top-up threshold.
     pub async fn finish_call(&self, spec: &CallSpec, end: &CallEnd) -> StoreResult<Option<bool>> {
-        self.end_call(spec, end, &outbound_description(spec, end))
-            .await
+        // An outbound call's end frees its campaign's slot for the next call.
+        let description = outbound_description(spec, end);
+        self.end_call(spec, end, &description, Lane::Urgent).await
     }
 
-    /// Ends a live call as [`Store::finish_call`] does, with `description` on its ledger entry.
+    /// Ends a live call as [`Store::finish_call`] does, with `description` on its ledger entry,
+    /// waiting for the write lock in `lane`.
     pub(crate) async fn end_call(
         &self,
         spec: &CallSpec,
         end: &CallEnd,
         description: &str,
+        lane: Lane,
     ) -> StoreResult<Option<bool>> {
         let ending = Ending::new(spec, end, description, self.analysis());
         let q = ending.bind(sqlx::query(ending.script(None)));
-        let done = ending.commit(self, q).await?;
+        let done = ending.commit(self, q, lane).await?;
         if done.changed(0) == 0 {
             return Ok(None);
         }
@@ -666,7 +669,7 @@ impl Store {
         };
         let ending = Ending::outbound(spec, end, self.analysis());
         let q = bind(ending.bind(sqlx::query(ending.script(Some(AWAIT_SQL)))));
-        let done = ending.commit(self, q).await?;
+        let done = ending.commit(self, q, Lane::Urgent).await?;
         let row = done.rows.iter().find(|r| {
             r.columns()
                 .first()
@@ -690,7 +693,7 @@ impl Store {
         };
         let ending = Ending::outbound(spec, end, self.analysis());
         let q = bind_settlement(ending.bind(sqlx::query(ending.script(Some(SETTLE_SQL)))), s);
-        let done = ending.commit(self, q).await?;
+        let done = ending.commit(self, q, Lane::Urgent).await?;
         Ok((
             done.changed(ending.statement_count()) > 0,
             low_balance(&done)?,

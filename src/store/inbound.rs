@@ -127,7 +127,8 @@ impl Store {
             "Call from {} ({} s at the inbound rate)",
             call.from, call.duration_secs
         );
-        self.end_call(&spec, &end, &description).await
+        self.end_call(&spec, &end, &description, super::Lane::Normal)
+            .await
     }
 
     /// Whether a call's recording is complete (the call has ended).

@@ -102,6 +102,11 @@ pub struct OverloadArgs {
     /// Seconds each of those outbound calls lasts (the agent hangs up).
     #[arg(long, default_value_t = 5)]
     pub outbound_hold: u64,
+    /// Also run a campaign to the same peer (8 calls at a time, each lasting --outbound-hold
+    /// seconds), launched a few seconds before the flood and paused when it ends: its calls a
+    /// second and its longest pause between two calls, before and during the flood.
+    #[arg(long)]
+    pub campaign: bool,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -371,7 +376,7 @@ fn quiet_threshold(args: &OverloadArgs, idle: Option<f64>) -> f64 {
 async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Result<Measured> {
     let bin = args.spawn.as_ref().context("server binary")?;
     let mut server_args = args.server_args.clone();
-    let peer = if args.outbound_rate > 0.0 {
+    let peer = if args.outbound_rate > 0.0 || args.campaign {
         let (peer, flags) = outbound::start_peer(args.outbound_hold)?;
         server_args.splice(0..0, flags);
         Some(peer)
@@ -438,13 +443,25 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
     let placing_stop = Arc::new(AtomicBool::new(false));
     let placing = outbound
         .as_ref()
+        .filter(|_| args.outbound_rate > 0.0)
         .map(|o| o.place(args.outbound_rate, flooding.clone(), placing_stop.clone()));
-    if placing.is_some() {
-        // Calls placed before the flood: the reference for those placed during it.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+    let campaign = match outbound.as_ref().filter(|_| args.campaign) {
+        Some(o) => Some(o.launch_campaign(args.outbound_hold).await?),
+        None => None,
+    };
+    if outbound.is_some() {
+        // Calls placed before the flood: the reference for those placed during it (for a
+        // campaign, two rounds of its calls ending and the next ones starting).
+        let lead = if args.campaign {
+            2 * args.outbound_hold + 3
+        } else {
+            3
+        };
+        tokio::time::sleep(Duration::from_secs(lead)).await;
     }
     let threads0 = thread_ticks(pid);
     let start = started.elapsed().as_secs_f64();
+    let flood_at = Instant::now();
     flooding.store(true, Ordering::Relaxed);
     let caller = Sipp::start(&load(plan.rate, calls, timeout)).await?;
     sipp_pid.store(caller.child.id().unwrap_or(0), Ordering::Relaxed);
@@ -457,6 +474,10 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
     ));
     let outcome = caller.finish().await?;
     placing_stop.store(true, Ordering::Relaxed);
+    let flood_over = Instant::now();
+    if let (Some(o), Some(id)) = (&outbound, &campaign) {
+        o.pause_campaign(id).await;
+    }
     let exit = started.elapsed().as_secs_f64();
     api_stop.store(true, Ordering::Relaxed);
     let threads1 = thread_ticks(pid);
@@ -478,9 +499,16 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
     let threads2 = thread_ticks(pid);
     let metrics_after = watch::scrape_metrics(&server.http).await;
     let open_calls_after = watch::open_calls(&server.http, &server.key, 50_000).await;
-    let outbound = match (outbound, placing) {
-        (Some(o), Some(placing)) => o.report(placing.await.unwrap_or_default()).await,
-        _ => Value::Null,
+    let outbound = match outbound {
+        Some(o) => {
+            let placed = match placing {
+                Some(placing) => Some(placing.await.unwrap_or_default()),
+                None => None,
+            };
+            let flood = flood_at..flood_over;
+            o.report(placed, campaign.map(|id| (id, flood))).await
+        }
+        None => Value::Null,
     };
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.await;

@@ -1,7 +1,9 @@
 //! `--outbound-rate`: outbound calls placed through the API while the flood runs, over a SIP
 //! trunk to the bench's own answering peer. They show whether the inbound flood starves the
 //! outbound side: how many were placed and answered, and how long each waited from its
-//! `POST /calls` to its INVITE at the far end, before and during the flood.
+//! `POST /calls` to its INVITE at the far end, before and during the flood. `--campaign` runs
+//! a campaign to the same peer alongside: whether the engine keeps placing its calls at the
+//! pace it had before the flood.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +25,12 @@ pub(crate) struct Outbound {
     api: Api,
     agent: String,
     number_id: String,
+    /// The campaign's own calling number.
+    campaign_number_id: String,
 }
+
+/// Calls at a time of the `--campaign` campaign (the most a campaign allows).
+const CAMPAIGN_IN_FLIGHT: u32 = 8;
 
 /// One `POST /calls`.
 pub(crate) struct Placed {
@@ -81,8 +88,15 @@ impl Outbound {
         else {
             anyhow::bail!("the server's key is not valid in its store");
         };
-        let numbers = stock_workspace(&store, workspace_id, &["+972501000000".into()]).await?;
-        let number_id = numbers.into_iter().next().context("no number")?.1;
+        let numbers = stock_workspace(
+            &store,
+            workspace_id,
+            &["+972501000000".into(), "+972501000001".into()],
+        )
+        .await?;
+        let mut ids = numbers.into_iter().map(|(_, id)| id);
+        let number_id = ids.next().context("no number")?;
+        let campaign_number_id = ids.next().context("no second number")?;
         let agent = crate::sip_load::create_agent(
             server,
             &json!({"name": "Outbound during the flood",
@@ -98,7 +112,53 @@ impl Outbound {
             api,
             agent,
             number_id,
+            campaign_number_id,
         })
+    }
+
+    /// Creates a campaign of more contacts than it can call in the run, each call lasting
+    /// `hold_secs`, and launches it; answers its id.
+    pub(crate) async fn launch_campaign(&self, hold_secs: u64) -> anyhow::Result<String> {
+        use reqwest::Method;
+        let created = self
+            .api
+            .must(
+                Method::POST,
+                "/campaigns",
+                Some(
+                    &json!({"name": "Campaign during the flood", "agent_id": self.agent,
+                    "from_phone_number_id": self.campaign_number_id,
+                    "max_in_flight": CAMPAIGN_IN_FLIGHT, "min_seconds_between_calls": 0,
+                    "max_attempts": 1, "max_calls_per_day": 100_000,
+                    "calling_window": {"timezone": "UTC", "start": "00:00", "end": "24:00"}}),
+                ),
+            )
+            .await?;
+        let id = created["id"]
+            .as_str()
+            .context("no campaign id")?
+            .to_string();
+        // A slot turns over once per call: far more than a few minutes can call.
+        let contacts: Vec<Value> = (0..(600 * CAMPAIGN_IN_FLIGHT as u64 / hold_secs.max(1)))
+            .map(|i| json!({"phone_number": format!("+97253{i:07}")}))
+            .collect();
+        self.api
+            .must(
+                Method::POST,
+                &format!("/campaigns/{id}/contacts"),
+                Some(&json!({"contacts": contacts})),
+            )
+            .await?;
+        self.api
+            .must(Method::POST, &format!("/campaigns/{id}/launch"), None)
+            .await?;
+        Ok(id)
+    }
+
+    /// Pauses the campaign: no call starts after the flood.
+    pub(crate) async fn pause_campaign(&self, id: &str) {
+        let path = format!("/campaigns/{id}/pause");
+        let _ = self.api.send(reqwest::Method::POST, &path, None).await;
     }
 
     /// Places `rate` calls a second until `stop`; `flooding` tells whether the flood is on.
@@ -143,8 +203,13 @@ impl Outbound {
         })
     }
 
-    /// The outbound side's figures, once its calls have ended; stops the peer.
-    pub(crate) async fn report(self, placed: Vec<Placed>) -> Value {
+    /// The outbound side's figures, once its calls have ended: the calls placed through the API
+    /// (`placed`) and the campaign's (`campaign`, with the flood's span); stops the peer.
+    pub(crate) async fn report(
+        self,
+        placed: Option<Vec<Placed>>,
+        campaign: Option<(String, std::ops::Range<Instant>)>,
+    ) -> Value {
         let records = self
             .api
             .all("/calls?direction=outbound")
@@ -162,13 +227,30 @@ impl Outbound {
                 ))
             })
             .collect();
-        let invites: HashMap<String, Instant> = self
-            .peer
-            .calls()
+        let peer_calls = self.peer.calls();
+        let invites: HashMap<String, Instant> = peer_calls
+            .iter()
+            .map(|c| (c.call_id.clone(), c.invite_at))
+            .collect();
+        let ends: HashMap<String, Instant> = peer_calls
             .into_iter()
-            .map(|c| (c.call_id, c.invite_at))
+            .map(|c| (c.call_id, c.ended_at))
             .collect();
         self.peer.stop();
+        let campaign = match campaign {
+            Some((id, flood)) => {
+                let calls = self
+                    .api
+                    .all(&format!("/calls?campaign_id={id}"))
+                    .await
+                    .unwrap_or_default();
+                campaign_report(&calls, &invites, &ends, flood)
+            }
+            None => Value::Null,
+        };
+        let Some(placed) = placed else {
+            return json!({"campaign": campaign});
+        };
         let part = |flood: bool| {
             let calls: Vec<&Placed> = placed.iter().filter(|p| p.in_flood == flood).collect();
             let mut by_outcome = BTreeMap::<String, u64>::new();
@@ -201,6 +283,61 @@ impl Outbound {
                 "api_to_invite_ms": crate::measure::spread(&mut delay),
             })
         };
-        json!({"before_flood": part(false), "during_flood": part(true)})
+        json!({"before_flood": part(false), "during_flood": part(true), "campaign": campaign})
     }
+}
+
+/// The campaign's calls by when their INVITE reached the peer: before the flood (from its
+/// launch) and during it, each with calls a second and how long a slot stayed free. The campaign
+/// keeps `CAMPAIGN_IN_FLIGHT` calls up, so past the first ones, its k-th INVITE fills the slot
+/// the (k - CAMPAIGN_IN_FLIGHT)-th call to end freed (`refill_ms`: from that end at the peer to
+/// this INVITE at the peer).
+fn campaign_report(
+    calls: &[Value],
+    invites: &HashMap<String, Instant>,
+    ends: &HashMap<String, Instant>,
+    flood: std::ops::Range<Instant>,
+) -> Value {
+    let ids: Vec<&str> = calls.iter().filter_map(|c| c["id"].as_str()).collect();
+    let mut at: Vec<Instant> = ids
+        .iter()
+        .filter_map(|id| invites.get(*id).copied())
+        .collect();
+    let mut ended: Vec<Instant> = ids.iter().filter_map(|id| ends.get(*id).copied()).collect();
+    at.sort();
+    ended.sort();
+    let slots = CAMPAIGN_IN_FLIGHT as usize;
+    let phase = |from: Option<Instant>, to: Instant| {
+        let inside = |t: &Instant| from.is_none_or(|f| *t >= f) && *t < to;
+        let count = at.iter().filter(|t| inside(t)).count();
+        let mut refill: Vec<f64> = at
+            .iter()
+            .enumerate()
+            .skip(slots)
+            .filter(|(_, t)| inside(t))
+            .filter_map(|(k, t)| Some(t.saturating_duration_since(*ended.get(k - slots)?)))
+            .map(|d| d.as_secs_f64() * 1000.0)
+            .collect();
+        let from = from.or(at.first().copied()).unwrap_or(to);
+        let secs = to.saturating_duration_since(from).as_secs_f64().max(0.001);
+        json!({
+            "invites": count,
+            "per_sec": crate::round(count as f64 / secs),
+            "refill_ms": crate::measure::spread(&mut refill),
+        })
+    };
+    let mut outcomes = BTreeMap::<String, u64>::new();
+    for c in calls {
+        let o = c["outcome"]
+            .as_str()
+            .or(c["status"].as_str())
+            .unwrap_or("unknown");
+        *outcomes.entry(o.to_string()).or_default() += 1;
+    }
+    json!({
+        "in_flight": CAMPAIGN_IN_FLIGHT,
+        "before_flood": phase(None, flood.start),
+        "during_flood": phase(Some(flood.start), flood.end),
+        "outcomes": outcomes,
+    })
 }

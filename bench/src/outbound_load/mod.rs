@@ -456,6 +456,33 @@ async fn drive_direct(
     })
 }
 
+/// Creates a campaign calling from `number_id` at `(max_in_flight, min_seconds_between_calls)`,
+/// one attempt per contact, any time of day; answers its id.
+pub(crate) async fn create_campaign(
+    api: &Api,
+    name: &str,
+    agent: &str,
+    number_id: &str,
+    (max_in_flight, min_gap): (i64, i64),
+) -> anyhow::Result<String> {
+    let created = api
+        .must(
+            Method::POST,
+            "/campaigns",
+            Some(
+                &json!({"name": name, "agent_id": agent, "from_phone_number_id": number_id,
+                "max_in_flight": max_in_flight, "min_seconds_between_calls": min_gap,
+                "max_attempts": 1, "max_calls_per_day": 100_000,
+                "calling_window": {"timezone": "UTC", "start": "00:00", "end": "24:00"}}),
+            ),
+        )
+        .await?;
+    Ok(created["id"]
+        .as_str()
+        .context("no campaign id")?
+        .to_string())
+}
+
 /// Creates the campaigns (each with its own number), enrolls contacts, launches them, lets
 /// them run for the duration and pauses them.
 async fn drive_campaigns(
@@ -478,23 +505,9 @@ async fn drive_campaigns(
     let mut ids = Vec::with_capacity(campaigns);
     let mut next_number = 0usize;
     for (c, (number, number_id)) in server.numbers.iter().enumerate().take(campaigns) {
-        let created = api
-            .must(
-                Method::POST,
-                "/campaigns",
-                Some(
-                    &json!({"name": format!("Outbound bench {c}"), "agent_id": agent,
-                    "from_phone_number_id": number_id, "max_in_flight": args.max_in_flight,
-                    "min_seconds_between_calls": args.min_gap, "max_attempts": 1,
-                    "max_calls_per_day": 100_000,
-                    "calling_window": {"timezone": "UTC", "start": "00:00", "end": "24:00"}}),
-                ),
-            )
-            .await?;
-        let id = created["id"]
-            .as_str()
-            .context("no campaign id")?
-            .to_string();
+        let pacing = (args.max_in_flight, args.min_gap);
+        let name = format!("Outbound bench {c}");
+        let id = create_campaign(api, &name, agent, number_id, pacing).await?;
         let mut left = contacts;
         while left > 0 {
             let n = left.min(10_000);

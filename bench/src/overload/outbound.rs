@@ -14,6 +14,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use switchboard_sip::sdp::Codec;
 
+use crate::outbound_load::create_campaign;
 use crate::outbound_load::greeting;
 use crate::outbound_load::peer::{Peer, PeerConfig};
 use crate::outbound_load::server::{Api, stock_workspace};
@@ -30,7 +31,7 @@ pub(crate) struct Outbound {
 }
 
 /// Calls at a time of the `--campaign` campaign (the most a campaign allows).
-const CAMPAIGN_IN_FLIGHT: u32 = 8;
+const CAMPAIGN_IN_FLIGHT: i64 = 8;
 
 /// One `POST /calls`.
 pub(crate) struct Placed {
@@ -120,24 +121,9 @@ impl Outbound {
     /// `hold_secs`, and launches it; answers its id.
     pub(crate) async fn launch_campaign(&self, hold_secs: u64) -> anyhow::Result<String> {
         use reqwest::Method;
-        let created = self
-            .api
-            .must(
-                Method::POST,
-                "/campaigns",
-                Some(
-                    &json!({"name": "Campaign during the flood", "agent_id": self.agent,
-                    "from_phone_number_id": self.campaign_number_id,
-                    "max_in_flight": CAMPAIGN_IN_FLIGHT, "min_seconds_between_calls": 0,
-                    "max_attempts": 1, "max_calls_per_day": 100_000,
-                    "calling_window": {"timezone": "UTC", "start": "00:00", "end": "24:00"}}),
-                ),
-            )
-            .await?;
-        let id = created["id"]
-            .as_str()
-            .context("no campaign id")?
-            .to_string();
+        let pacing = (CAMPAIGN_IN_FLIGHT, 0);
+        let (api, agent, number) = (&self.api, &self.agent, &self.campaign_number_id);
+        let id = create_campaign(api, "Campaign during the flood", agent, number, pacing).await?;
         // A slot turns over once per call: far more than a few minutes can call.
         let contacts: Vec<Value> = (0..(600 * CAMPAIGN_IN_FLIGHT as u64 / hold_secs.max(1)))
             .map(|i| json!({"phone_number": format!("+97253{i:07}")}))

@@ -631,7 +631,7 @@ impl Store {
     }
 
     async fn script_guard(&self, lane: Lane) -> StoreResult<ScriptGuard<'_>> {
-        let turn = self.writes.enter(lane).await;
+        let turn = self.write_turn(lane).await;
         Ok(ScriptGuard {
             conn: self.conn().await?,
             abandoned: &self.abandoned,

@@ -104,7 +104,7 @@ pub struct OverloadArgs {
     pub outbound_hold: u64,
     /// Also run a campaign to the same peer (8 calls at a time, each lasting --outbound-hold
     /// seconds), launched a few seconds before the flood and paused when it ends: its calls a
-    /// second and its longest pause between two calls, before and during the flood.
+    /// second and how soon a freed slot is taken again, before and during the flood.
     #[arg(long)]
     pub campaign: bool,
     #[arg(long)]

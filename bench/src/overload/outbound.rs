@@ -203,15 +203,7 @@ impl Outbound {
             .unwrap_or_default();
         let outcome: HashMap<String, String> = records
             .iter()
-            .filter_map(|r| {
-                Some((
-                    r["id"].as_str()?.to_string(),
-                    r["outcome"]
-                        .as_str()
-                        .unwrap_or(r["status"].as_str()?)
-                        .to_string(),
-                ))
-            })
+            .filter_map(|r| Some((r["id"].as_str()?.to_string(), outcome_of(r)?.to_string())))
             .collect();
         let peer_calls = self.peer.calls();
         let invites: HashMap<String, Instant> = peer_calls
@@ -225,11 +217,10 @@ impl Outbound {
         self.peer.stop();
         let campaign = match campaign {
             Some((id, flood)) => {
-                let calls = self
-                    .api
-                    .all(&format!("/calls?campaign_id={id}"))
-                    .await
-                    .unwrap_or_default();
+                let calls: Vec<&Value> = records
+                    .iter()
+                    .filter(|r| r["campaign_id"].as_str() == Some(id.as_str()))
+                    .collect();
                 campaign_report(&calls, &invites, &ends, flood)
             }
             None => Value::Null,
@@ -279,7 +270,7 @@ impl Outbound {
 /// the (k - CAMPAIGN_IN_FLIGHT)-th call to end freed (`refill_ms`: from that end at the peer to
 /// this INVITE at the peer).
 fn campaign_report(
-    calls: &[Value],
+    calls: &[&Value],
     invites: &HashMap<String, Instant>,
     ends: &HashMap<String, Instant>,
     flood: std::ops::Range<Instant>,
@@ -314,10 +305,7 @@ fn campaign_report(
     };
     let mut outcomes = BTreeMap::<String, u64>::new();
     for c in calls {
-        let o = c["outcome"]
-            .as_str()
-            .or(c["status"].as_str())
-            .unwrap_or("unknown");
+        let o = outcome_of(c).unwrap_or("unknown");
         *outcomes.entry(o.to_string()).or_default() += 1;
     }
     json!({
@@ -326,4 +314,9 @@ fn campaign_report(
         "during_flood": phase(Some(flood.start), flood.end),
         "outcomes": outcomes,
     })
+}
+
+/// A call record's outcome, or its status while it has none.
+fn outcome_of(call: &Value) -> Option<&str> {
+    call["outcome"].as_str().or(call["status"].as_str())
 }

@@ -194,6 +194,9 @@ pub struct ServeArgs {
     /// HTTP listen address.
     #[arg(long, env = "SWITCHBOARD_HTTP", default_value = "127.0.0.1:8080")]
     pub http: SocketAddr,
+    /// Where `GET /metrics` (Prometheus) is served, apart from the API; `none` for nowhere.
+    #[arg(long, env = "SWITCHBOARD_METRICS_LISTEN", default_value = "127.0.0.1:9464", value_parser = listen_or_none)]
+    pub metrics_listen: ListenOrNone,
     /// Directory for recordings and other files.
     #[arg(long, env = "SWITCHBOARD_DATA_DIR", default_value = "data")]
     pub data_dir: PathBuf,
@@ -507,6 +510,20 @@ pub enum BillingCommand {
 }
 
 /// A model endpoint's settings, when its URL is given (and not empty).
+/// A listen address, or `none` for no listener.
+#[derive(Debug, Clone, Copy)]
+pub struct ListenOrNone(pub Option<SocketAddr>);
+
+fn listen_or_none(value: &str) -> Result<ListenOrNone, String> {
+    if value.eq_ignore_ascii_case("none") {
+        return Ok(ListenOrNone(None));
+    }
+    value
+        .parse()
+        .map(|addr| ListenOrNone(Some(addr)))
+        .map_err(|e| format!("an address such as 127.0.0.1:9464, or none: {e}"))
+}
+
 fn vendor(url: &Option<String>, api_key: &Option<String>, model: &str) -> Option<VendorSettings> {
     let url = url.as_deref().map(str::trim).filter(|u| !u.is_empty())?;
     Some(VendorSettings {
@@ -588,6 +605,7 @@ impl ServeArgs {
     pub fn config(&self, database_url: String) -> anyhow::Result<Config> {
         Ok(Config {
             http: self.http,
+            metrics_listen: self.metrics_listen.0,
             database_url,
             data_dir: self.data_dir.clone(),
             rate_limit_per_minute: self.rate_limit,

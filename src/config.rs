@@ -111,6 +111,8 @@ impl VendorSettings {
 pub struct Config {
     /// Where the HTTP control plane listens.
     pub http: SocketAddr,
+    /// Where `GET /metrics` is served (never on the API's port); none for nowhere.
+    pub metrics_listen: Option<SocketAddr>,
     /// The store, e.g. `sqlite://switchboard.db`.
     pub database_url: String,
     /// Recordings and other files.
@@ -196,6 +198,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
             database_url: "sqlite://switchboard.db".into(),
             data_dir: PathBuf::from("data"),
             rate_limit_per_minute: 60,

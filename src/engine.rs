@@ -183,6 +183,10 @@ impl EngineStore for EnginePort {
         self.query("call_answered", self.store.call_answered(call, now))
             .await
     }
+    async fn call_ringing(&self, call: CallId, now: DateTime<Utc>) -> PortResult<bool> {
+        self.query("call_ringing", self.store.call_ringing(call, now))
+            .await
+    }
     async fn finish_call(&self, call: &CallSpec, end: &CallEnd) -> PortResult<()> {
         let low = self
             .query("finish_call", self.store.finish_call(call, end))

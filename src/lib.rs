@@ -130,6 +130,7 @@ pub fn install_crypto() {
 /// calls end.
 pub async fn serve(
     listener: TcpListener,
+    metrics: Option<TcpListener>,
     sip: Option<switchboard_sip::server::SipSockets>,
     store: Store,
     config: Config,
@@ -171,33 +172,10 @@ pub async fn serve(
         egress: egress::Egress::system(config.egress_allow.clone()),
     };
     // The SIP server starts first: the SIP dialer places calls through it.
-    let sip = match (&config.sip, sip) {
-        (Some(settings), Some(sockets)) => {
-            let router = inbound::SipRouter {
-                store: store.clone(),
-                config: config.clone(),
-                port: Arc::new(inbound::InboundPort::new(
-                    store.clone(),
-                    payments.clone(),
-                    config.inbound_cents_per_minute,
-                )),
-                speech: speech.clone(),
-                vendors: vendors.clone(),
-                clock: Arc::new(switchboard_actors::clock::SystemClock),
-                stop: sip_stop.clone(),
-                live: Default::default(),
-            };
-            let live = router.live.clone();
-            let server =
-                switchboard_sip::server::SipServer::start(settings.clone(), sockets, router)
-                    .await?;
-            tracing::info!(udp = %server.udp, tcp = %server.tcp, tls = ?server.tls, "SIP listening");
-            Some((server, live))
-        }
-        (None, None) => None,
-        (Some(_), None) => anyhow::bail!("SIP is configured but no SIP sockets were given"),
-        (None, Some(_)) => anyhow::bail!("SIP sockets were given but SIP is not configured"),
-    };
+    let sip = start_sip(
+        &config, sip, &store, &payments, &speech, &vendors, &sip_stop,
+    )
+    .await?;
     let client = sip.as_ref().map(|(server, _)| server.client());
     if let Some(client) = &client {
         // Before the engine reconciles them as interrupted: end what a previous process left
@@ -232,6 +210,9 @@ pub async fn serve(
         trunk_prober,
     )?;
     state.sip = sip.as_ref().map(|(server, _)| server.monitor());
+    let metrics = metrics
+        .map(|listener| http::prometheus::Listener::spawn(listener, state.clone()))
+        .transpose()?;
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
     let analyst = model.map(|model| analysis::Analyst {
@@ -260,6 +241,9 @@ pub async fn serve(
     )
     .with_graceful_shutdown(shutdown)
     .await?;
+    if let Some(metrics) = metrics {
+        metrics.stop().await;
+    }
     if let Some((server, live)) = sip {
         server.shutdown().await;
         // Live calls end with a BYE and record their end before the service stops: each holds
@@ -280,4 +264,49 @@ pub async fn serve(
     let _ = dispatcher.await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The SIP server on `sockets` when SIP is configured, with the inbound router over the store,
+/// and the tracker of its live calls.
+async fn start_sip(
+    config: &Arc<Config>,
+    sockets: Option<switchboard_sip::server::SipSockets>,
+    store: &Store,
+    payments: &Arc<dyn billing::PaymentProvider>,
+    speech: &Arc<dyn switchboard_actors::agent::Speech>,
+    vendors: &vendors::Vendors,
+    stop: &tokio_util::sync::CancellationToken,
+) -> anyhow::Result<
+    Option<(
+        switchboard_sip::server::SipServer,
+        tokio_util::task::TaskTracker,
+    )>,
+> {
+    Ok(match (&config.sip, sockets) {
+        (Some(settings), Some(sockets)) => {
+            let router = inbound::SipRouter {
+                store: store.clone(),
+                config: config.clone(),
+                port: Arc::new(inbound::InboundPort::new(
+                    store.clone(),
+                    payments.clone(),
+                    config.inbound_cents_per_minute,
+                )),
+                speech: speech.clone(),
+                vendors: vendors.clone(),
+                clock: Arc::new(switchboard_actors::clock::SystemClock),
+                stop: stop.clone(),
+                live: Default::default(),
+            };
+            let live = router.live.clone();
+            let server =
+                switchboard_sip::server::SipServer::start(settings.clone(), sockets, router)
+                    .await?;
+            tracing::info!(udp = %server.udp, tcp = %server.tcp, tls = ?server.tls, "SIP listening");
+            Some((server, live))
+        }
+        (None, None) => None,
+        (Some(_), None) => anyhow::bail!("SIP is configured but no SIP sockets were given"),
+        (None, Some(_)) => anyhow::bail!("SIP sockets were given but SIP is not configured"),
+    })
 }

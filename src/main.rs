@@ -1,6 +1,7 @@
 //! The `switchboard` binary: parses the command line, sets up logging, and runs the service or
 //! an operator command.
 
+use anyhow::Context;
 use clap::Parser;
 use switchboard::cli::{Cli, Command, run_operator};
 use switchboard::store::Store;
@@ -124,8 +125,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("API key (shown once, store it now): {key}");
             }
             let listener = tokio::net::TcpListener::bind(config.http).await?;
+            let metrics = match config.metrics_listen {
+                Some(addr) => Some(
+                    tokio::net::TcpListener::bind(addr)
+                        .await
+                        .with_context(|| format!("binding the metrics listener on {addr}"))?,
+                ),
+                None => None,
+            };
             let sip = args.sip_sockets().await?;
-            switchboard::serve(listener, sip, store, config, shutdown_signal()).await
+            switchboard::serve(listener, metrics, sip, store, config, shutdown_signal()).await
         }
         other => run_operator(&store, other).await,
     }

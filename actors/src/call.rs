@@ -13,22 +13,42 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallStatus {
+    /// Waiting in the call queue.
     Queued,
+    /// Placed: the INVITE is on its way (outbound).
     Dialing,
+    /// The far end rings (a 180 or 183 came back).
+    Ringing,
+    /// Answered: the call is connected.
+    InProgress,
     Ended,
     Cancelled,
 }
 
 impl CallStatus {
-    pub const ALL: [CallStatus; 4] = [Self::Queued, Self::Dialing, Self::Ended, Self::Cancelled];
+    pub const ALL: [CallStatus; 6] = [
+        Self::Queued,
+        Self::Dialing,
+        Self::Ringing,
+        Self::InProgress,
+        Self::Ended,
+        Self::Cancelled,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Queued => "queued",
             Self::Dialing => "dialing",
+            Self::Ringing => "ringing",
+            Self::InProgress => "in_progress",
             Self::Ended => "ended",
             Self::Cancelled => "cancelled",
         }
+    }
+
+    /// Placed and not yet over: it holds its slot.
+    pub fn is_live(self) -> bool {
+        matches!(self, Self::Dialing | Self::Ringing | Self::InProgress)
     }
 
     pub fn parse(s: &str) -> Option<Self> {

@@ -112,6 +112,7 @@ pub async fn run_call(
         received = stats.packets_received,
         lost = stats.packets_lost,
         ignored = stats.packets_ignored,
+        foreign = stats.packets_foreign,
         "inbound call ended"
     );
     let end = InboundEnd {

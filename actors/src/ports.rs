@@ -390,6 +390,9 @@ pub trait EngineStore: Send + Sync + 'static {
     /// A live call was answered at `now` (its `answered_at`); `false` if it was not live or
     /// already answered.
     async fn call_answered(&self, call: CallId, now: DateTime<Utc>) -> PortResult<bool>;
+    /// A live call's far end rings (`dialing` -> `ringing`); `false` if it was no longer
+    /// dialing.
+    async fn call_ringing(&self, call: CallId, now: DateTime<Utc>) -> PortResult<bool>;
     /// Ends the call, releases its reservation and charges its cost, in one transaction.
     async fn finish_call(&self, call: &CallSpec, end: &CallEnd) -> PortResult<()>;
     /// `queued` -> `cancelled`, releasing the reservation; `false` if it had left the queue.
@@ -459,20 +462,35 @@ pub struct DialResult {
 /// Reporting is optional (a dialer whose calls are never answered reports nothing), and only
 /// the first answer counts.
 pub struct DialProgress {
+    on_ringing: Option<Box<dyn FnOnce() + Send>>,
     on_answer: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl DialProgress {
-    /// Progress that runs `on_answer` when the call is answered.
-    pub fn new(on_answer: impl FnOnce() + Send + 'static) -> Self {
+    /// Progress that runs `on_ringing` when the far end first says it rings, and `on_answer`
+    /// when the call is answered.
+    pub fn new(
+        on_ringing: impl FnOnce() + Send + 'static,
+        on_answer: impl FnOnce() + Send + 'static,
+    ) -> Self {
         Self {
+            on_ringing: Some(Box::new(on_ringing)),
             on_answer: Some(Box::new(on_answer)),
         }
     }
 
     /// Progress nobody listens to.
     pub fn ignored() -> Self {
-        Self { on_answer: None }
+        Self {
+            on_ringing: None,
+            on_answer: None,
+        }
+    }
+
+    /// The far end rings (a 180 or 183): what to run, once, when it first says so; a dialer
+    /// that hears it on another task takes it there.
+    pub fn take_ringing(&mut self) -> Option<Box<dyn FnOnce() + Send>> {
+        self.on_ringing.take()
     }
 
     /// The callee answered: the call is connected.

@@ -63,6 +63,16 @@ pub struct SipDialer {
     pub fault: Option<CallFault>,
 }
 
+/// A run-once hook as the SIP dialer takes it (called on each 180/183; runs on the first).
+fn once(hook: Box<dyn FnOnce() + Send>) -> Arc<dyn Fn() + Send + Sync> {
+    let hook = std::sync::Mutex::new(Some(hook));
+    Arc::new(move || {
+        if let Some(hook) = hook.lock().ok().and_then(|mut h| h.take()) {
+            hook();
+        }
+    })
+}
+
 /// The outcome of a failed dial, by the SIP final response or what stood for one.
 pub fn outcome_of(failure: &DialFailure) -> (CallOutcome, &'static str) {
     match failure.kind {
@@ -129,6 +139,7 @@ impl Dialer for SipDialer {
             recording: route.recording.clone(),
             vad: route.vad,
             journal: self.journal.clone(),
+            on_ringing: progress.take_ringing().map(once),
         };
         let answered = match self.client.dial(plan, self.stop.child_token()).await {
             Ok(answered) => answered,
@@ -172,6 +183,7 @@ impl Dialer for SipDialer {
             sent = ended.stats.packets_sent,
             received = ended.stats.packets_received,
             lost = ended.stats.packets_lost,
+            foreign = ended.stats.packets_foreign,
             "outbound call ended"
         );
         let machine = ended.answered_by == Some(AnsweredBy::Machine);

@@ -430,9 +430,16 @@ async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
         ..switchboard::Config::default()
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(switchboard::serve(listener, None, store, config, async {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(switchboard::serve(
+        listener,
+        None,
+        None,
+        store,
+        config,
+        async {
+            let _ = stopped.await;
+        },
+    ));
     switchboard::install_crypto();
     let client = reqwest::Client::new();
     let base = format!("http://{addr}");

@@ -14,16 +14,24 @@
 //! - `lag`: the runtime is late: a probe task that wakes every 10 ms measures how late it
 //!   wakes, and a decaying peak of that over `max_lag` means the process has no time for
 //!   another call;
-//! - `rtp_ports`: no media port is free (counted where the port is bound).
+//! - `rtp_ports`: no media port is free (counted where the port is bound);
+//! - `internal`: a lock the decision needs was poisoned by a panic elsewhere. Admission fails
+//!   closed: the INVITE is refused, the lock is cleared with what it guarded reset, and the
+//!   next INVITE is decided afresh.
+//!
+//! Beside admission: the per-source INVITE rate ([`RateLimiter`]) and the count of the
+//! server's calls ([`CallCounter`]), which the gate and the server read without a lock.
 //!
 //! Over UDP a refusal costs a scan of the datagram and one response: the gate in front of the
 //! socket ([`crate::gate`]) answers it statelessly before the transaction layer sees it, and
 //! answers the INVITE's retransmissions with the same 503. Over TCP and TLS (and for an INVITE
 //! the gate cannot read) the server refuses it through the transaction layer.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -61,14 +69,16 @@ pub enum Refusal {
     Setups,
     Lag,
     RtpPorts,
+    Internal,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 4] = [
+    pub const ALL: [Refusal; 5] = [
         Refusal::Capacity,
         Refusal::Setups,
         Refusal::Lag,
         Refusal::RtpPorts,
+        Refusal::Internal,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +87,7 @@ impl Refusal {
             Refusal::Setups => "setups",
             Refusal::Lag => "lag",
             Refusal::RtpPorts => "rtp_ports",
+            Refusal::Internal => "internal",
         }
     }
 
@@ -91,7 +102,7 @@ pub struct AdmissionStats {
     /// INVITEs admitted.
     pub admitted: u64,
     /// INVITEs refused, by [`Refusal::ALL`]'s order.
-    pub refused: [u64; 4],
+    pub refused: [u64; Refusal::ALL.len()],
     /// INVITEs being set up now.
     pub setting_up: usize,
     /// The runtime's lateness now (the decaying peak), microseconds.
@@ -105,7 +116,7 @@ pub struct Admission {
     setting_up: AtomicUsize,
     lag_us: AtomicU64,
     admitted: AtomicU64,
-    refused: [AtomicU64; 4],
+    refused: [AtomicU64; Refusal::ALL.len()],
 }
 
 /// An INVITE being set up; dropping it frees its place.
@@ -231,9 +242,121 @@ pub fn spawn_lag_probe(admission: Arc<Admission>, stop: CancellationToken) {
     });
 }
 
+/// The server's calls now: answered or being answered, and outbound ones ringing. Counted as
+/// calls come and go; read without a lock, so nothing a panic poisons stands between an INVITE
+/// and its admission.
+#[derive(Debug, Default)]
+pub struct CallCounter(AtomicUsize);
+
+impl CallCounter {
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn add(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn remove(&self) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+}
+
+/// Locks `m` for a decision about an INVITE. A lock poisoned by a panic elsewhere answers
+/// `None` (the caller refuses the INVITE: admission fails closed) after `reset` has put what
+/// it guards back to a known state and the poison is cleared, so the next INVITE is decided
+/// afresh.
+pub(crate) fn lock_or_reset<'a, T>(
+    m: &'a Mutex<T>,
+    reset: impl FnOnce(&mut T),
+) -> Option<MutexGuard<'a, T>> {
+    match m.lock() {
+        Ok(guard) => Some(guard),
+        Err(poisoned) => {
+            reset(&mut *poisoned.into_inner());
+            m.clear_poison();
+            tracing::error!("a SIP admission lock was poisoned by a panic; the INVITE is refused");
+            None
+        }
+    }
+}
+
+/// Counts INVITEs per source over one-second windows.
+pub(crate) struct RateLimiter {
+    per_second: u32,
+    pub(crate) window: Mutex<(Instant, HashMap<IpAddr, u32>)>,
+}
+
+impl RateLimiter {
+    pub fn new(per_second: u32) -> RateLimiter {
+        RateLimiter {
+            per_second: per_second.max(1),
+            window: Mutex::new((Instant::now(), HashMap::new())),
+        }
+    }
+
+    /// Whether one more INVITE from `ip` is within its rate; `None` when that cannot be told
+    /// (a poisoned lock), which the caller refuses.
+    pub fn allow(&self, ip: IpAddr) -> Option<bool> {
+        let mut w = lock_or_reset(&self.window, |w| {
+            *w = (Instant::now(), HashMap::new());
+        })?;
+        let now = Instant::now();
+        if now.duration_since(w.0) >= Duration::from_secs(1) {
+            w.0 = now;
+            w.1.clear();
+        }
+        let n = w.1.entry(ip).or_insert(0);
+        *n += 1;
+        Some(*n <= self.per_second)
+    }
+}
+
+/// Poisons `m` as a panic while holding it would (tests).
+#[cfg(test)]
+pub(crate) fn poison<T: Send>(m: &Mutex<T>) {
+    std::thread::scope(|s| {
+        let _ = s
+            .spawn(|| {
+                let _guard = m.lock();
+                panic!("poisoning the lock on purpose");
+            })
+            .join();
+    });
+    assert!(m.is_poisoned());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_poisoned_rate_window_refuses_once_and_then_decides_afresh() {
+        let limiter = RateLimiter::new(2);
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        assert_eq!(limiter.allow(ip), Some(true));
+        poison(&limiter.window);
+        assert_eq!(limiter.allow(ip), None);
+        assert!(!limiter.window.is_poisoned());
+        // The window was reset: two more within the rate, then over it.
+        assert_eq!(limiter.allow(ip), Some(true));
+        assert_eq!(limiter.allow(ip), Some(true));
+        assert_eq!(limiter.allow(ip), Some(false));
+    }
+
+    #[test]
+    fn the_call_count_follows_calls_and_never_wraps() {
+        let calls = CallCounter::default();
+        calls.add();
+        calls.add();
+        calls.remove();
+        assert_eq!(calls.get(), 1);
+        calls.remove();
+        calls.remove();
+        assert_eq!(calls.get(), 0);
+    }
 
     fn settings() -> AdmissionSettings {
         AdmissionSettings {
@@ -250,7 +373,7 @@ mod tests {
         let a = Admission::new(settings());
         assert!(a.admit(7).is_ok());
         assert_eq!(a.admit(8).unwrap_err(), Refusal::Capacity);
-        assert_eq!(a.stats().refused, [1, 0, 0, 0]);
+        assert_eq!(a.stats().refused, [1, 0, 0, 0, 0]);
         assert_eq!(a.stats().admitted, 1);
     }
 

@@ -20,6 +20,9 @@
 //!
 //! **Invariant:** unsure is never a machine: a caller treats it as a person, because hanging up
 //! on a person costs more than talking to a machine.
+//!
+//! Past 600 lines on purpose: the verdict's rules are one state machine, read top to bottom;
+//! its tests live in `amd/tests.rs`.
 
 use std::fmt;
 

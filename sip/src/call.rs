@@ -18,10 +18,11 @@ use rsipstack::sip::{self as rsip, Header, StatusCode};
 use rsipstack::transaction::endpoint::EndpointInner;
 use tokio::sync::mpsc;
 
+use crate::admission::CallCounter;
 use crate::media::{self, MediaControl, MediaEvent, MediaHandle};
 use crate::rtp::RtpPorts;
 use crate::sdp::{self, Codec, MediaDescription};
-use crate::server::SipSettings;
+use crate::settings::SipSettings;
 
 /// Who placed the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +103,8 @@ pub(crate) struct LiveDialog {
 pub(crate) struct Core {
     pub settings: SipSettings,
     pub ports: RtpPorts,
+    /// What every call's media adds to (foreign packets), for `/metrics`.
+    pub media_counters: Arc<media::MediaCounters>,
     /// The address written into SDP.
     pub media_ip: IpAddr,
     pub endpoint: Arc<EndpointInner>,
@@ -112,24 +115,52 @@ pub(crate) struct Core {
     /// Outbound INVITEs waiting for their answer, by Call-ID: where their provisional
     /// responses go (a 100 tells the dialer the gateway is there, a 183's SDP starts early
     /// media).
-    pub dialing: Mutex<HashMap<String, mpsc::UnboundedSender<Box<DialogState>>>>,
+    pub dialing: Mutex<HashMap<String, DialingTx>>,
     pub live: Mutex<HashMap<DialogId, LiveDialog>>,
+    /// How many entries `live` and `dialing` hold together, kept as they change: what
+    /// admission and the UDP gate weigh, read without a lock.
+    pub calls: Arc<CallCounter>,
     /// Our Contact per transport (`udp`, `tcp`, `tls`).
     pub contacts: HashMap<&'static str, rsip::Uri>,
 }
 
 impl Core {
     pub fn insert_live(&self, id: DialogId, dialog: LiveDialog) {
-        if let Ok(mut live) = self.live.lock() {
-            live.insert(id, dialog);
+        if let Ok(mut live) = self.live.lock()
+            && live.insert(id, dialog).is_none()
+        {
+            self.calls.add();
+        }
+    }
+
+    /// Takes a call out of the live table (it ended).
+    pub fn remove_live(&self, id: &DialogId) -> Option<LiveDialog> {
+        let entry = self.live.lock().ok()?.remove(id)?;
+        self.calls.remove();
+        Some(entry)
+    }
+
+    /// An outbound INVITE waits for its answer; its provisional responses go to `progress`.
+    pub fn add_dialing(&self, call_id: String, progress: DialingTx) {
+        if let Ok(mut dialing) = self.dialing.lock()
+            && dialing.insert(call_id, progress).is_none()
+        {
+            self.calls.add();
+        }
+    }
+
+    /// The outbound INVITE with this Call-ID no longer waits.
+    pub fn remove_dialing(&self, call_id: &str) {
+        if let Ok(mut dialing) = self.dialing.lock()
+            && dialing.remove(call_id).is_some()
+        {
+            self.calls.remove();
         }
     }
 
     /// Calls on this server now: answered or being answered, and outbound ones ringing.
     pub fn call_count(&self) -> usize {
-        let live = self.live.lock().map(|l| l.len()).unwrap_or(0);
-        let dialing = self.dialing.lock().map(|d| d.len()).unwrap_or(0);
-        live + dialing
+        self.calls.get()
     }
 
     pub fn is_live(&self, id: &DialogId) -> bool {
@@ -163,8 +194,7 @@ impl Core {
 
     /// Tells the call it ended, once (the dialog's own `Terminated` then finds nothing).
     pub fn end(&self, id: &DialogId, cause: EndCause) {
-        let entry = self.live.lock().ok().and_then(|mut l| l.remove(id));
-        if let Some(entry) = entry {
+        if let Some(entry) = self.remove_live(id) {
             let _ = entry.events.send(Box::new(CallEvent::Ended(cause)));
         }
     }
@@ -282,6 +312,9 @@ pub(crate) fn event_sink(events: &EventTx) -> media::EventSink {
     })
 }
 
+/// Where an outbound INVITE's provisional responses go.
+pub(crate) type DialingTx = mpsc::UnboundedSender<Box<DialogState>>;
+
 /// The sending side of a call's event stream.
 pub(crate) type EventTx = mpsc::UnboundedSender<Box<CallEvent>>;
 
@@ -336,9 +369,7 @@ impl Drop for Teardown {
         if let Some(task) = self.refresher.take() {
             task.abort();
         }
-        if let Ok(mut live) = self.core.live.lock() {
-            live.remove(&self.id);
-        }
+        self.core.remove_live(&self.id);
         if self.ended.is_none()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {

@@ -13,6 +13,7 @@ mod retention;
 pub mod rtp;
 pub mod sdp;
 pub mod server;
+pub mod settings;
 pub mod trunk;
 pub mod vad;
 

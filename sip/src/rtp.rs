@@ -4,19 +4,22 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use tokio::net::UdpSocket;
 
 /// The UDP ports media sockets are bound in: even ports only (RTP's convention; the odd one
-/// above is left for RTCP), handed out round-robin so a port just released is not reused at once.
+/// above is left for RTCP), each drawn at random among the free ones, so nobody can tell
+/// which port the next call will listen on.
 #[derive(Debug)]
 pub struct RtpPorts {
     ip: IpAddr,
     low: u16,
     high: u16,
-    next: AtomicU32,
 }
+
+/// Random draws before [`RtpPorts::bind`] walks the range: with most of the range free, one
+/// or two draws find a free port.
+const DRAWS: usize = 16;
 
 impl RtpPorts {
     /// `low..=high` on `ip`. A range with no even port is refused.
@@ -32,7 +35,6 @@ impl RtpPorts {
             ip,
             low: first_even,
             high,
-            next: AtomicU32::new(0),
         })
     }
 
@@ -41,11 +43,16 @@ impl RtpPorts {
         usize::from((self.high - self.low) / 2 + 1)
     }
 
-    /// Binds a media socket on the next free even port of the range.
+    /// Binds a media socket on an even port of the range drawn at random among the free ones:
+    /// a port in use is drawn again (each draw is uniform, so the one that binds is uniform
+    /// among the free ports), and when [`DRAWS`] draws all met ports in use, the range is
+    /// walked from a random slot.
     pub async fn bind(&self) -> io::Result<UdpSocket> {
-        let slots = self.capacity() as u32;
-        for _ in 0..slots {
-            let slot = self.next.fetch_add(1, Ordering::Relaxed) % slots;
+        let slots = self.capacity();
+        let walk_from = rand::random_range(0..slots);
+        let draws = (0..DRAWS.min(slots)).map(|_| rand::random_range(0..slots));
+        let walk = (0..slots).map(|i| (walk_from + i) % slots);
+        for slot in draws.chain(walk) {
             let port = self.low + (slot as u16) * 2;
             match UdpSocket::bind(SocketAddr::new(self.ip, port)).await {
                 Ok(socket) => return Ok(socket),
@@ -265,5 +272,23 @@ mod tests {
         drop(a);
         assert!(ports.bind().await.is_ok());
         assert!(RtpPorts::new("127.0.0.1".parse().unwrap(), 41001, 41001).is_err());
+    }
+
+    #[tokio::test]
+    async fn ports_are_drawn_at_random() {
+        let ports = RtpPorts::new("127.0.0.1".parse().unwrap(), 42000, 42398).unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            let socket = ports.bind().await.unwrap();
+            seen.push(socket.local_addr().unwrap().port());
+        }
+        // Each socket is dropped at once, so a round-robin or lowest-free scheme would give
+        // a run of neighbours or one port twenty times; 20 draws among 200 ports rarely meet
+        // even twice.
+        let steps_of_two = seen.windows(2).filter(|w| w[1] == w[0] + 2).count();
+        assert!(steps_of_two < 3, "{seen:?}");
+        seen.sort_unstable();
+        seen.dedup();
+        assert!(seen.len() > 12, "{seen:?}");
     }
 }

@@ -1,5 +1,8 @@
 //! SIP trunks: where outbound calls leave, and how they are addressed.
 //!
+//! Past 600 lines on purpose: the trunk's fields, the rules that validate them and the
+//! addressing they imply are one contract, read together (its tests are most of the rest).
+//!
 //! A trunk is one or more gateways (tried by priority, lowest first), digest credentials, the
 //! From identity, the number format the carrier expects and extra headers. The service stores
 //! trunks and hands them to the dialer; this module knows their rules: what a valid trunk is,
@@ -58,7 +61,7 @@ pub struct Gateway {
     pub port: Option<u16>,
     #[serde(default)]
     pub transport: TrunkTransport,
-    /// Lower is tried first; equal priorities keep their listed order.
+    /// Lower is tried first (default 0); equal priorities keep their listed order.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 65535))]
     pub priority: u16,
@@ -165,7 +168,9 @@ pub struct Trunk {
     /// 1-8 gateways, tried by priority.
     #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 8))]
     pub gateways: Vec<Gateway>,
-    /// The digest user; also the From user unless `from_user` is set.
+    /// The digest user (unless `auth_username` is set), and the From user of the OPTIONS
+    /// probes a trunk test sends (`switchboard` when absent). Never a call's From user: that
+    /// is `from_user`, else the calling number.
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
@@ -187,7 +192,8 @@ pub struct Trunk {
         schema(value_type = Option<String>, write_only, min_length = 1, max_length = 255)
     )]
     pub password: Option<Secret>,
-    /// The From user; absent: the calling number in the trunk's number format.
+    /// The From user of every call through the trunk; absent: the calling number in the
+    /// trunk's number format (never `username`).
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
@@ -204,7 +210,7 @@ pub struct Trunk {
         schema(pattern = "^[A-Za-z0-9_.!~*'()&=+$,;?/#-]{1,255}$")
     )]
     pub request_user: Option<String>,
-    /// The From host; absent: the first gateway's host.
+    /// The From host; absent: the host of the first gateway listed (whatever its priority).
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 253))]
     pub from_domain: Option<String>,

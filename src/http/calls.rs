@@ -255,7 +255,7 @@ fn direction_schema() -> utoipa::openapi::schema::Object {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
-    /// queued, dialing, ended or cancelled.
+    /// queued, dialing, ringing, in_progress, ended or cancelled.
     #[param(schema_with = status_schema)]
     status: Option<String>,
     /// outbound or inbound.
@@ -291,8 +291,9 @@ async fn list(
         .as_deref()
         .map(|s| {
             CallStatus::parse(s).ok_or_else(|| {
+                let all = CallStatus::ALL.map(CallStatus::as_str).join(", ");
                 ApiError::bad_request(format!(
-                    "Invalid query parameter `status`: `{s}` is not one of queued, dialing, ended, cancelled"
+                    "Invalid query parameter `status`: `{s}` is not one of {all}"
                 ))
             })
         })

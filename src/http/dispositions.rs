@@ -29,7 +29,10 @@ const DESCRIPTION_MAX: usize = 500;
 
 #[derive(Deserialize, ToSchema)]
 pub struct DispositionInput {
-    /// 1-64 characters, unique in the workspace.
+    /// 1-64 characters, unique in the workspace. It is trimmed and must contain a
+    /// non-whitespace character, whitespace being Unicode White_Space as Rust's
+    /// `char::is_whitespace` counts it, U+0085 included: a label made only of such characters
+    /// is refused even though it matches the pattern.
     #[schema(min_length = 1, max_length = 64, pattern = r"\S")]
     label: Option<String>,
     /// What the disposition means, at most 500 characters (default empty). The end-of-call

@@ -1,8 +1,10 @@
 //! The gate every request passes: API-key authentication, the route's scope, and the rate limit.
 //!
-//! Order: resolve the key (if any) -> charge the rate limit (per key, or per source address
-//! without a valid key) -> check the route's scope. `X-RateLimit-*` headers go on every
-//! response, errors included.
+//! Order: a source address that has spent its limit (on requests without a valid key) is
+//! refused before its key is looked up, so a flood of made-up keys costs no store reads ->
+//! resolve the key (if any) -> charge the rate limit (per key, or per source address without a
+//! valid key) -> check the route's scope. `X-RateLimit-*` headers go on every response, errors
+//! included.
 //!
 //! **Invariant:** a route's scope comes from its own `#[utoipa::path]` declaration (see
 //! [`super::routes::RouteTable`]); a route with no declared scope is public only if it declares
@@ -74,6 +76,23 @@ impl RateLimiter {
         }
     }
 
+    /// Whether `bucket` has nothing left in the window of `now`: what its next request would
+    /// be told, without charging it.
+    fn spent(&self, bucket: Bucket, now: DateTime<Utc>) -> Option<Charge> {
+        let window = u64::try_from(now.timestamp()).unwrap_or(0) / 60;
+        let windows = self
+            .windows
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (w, n) = windows.get(&bucket)?;
+        (*w == window && *n >= self.limit).then_some(Charge {
+            limit: self.limit,
+            remaining: 0,
+            reset: (window + 1) * 60,
+            allowed: false,
+        })
+    }
+
     /// Charges one request to `bucket` at `now`.
     fn charge(&self, bucket: Bucket, now: DateTime<Utc>) -> Charge {
         let window = u64::try_from(now.timestamp()).unwrap_or(0) / 60;
@@ -123,6 +142,14 @@ pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -
         .unwrap_or(IpAddr::from([127, 0, 0, 1]));
 
     let presented = bearer(req.headers()).map(str::to_owned);
+    if presented.is_some()
+        && let Some(spent) = state
+            .limiter
+            .spent(Bucket::Source(source), state.store.now())
+    {
+        let refused = ApiError::RateLimited { limit: spent.limit }.into_response();
+        return with_rate_headers(refused, &spent);
+    }
     let check = match &presented {
         None => None,
         Some(secret) => match state.store.check_key(secret).await {

@@ -10,6 +10,7 @@ pub mod error;
 pub mod extract;
 pub mod gate;
 pub mod openapi;
+pub mod prometheus;
 pub mod routes;
 
 mod affiliates;
@@ -93,7 +94,7 @@ impl AppState {
             limiter: Arc::new(gate::RateLimiter::new(config.rate_limit_per_minute)),
             config,
             routes: Arc::new(routes),
-            metrics: routes::metrics_handle()?,
+            metrics: prometheus::handle()?,
             payments,
             engine,
             egress,

@@ -4,17 +4,14 @@
 //! - `GET /`: every endpoint with its method, path, scope and summary.
 //! - `GET /openapi.json`: the OpenAPI 3.1 document. `GET /docs`: a rendered reference, whose
 //!   script (`GET /docs/scalar.js`) is embedded in the binary.
-//! - `GET /healthz`, `GET /metrics` (Prometheus text format).
+//! - `GET /healthz`. (`GET /metrics` is served on its own listener: `super::prometheus`.)
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
-use switchboard_sip::admission::Refusal;
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -142,7 +139,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(docs))
         .routes(routes!(docs_script))
         .routes(routes!(healthz))
-        .routes(routes!(metrics))
 }
 
 #[derive(Serialize, ToSchema)]
@@ -231,63 +227,6 @@ async fn healthz(State(state): State<AppState>) -> Response {
                 .into_response()
         }
     }
-}
-
-/// Prometheus metrics
-#[utoipa::path(get, path = "/metrics", operation_id = "getMetrics", tag = "discovery", security(()), responses((status = 200, description = "Prometheus text format")))]
-async fn metrics(State(state): State<AppState>) -> Response {
-    // The engine's own gauges, read at scrape time.
-    let queue = state.engine.queue_stats();
-    metrics::gauge!("switchboard_calls_waiting").set(queue.waiting as f64);
-    metrics::gauge!("switchboard_calls_live").set(queue.live as f64);
-    metrics::gauge!("switchboard_campaigns_running").set(state.engine.running_campaigns() as f64);
-    if let Some(sip) = &state.sip {
-        let admission = sip.admission();
-        metrics::gauge!("switchboard_sip_calls").set(sip.calls() as f64);
-        metrics::gauge!("switchboard_sip_invites_admitted_total").set(admission.admitted as f64);
-        for (why, n) in Refusal::ALL.iter().zip(admission.refused) {
-            metrics::gauge!("switchboard_sip_invites_refused_total", "reason" => why.as_str())
-                .set(n as f64);
-        }
-        metrics::gauge!("switchboard_sip_setups").set(admission.setting_up as f64);
-        metrics::gauge!("switchboard_sip_lag_seconds").set(admission.lag_us as f64 / 1e6);
-        let tx = sip.transactions();
-        for (table, n) in [
-            ("running", tx.running),
-            ("finished", tx.finished),
-            ("waiting_ack", tx.waiting_ack),
-        ] {
-            metrics::gauge!("switchboard_sip_transactions", "table" => table).set(n as f64);
-        }
-        metrics::gauge!("switchboard_sip_transaction_timers").set(tx.timers as f64);
-    }
-    let (evaluations, took) = state.engine.stats().evaluations();
-    metrics::gauge!("switchboard_campaign_evaluations_total").set(evaluations as f64);
-    metrics::gauge!("switchboard_campaign_evaluation_seconds_total").set(took.as_secs_f64());
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
-    )
-        .into_response()
-}
-
-/// The process-wide Prometheus recorder (installed once; later services share it).
-pub fn metrics_handle() -> anyhow::Result<PrometheusHandle> {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    if let Some(handle) = HANDLE.get() {
-        return Ok(handle.clone());
-    }
-    let handle = match PrometheusBuilder::new().install_recorder() {
-        Ok(handle) => handle,
-        // Another thread won the race; use its recorder.
-        Err(_) => {
-            return HANDLE
-                .get()
-                .cloned()
-                .ok_or_else(|| anyhow::anyhow!("metrics recorder unavailable"));
-        }
-    };
-    Ok(HANDLE.get_or_init(|| handle).clone())
 }
 
 pub async fn not_found(uri: axum::http::Uri) -> ApiError {

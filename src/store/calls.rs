@@ -19,6 +19,10 @@ use super::{
     Lane, Page, Paged, Store, StoreError, StoreResult, classify, corrupt, opt_id, sql, ts,
 };
 
+fn status_schema() -> utoipa::openapi::schema::Object {
+    crate::http::extract::one_of(CallStatus::ALL.map(CallStatus::as_str))
+}
+
 /// A call as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CallRecord {
@@ -26,7 +30,10 @@ pub struct CallRecord {
     pub id: CallId,
     /// `outbound` or `inbound`.
     pub direction: String,
-    /// `queued`, `dialing`, `ended` or `cancelled`.
+    /// `queued`; live: `dialing` (placed), `ringing` (the far end rings: a 180 or 183 came
+    /// back), `in_progress` (answered, connected); then `ended`, or `cancelled` before it was
+    /// placed.
+    #[schema(schema_with = status_schema)]
     pub status: String,
     /// `answered`, `no_answer`, `busy`, `voicemail`, `failed` or `infra_error`, once ended.
     pub outcome: Option<String>,
@@ -288,7 +295,7 @@ pub(super) async fn funds_in(
 ) -> StoreResult<Funds> {
     let row: Option<(i64, bool, i64)> = sqlx::query_as(
         "SELECT balance_cents, is_suspended, \
-         (SELECT COALESCE(SUM(reserved_cents), 0) FROM calls WHERE workspace_id = w.id AND status IN ('queued', 'dialing')) \
+         (SELECT COALESCE(SUM(reserved_cents), 0) FROM calls WHERE workspace_id = w.id AND status IN ('queued', 'dialing', 'ringing', 'in_progress')) \
          FROM workspaces w WHERE id = ?",
     )
     .bind(ws.as_uuid())

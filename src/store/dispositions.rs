@@ -118,7 +118,7 @@ impl Store {
             .fetch_one(&mut *tx)
             .await?,
         };
-        sqlx::query("INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)")
+        let row = sqlx::query(sql(format!("INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING {COLUMNS}")))
             .bind(id.as_uuid())
             .bind(ws.as_uuid())
             .bind(label)
@@ -127,12 +127,14 @@ impl Store {
             .bind(position)
             .bind(&at)
             .bind(&at)
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await
             .map_err(classify)?;
+        // Read back as written, inside the transaction: a delete right after the commit
+        // cannot take the answer away.
+        let created = disposition(row)?;
         tx.commit().await?;
-        drop(conn);
-        Ok(self.disposition(ws, id).await?.expect("row just inserted"))
+        Ok(created)
     }
 
     pub async fn update_disposition(

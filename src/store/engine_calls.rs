@@ -108,7 +108,7 @@ impl<'a> Ending<'a> {
              sip_code = ?, sip_reason = ?, q850_cause = ?, answered_by = ?, codec = COALESCE(?, codec), recorded = MAX(recorded, ?), \
              disposition_id = COALESCE(disposition_id, (SELECT d.id FROM dispositions d WHERE d.workspace_id = calls.workspace_id AND d.label = ?)), \
              disposition_source = CASE WHEN disposition_id IS NULL AND ? IS NOT NULL THEN 'agent' ELSE disposition_source END \
-             WHERE id = ? AND status IN ('queued', 'dialing'); ",
+             WHERE id = ? AND status IN ('queued', 'dialing', 'ringing', 'in_progress'); ",
         );
         if self.detail.is_some() {
             body.push_str(
@@ -353,7 +353,7 @@ impl Store {
                AND (? IS NULL OR k.spent_cents + k.reserved_cents + ? <= ?) \
                AND NOT w.is_suspended \
                AND w.balance_cents - (SELECT COALESCE(SUM(c.reserved_cents), 0) FROM calls c \
-                                      WHERE c.workspace_id = w.id AND c.status IN ('queued', 'dialing')) >= ?) \
+                                      WHERE c.workspace_id = w.id AND c.status IN ('queued', 'dialing', 'ringing', 'in_progress')) >= ?) \
              AND NOT {BLOCKED}; \
              UPDATE campaigns SET \
                daily_admitted_count = CASE WHEN daily_window_date = ? THEN daily_admitted_count + 1 ELSE 1 END, \
@@ -504,19 +504,20 @@ impl Store {
         let at = ts(now);
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let live: Vec<uuid::Uuid> =
-            sqlx::query_scalar("SELECT id FROM calls WHERE status = 'dialing'")
-                .fetch_all(&mut *tx)
-                .await?;
+        let live: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "SELECT id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress')",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
         sqlx::query(
             "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - \
-             (SELECT COALESCE(SUM(k.reserved_cents), 0) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status = 'dialing')) \
-             WHERE id IN (SELECT campaign_id FROM calls WHERE status = 'dialing' AND campaign_id IS NOT NULL)",
+             (SELECT COALESCE(SUM(k.reserved_cents), 0) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status IN ('dialing', 'ringing', 'in_progress'))) \
+             WHERE id IN (SELECT campaign_id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') AND campaign_id IS NOT NULL)",
         )
         .execute(&mut *tx)
         .await?;
         let done = sqlx::query(
-            "UPDATE calls SET status = 'ended', outcome = 'infra_error', end_reason = ?, ended_at = ?, updated_at = ? WHERE status = 'dialing'",
+            "UPDATE calls SET status = 'ended', outcome = 'infra_error', end_reason = ?, ended_at = ?, updated_at = ? WHERE status IN ('dialing', 'ringing', 'in_progress')",
         )
         .bind(END_INTERRUPTED)
         .bind(&at)
@@ -547,16 +548,28 @@ impl Store {
         .await
     }
 
-    /// Records a live call's answer, with its `call.answered` event; `false` if the call was
-    /// not live or already answered.
+    /// Records a live call's answer (`in_progress`), with its `call.answered` event; `false`
+    /// if the call was not live or already answered.
     pub async fn call_answered(&self, call: CallId, now: DateTime<Utc>) -> StoreResult<bool> {
         self.change_call(
             (call, EventKind::CallAnswered),
-            "answered_at = ?",
-            "status = 'dialing' AND answered_at IS NULL",
+            "status = 'in_progress', answered_at = ?",
+            "status IN ('dialing', 'ringing') AND answered_at IS NULL",
             now,
         )
         .await
+    }
+
+    /// `dialing` -> `ringing`: the far end said it rings (180/183); `false` if the call was
+    /// no longer dialing. No webhook event carries it.
+    pub async fn call_ringing(&self, call: CallId, now: DateTime<Utc>) -> StoreResult<bool> {
+        let q = sqlx::query(super::atomic_sql(
+            "UPDATE calls SET status = 'ringing', updated_at = ? WHERE id = ? AND status = 'dialing'",
+        ))
+        .bind(ts(now))
+        .bind(call.as_uuid());
+        let done = self.atomic_in(Lane::Urgent, q).await?;
+        Ok(done.changed(0) == 1)
     }
 
     /// Applies `set` (SQL with one `?`, bound to `now`) and `updated_at` to the call where

@@ -329,7 +329,7 @@ impl Store {
 
     pub async fn live_calls(&self) -> StoreResult<HashMap<WorkspaceId, usize>> {
         let rows: Vec<(uuid::Uuid, i64)> = sqlx::query_as(
-            "SELECT workspace_id, COUNT(*) FROM calls WHERE status = 'dialing' GROUP BY workspace_id",
+            "SELECT workspace_id, COUNT(*) FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') GROUP BY workspace_id",
         )
         .fetch_all(&mut *self.conn().await?)
         .await?;

@@ -61,7 +61,7 @@ impl Store {
         let q = sqlx::query(open_sql(&format!(
             "INSERT INTO calls (id, workspace_id, direction, status, agent_id, from_number, to_number, priority, \
              max_duration_secs, queued_at, started_at, answered_at, created_at, updated_at, sip_endpoint_id, codec, recorded) \
-             VALUES (?, ?, 'inbound', 'dialing', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?); \
+             VALUES (?, ?, 'inbound', 'in_progress', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?); \
              UPDATE sip_endpoints SET last_call_at = ? WHERE id = ?; {CALL_EVENT_SQL}; {CALL_EVENT_SQL}"
         )))
         .bind(call.id.as_uuid())

@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
+use sqlx::{Connection, Row};
 use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
@@ -135,6 +135,8 @@ impl Store {
         let id = PhoneNumberId::new();
         let at = self.now();
         let active = status == "active";
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query(
             "INSERT INTO phone_numbers (id, workspace_id, number, provider, status, is_active, country_code, monthly_cost_cents, ownership_verified_at, created_at, updated_at) \
              VALUES (?, ?, ?, 'byo', ?, ?, ?, 0, ?, ?, ?)",
@@ -148,10 +150,21 @@ impl Store {
         .bind(ts(at))
         .bind(ts(at))
         .bind(ts(at))
-        .execute(&mut *self.conn().await?)
+        .execute(&mut *tx)
         .await
         .map_err(classify)?;
-        Ok(self.phone_number(ws, id).await?.expect("row just inserted"))
+        // Read back inside the transaction (with its account's columns): a delete right after
+        // the commit cannot take the answer away.
+        let row = sqlx::query(sql(format!(
+            "SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.id = ?"
+        )))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .fetch_one(&mut *tx)
+        .await?;
+        let created = self.number_row(row)?;
+        tx.commit().await?;
+        Ok(created)
     }
 
     /// Activates purchased numbers whose review period ended; returns how many.

@@ -119,7 +119,9 @@ impl Store {
     /// Writes down the INVITE of a live outbound call (see [`InviteKey`]).
     pub async fn record_invite(&self, call: CallId, key: &InviteKey) -> StoreResult<()> {
         let json = serde_json::to_string(key).map_err(|e| corrupt("calls.sip_invite", e))?;
-        sqlx::query("UPDATE calls SET sip_invite = ? WHERE id = ? AND status = 'dialing'")
+        sqlx::query(
+            "UPDATE calls SET sip_invite = ? WHERE id = ? AND status IN ('dialing', 'ringing', 'in_progress')",
+        )
             .bind(json)
             .bind(call.as_uuid())
             .execute(&mut *self.conn().await?)
@@ -131,7 +133,7 @@ impl Store {
     /// ends them as interrupted).
     pub async fn stale_invites(&self) -> StoreResult<Vec<(CallId, InviteKey)>> {
         let rows = sqlx::query(
-            "SELECT id, sip_invite FROM calls WHERE status = 'dialing' AND direction = 'outbound' AND sip_invite IS NOT NULL",
+            "SELECT id, sip_invite FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') AND direction = 'outbound' AND sip_invite IS NOT NULL",
         )
         .fetch_all(&mut *self.conn().await?)
         .await?;

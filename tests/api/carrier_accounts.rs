@@ -535,7 +535,7 @@ async fn the_default_trunk_needs_the_sip_carrier_and_a_valid_trunk() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("serve.db").display());
     let serve = |extra: &[&str]| {
-        let mut args = vec!["serve", "--http", "127.0.0.1:0"];
+        let mut args = vec!["serve", "--http", "127.0.0.1:0", "--metrics-listen", "none"];
         args.extend_from_slice(extra);
         switchboard(&db, &args)
     };

@@ -144,6 +144,8 @@ async fn the_first_serve_creates_a_default_workspace_and_prints_a_working_key() 
             "--database-url",
             &db,
             "serve",
+            "--metrics-listen",
+            "none",
             "--http",
             &format!("127.0.0.1:{port}"),
             "--data-dir",

@@ -24,7 +24,14 @@ fn free_port() -> u16 {
 
 fn serve(db: &str, dir: &std::path::Path, port: u16) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["--database-url", db, "serve", "--http"])
+        .args([
+            "--database-url",
+            db,
+            "serve",
+            "--metrics-listen",
+            "none",
+            "--http",
+        ])
         .arg(format!("127.0.0.1:{port}"))
         .arg("--data-dir")
         .arg(dir.join("data"))

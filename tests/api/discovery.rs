@@ -56,15 +56,35 @@ async fn docs_health_and_metrics_are_served() {
     let health = app.send(Method::GET, "/healthz", None, None).await;
     assert_eq!(health.body["status"], "ok");
     app.get("/dispositions").await;
-    let metrics = app.send(Method::GET, "/metrics", None, None).await;
+    // Not on the API's port: anyone can reach that one.
+    let public = app.send(Method::GET, "/metrics", None, None).await;
+    assert_eq!(public.status, StatusCode::NOT_FOUND, "{}", public.text);
+    let index = app.send(Method::GET, "/", None, None).await;
+    assert!(!index.text.contains("/metrics"), "{}", index.text);
+    let metrics = app.metrics().await;
     for name in [
         "switchboard_http_requests_total",
         "switchboard_calls_waiting",
         "switchboard_calls_live",
         "switchboard_campaigns_running",
         "switchboard_campaign_evaluations_total",
+        "switchboard_campaign_evaluation_seconds_total",
     ] {
-        assert!(metrics.text.contains(name), "{name}: {}", metrics.text);
+        assert!(metrics.contains(name), "{name}: {metrics}");
+    }
+    // A name ending in _total is a counter; gauges never carry it.
+    let types: Vec<&str> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .collect();
+    assert!(!types.is_empty(), "{metrics}");
+    for t in types {
+        let (name, kind) = t.split_once(' ').unwrap();
+        assert_eq!(
+            name.ends_with("_total"),
+            kind == "counter",
+            "{name} is a {kind}"
+        );
     }
 }
 
@@ -261,6 +281,38 @@ async fn the_rate_limit_applies_per_key_with_headers_on_every_response() {
         saw_limit,
         "anonymous requests are limited per source address"
     );
+}
+
+#[tokio::test]
+async fn a_flood_of_made_up_keys_is_refused_before_any_key_is_looked_up() {
+    let app = spawn_app_with(|c| c.rate_limit_per_minute = 5).await;
+    // Keys that do not exist are charged to the source address.
+    let mut limited = None;
+    for i in 0..12 {
+        let made_up = format!("sb_made_up_{i}");
+        let resp = app
+            .send(Method::GET, "/dispositions", Some(&made_up), None)
+            .await;
+        if resp.status == StatusCode::TOO_MANY_REQUESTS {
+            limited = Some(resp);
+            break;
+        }
+        assert_eq!(resp.error_code(), "INVALID_KEY", "{}", resp.text);
+    }
+    let limited = limited.expect("made-up keys are limited by address");
+    assert_eq!(limited.error_code(), "RATE_LIMIT");
+    // From then on the address is refused before its key is read: even a key the store would
+    // accept gets 429 for the rest of the minute, with the headers.
+    let valid = app.get("/dispositions").await;
+    assert_eq!(
+        valid.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        valid.text
+    );
+    assert_eq!(valid.headers["x-ratelimit-remaining"], "0");
+    app.clock.advance(Duration::from_secs(60));
+    assert_eq!(app.get("/dispositions").await.status, StatusCode::OK);
 }
 
 #[tokio::test]

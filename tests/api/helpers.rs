@@ -17,6 +17,8 @@ use tokio::sync::oneshot;
 
 pub struct TestApp {
     pub addr: SocketAddr,
+    /// Where `GET /metrics` is served (its own listener, not the API's).
+    pub metrics_addr: SocketAddr,
     pub store: Store,
     /// The service's clock (the store's): tests advance it instead of waiting for time to pass.
     pub clock: Arc<AdjustableClock>,
@@ -132,9 +134,11 @@ async fn serve_store(
         .create_key(ws.id, "test", &Scopes::All, None)
         .await
         .expect("key");
-    let (addr, stop, server) = start(store.clone(), &db_url, &dir, sip, configure).await;
+    let (addr, metrics_addr, stop, server) =
+        start(store.clone(), &db_url, &dir, sip, configure).await;
     TestApp {
         addr,
+        metrics_addr,
         store,
         clock,
         workspace_id: ws.id,
@@ -154,7 +158,12 @@ async fn start(
     dir: &tempfile::TempDir,
     sip: Option<SipSockets>,
     configure: impl FnOnce(&mut Config),
-) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+) -> (
+    SocketAddr,
+    SocketAddr,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
     let mut config = Config {
         database_url: db_url.to_owned(),
         data_dir: dir.path().join("data"),
@@ -167,16 +176,20 @@ async fn start(
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let metrics_addr = metrics.local_addr().expect("addr");
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let shutdown = async {
             let _ = stopped.await;
         };
-        switchboard::serve(listener, sip, store, config, shutdown)
+        switchboard::serve(listener, Some(metrics), sip, store, config, shutdown)
             .await
             .expect("server runs");
     });
-    (addr, stop, server)
+    (addr, metrics_addr, stop, server)
 }
 
 impl TestApp {
@@ -189,13 +202,25 @@ impl TestApp {
         self.store = Store::open_with_clock(&self.db_url, self.clock.clone())
             .await
             .expect("store reopens");
-        (self.addr, self.stop, self.server) =
+        (self.addr, self.metrics_addr, self.stop, self.server) =
             start(self.store.clone(), &self.db_url, &self.dir, None, configure).await;
         self
     }
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// The service's Prometheus metrics, from their own listener.
+    pub async fn metrics(&self) -> String {
+        let resp = self
+            .client
+            .get(format!("http://{}/metrics", self.metrics_addr))
+            .send()
+            .await
+            .expect("metrics are served");
+        assert_eq!(resp.status(), StatusCode::OK);
+        resp.text().await.expect("metrics text")
     }
 
     /// Sends a request with `key` (or none); `body` is sent as JSON when given.

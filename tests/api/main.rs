@@ -6,6 +6,7 @@ mod affiliates;
 mod agents;
 mod billing;
 mod call_detail;
+mod call_states;
 mod call_tools;
 mod call_windows;
 mod calls;
@@ -27,8 +28,10 @@ mod openapi;
 mod overload;
 mod phone_numbers;
 mod rig;
+mod rtp_source;
 mod shared_links;
 mod sip_calls;
+mod sip_deadlines;
 mod sip_endpoints;
 mod sip_outbound;
 

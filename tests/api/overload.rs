@@ -80,7 +80,7 @@ async fn a_flood_of_calls_is_refused_early_while_admitted_calls_complete() {
         "the API took {:?} during the flood",
         asked.elapsed()
     );
-    let metrics = s.app.get("/metrics").await.text;
+    let metrics = s.app.metrics().await;
     assert!(
         metrics.contains("switchboard_sip_invites_refused_total{reason=\"capacity\"}"),
         "{metrics}"
@@ -126,7 +126,7 @@ async fn a_flood_of_calls_is_refused_early_while_admitted_calls_complete() {
     );
 
     // The refusals were counted by reason, and the server is back to no calls.
-    let metrics = s.app.get("/metrics").await.text;
+    let metrics = s.app.metrics().await;
     let refused_counted: f64 = metrics
         .lines()
         .find(|l| l.starts_with("switchboard_sip_invites_refused_total{reason=\"capacity\"}"))

@@ -456,7 +456,7 @@ async fn a_finished_call_is_answered_again_until_the_transaction_expiry_and_then
         Duration::from_secs(6),
         "the transactions let go of",
         || async {
-            let text = s.app.get("/metrics").await.text;
+            let text = s.app.metrics().await;
             (text.contains("switchboard_sip_transaction_timers 0\n")
                 && text.contains("switchboard_sip_transactions{table=\"finished\"} 0\n"))
             .then_some(())

@@ -427,7 +427,14 @@ async fn a_restart_cancels_what_a_killed_process_left_ringing() {
     let trunk = serde_json::to_string(&trunk(vec![sipp.gateway(0)])).unwrap();
     let serve = || {
         tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .args(["--database-url", &db, "serve", "--http"])
+            .args([
+                "--database-url",
+                &db,
+                "serve",
+                "--metrics-listen",
+                "none",
+                "--http",
+            ])
             .arg(format!("127.0.0.1:{http}"))
             .arg("--data-dir")
             .arg(dir.path().join("data"))

@@ -299,7 +299,7 @@ async fn a_calls_events_arrive_signed_in_order_with_the_call_as_the_api_shows_it
     let data = |i: usize| &got[i].envelope["data"];
     assert_eq!(data(0)["status"], "dialing");
     assert!(data(0)["answered_at"].is_null());
-    assert_eq!(data(1)["status"], "dialing");
+    assert_eq!(data(1)["status"], "in_progress");
     assert!(data(1)["answered_at"].is_string());
     assert_eq!(data(2)["status"], "ended");
     assert_eq!(data(2)["outcome"], "answered");

@@ -113,9 +113,15 @@ impl Actor for CallActor {
         // The answer comes to this mailbox before the dial's result (it is sent first, from the
         // same task), so it is recorded before the end.
         let answers = myself.clone();
-        let progress = DialProgress::new(move || {
-            let _ = answers.cast(CallMsg::Answered);
-        });
+        let rings = myself.clone();
+        let progress = DialProgress::new(
+            move || {
+                let _ = rings.cast(CallMsg::Ringing);
+            },
+            move || {
+                let _ = answers.cast(CallMsg::Answered);
+            },
+        );
         // The dial runs on its own task so that a panic inside it (a bug in a call) ends this
         // call alone: the watcher turns it into a failure of this actor.
         let dial = AbortOnDrop(tokio::spawn(
@@ -142,13 +148,17 @@ impl Actor for CallActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let result = match msg {
-            CallMsg::Answered => {
-                let spec = &state.spec;
-                let now = state.shared.clock.now();
-                // The answer is news, not a step the call depends on: a failed write is logged
-                // and the call goes on (its end records the answer again).
-                if let Err(error) = state.shared.store.call_answered(spec.id, now).await {
-                    tracing::warn!(call = %spec.id, %error, "the call's answer was not recorded");
+            progress @ (CallMsg::Ringing | CallMsg::Answered) => {
+                let (id, now) = (state.spec.id, state.shared.clock.now());
+                let store = &state.shared.store;
+                let (what, written) = match progress {
+                    CallMsg::Ringing => ("ringing", store.call_ringing(id, now).await),
+                    _ => ("answer", store.call_answered(id, now).await),
+                };
+                // News, not a step the call depends on: a failed write is logged and the call
+                // goes on (its end records the answer again).
+                if let Err(error) = written {
+                    tracing::warn!(call = %id, %error, what, "the call's progress was not recorded");
                 }
                 return Ok(());
             }

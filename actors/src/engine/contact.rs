@@ -86,7 +86,10 @@ impl ContactActor {
                 Some(outcome) => Verdict::Ended(outcome),
                 None => Verdict::Interrupted,
             }),
-            CallStatus::Queued | CallStatus::Dialing => None,
+            CallStatus::Queued
+            | CallStatus::Dialing
+            | CallStatus::Ringing
+            | CallStatus::InProgress => None,
         }
     }
 

@@ -140,6 +140,8 @@ pub enum SupervisorMsg {
 
 /// To a `CallActor`.
 pub enum CallMsg {
+    /// The far end rings.
+    Ringing,
     /// The callee answered: the call is connected.
     Answered,
     /// The dialer's answer: how the call went.

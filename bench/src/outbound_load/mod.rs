@@ -560,13 +560,13 @@ async fn drive_campaigns(
     })
 }
 
-/// Waits for the calls under way to end: nothing queued or dialing at the service and nothing
+/// Waits for the calls under way to end: nothing queued or live at the service and nothing
 /// in flight at the far end, or the longest a call can take.
 async fn drain(args: &OutboundLoadArgs, api: &Api, far: &Far) {
     let deadline = Instant::now() + Duration::from_secs(args.hold + args.ring_timeout + 30);
     while Instant::now() < deadline {
         let mut open = 0i64;
-        for status in ["queued", "dialing"] {
+        for status in ["queued", "dialing", "ringing", "in_progress"] {
             if let Ok((_, v)) = api
                 .send(
                     Method::GET,

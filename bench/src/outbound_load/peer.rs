@@ -902,6 +902,7 @@ mod tests {
             recording: None,
             vad: Default::default(),
             journal: None,
+            on_ringing: None,
         };
         let cancel = tokio_util::sync::CancellationToken::new;
         for n in 0..2 {

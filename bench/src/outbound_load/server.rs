@@ -111,7 +111,14 @@ pub async fn start(launch: Launch<'_>) -> anyhow::Result<Server> {
     let mut child = tokio::process::Command::new(launch.bin)
         .arg("--database-url")
         .arg(&db_url)
-        .args(["serve", "--carrier", "sip", "--outbound-trunk"])
+        .args([
+            "serve",
+            "--metrics-listen",
+            "none",
+            "--carrier",
+            "sip",
+            "--outbound-trunk",
+        ])
         .arg(trunk.to_string())
         .arg("--sip")
         .arg("--sip-listen")

@@ -432,7 +432,7 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
         f64::MAX,
         |s| s.cpu_percent,
     );
-    let metrics_before = watch::scrape_metrics(&server.http).await;
+    let metrics_before = watch::scrape_metrics(&server.metrics).await;
     let calls = (plan.rate * plan.secs).round().max(1.0) as u64;
     let call_secs = audio.call_ms(args.hold_ms) as f64 / 1000.0;
     // Room for SIPp's INVITE timeouts (about 32 s after the last new call) in a flood; a step of
@@ -497,7 +497,7 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
     tokio::time::sleep(watch::SAMPLE_EVERY * 2).await;
     let end = started.elapsed().as_secs_f64();
     let threads2 = thread_ticks(pid);
-    let metrics_after = watch::scrape_metrics(&server.http).await;
+    let metrics_after = watch::scrape_metrics(&server.metrics).await;
     let open_calls_after = watch::open_calls(&server.http, &server.key, 50_000).await;
     let outbound = match outbound {
         Some(o) => {

@@ -134,7 +134,7 @@ pub(crate) fn api_report(probes: &[Probe]) -> Value {
     json!({"latency_ms": crate::measure::spread(&mut ms), "errors": errors})
 }
 
-/// Inbound calls the server still records as up (`GET /calls?status=dialing`, paged), at most
+/// Inbound calls the server still records as up (`GET /calls?status=in_progress`, paged), at most
 /// `cap`; none when the API does not answer in 10 s.
 pub(crate) async fn open_calls(base: &str, key: &str, cap: u64) -> Option<u64> {
     let client = reqwest::Client::builder()
@@ -145,7 +145,7 @@ pub(crate) async fn open_calls(base: &str, key: &str, cap: u64) -> Option<u64> {
     while n < cap {
         let page: Value = client
             .get(format!(
-                "{base}/calls?status=dialing&direction=inbound&limit=100&offset={n}"
+                "{base}/calls?status=in_progress&direction=inbound&limit=100&offset={n}"
             ))
             .bearer_auth(key)
             .send()

@@ -175,7 +175,7 @@ pub async fn run(mut args: SipLoadArgs) -> anyhow::Result<Value> {
     if let Some(server) = &spawned {
         // The server's own RTP counters, once its calls have recorded their ends.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        server_rtp = scrape_rtp(&server.http).await.unwrap_or(Value::Null);
+        server_rtp = scrape_rtp(&server.metrics).await.unwrap_or(Value::Null);
     }
     if let Some(mut server) = spawned {
         let _ = server.child.start_kill();

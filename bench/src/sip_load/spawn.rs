@@ -6,6 +6,8 @@ use super::*;
 pub(crate) struct Spawned {
     pub(crate) child: tokio::process::Child,
     pub(crate) http: String,
+    /// Where its `/metrics` are served.
+    pub(crate) metrics: String,
     pub(crate) sip: SocketAddr,
     /// The slug of the endpoint `spawn_server` created.
     pub(crate) slug: String,
@@ -54,6 +56,7 @@ pub(crate) async fn spawn_switchboard(bin: &PathBuf, extra: &[String]) -> anyhow
         .flat_map(|(flag, value)| [*flag, *value]);
     let dir = tempfile::tempdir()?;
     let http = free_port()?;
+    let metrics = free_port()?;
     let sip_port = free_port()?;
     let db_url = format!("sqlite://{}", dir.path().join("bench.db").display());
     let mut child = tokio::process::Command::new(bin)
@@ -62,6 +65,8 @@ pub(crate) async fn spawn_switchboard(bin: &PathBuf, extra: &[String]) -> anyhow
         .args(["serve", "--sip"])
         .arg("--http")
         .arg(format!("127.0.0.1:{http}"))
+        .arg("--metrics-listen")
+        .arg(format!("127.0.0.1:{metrics}"))
         .arg("--sip-listen")
         .arg(format!("127.0.0.1:{sip_port}"))
         .arg("--data-dir")
@@ -99,6 +104,7 @@ pub(crate) async fn spawn_switchboard(bin: &PathBuf, extra: &[String]) -> anyhow
     Ok(Spawned {
         child,
         http: base,
+        metrics: format!("http://127.0.0.1:{metrics}"),
         sip: format!("127.0.0.1:{sip_port}").parse()?,
         slug: String::new(),
         key,

@@ -1,0 +1,286 @@
+//! One call's audio: RTP in and out every 20 ms, decoding and encoding, voice activity
+//! detection on the caller's side, and the stereo recording (caller left, other side right).
+//! On request ([`MediaControl::detect_answering_machine`]), answering-machine detection runs on
+//! the peer's decoded frames in the same loop and reports through the same events.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::amd::{AmdEvent, AmdSettings, AmdVerdict, BeepEvent};
+use crate::sdp::Codec;
+pub use crate::vad::{Vad, VadChange, VadSettings};
+
+mod capture;
+mod session;
+pub mod source;
+#[cfg(test)]
+mod tests;
+
+use session::{Recorder, Session};
+
+/// What happens on a call's media, as the agent needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MediaEvent {
+    /// The caller started speaking.
+    SpeechStarted,
+    /// The caller stopped speaking.
+    SpeechStopped,
+    /// Everything queued with [`MediaHandle::play`] has been sent.
+    PlayoutDone,
+    /// Who answered, once answering-machine detection decides.
+    Amd(AmdVerdict),
+    /// The voicemail tone after a machine's greeting.
+    Beep(BeepEvent),
+    /// While listening ([`MediaControl::listen`]): the caller has paused mid-speech for the
+    /// listening's `pause`; what they said so far (mono, at the codec's rate), for an early
+    /// transcript. Once per pause.
+    Pause(Arc<[i16]>),
+    /// While listening: the caller spoke again after a [`MediaEvent::Pause`] (the VAD never
+    /// heard them stop).
+    Resumed,
+    /// While listening: the caller's utterance, from just before their speech started to its
+    /// end. It follows `SpeechStopped`, or comes alone when the utterance reached the
+    /// listening's `max_secs` or was taken with [`MediaControl::take_utterance`] (the caller
+    /// may still be speaking, and what follows makes the next one).
+    Utterance(Arc<[i16]>),
+    /// Audio queued with [`MediaControl::play_tagged`] has been sent in full.
+    PlayedOut(u64),
+    /// Audio queued with [`MediaControl::play_tagged`] was cut short by
+    /// [`MediaControl::clear`] after `played` of its samples had been sent (0: it was next).
+    Cut { tag: u64, played: usize },
+}
+
+/// What [`MediaControl::listen`] captures of the caller's speech.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ListenSettings {
+    /// A silence this long inside an utterance (shorter than the VAD's stop) gives a
+    /// [`MediaEvent::Pause`].
+    pub pause_secs: f64,
+    /// Audio kept from before the VAD decides speech has started (at least its start time).
+    pub pre_roll_secs: f64,
+    /// An utterance this long is handed over even while the caller goes on.
+    pub max_secs: f64,
+}
+
+impl From<AmdEvent> for MediaEvent {
+    fn from(event: AmdEvent) -> Self {
+        match event {
+            AmdEvent::Verdict(v) => MediaEvent::Amd(v),
+            AmdEvent::Beep(b) => MediaEvent::Beep(b),
+        }
+    }
+}
+
+/// Figures for one call's media, once it ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MediaStats {
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    /// Packets the caller sent that never arrived (from the sequence numbers).
+    pub packets_lost: u64,
+    /// Packets that arrived too late or twice.
+    pub packets_discarded: u64,
+    /// Packets that were not RTP, or from another source, or of another payload type.
+    pub packets_ignored: u64,
+    /// Of those, the packets from an address the call did not negotiate (see [`source`]).
+    pub packets_foreign: u64,
+}
+
+/// Figures every media session of a server adds to, for its metrics.
+#[derive(Debug, Default)]
+pub struct MediaCounters {
+    /// RTP packets ignored because they came from an address no call negotiated.
+    pub foreign_packets: AtomicU64,
+}
+
+/// How to run one call's media.
+pub struct MediaConfig {
+    pub codec: Codec,
+    /// The payload type the peer gave the codec.
+    pub payload_type: u8,
+    /// Where the peer asked for audio (the signalled address, see [`source`]).
+    pub remote: SocketAddr,
+    /// Where to write the stereo WAV; none for no recording.
+    pub recording: Option<PathBuf>,
+    pub vad: VadSettings,
+    /// Packets held back to reorder (each 20 ms).
+    pub jitter_depth: usize,
+    /// The server's figures, which the session adds to.
+    pub counters: Arc<MediaCounters>,
+}
+
+pub(super) enum Command {
+    Play(Arc<[i16]>, u64),
+    Clear,
+    Retarget(SocketAddr),
+    DetectAnsweringMachine(AmdSettings),
+    Listen(ListenSettings),
+    TakeUtterance,
+    DropUtterance,
+    YieldToSpeech(bool),
+}
+
+/// Where a session's events go.
+pub type EventSink = Box<dyn Fn(MediaEvent) + Send + Sync>;
+
+/// A cloneable way to steer a running session.
+#[derive(Clone)]
+pub struct MediaControl {
+    /// Commands travel boxed: a channel allocates room for 32 messages when it is made, and
+    /// a call holds it for its whole life.
+    commands: mpsc::UnboundedSender<Box<Command>>,
+}
+
+impl MediaControl {
+    /// Queues audio (mono, at the codec's sample rate) after what is already queued.
+    pub fn play(&self, samples: Arc<[i16]>) {
+        let _ = self.commands.send(Box::new(Command::Play(samples, 0)));
+    }
+
+    /// Queues audio like [`MediaControl::play`], and tells how it went: a
+    /// [`MediaEvent::PlayedOut`] once it is sent in full, or a [`MediaEvent::Cut`] with how
+    /// much of it was sent if a `clear` stops it. `tag` (not 0) names it in those events.
+    pub fn play_tagged(&self, samples: Arc<[i16]>, tag: u64) {
+        let _ = self.commands.send(Box::new(Command::Play(samples, tag)));
+    }
+
+    /// Captures the caller's speech from now on: [`MediaEvent::Pause`] and
+    /// [`MediaEvent::Utterance`] follow their speech.
+    pub fn listen(&self, settings: ListenSettings) {
+        let _ = self.commands.send(Box::new(Command::Listen(settings)));
+    }
+
+    /// Hands over what the caller has said so far as an [`MediaEvent::Utterance`] (nothing if
+    /// they have said nothing since the last one).
+    pub fn take_utterance(&self) {
+        let _ = self.commands.send(Box::new(Command::TakeUtterance));
+    }
+
+    /// Forgets what the caller has said so far (its early transcript ended their turn): no
+    /// [`MediaEvent::Utterance`] is made of it, nor of the silence that follows unless they
+    /// speak again.
+    pub fn drop_utterance(&self) {
+        let _ = self.commands.send(Box::new(Command::DropUtterance));
+    }
+
+    /// With `true`, the session drops what is queued to play itself, on the frame the VAD
+    /// hears the caller start speaking (as [`MediaControl::clear`] would, with its
+    /// [`MediaEvent::Cut`]), so the agent stops within that frame rather than after a round
+    /// trip through its task. Off by default (a voicemail message must play to its end).
+    pub fn yield_to_speech(&self, on: bool) {
+        let _ = self.commands.send(Box::new(Command::YieldToSpeech(on)));
+    }
+
+    /// Drops whatever is still queued to play (the caller spoke over the agent).
+    pub fn clear(&self) {
+        let _ = self.commands.send(Box::new(Command::Clear));
+    }
+
+    /// The peer's address from a new offer or answer (a re-INVITE, an UPDATE, the answer
+    /// after early media): audio goes there from now on, and only it is heard. The same
+    /// address again changes nothing.
+    pub fn retarget(&self, remote: SocketAddr) {
+        let _ = self.commands.send(Box::new(Command::Retarget(remote)));
+    }
+
+    /// Starts answering-machine detection on the peer's audio from the next frame on (an
+    /// outbound call, right after the answer): a [`MediaEvent::Amd`] verdict follows, and on a
+    /// machine the [`MediaEvent::Beep`]s of its voicemail tone. Sent again, it starts over.
+    pub fn detect_answering_machine(&self, settings: AmdSettings) {
+        let _ = self
+            .commands
+            .send(Box::new(Command::DetectAnsweringMachine(settings)));
+    }
+}
+
+/// The control side of a running media session.
+pub struct MediaHandle {
+    control: MediaControl,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<MediaStats, MediaError>>,
+    /// A handle dropped without `finish` (its owner failed) stops the session too.
+    _stop_on_drop: tokio_util::sync::DropGuard,
+    pub local: SocketAddr,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    #[error("media socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("recording: {0}")]
+    Recording(#[from] hound::Error),
+    #[error("the media task stopped abnormally")]
+    Aborted,
+}
+
+impl MediaHandle {
+    pub fn control(&self) -> MediaControl {
+        self.control.clone()
+    }
+
+    /// Queues audio (mono, at the codec's sample rate) after what is already queued.
+    pub fn play(&self, samples: Arc<[i16]>) {
+        self.control.play(samples)
+    }
+
+    /// Drops whatever is still queued to play.
+    pub fn clear(&self) {
+        self.control.clear()
+    }
+
+    /// Stops the session, closes the recording and returns the figures.
+    pub async fn finish(self) -> Result<MediaStats, MediaError> {
+        self.stop.cancel();
+        self.task.await.map_err(|_| MediaError::Aborted)?
+    }
+}
+
+/// Starts a call's media on `socket`. Events go to `events`.
+pub fn start(
+    socket: UdpSocket,
+    config: MediaConfig,
+    events: EventSink,
+) -> Result<MediaHandle, MediaError> {
+    let local = socket.local_addr()?;
+    let recorder = match &config.recording {
+        Some(path) => Some(Recorder::create(path, config.codec.sample_rate())?),
+        None => None,
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    let session = Session::new(socket, config, recorder, events, rx);
+    let task = tokio::spawn(session.run(stop.clone()));
+    Ok(MediaHandle {
+        control: MediaControl { commands: tx },
+        _stop_on_drop: stop.clone().drop_guard(),
+        stop,
+        task,
+        local,
+    })
+}
+
+/// Converts mono 16-bit audio between sample rates by linear interpolation (enough for speech
+/// prompts; the codecs band-limit the result anyway).
+pub fn resample(input: &[i16], from: u32, to: u32) -> Vec<i16> {
+    if from == to || input.is_empty() {
+        return input.to_vec();
+    }
+    let out_len = (input.len() as u64 * u64::from(to) / u64::from(from)) as usize;
+    let step = f64::from(from) / f64::from(to);
+    (0..out_len)
+        .map(|i| {
+            let pos = i as f64 * step;
+            let j = pos as usize;
+            let frac = pos - j as f64;
+            let a = f64::from(input[j.min(input.len() - 1)]);
+            let b = f64::from(input[(j + 1).min(input.len() - 1)]);
+            (a + (b - a) * frac).round() as i16
+        })
+        .collect()
+}

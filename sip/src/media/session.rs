@@ -1,0 +1,351 @@
+//! The session task: every 20 ms, the caller's next frame in and the agent's next frame out.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::BufWriter;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use audio_codec::{Decoder, Encoder};
+use rtp_rs::{RtpPacketBuilder, RtpReader, Seq};
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use super::capture::Capture;
+use super::source::{Source, SourcePolicy};
+use super::{Command, EventSink, MediaConfig, MediaCounters, MediaError, MediaEvent, MediaStats};
+use crate::amd::AnsweringMachineDetector;
+use crate::rtp::{JitterBuffer, LossCounter, Slot};
+use crate::sdp::Codec;
+use crate::vad::{Vad, VadChange};
+
+/// Bytes of recording gathered before a write: 128 ms of 8 kHz stereo (64 ms at 16 kHz), so
+/// about 8 writes a second per call, at half the default buffer's memory.
+const RECORDING_BUFFER: usize = 4096;
+
+/// The stereo WAV writer.
+pub(super) struct Recorder {
+    writer: hound::WavWriter<BufWriter<File>>,
+}
+
+impl Recorder {
+    pub(super) fn create(path: &PathBuf, rate: u32) -> Result<Recorder, hound::Error> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let spec = hound::WavSpec {
+            channels: 2,
+            sample_rate: rate,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let file = BufWriter::with_capacity(RECORDING_BUFFER, File::create(path)?);
+        Ok(Recorder {
+            writer: hound::WavWriter::new(file, spec)?,
+        })
+    }
+
+    fn frame(&mut self, left: &[i16], right: &[i16]) -> Result<(), hound::Error> {
+        let mut w = self.writer.get_i16_writer((left.len() * 2) as u32);
+        for (l, r) in left.iter().zip(right) {
+            w.write_sample(*l);
+            w.write_sample(*r);
+        }
+        w.flush()
+    }
+}
+
+pub(super) struct Session {
+    socket: UdpSocket,
+    codec: Codec,
+    payload_type: u8,
+    /// Where audio goes, and whose packets are the caller's.
+    source: SourcePolicy,
+    counters: Arc<MediaCounters>,
+    recorder: Option<Recorder>,
+    events: EventSink,
+    commands: mpsc::UnboundedReceiver<Box<Command>>,
+    encoder: Box<dyn Encoder>,
+    decoder: Box<dyn Decoder>,
+    jitter: JitterBuffer,
+    loss: LossCounter,
+    vad: Vad,
+    /// Answering-machine detection while it listens; `None` otherwise (inbound calls, and
+    /// once it is done), so a call without it pays one branch a frame.
+    amd: Option<Box<AnsweringMachineDetector>>,
+    /// Audio to send, with the tag it was queued with (0: untagged).
+    playout: VecDeque<(Arc<[i16]>, u64)>,
+    play_offset: usize,
+    /// The caller's speech being captured, when listening; `None` otherwise.
+    capture: Option<Box<Capture>>,
+    /// Playout stops by itself when the caller starts speaking.
+    yield_to_speech: bool,
+    playing: bool,
+    ssrc: u32,
+    seq: u16,
+    timestamp: u32,
+    stats: MediaStats,
+}
+
+impl Session {
+    pub(super) fn new(
+        socket: UdpSocket,
+        config: MediaConfig,
+        recorder: Option<Recorder>,
+        events: EventSink,
+        commands: mpsc::UnboundedReceiver<Box<Command>>,
+    ) -> Session {
+        Session {
+            socket,
+            codec: config.codec,
+            payload_type: config.payload_type,
+            source: SourcePolicy::new(config.remote, Instant::now()),
+            counters: config.counters,
+            recorder,
+            events,
+            commands,
+            encoder: audio_codec::create_encoder(config.codec.codec_type()),
+            decoder: audio_codec::create_decoder(config.codec.codec_type()),
+            jitter: JitterBuffer::new(config.jitter_depth),
+            loss: LossCounter::default(),
+            vad: Vad::new(config.vad),
+            amd: None,
+            playout: VecDeque::new(),
+            play_offset: 0,
+            capture: None,
+            yield_to_speech: false,
+            playing: false,
+            ssrc: rand::random(),
+            seq: rand::random(),
+            timestamp: rand::random(),
+            stats: MediaStats::default(),
+        }
+    }
+
+    pub(super) async fn run(mut self, stop: CancellationToken) -> Result<MediaStats, MediaError> {
+        let mut tick = tokio::time::interval_at(Instant::now(), Duration::from_millis(20));
+        tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
+        let mut buf = vec![0u8; 2048];
+        let n = self.codec.frame_samples();
+        let mut caller = vec![0i16; n];
+        let mut agent = vec![0i16; n];
+        // What reached the socket before the session started (while the call rang) decides
+        // nothing: only the signalled address's packets are kept.
+        while let Ok((len, from)) = self.socket.try_recv_from(&mut buf) {
+            if self.source.before_start(from) {
+                self.receive(&buf[..len], from);
+            }
+        }
+        self.source.started(Instant::now());
+        self.count_foreign(0, None);
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => break,
+                Some(cmd) = self.commands.recv() => self.command(*cmd),
+                received = self.socket.recv_from(&mut buf) => {
+                    match received {
+                        Ok((len, from)) => self.receive(&buf[..len], from),
+                        // ICMP port unreachable and the like surface here on some systems;
+                        // the peer may come back, so keep going.
+                        Err(_) => continue,
+                    }
+                }
+                _ = tick.tick() => {
+                    self.frame(&mut caller, &mut agent).await?;
+                }
+            }
+        }
+        if let Some(rec) = self.recorder.take() {
+            rec.writer.finalize()?;
+        }
+        self.stats.packets_received = self.loss.received;
+        self.stats.packets_lost = self.loss.lost();
+        self.stats.packets_discarded = self.jitter.discarded;
+        self.stats.packets_foreign = self.source.foreign;
+        Ok(self.stats)
+    }
+
+    fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Play(samples, tag) => {
+                if !samples.is_empty() {
+                    self.playout.push_back((samples, tag));
+                    self.playing = true;
+                }
+            }
+            Command::Clear => self.clear_playout(),
+            Command::YieldToSpeech(on) => self.yield_to_speech = on,
+            Command::Listen(settings) => {
+                self.capture = Some(Box::new(Capture::new(settings, self.codec.sample_rate())));
+            }
+            Command::TakeUtterance => {
+                if let Some(capture) = self.capture.as_mut()
+                    && let Some(audio) = capture.take()
+                {
+                    (self.events)(MediaEvent::Utterance(audio));
+                }
+            }
+            Command::DropUtterance => {
+                if let Some(capture) = self.capture.as_mut() {
+                    capture.utterance.clear();
+                    capture.dropped = capture.capturing;
+                }
+            }
+            Command::Retarget(addr) => self.source.signal(addr, Instant::now()),
+            Command::DetectAnsweringMachine(settings) => {
+                self.amd = Some(Box::new(AnsweringMachineDetector::new(
+                    settings,
+                    self.codec.sample_rate(),
+                )));
+            }
+        }
+    }
+
+    fn receive(&mut self, packet: &[u8], from: SocketAddr) {
+        let Ok(rtp) = RtpReader::new(packet) else {
+            self.stats.packets_ignored += 1;
+            return;
+        };
+        let seq = u16::from(rtp.sequence_number());
+        let ours = rtp.payload_type() == self.payload_type;
+        let before = self.source.foreign;
+        let source = self
+            .source
+            .admit(from, rtp.ssrc(), seq, ours, Instant::now());
+        if source == Source::Foreign {
+            self.stats.packets_ignored += 1;
+            self.count_foreign(before, Some(from));
+            return;
+        }
+        if !ours {
+            self.stats.packets_ignored += 1;
+            return;
+        }
+        self.loss.record(seq);
+        self.jitter.push(seq, rtp.payload().to_vec());
+    }
+
+    /// Adds the foreign packets counted since `before` to the server's figure; the call's
+    /// first is logged.
+    fn count_foreign(&mut self, before: u64, from: Option<SocketAddr>) {
+        let new = self.source.foreign - before;
+        if new == 0 {
+            return;
+        }
+        self.counters
+            .foreign_packets
+            .fetch_add(new, Ordering::Relaxed);
+        if before == 0 {
+            tracing::warn!(
+                from = ?from,
+                signalled = %self.source.target(),
+                "RTP from an address the call did not negotiate; ignored"
+            );
+        }
+    }
+
+    async fn frame(&mut self, caller: &mut [i16], agent: &mut [i16]) -> Result<(), MediaError> {
+        // The caller's side.
+        caller.fill(0);
+        if let Slot::Packet(payload) = self.jitter.pop() {
+            let _ = self.decoder.decode_into(&payload, caller);
+        }
+        let change = self.vad.feed(caller);
+        if change == Some(VadChange::Started) && self.yield_to_speech && !self.playout.is_empty() {
+            // The caller speaks over the agent: this frame already goes out silent.
+            self.clear_playout();
+        }
+        if let Some(change) = change {
+            (self.events)(match change {
+                VadChange::Started => MediaEvent::SpeechStarted,
+                VadChange::Stopped => MediaEvent::SpeechStopped,
+            });
+        }
+        if let Some(capture) = self.capture.as_mut() {
+            capture.feed(caller, change, self.vad.silence_secs(), &self.events);
+        }
+        if let Some(amd) = self.amd.as_mut() {
+            amd.feed(caller, |e| (self.events)(e.into()));
+            if amd.finished() {
+                self.amd = None;
+            }
+        }
+        // The agent's side.
+        self.fill_agent(agent);
+        let mut payload = [0u8; 400];
+        let len = self.encoder.encode_into(agent, &mut payload).unwrap_or(0);
+        if len > 0 {
+            let packet = RtpPacketBuilder::new()
+                .payload_type(self.payload_type)
+                .ssrc(self.ssrc)
+                .sequence(Seq::from(self.seq))
+                .timestamp(self.timestamp)
+                .marked(self.stats.packets_sent == 0)
+                .payload(&payload[..len])
+                .build();
+            if let Ok(packet) = packet
+                && self
+                    .socket
+                    .send_to(&packet, self.source.target())
+                    .await
+                    .is_ok()
+            {
+                self.stats.packets_sent += 1;
+            }
+            self.seq = self.seq.wrapping_add(1);
+            self.timestamp = self.timestamp.wrapping_add(Codec::TIMESTAMP_STEP);
+        }
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.frame(caller, agent)?;
+        }
+        Ok(())
+    }
+
+    /// Drops what is queued to play; the clip cut short (tagged) is reported with how much of
+    /// it was sent.
+    fn clear_playout(&mut self) {
+        if let Some((_, tag)) = self.playout.front()
+            && *tag != 0
+        {
+            (self.events)(MediaEvent::Cut {
+                tag: *tag,
+                played: self.play_offset,
+            });
+        }
+        self.playout.clear();
+        self.play_offset = 0;
+    }
+
+    fn fill_agent(&mut self, out: &mut [i16]) {
+        let mut filled = 0;
+        while filled < out.len() {
+            let Some((front, tag)) = self.playout.front() else {
+                break;
+            };
+            let take = (front.len() - self.play_offset).min(out.len() - filled);
+            out[filled..filled + take]
+                .copy_from_slice(&front[self.play_offset..self.play_offset + take]);
+            filled += take;
+            self.play_offset += take;
+            if self.play_offset == front.len() {
+                let tag = *tag;
+                self.playout.pop_front();
+                self.play_offset = 0;
+                if tag != 0 {
+                    (self.events)(MediaEvent::PlayedOut(tag));
+                }
+            }
+        }
+        out[filled..].fill(0);
+        if self.playing && self.playout.is_empty() {
+            self.playing = false;
+            (self.events)(MediaEvent::PlayoutDone);
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! The media session on loopback sockets.
+
+use std::time::Duration;
+
+use rtp_rs::{RtpPacketBuilder, RtpReader, Seq};
+
+use super::*;
+use crate::vad::level_db;
+use crate::vad::tests::tone;
+
+#[test]
+fn resampling_keeps_duration() {
+    let x = tone(2205, 1000.0, 22050.0);
+    assert_eq!(resample(&x, 22050, 8000).len(), 800);
+    assert_eq!(resample(&x, 22050, 22050), x);
+}
+
+/// A session on loopback: the peer's socket, our address, the handle and the events.
+struct Rig {
+    peer: UdpSocket,
+    ours: SocketAddr,
+    handle: MediaHandle,
+    events: mpsc::UnboundedReceiver<MediaEvent>,
+}
+
+async fn rig(recording: Option<PathBuf>, vad: VadSettings) -> Rig {
+    let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let ours = socket.local_addr().unwrap();
+    let (etx, events) = mpsc::unbounded_channel();
+    let handle = start(
+        socket,
+        MediaConfig {
+            codec: Codec::Pcmu,
+            payload_type: 0,
+            remote: peer.local_addr().unwrap(),
+            recording,
+            vad,
+            jitter_depth: 2,
+            counters: Arc::default(),
+        },
+        Box::new(move |e| {
+            let _ = etx.send(e);
+        }),
+    )
+    .unwrap();
+    Rig {
+        peer,
+        ours,
+        handle,
+        events,
+    }
+}
+
+impl Rig {
+    /// Sends `frames` of 440 Hz tone from the peer as PCMU, out of order in pairs, a pair
+    /// every 40 ms.
+    async fn send_tone(&self, frames: u16) {
+        self.send_tone_from(0, frames).await;
+    }
+
+    /// [`Rig::send_tone`] continuing the stream from its frame `first`.
+    async fn send_tone_from(&self, first: u16, frames: u16) {
+        let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
+        let packets: Vec<Vec<u8>> = (first..first + frames)
+            .map(|i| {
+                let pcm = tone(160, 8000.0, 8000.0);
+                RtpPacketBuilder::new()
+                    .payload_type(0)
+                    .ssrc(7)
+                    .sequence(Seq::from(100 + i))
+                    .timestamp(160 * u32::from(i))
+                    .payload(&enc.encode(&pcm))
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        for pair in packets.chunks(2) {
+            for packet in pair.iter().rev() {
+                self.peer.send_to(packet, self.ours).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn media_flows_both_ways_and_is_recorded() {
+    let dir = std::env::temp_dir().join(format!("sb-media-{}", std::process::id()));
+    let path = dir.join("call.wav");
+    let vad = VadSettings {
+        start_secs: 0.04,
+        stop_secs: 0.2,
+        confidence: 0.5,
+    };
+    let mut rig = rig(Some(path.clone()), vad).await;
+    rig.handle.play(tone(1600, 6000.0, 8000.0).into());
+    // The peer sends 0.4 s of tone.
+    rig.send_tone(20).await;
+    let mut got = 0;
+    let mut buf = [0u8; 1500];
+    while got < 10 {
+        let (len, _) = rig.peer.recv_from(&mut buf).await.unwrap();
+        let rtp = RtpReader::new(&buf[..len]).unwrap();
+        assert_eq!(rtp.payload_type(), 0);
+        assert_eq!(rtp.payload().len(), 160);
+        got += 1;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stats = rig.handle.finish().await.unwrap();
+    assert_eq!(stats.packets_received, 20);
+    assert_eq!(stats.packets_lost, 0);
+    assert_eq!(stats.packets_discarded, 0);
+    let mut events = Vec::new();
+    while let Ok(e) = rig.events.try_recv() {
+        events.push(e);
+    }
+    assert!(events.contains(&MediaEvent::SpeechStarted), "{events:?}");
+    assert!(events.contains(&MediaEvent::SpeechStopped), "{events:?}");
+    assert!(events.contains(&MediaEvent::PlayoutDone), "{events:?}");
+    let reader = hound::WavReader::open(&path).unwrap();
+    assert_eq!(reader.spec().channels, 2);
+    assert_eq!(reader.spec().sample_rate, 8000);
+    let samples: Vec<i16> = reader.into_samples().map(|s| s.unwrap()).collect();
+    let left: Vec<i16> = samples.iter().step_by(2).copied().collect();
+    let right: Vec<i16> = samples.iter().skip(1).step_by(2).copied().collect();
+    assert!(level_db(&left) > -30.0, "caller channel holds the tone");
+    assert!(level_db(&right) > -30.0, "agent channel holds the prompt");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn answering_machine_detection_reports_through_the_media_events() {
+    let mut rig = rig(None, VadSettings::default()).await;
+    rig.handle.control().detect_answering_machine(AmdSettings {
+        initial_silence_ms: 200,
+        ..AmdSettings::default()
+    });
+    // Nothing from the peer: silence, then a machine.
+    let verdict = tokio::time::timeout(Duration::from_secs(5), rig.events.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let MediaEvent::Amd(verdict) = verdict else {
+        panic!("{verdict:?}");
+    };
+    assert_eq!(verdict.answered_by, crate::amd::AnsweredBy::Machine);
+    assert_eq!(verdict.reason.code(), "INITIALSILENCE");
+    // Then its beep: 0.6 s of 440 Hz.
+    rig.send_tone(30).await;
+    let started = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match rig.events.recv().await {
+                Some(MediaEvent::Beep(BeepEvent::Started { frequency_hz, .. })) => {
+                    break frequency_hz;
+                }
+                Some(_) => continue,
+                None => panic!("the events ended"),
+            }
+        }
+    })
+    .await
+    .expect("the beep is heard");
+    assert!(started.abs_diff(440) <= 25, "{started} Hz");
+    rig.handle.finish().await.unwrap();
+}
+
+/// The next event that `pick` accepts, within 5 s.
+async fn next_matching<T>(
+    events: &mut mpsc::UnboundedReceiver<MediaEvent>,
+    mut pick: impl FnMut(MediaEvent) -> Option<T>,
+) -> T {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let event = events.recv().await.expect("the events go on");
+            if let Some(found) = pick(event) {
+                break found;
+            }
+        }
+    })
+    .await
+    .expect("the event comes")
+}
+
+#[tokio::test]
+async fn listening_hands_over_the_callers_utterance_with_its_pause() {
+    let mut rig = rig(None, VadSettings::default()).await;
+    rig.handle.control().listen(ListenSettings {
+        pause_secs: 0.2,
+        pre_roll_secs: 0.5,
+        max_secs: 30.0,
+    });
+    // 1 s of speech, then silence.
+    rig.send_tone(50).await;
+    let paused = next_pause(&mut rig.events).await;
+    let utterance = next_utterance(&mut rig.events).await;
+    // The speech, what came before the VAD decided, and the silence that ended it.
+    let secs = utterance as f64 / 8000.0;
+    assert!((1.6..=2.4).contains(&secs), "utterance of {secs} s");
+    assert!(paused < utterance, "{paused} then {utterance}");
+    rig.handle.finish().await.unwrap();
+}
+
+/// The length of the next pause's audio.
+async fn next_pause(events: &mut mpsc::UnboundedReceiver<MediaEvent>) -> usize {
+    next_matching(events, |e| match e {
+        MediaEvent::Pause(audio) => Some(audio.len()),
+        _ => None,
+    })
+    .await
+}
+
+/// The length of the next utterance.
+async fn next_utterance(events: &mut mpsc::UnboundedReceiver<MediaEvent>) -> usize {
+    next_matching(events, |e| match e {
+        MediaEvent::Utterance(audio) => Some(audio.len()),
+        _ => None,
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_dropped_utterance_is_not_handed_over_and_speaking_again_is_told() {
+    let mut rig = rig(None, VadSettings::default()).await;
+    let listen = ListenSettings {
+        pause_secs: 0.2,
+        pre_roll_secs: 0.5,
+        max_secs: 30.0,
+    };
+    rig.handle.control().listen(listen);
+    rig.send_tone(50).await;
+    next_pause(&mut rig.events).await;
+    rig.handle.control().drop_utterance();
+    // The VAD hears the caller stop; nothing of the dropped utterance is handed over.
+    let mut between = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), rig.events.recv()).await {
+            Ok(Some(MediaEvent::SpeechStopped)) => break,
+            Ok(Some(e)) => between.push(format!("{e:?}")),
+            other => panic!("no end of speech: {other:?}"),
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    while let Ok(e) = rig.events.try_recv() {
+        between.push(format!("{e:?}"));
+    }
+    assert!(
+        between.iter().all(|e| !e.starts_with("Utterance")),
+        "{between:?}"
+    );
+
+    // Speaking again after a pause (before the VAD's stop) is told, and makes an
+    // utterance of its own.
+    rig.send_tone_from(50, 25).await;
+    next_pause(&mut rig.events).await;
+    rig.handle.control().drop_utterance();
+    rig.send_tone_from(75, 25).await;
+    next_matching(&mut rig.events, |e| match e {
+        MediaEvent::Resumed => Some(()),
+        _ => None,
+    })
+    .await;
+    let utterance = next_utterance(&mut rig.events).await;
+    let secs = utterance as f64 / 8000.0;
+    assert!((0.5..=2.0).contains(&secs), "utterance of {secs} s");
+    rig.handle.finish().await.unwrap();
+}
+
+#[tokio::test]
+async fn playout_yields_by_itself_on_the_frame_speech_starts_once_asked_to() {
+    let mut rig = rig(None, VadSettings::default()).await;
+    let control = rig.handle.control();
+    control.yield_to_speech(true);
+    control.play_tagged(vec![1000i16; 80_000].into(), 5);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    rig.send_tone(25).await;
+    // The cut comes with (before) the VAD's start: nobody had to ask for it.
+    let mut order = Vec::new();
+    while order.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(5), rig.events.recv()).await {
+            Ok(Some(MediaEvent::Cut { tag, played })) => {
+                assert_eq!(tag, 5);
+                assert!(played > 0 && played < 80_000, "{played}");
+                order.push("cut");
+            }
+            Ok(Some(MediaEvent::SpeechStarted)) => order.push("speech"),
+            Ok(Some(_)) => {}
+            other => panic!("{other:?} after {order:?}"),
+        }
+    }
+    assert_eq!(order, ["cut", "speech"]);
+    rig.handle.finish().await.unwrap();
+}
+
+#[tokio::test]
+async fn tagged_audio_is_reported_played_out_or_cut() {
+    let mut rig = rig(None, VadSettings::default()).await;
+    let control = rig.handle.control();
+    control.play_tagged(vec![1000i16; 800].into(), 7);
+    assert_eq!(
+        next_matching(&mut rig.events, |e| match e {
+            MediaEvent::PlayedOut(tag) => Some(tag),
+            _ => None,
+        })
+        .await,
+        7
+    );
+    control.play_tagged(vec![1000i16; 16_000].into(), 8);
+    control.play_tagged(vec![1000i16; 16_000].into(), 9);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    control.clear();
+    let (tag, played) = next_matching(&mut rig.events, |e| match e {
+        MediaEvent::Cut { tag, played } => Some((tag, played)),
+        _ => None,
+    })
+    .await;
+    assert_eq!(tag, 8);
+    assert!((1600..=4000).contains(&played), "{played} samples played");
+    rig.handle.finish().await.unwrap();
+}

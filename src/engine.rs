@@ -324,11 +324,10 @@ pub fn dialer(
             });
             Arc::new(SipDialer {
                 client: client.clone(),
-                directory: port.clone(),
+                directory: port,
                 speech,
                 stop: stop.clone(),
                 response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-                journal: Some(port),
                 fault: config.call_fault.as_ref().map(|f| f.0.clone()),
             })
         }

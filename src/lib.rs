@@ -299,9 +299,13 @@ async fn start_sip(
                 live: Default::default(),
             };
             let live = router.live.clone();
+            let mut settings = settings.clone();
+            // Outbound INVITEs are written down beside the recordings, for the next start.
+            settings
+                .invite_log
+                .get_or_insert_with(|| config.data_dir.join("sip").join("invites.log"));
             let server =
-                switchboard_sip::server::SipServer::start(settings.clone(), sockets, router)
-                    .await?;
+                switchboard_sip::server::SipServer::start(settings, sockets, router).await?;
             tracing::info!(udp = %server.udp, tcp = %server.tcp, tls = ?server.tls, "SIP listening");
             Some((server, live))
         }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use switchboard_actors::ids::CallId;
 use switchboard_actors::ports::{DialRequest, PortError, PortResult};
 use switchboard_actors::sip_dialer::{OutboundDirectory, OutboundRoute};
-use switchboard_sip::outbound::{InviteJournal, InviteKey, SipClient};
+use switchboard_sip::outbound::SipClient;
 
 use crate::agent_webhooks::turns::TurnEvents;
 use crate::call_tools::{CallFacts, equip};
@@ -94,38 +94,58 @@ impl OutboundDirectory for OutboundPort {
     }
 }
 
-#[async_trait]
-impl InviteJournal for OutboundPort {
-    async fn invite_sent(&self, call_id: &str, key: &InviteKey) {
-        let Ok(id) = call_id.parse::<uuid::Uuid>() else {
-            return;
-        };
-        if let Err(e) = self.store.record_invite(CallId::from_uuid(id), key).await {
-            tracing::warn!(call = %call_id, error = %e, "an outbound INVITE could not be written down");
-        }
+/// Records that a call of a previous process was answered at `ms` (UNIX milliseconds).
+async fn learned_answer(store: &Store, id: CallId, ms: u64) {
+    let Some(at) = chrono::DateTime::from_timestamp_millis(ms as i64) else {
+        return;
+    };
+    if let Err(e) = store.record_learned_answer(id, at).await {
+        tracing::warn!(call = %id, error = %e, "the answer of a call of a previous process was not recorded");
     }
 }
 
-/// Ends what a previous process left of its outbound calls: a CANCEL for each INVITE still
-/// ringing, a BYE for each answered dialog. Run at start, before the calls are reconciled as
-/// interrupted; the far ends that do not answer are left to their own timers.
+/// Ends what a previous process left of its outbound calls, from its INVITE journal: a BYE to
+/// each dialog that may have been answered, a CANCEL to each INVITE that may only ring (and an
+/// ACK and a BYE to an answer that crosses it). Run at start, before the calls are reconciled
+/// as interrupted; an answer learned on the way is recorded on its call (`answered_at`); the
+/// far ends that answer nothing are left to their own timers.
 pub async fn abandon_stale_calls(store: &Store, client: &SipClient) -> anyhow::Result<()> {
-    let stale = store.stale_invites().await?;
-    if stale.is_empty() {
+    let left = client.left_over();
+    if left.is_empty() {
         return Ok(());
     }
-    tracing::info!(
-        calls = stale.len(),
-        "ending the SIP calls a previous process left"
-    );
+    let live = store.live_outbound_calls().await?;
     let mut ends = tokio::task::JoinSet::new();
-    for (id, key) in stale {
+    for key in left {
+        let id = key
+            .call_id
+            .parse::<uuid::Uuid>()
+            .ok()
+            .map(CallId::from_uuid);
+        let Some(id) = id.filter(|id| live.contains(id)) else {
+            // Its call ended (or is not ours): nothing rings or talks for it.
+            client.forget(&key);
+            continue;
+        };
         let client = client.clone();
+        let store = store.clone();
         ends.spawn(async move {
-            let answered = client.abandon(&key).await;
-            tracing::info!(call = %id, response = ?answered, "a call of a previous process was ended");
+            let late = store.clone();
+            let ended = client
+                .abandon(&key, move |ms| {
+                    tokio::spawn(async move { learned_answer(&late, id, ms).await });
+                })
+                .await;
+            tracing::info!(call = %id, cancel = ?ended.cancel, bye = ?ended.bye, answered = ended.answered_at_ms.is_some(), "a call of a previous process was ended");
+            if let Some(ms) = ended.answered_at_ms {
+                learned_answer(&store, id, ms).await;
+            }
         });
     }
+    tracing::info!(
+        calls = ends.len(),
+        "ending the SIP calls a previous process left"
+    );
     while ends.join_next().await.is_some() {}
     Ok(())
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::media::VadSettings;
-use switchboard_sip::outbound::{DialFailure, DialPlan, FailureKind, InviteJournal, SipClient};
+use switchboard_sip::outbound::{DialFailure, DialPlan, FailureKind, SipClient};
 use switchboard_sip::trunk::Trunk;
 use tokio_util::sync::CancellationToken;
 
@@ -57,8 +57,6 @@ pub struct SipDialer {
     /// Ends every call (service shutdown).
     pub stop: CancellationToken,
     pub response_timeout: Duration,
-    /// Where each call's INVITE is written down (so a restart can end what a crash left).
-    pub journal: Option<Arc<dyn InviteJournal>>,
     /// Resilience tests: a call for which this answers `true` panics once answered.
     pub fault: Option<CallFault>,
 }
@@ -138,7 +136,6 @@ impl Dialer for SipDialer {
             response_timeout: self.response_timeout,
             recording: route.recording.clone(),
             vad: route.vad,
-            journal: self.journal.clone(),
             on_ringing: progress.take_ringing().map(once),
         };
         let answered = match self.client.dial(plan, self.stop.child_token()).await {

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 
 use crate::admission::CallCounter;
 use crate::media::{self, MediaControl, MediaEvent, MediaHandle};
+use crate::outbound::{Crossing, InviteKey, InviteLog};
 use crate::rtp::RtpPorts;
 use crate::sdp::{self, Codec, MediaDescription};
 use crate::settings::SipSettings;
@@ -120,6 +121,12 @@ pub(crate) struct Core {
     /// How many entries `live` and `dialing` hold together, kept as they change: what
     /// admission and the UDP gate weigh, read without a lock.
     pub calls: Arc<CallCounter>,
+    /// The INVITE journal, when kept.
+    pub invite_log: Option<Arc<InviteLog>>,
+    /// What the journal of the previous process left live, until the service takes it.
+    pub left_over: Mutex<Vec<InviteKey>>,
+    /// 2xx answers a restart waits for while it ends an INVITE of a previous process.
+    pub crossing: Arc<Crossing>,
     /// Our Contact per transport (`udp`, `tcp`, `tls`).
     pub contacts: HashMap<&'static str, rsip::Uri>,
 }
@@ -370,6 +377,10 @@ impl Drop for Teardown {
             task.abort();
         }
         self.core.remove_live(&self.id);
+        if let Some(log) = &self.core.invite_log {
+            // An outbound call's INVITE is over with its dialog (inbound ones are not in it).
+            log.done(&self.id.call_id);
+        }
         if self.ended.is_none()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {

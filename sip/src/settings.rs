@@ -2,6 +2,7 @@
 //! the caller binds for it ([`SipSockets`]). Read by the server and by every call's state.
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::admission::AdmissionSettings;
@@ -31,6 +32,9 @@ pub struct SipSettings {
     pub user_agent: String,
     /// When new inbound calls are refused (see [`crate::admission`]).
     pub admission: AdmissionSettings,
+    /// Where outbound INVITEs are written down for a restart after a crash
+    /// ([`crate::outbound::InviteLog`]); none keeps no journal.
+    pub invite_log: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -53,6 +57,7 @@ impl Default for SipSettings {
             jitter_depth: 3,
             user_agent: "Switchboard".into(),
             admission: AdmissionSettings::default(),
+            invite_log: None,
         }
     }
 }

@@ -4,10 +4,11 @@
 use sqlx::Row;
 use switchboard_actors::ids::{CallId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::ports::TrunkLimits;
-use switchboard_sip::outbound::InviteKey;
 use switchboard_sip::trunk::{Secret, Trunk};
 
-use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, corrupt, sql};
+use chrono::{DateTime, Utc};
+
+use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, corrupt, sql, ts};
 
 /// Where an outbound call leaves.
 #[derive(Debug, Clone)]
@@ -116,35 +117,29 @@ impl Store {
         }))
     }
 
-    /// Writes down the INVITE of a live outbound call (see [`InviteKey`]).
-    pub async fn record_invite(&self, call: CallId, key: &InviteKey) -> StoreResult<()> {
-        let json = serde_json::to_string(key).map_err(|e| corrupt("calls.sip_invite", e))?;
-        sqlx::query(
-            "UPDATE calls SET sip_invite = ? WHERE id = ? AND status IN ('dialing', 'ringing', 'in_progress')",
+    /// The outbound calls still live (`dialing`, `ringing`, `in_progress`): run at start,
+    /// before the reconciliation ends them as interrupted.
+    pub async fn live_outbound_calls(&self) -> StoreResult<std::collections::HashSet<CallId>> {
+        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "SELECT id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') AND direction = 'outbound'",
         )
-            .bind(json)
-            .bind(call.as_uuid())
-            .execute(&mut *self.conn().await?)
-            .await?;
-        Ok(())
+        .fetch_all(&mut *self.read_conn().await?)
+        .await?;
+        Ok(ids.into_iter().map(CallId::from_uuid).collect())
     }
 
-    /// The INVITEs of outbound calls still `dialing` (run before the start-up reconciliation
-    /// ends them as interrupted).
-    pub async fn stale_invites(&self) -> StoreResult<Vec<(CallId, InviteKey)>> {
-        let rows = sqlx::query(
-            "SELECT id, sip_invite FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') AND direction = 'outbound' AND sip_invite IS NOT NULL",
+    /// Records that a call of a previous process was answered at `at` (the carrier counts it
+    /// connected), learned from its INVITE journal or a late answer; an answer already
+    /// recorded stays.
+    pub async fn record_learned_answer(&self, call: CallId, at: DateTime<Utc>) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE calls SET answered_at = ?, updated_at = ? WHERE id = ? AND answered_at IS NULL",
         )
-        .fetch_all(&mut *self.conn().await?)
+        .bind(ts(at))
+        .bind(ts(self.now()))
+        .bind(call.as_uuid())
+        .execute(&mut *self.conn().await?)
         .await?;
-        let mut found = Vec::with_capacity(rows.len());
-        for row in rows {
-            let json: String = row.try_get("sip_invite")?;
-            match serde_json::from_str(&json) {
-                Ok(key) => found.push((CallId::from_uuid(row.try_get("id")?), key)),
-                Err(e) => tracing::warn!(error = %e, "an unreadable INVITE record is skipped"),
-            }
-        }
-        Ok(found)
+        Ok(())
     }
 }

@@ -36,6 +36,7 @@ mod sip_endpoints;
 mod sip_outbound;
 
 mod sip_recordings;
+mod sip_restart;
 mod sip_ua;
 mod tools;
 mod vendor;

@@ -901,7 +901,6 @@ mod tests {
             response_timeout: Duration::from_secs(2),
             recording: None,
             vad: Default::default(),
-            journal: None,
             on_ringing: None,
         };
         let cancel = tokio_util::sync::CancellationToken::new;

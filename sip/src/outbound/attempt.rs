@@ -13,13 +13,11 @@ use rsipstack::dialog::authenticate::Credential;
 use rsipstack::dialog::dialog::DialogState;
 use rsipstack::dialog::invitation::{InviteAsyncResult, InviteOption};
 use rsipstack::dialog::invite_dialog::InviteDialog;
-use rsipstack::sip::prelude::HeadersExt;
 use rsipstack::sip::{self as rsip, Header, StatusCode, StatusCodeKind};
 use rsipstack::transaction::key::{TransactionKey, TransactionRole};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::journal::invite_key;
 use super::resolve::{Target, host_port, uri, uri_user};
 use super::session_timer::{drive, session_timer};
 use super::{
@@ -59,7 +57,7 @@ struct Dialled {
     id: DialogId,
     resp: rsip::Response,
     events: (crate::call::EventTx, crate::call::EventRx),
-    key: Option<super::InviteKey>,
+    journaled: Journaled,
 }
 
 impl SipClient {
@@ -94,10 +92,9 @@ impl SipClient {
         // Dropped before a final response (the dial's owner went away): CANCEL, so nothing
         // keeps ringing the callee.
         let mut pending = CancelOnDrop(Some(dialog.clone()));
-        let key = invite_key(&dialog.initial_request(), target);
-        if let (Some(journal), Some(key)) = (&plan.journal, &key) {
-            journal.invite_sent(&key.call_id, key).await;
-        }
+        // The journal's entry (written as the INVITE left) is dropped with a failed attempt,
+        // and kept for an answered call until its dialog ends.
+        let journaled = Journaled(core.invite_log.clone(), Some(call_id_of(&dialog)));
         let (events_tx, events_rx) = crate::call::event_stream();
         let attempt_start = tokio::time::Instant::now();
         let ring_deadline = tokio::time::Instant::from_std(started + plan.ring_timeout);
@@ -177,7 +174,7 @@ impl SipClient {
             id,
             resp,
             events: (events_tx, events_rx),
-            key,
+            journaled,
         };
         self.connect(plan, target, media, dialled, &failing).await
     }
@@ -198,7 +195,7 @@ impl SipClient {
             id,
             resp,
             events: (events_tx, events_rx),
-            mut key,
+            mut journaled,
         } = dialled;
         let early_media = media.running.is_some();
         let code = u16::from(resp.status_code.clone());
@@ -243,14 +240,6 @@ impl SipClient {
                 refreshed: Instant::now(),
             },
         );
-        if let (Some(journal), Some(key)) = (&plan.journal, &mut key) {
-            key.remote_tag = Some(id.remote_tag.clone());
-            key.remote_target = resp
-                .typed_contact_headers()
-                .ok()
-                .and_then(|c| c.first().map(|c| c.uri.to_string()));
-            journal.invite_sent(&key.call_id, key).await;
-        }
         let timer = session_timer(&resp);
         let refresher = tokio::spawn(drive(
             core.clone(),
@@ -279,6 +268,8 @@ impl SipClient {
                 setup: None,
             },
         );
+        // The call's dialog ends its journal entry (`Teardown`).
+        journaled.1 = None;
         Attempt::Answered(Box::new(Answered {
             call,
             gateway: target.gateway.clone(),
@@ -537,6 +528,21 @@ impl Media {
             None => false,
         }
     }
+}
+
+/// An attempt's entry in the INVITE journal: done when dropped, unless the call took it.
+struct Journaled(Option<Arc<crate::outbound::InviteLog>>, Option<String>);
+
+impl Drop for Journaled {
+    fn drop(&mut self) {
+        if let (Some(log), Some(call_id)) = (&self.0, &self.1) {
+            log.done(call_id);
+        }
+    }
+}
+
+fn call_id_of(dialog: &InviteDialog) -> String {
+    dialog.id().call_id.clone()
 }
 
 /// Cancels an INVITE whose dial is dropped before its final response.

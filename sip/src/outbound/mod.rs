@@ -37,7 +37,8 @@ mod session_timer;
 mod tests;
 
 use attempt::Media;
-pub use journal::{InviteJournal, InviteKey};
+pub use journal::{Abandoned, InviteKey, InviteLog};
+pub(crate) use journal::{Crossing, Inspector};
 use resolve::resolve;
 
 /// The codecs we offer, in our order of preference (carriers' G.711 first).
@@ -64,8 +65,6 @@ pub struct DialPlan {
     /// Where to record the call (early media included); none for no recording.
     pub recording: Option<PathBuf>,
     pub vad: VadSettings,
-    /// Where each INVITE sent is written down, if anywhere.
-    pub journal: Option<Arc<dyn InviteJournal>>,
     /// Told when the far end says it rings (each 180 or 183).
     pub on_ringing: Option<Arc<dyn Fn() + Send + Sync>>,
 }

@@ -30,6 +30,7 @@ use crate::call::Core;
 pub use crate::call::{Call, CallEvent, Direction, EndCause};
 use crate::gate::Gate;
 use crate::media::VadSettings;
+use crate::outbound::{Crossing, Inspector, InviteLog};
 use crate::rtp::RtpPorts;
 pub use crate::settings::{SipSettings, SipSockets, TlsSettings};
 
@@ -134,7 +135,19 @@ impl SipServer {
                 .await
                 .map_err(transports::error)?;
         layer.add_transport(udp.into());
-        let endpoint = transports::endpoint(&settings, layer, stop.child_token());
+        let crossing = Arc::new(Crossing::default());
+        let (invite_log, left_over) = match &settings.invite_log {
+            Some(path) => {
+                let (log, left) = InviteLog::open(path)?;
+                (Some(Arc::new(log)), left)
+            }
+            None => (None, Vec::new()),
+        };
+        let inspector = invite_log.clone().map(|log| Inspector {
+            log,
+            crossing: crossing.clone(),
+        });
+        let endpoint = transports::endpoint(&settings, layer, inspector, stop.child_token());
         let incoming = endpoint
             .incoming_transactions()
             .map_err(transports::error)?;
@@ -155,6 +168,9 @@ impl SipServer {
             ports,
             media_counters: Arc::default(),
             calls,
+            invite_log,
+            left_over: Mutex::new(left_over),
+            crossing,
             media_ip: addresses.public_ip,
             endpoint: endpoint.inner.clone(),
             dialogs,

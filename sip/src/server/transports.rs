@@ -20,6 +20,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use super::{SipError, SipSettings, SipSockets, TlsSettings};
+use crate::outbound::Inspector;
 
 /// A stream listener: the socket, its TLS acceptor (none for TCP), and the address in-dialog
 /// requests' Via names.
@@ -125,6 +126,7 @@ pub(super) fn tls(
 pub(super) fn endpoint(
     settings: &SipSettings,
     layer: TransportLayer,
+    inspector: Option<Inspector>,
     stop: CancellationToken,
 ) -> Endpoint {
     let option = EndpointOption {
@@ -132,7 +134,11 @@ pub(super) fn endpoint(
         t1x64: settings.transaction_expiry(),
         ..Default::default()
     };
-    EndpointBuilder::new()
+    let mut builder = EndpointBuilder::new();
+    if let Some(inspector) = inspector {
+        builder.with_inspector(Box::new(inspector));
+    }
+    builder
         .with_cancel_token(stop)
         .with_transport_layer(layer)
         .with_user_agent(&settings.user_agent)

@@ -105,8 +105,8 @@ async fn learned_answer(store: &Store, id: CallId, ms: u64) {
 }
 
 /// Ends what a previous process left of its outbound calls, from its INVITE journal: a BYE to
-/// each dialog that may have been answered, a CANCEL to each INVITE that may only ring (and an
-/// ACK and a BYE to an answer that crosses it). Run at start, before the calls are reconciled
+/// each dialog it saw answered, a CANCEL to each INVITE that only rang (and an ACK and a BYE to
+/// an answer that crosses it). Run at start, before the calls are reconciled
 /// as interrupted; an answer learned on the way is recorded on its call (`answered_at`); the
 /// far ends that answer nothing are left to their own timers.
 pub async fn abandon_stale_calls(store: &Store, client: &SipClient) -> anyhow::Result<()> {
@@ -114,16 +114,12 @@ pub async fn abandon_stale_calls(store: &Store, client: &SipClient) -> anyhow::R
     if left.is_empty() {
         return Ok(());
     }
-    let live = store.live_outbound_calls().await?;
     let mut ends = tokio::task::JoinSet::new();
     for key in left {
-        let id = key
-            .call_id
-            .parse::<uuid::Uuid>()
-            .ok()
-            .map(CallId::from_uuid);
-        let Some(id) = id.filter(|id| live.contains(id)) else {
-            // Its call ended (or is not ours): nothing rings or talks for it.
+        // Every INVITE the journal has not seen end is ended, whatever the store says: a
+        // restart killed before its CANCEL's watch was over has already reconciled the call,
+        // and the callee may still be answering. A request for a dialog that did end gets 481.
+        let Some(id) = key.call_id.parse::<uuid::Uuid>().ok().map(CallId::from_uuid) else {
             client.forget(&key);
             continue;
         };

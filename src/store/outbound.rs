@@ -117,17 +117,6 @@ impl Store {
         }))
     }
 
-    /// The outbound calls still live (`dialing`, `ringing`, `in_progress`): run at start,
-    /// before the reconciliation ends them as interrupted.
-    pub async fn live_outbound_calls(&self) -> StoreResult<std::collections::HashSet<CallId>> {
-        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
-            "SELECT id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') AND direction = 'outbound'",
-        )
-        .fetch_all(&mut *self.read_conn().await?)
-        .await?;
-        Ok(ids.into_iter().map(CallId::from_uuid).collect())
-    }
-
     /// Records that a call of a previous process was answered at `at` (the carrier counts it
     /// connected), learned from its INVITE journal or a late answer; an answer already
     /// recorded stays.

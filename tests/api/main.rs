@@ -33,6 +33,7 @@ mod shared_links;
 mod sip_calls;
 mod sip_deadlines;
 mod sip_endpoints;
+mod sip_kill_loop;
 mod sip_outbound;
 
 mod sip_recordings;

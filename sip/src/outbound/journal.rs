@@ -351,15 +351,20 @@ impl SipClient {
         on_answer: impl FnOnce(u64) + Send + 'static,
     ) -> Abandoned {
         let (bye, cancel) = match (&key.remote_tag, key.answered_at_ms) {
-            (Some(tag), Some(_)) => (self.send_raw(key, Raw::Bye(tag)).await, None),
+            (Some(tag), Some(_)) => {
+                let bye = self.send_raw(key, Raw::Bye(tag)).await;
+                self.forget(key);
+                (bye, None)
+            }
             _ => {
+                // Forgotten once the watch for a crossing answer is over: a restart killed
+                // before then CANCELs and watches again.
                 let answers = self.core.crossing.watch(&key.call_id);
                 let cancel = self.send_raw(key, Raw::Cancel).await;
                 self.watch_crossing(key.clone(), answers, on_answer);
                 (None, cancel)
             }
         };
-        self.forget(key);
         Abandoned {
             cancel,
             bye,
@@ -383,6 +388,7 @@ impl SipClient {
                 client.end_crossed(&key, &resp).await;
             }
             client.core.crossing.unwatch(&key.call_id);
+            client.forget(&key);
         });
     }
 

@@ -119,7 +119,12 @@ pub async fn abandon_stale_calls(store: &Store, client: &SipClient) -> anyhow::R
         // Every INVITE the journal has not seen end is ended, whatever the store says: a
         // restart killed before its CANCEL's watch was over has already reconciled the call,
         // and the callee may still be answering. A request for a dialog that did end gets 481.
-        let Some(id) = key.call_id.parse::<uuid::Uuid>().ok().map(CallId::from_uuid) else {
+        let Some(id) = key
+            .call_id
+            .parse::<uuid::Uuid>()
+            .ok()
+            .map(CallId::from_uuid)
+        else {
             client.forget(&key);
             continue;
         };

@@ -19,8 +19,9 @@ use rsipstack::transaction::endpoint::EndpointInner;
 use tokio::sync::mpsc;
 
 use crate::admission::CallCounter;
+use crate::headers::{header_has_token, header_value};
+use crate::journal::{Crossing, InviteKey, InviteLog};
 use crate::media::{self, MediaControl, MediaEvent, MediaHandle};
-use crate::outbound::{Crossing, InviteKey, InviteLog};
 use crate::rtp::RtpPorts;
 use crate::sdp::{self, Codec, MediaDescription};
 use crate::settings::SipSettings;
@@ -336,28 +337,6 @@ pub(crate) fn event_stream() -> (EventTx, EventRx) {
 
 pub(crate) fn sdp_type() -> Header {
     Header::ContentType("application/sdp".into())
-}
-
-/// The value of the first header named `name` (case-insensitive, compact forms not included).
-pub(crate) fn header_value(headers: &rsip::Headers, name: &str) -> Option<String> {
-    headers.iter().find_map(|h| {
-        let text = h.to_string();
-        let (n, v) = text.split_once(':')?;
-        n.trim()
-            .eq_ignore_ascii_case(name)
-            .then(|| v.trim().to_string())
-    })
-}
-
-/// Whether a comma-separated header (Supported, Require, Allow) lists `token`.
-pub(crate) fn header_has_token(headers: &rsip::Headers, name: &str, token: &str) -> bool {
-    headers.iter().any(|h| {
-        let text = h.to_string();
-        text.split_once(':').is_some_and(|(n, v)| {
-            n.trim().eq_ignore_ascii_case(name)
-                && v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
-        })
-    })
 }
 
 /// A call's dialog, and how it ended. Dropped before the call ended (its owner failed), it

@@ -7,6 +7,8 @@ pub mod admission;
 pub mod amd;
 pub mod call;
 mod gate;
+mod headers;
+pub mod journal;
 pub mod media;
 pub mod outbound;
 mod retention;

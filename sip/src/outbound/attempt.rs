@@ -24,7 +24,8 @@ use super::{
     Answered, Attempt, DialFailure, DialPlan, FailureKind, MIN_SE, OFFER, SESSION_EXPIRES,
     SipClient,
 };
-use crate::call::{Call, CallParts, Core, Direction, LiveDialog, event_sink, header_value};
+use crate::call::{Call, CallParts, Core, Direction, LiveDialog, event_sink};
+use crate::headers::header_value;
 use crate::media::{self, MediaConfig, MediaHandle, VadSettings};
 use crate::sdp::{self, Codec, MediaDescription};
 use crate::trunk::TrunkTransport;

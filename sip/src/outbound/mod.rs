@@ -29,17 +29,17 @@ use crate::sdp::Codec;
 use crate::trunk::Trunk;
 
 mod attempt;
-mod journal;
 mod probe;
 mod resolve;
+mod restart;
 mod session_timer;
 #[cfg(test)]
 mod tests;
 
+pub use crate::journal::{InviteKey, InviteLog};
 use attempt::Media;
-pub use journal::{Abandoned, InviteKey, InviteLog};
-pub(crate) use journal::{Crossing, Inspector};
 use resolve::resolve;
+pub use restart::Abandoned;
 
 /// The codecs we offer, in our order of preference (carriers' G.711 first).
 const OFFER: [(u8, Codec); 3] = [(0, Codec::Pcmu), (8, Codec::Pcma), (9, Codec::G722)];

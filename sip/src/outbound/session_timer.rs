@@ -11,7 +11,8 @@ use rsipstack::sip::{self as rsip, Header, StatusCode, StatusCodeKind};
 use rsipstack::transaction::key::TransactionKey;
 use rsipstack::transaction::transaction::TransactionEvent;
 
-use crate::call::{Core, EndCause, header_has_token, header_value, sdp_type};
+use crate::call::{Core, EndCause, sdp_type};
+use crate::headers::{header_has_token, header_value};
 
 /// The session timer a 2xx set up: its interval and whether we refresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,8 +29,8 @@ use crate::admission::{Admission, AdmissionStats, CallCounter, RateLimiter, spaw
 use crate::call::Core;
 pub use crate::call::{Call, CallEvent, Direction, EndCause};
 use crate::gate::Gate;
+use crate::journal::{Crossing, Inspector, InviteLog};
 use crate::media::VadSettings;
-use crate::outbound::{Crossing, Inspector, InviteLog};
 use crate::rtp::RtpPorts;
 pub use crate::settings::{SipSettings, SipSockets, TlsSettings};
 

@@ -20,7 +20,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use super::{SipError, SipSettings, SipSockets, TlsSettings};
-use crate::outbound::Inspector;
+use crate::journal::Inspector;
 
 /// A stream listener: the socket, its TLS acceptor (none for TCP), and the address in-dialog
 /// requests' Via names.

@@ -344,10 +344,11 @@ impl Crossing {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn key(call_id: &str) -> InviteKey {
+    /// An INVITE's key, as a test writes one down.
+    pub(crate) fn key(call_id: &str) -> InviteKey {
         InviteKey {
             request_uri: "sip:+15550001@127.0.0.1:5070".into(),
             via: "SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKabc".into(),

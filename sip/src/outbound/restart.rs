@@ -213,23 +213,7 @@ fn raw_request(key: &InviteKey, raw: Raw<'_>) -> Option<rsip::Request> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trunk::TrunkTransport;
-
-    fn key(call_id: &str) -> InviteKey {
-        InviteKey {
-            request_uri: "sip:+15550001@127.0.0.1:5070".into(),
-            via: "SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKabc".into(),
-            from: "<sip:+15550002@127.0.0.1>;tag=ours".into(),
-            to: "<sip:+15550001@127.0.0.1:5070>".into(),
-            call_id: call_id.into(),
-            cseq: 1,
-            transport: TrunkTransport::Udp,
-            destination: "127.0.0.1:5070".parse().unwrap(),
-            remote_tag: None,
-            remote_target: None,
-            answered_at_ms: None,
-        }
-    }
+    use crate::journal::tests::key;
 
     #[test]
     fn requests_for_a_left_invite_match_its_transaction_and_dialog() {

@@ -10,15 +10,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use switchboard::auth::Scopes;
-use switchboard::store::{Agent, CampaignSettings, NewContact, StatusChange, Store};
-use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
-use switchboard_actors::phone::PhoneNumber;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-use crate::helpers::eventually;
-use crate::sip_ua::{free_sip_port, reply_to};
+use crate::crash::{completed, get_json, running_campaign, settled};
+use crate::sip_ua::{callee_response, free_sip_port, header_of as header};
 
 const CONTACTS: usize = 60;
 const KILLS: usize = 21;
@@ -66,41 +62,6 @@ struct FarEnd {
     kills: mpsc::UnboundedReceiver<Instant>,
 }
 
-fn header(text: &str, name: &str) -> String {
-    let lower = format!("{}:", name.to_ascii_lowercase());
-    text.lines()
-        .find(|l| l.to_ascii_lowercase().starts_with(&lower))
-        .map(|l| l[lower.len()..].trim().to_string())
-        .unwrap_or_default()
-}
-
-/// A response to `request` with our To tag (and our Contact, and SDP for a 2xx to an INVITE).
-fn response(request: &str, code: u16, reason: &str, port: u16) -> String {
-    let mut text = reply_to(request, code, reason);
-    if let Some(line) = text
-        .lines()
-        .find(|l| l.to_ascii_lowercase().starts_with("to:") && !l.contains("tag="))
-    {
-        text = text.replacen(line, &format!("{line};tag=far"), 1);
-    }
-    text = text.replacen(
-        "Content-Length: 0\r\n",
-        &format!("Contact: <sip:far@127.0.0.1:{port}>\r\nContent-Length: 0\r\n"),
-        1,
-    );
-    if code == 200 && request.starts_with("INVITE ") {
-        let sdp = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40996 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
-        text = text.replace(
-            "Content-Length: 0\r\n\r\n",
-            &format!(
-                "Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
-                sdp.len()
-            ),
-        );
-    }
-    text
-}
-
 impl FarEnd {
     async fn start() -> FarEnd {
         let sock = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
@@ -138,7 +99,7 @@ impl FarEnd {
                         .collect()
                 };
                 for (invite, from) in pending {
-                    let ok = response(&invite, 200, "OK", port);
+                    let ok = callee_response(&invite, 200, "OK", port, "far");
                     let _ = s.send_to(ok.as_bytes(), from).await;
                 }
             }
@@ -193,7 +154,10 @@ fn handle(
                     state
                         .legs
                         .insert(call_id, (Leg::Over, text.to_string(), from));
-                    vec![(Some(response(text, 486, "Busy Here", port)), None)]
+                    vec![(
+                        Some(callee_response(text, 486, "Busy Here", port, "far")),
+                        None,
+                    )]
                 }
                 Some(Instant::Invite) => {
                     state
@@ -206,8 +170,14 @@ fn handle(
                         .legs
                         .insert(call_id, (Leg::Answered, text.to_string(), from));
                     vec![
-                        (Some(response(text, 180, "Ringing", port)), None),
-                        (Some(response(text, 200, "OK", port)), Some(Instant::Answer)),
+                        (
+                            Some(callee_response(text, 180, "Ringing", port, "far")),
+                            None,
+                        ),
+                        (
+                            Some(callee_response(text, 200, "OK", port, "far")),
+                            Some(Instant::Answer),
+                        ),
                     ]
                 }
                 Some(Instant::Ack) => {
@@ -216,7 +186,7 @@ fn handle(
                         .insert(call_id.clone(), (Leg::Answered, text.to_string(), from));
                     // Killed when its ACK comes.
                     state.ack_target = Some(call_id);
-                    vec![(Some(response(text, 200, "OK", port)), None)]
+                    vec![(Some(callee_response(text, 200, "OK", port, "far")), None)]
                 }
             }
         }
@@ -235,14 +205,20 @@ fn handle(
             vec![]
         }
         "CANCEL" => {
-            let mut out = vec![(Some(response(text, 200, "OK", port)), None)];
+            let mut out = vec![(Some(callee_response(text, 200, "OK", port, "far")), None)];
             if let Some(entry) = state.legs.get_mut(&call_id)
                 && entry.0 == Leg::Ringing
             {
                 entry.0 = Leg::Over;
                 let invite = entry.1.clone();
                 out.push((
-                    Some(response(&invite, 487, "Request Terminated", port)),
+                    Some(callee_response(
+                        &invite,
+                        487,
+                        "Request Terminated",
+                        port,
+                        "far",
+                    )),
                     None,
                 ));
             }
@@ -252,10 +228,10 @@ fn handle(
             if let Some(entry) = state.legs.get_mut(&call_id) {
                 entry.0 = Leg::Over;
             }
-            vec![(Some(response(text, 200, "OK", port)), None)]
+            vec![(Some(callee_response(text, 200, "OK", port, "far")), None)]
         }
         _ if text.starts_with("SIP/2.0 ") => vec![],
-        _ => vec![(Some(response(text, 200, "OK", port)), None)],
+        _ => vec![(Some(callee_response(text, 200, "OK", port, "far")), None)],
     }
 }
 
@@ -299,66 +275,11 @@ async fn killing_a_sip_campaign_at_the_invite_the_answer_and_the_ack_loses_and_l
     );
 
     // A running campaign, one attempt per contact, prepared straight in the store.
-    let store = Store::open(&db).await.unwrap();
-    let ws = store.create_workspace("kills", "IL").await.unwrap();
-    store
-        .apply_ledger_entry(ws.id, 1_000_000, "credit", "test credit", None)
-        .await
-        .unwrap();
-    let (key, secret) = store
-        .create_key(ws.id, "kills", &Scopes::All, None)
-        .await
-        .unwrap();
-    let mut agent = Agent::new("Kill agent".into());
-    agent.max_call_duration_secs = Some(60);
-    let agent = store.create_agent(ws.id, &agent).await.unwrap();
-    let number = store
-        .add_owned_number(
-            ws.id,
-            &PhoneNumber::from_e164_unchecked("+972501119999".into()),
-            "active",
-        )
-        .await
-        .unwrap();
-    let mut s = CampaignSettings::defaults("Kills".into());
-    s.agent_id = Some(agent.id);
-    s.from_phone_number_id = Some(number.id);
-    s.max_in_flight = 2;
-    s.max_attempts = 1;
-    s.calling_window = Some(switchboard::simulation::all_day("UTC"));
-    let c = store.create_campaign(ws.id, &s, key.id).await.unwrap();
-    let contacts: Vec<NewContact> = (0..CONTACTS)
-        .map(|i| NewContact {
-            phone_number: format!("+97252{:07}", 5_000_000 + i),
-            timezone: None,
-            lead_id: None,
-            variables: serde_json::json!({}),
-            metadata: serde_json::json!({}),
-            excluded: None,
-        })
-        .collect();
-    store
-        .enroll_contacts(ws.id, c.id, &contacts, key.id)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        store
-            .change_campaign_status(
-                ws.id,
-                c.id,
-                &StatusChange {
-                    from: CampaignStatus::Draft,
-                    to: CampaignStatus::Running,
-                    event: AuditEvent::Launched,
-                    actor: Some(key.id),
-                    from_number: Some("+972501119999".into()),
-                },
-            )
-            .await
-            .unwrap()
-    );
-    store.close().await;
+    let (c, secret) = running_campaign(&db, CONTACTS, 5_000_000, |s| {
+        s.max_in_flight = 2;
+        s.max_attempts = 1;
+    })
+    .await;
 
     let sip = free_sip_port();
     let instants = [Instant::Invite, Instant::Answer, Instant::Ack];
@@ -383,21 +304,8 @@ async fn killing_a_sip_campaign_at_the_invite_the_answer_and_the_ack_loses_and_l
     switchboard::install_crypto();
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{http}");
-    let url = format!("{base}/campaigns/{}", c.id);
-    let finished = {
-        let (client, url, secret) = (&client, &url, &secret);
-        eventually(
-            Duration::from_secs(120),
-            "the campaign completes after the kills",
-            || async move {
-                let resp = client.get(url).bearer_auth(secret).send().await.ok()?;
-                let body: serde_json::Value = resp.json().await.unwrap_or_default();
-                (body["status"] == "completed").then_some(body)
-            },
-        )
-        .await
-    };
-    assert_eq!(finished["reserved_cents"], 0);
+    let url = format!("{base}/campaigns/{}", c);
+    completed(&client, &url, &secret, Duration::from_secs(120)).await;
     // One transaction expiry after the last restart: nobody rings or talks for a dead process.
     tokio::time::sleep(EXPIRY).await;
     let left = far.legs_left();
@@ -412,28 +320,13 @@ async fn killing_a_sip_campaign_at_the_invite_the_answer_and_the_ack_loses_and_l
     let twice: Vec<_> = dials.iter().filter(|(_, ids)| ids.len() > 1).collect();
     assert!(twice.is_empty(), "dialled twice: {twice:?}");
     // None lost: every contact settled, every dial a call on record.
-    let get = |url: String| {
-        let request = client.get(url).bearer_auth(&secret);
-        async move {
-            request
-                .send()
-                .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap()
-        }
-    };
-    let rows = get(format!("{url}/contacts?limit=100")).await;
-    let rows = rows["data"].as_array().unwrap();
-    assert_eq!(rows.len(), CONTACTS);
-    for row in rows {
-        assert!(
-            ["retired", "exhausted"].contains(&row["state"].as_str().unwrap()),
-            "{row}"
-        );
-    }
-    let calls = get(format!("{base}/calls?campaign_id={}&limit=100", c.id)).await;
+    settled(&client, &url, &secret, CONTACTS).await;
+    let calls = get_json(
+        &client,
+        &format!("{base}/calls?campaign_id={c}&limit=100"),
+        &secret,
+    )
+    .await;
     let placed: Vec<&str> = calls["data"]
         .as_array()
         .unwrap()

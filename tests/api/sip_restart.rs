@@ -16,9 +16,10 @@ use switchboard_actors::ids::{CallId, WorkspaceId};
 use switchboard_sip::trunk::{Gateway, TrunkTransport};
 use tokio::net::UdpSocket;
 
+use crate::crash::get_json;
 use crate::helpers::eventually;
 use crate::sip_outbound::{Sipp, trunk};
-use crate::sip_ua::{free_sip_port, reply_to};
+use crate::sip_ua::{callee_response, free_sip_port, header_of as header};
 
 const SECS: Duration = Duration::from_secs(10);
 
@@ -157,15 +158,8 @@ impl Killable {
 
     /// How many calls the workspace has (a redial would be another).
     async fn calls(&self) -> usize {
-        let list = reqwest::Client::new()
-            .get(format!("http://127.0.0.1:{}/calls", self.http))
-            .bearer_auth(&self.key)
-            .send()
-            .await
-            .unwrap()
-            .json::<Value>()
-            .await
-            .unwrap();
+        let url = format!("http://127.0.0.1:{}/calls", self.http);
+        let list = get_json(&reqwest::Client::new(), &url, &self.key).await;
         list["data"].as_array().unwrap().len()
     }
 }
@@ -218,41 +212,10 @@ impl FarEnd {
 
     /// Answers `request` with `code` (To tag `theirs`), with an SDP body for a 2xx.
     async fn respond(&self, request: &str, to: SocketAddr, code: u16, reason: &str) {
-        let mut text = reply_to(request, code, reason);
         let port = self.sock.local_addr().unwrap().port();
-        text = text.replacen(
-            "\r\nTo: ",
-            "\r\nContact: <sip:callee@127.0.0.1:PORT>\r\nTo: ",
-            1,
-        );
-        text = text.replace("PORT", &port.to_string());
-        if let Some(line) = text
-            .lines()
-            .find(|l| l.to_ascii_lowercase().starts_with("to:") && !l.contains("tag="))
-        {
-            text = text.replacen(line, &format!("{line};tag=theirs"), 1);
-        }
-        if code == 200 && request.starts_with("INVITE ") {
-            let sdp = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40998 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
-            text = text.replace(
-                "Content-Length: 0\r\n\r\n",
-                &format!(
-                    "Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
-                    sdp.len()
-                ),
-            );
-        }
+        let text = callee_response(request, code, reason, port, "theirs");
         self.sock.send_to(text.as_bytes(), to).await.unwrap();
     }
-}
-
-/// A header's value, case-insensitively.
-fn header(text: &str, name: &str) -> String {
-    let lower = format!("{}:", name.to_ascii_lowercase());
-    text.lines()
-        .find(|l| l.to_ascii_lowercase().starts_with(&lower))
-        .map(|l| l[lower.len()..].trim().to_string())
-        .unwrap_or_default()
 }
 
 #[tokio::test]

@@ -380,6 +380,43 @@ pub fn reply_to(request: &str, code: u16, reason: &str) -> String {
     out
 }
 
+/// A callee's response to `request`: `reply_to` with our To `tag` and Contact (at `port`), and
+/// an SDP answer in a 2xx to an INVITE.
+pub fn callee_response(request: &str, code: u16, reason: &str, port: u16, tag: &str) -> String {
+    let mut text = reply_to(request, code, reason);
+    if let Some(line) = text
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("to:") && !l.contains("tag="))
+    {
+        text = text.replacen(line, &format!("{line};tag={tag}"), 1);
+    }
+    text = text.replacen(
+        "Content-Length: 0\r\n",
+        &format!("Contact: <sip:callee@127.0.0.1:{port}>\r\nContent-Length: 0\r\n"),
+        1,
+    );
+    if code == 200 && request.starts_with("INVITE ") {
+        let sdp = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40996 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n";
+        text = text.replace(
+            "Content-Length: 0\r\n\r\n",
+            &format!(
+                "Content-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+                sdp.len()
+            ),
+        );
+    }
+    text
+}
+
+/// A header's value in a message's text, case-insensitively (empty when absent).
+pub fn header_of(text: &str, name: &str) -> String {
+    let lower = format!("{}:", name.to_ascii_lowercase());
+    text.lines()
+        .find(|l| l.to_ascii_lowercase().starts_with(&lower))
+        .map(|l| l[lower.len()..].trim().to_string())
+        .unwrap_or_default()
+}
+
 /// Sends one request over a fresh TCP connection and returns the first final response.
 pub async fn tcp_request(server: SocketAddr, text: &str) -> Option<Reply> {
     let mut stream = TcpStream::connect(server).await.ok()?;

@@ -111,7 +111,13 @@ impl InviteLog {
 
     /// A response to the INVITE with Call-ID `call_id` names the callee's tag and Contact; a
     /// 2xx (`answered`) marks it answered. Written only when it changes what a restart does.
-    pub fn heard(&self, call_id: &str, tag: &str, target: Option<String>, answered: bool) {
+    pub fn heard(
+        &self,
+        call_id: &str,
+        tag: &str,
+        target: impl FnOnce() -> Option<String>,
+        answered: bool,
+    ) {
         self.with(|state| {
             let Some(key) = state.live.get_mut(call_id) else {
                 return;
@@ -121,8 +127,8 @@ impl InviteLog {
                 return;
             }
             key.remote_tag = Some(tag.to_string());
-            if target.is_some() {
-                key.remote_target = target;
+            if let Some(target) = target() {
+                key.remote_target = Some(target);
             }
             if now_answered {
                 key.answered_at_ms = Some(unix_ms());
@@ -251,6 +257,13 @@ fn invite_key(req: &rsip::Request, dest: Option<&SipAddr>) -> Option<InviteKey> 
     })
 }
 
+/// The first Contact of a response: where in-dialog requests go.
+pub(crate) fn contact_of(resp: &rsip::Response) -> Option<String> {
+    resp.typed_contact_headers()
+        .ok()
+        .and_then(|c| c.first().map(|c| c.uri.to_string()))
+}
+
 /// The To tag of a message, if it has one.
 pub(crate) fn to_tag(msg: &SipMessage) -> Option<String> {
     let to = match msg {
@@ -291,14 +304,12 @@ impl MessageInspector for Inspector {
         {
             let kind = resp.status_code.kind();
             let answered = kind == StatusCodeKind::Successful;
-            if let Ok(call_id) = resp.call_id_header() {
-                let target = resp
-                    .typed_contact_headers()
-                    .ok()
-                    .and_then(|c| c.first().map(|c| c.uri.to_string()));
-                if answered || kind == StatusCodeKind::Provisional {
-                    self.log.heard(call_id.value(), &tag, target, answered);
-                }
+            if let Ok(call_id) = resp.call_id_header()
+                && (answered || kind == StatusCodeKind::Provisional)
+            {
+                // Only an INVITE of ours in the journal costs the Contact's parse.
+                self.log
+                    .heard(call_id.value(), &tag, || contact_of(resp), answered);
             }
             if answered {
                 self.crossing.answered(resp);
@@ -376,10 +387,10 @@ pub(crate) mod tests {
         log.heard(
             "b",
             "theirs",
-            Some("sip:callee@127.0.0.1:5070".into()),
+            || Some("sip:callee@127.0.0.1:5070".into()),
             false,
         );
-        log.heard("c", "theirs", None, true);
+        log.heard("c", "theirs", || None, true);
         log.done("a");
         // A torn last line, as a kill in the middle of a write would leave.
         std::fs::OpenOptions::new()

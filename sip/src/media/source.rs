@@ -90,6 +90,18 @@ impl SourcePolicy {
         self.candidate = None;
     }
 
+    /// Whether `from` is the caller's address as things stand (the signalled one, or the one
+    /// learned): the per-packet fast path, which needs no clock.
+    pub fn known(&mut self, from: SocketAddr) -> bool {
+        if from == self.signalled {
+            self.heard_signalled = true;
+            self.learned = None;
+            self.candidate = None;
+            return true;
+        }
+        self.learned == Some(from)
+    }
+
     /// Whether a packet is the caller's. `ours` says whether it carries the call's payload
     /// type (only such packets count toward a probation).
     pub fn admit(
@@ -100,13 +112,7 @@ impl SourcePolicy {
         ours: bool,
         now: Instant,
     ) -> Source {
-        if from == self.signalled {
-            self.heard_signalled = true;
-            self.learned = None;
-            self.candidate = None;
-            return Source::Caller;
-        }
-        if self.learned == Some(from) {
+        if self.known(from) {
             return Source::Caller;
         }
         if self.heard_signalled || self.learned.is_some() || !ours {

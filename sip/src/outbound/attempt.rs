@@ -220,7 +220,7 @@ impl SipClient {
                 ..failing.fail(FailureKind::Local, e, early_media)
             });
         }
-        let Some((handle, pt, codec, _)) = media.running.take() else {
+        let Some((handle, pt, codec)) = media.running.take() else {
             let _ = dialog.bye().await;
             core.dialogs.remove_dialog(&id);
             return Attempt::Final(failing.fail(
@@ -465,7 +465,7 @@ pub(super) struct Media {
     pub(super) socket: Option<tokio::net::UdpSocket>,
     pub(super) local: SocketAddr,
     pub(super) session_id: u64,
-    pub(super) running: Option<(MediaHandle, u8, Codec, SocketAddr)>,
+    pub(super) running: Option<(MediaHandle, u8, Codec)>,
     pub(super) recording: Option<PathBuf>,
     pub(super) vad: VadSettings,
     pub(super) jitter_depth: usize,
@@ -486,13 +486,13 @@ impl Media {
             .copied()
             .find(|(_, c)| OFFER.iter().any(|(_, o)| o == c))
             .ok_or("the peer's SDP has none of our codecs")?;
-        if let Some((handle, _, running_codec, remote)) = &mut self.running {
+        if let Some((handle, _, running_codec)) = &self.running {
             if *running_codec != codec {
                 return Err("the peer changed codec between early media and the answer".into());
             }
-            if *remote != desc.addr && desc.addr.port() != 0 {
+            // The session ignores the address it already has.
+            if desc.addr.port() != 0 {
                 handle.control().retarget(desc.addr);
-                *remote = desc.addr;
             }
             return Ok(());
         }
@@ -511,7 +511,7 @@ impl Media {
             event_sink(events),
         )
         .map_err(|e| e.to_string())?;
-        self.running = Some((handle, pt, codec, desc.addr));
+        self.running = Some((handle, pt, codec));
         Ok(())
     }
 

@@ -3,7 +3,6 @@
 //! ([`Crossing`]). The requests are sent outside the dialog layer, which knows nothing of
 //! another process's dialogs.
 
-use rsipstack::sip::prelude::HeadersExt;
 use rsipstack::sip::{self as rsip, SipMessage, StatusCodeKind};
 use rsipstack::transaction::Transaction;
 use rsipstack::transaction::key::{TransactionKey, TransactionRole};
@@ -12,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::SipClient;
 use super::resolve::sip_transport;
-use crate::journal::{InviteKey, to_tag, unix_ms};
+use crate::journal::{InviteKey, contact_of, to_tag, unix_ms};
 
 /// What a restart did about one INVITE a previous process left.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,13 +98,9 @@ impl SipClient {
         let Some(tag) = to_tag(&SipMessage::Response(resp.clone())) else {
             return;
         };
-        let target = resp
-            .typed_contact_headers()
-            .ok()
-            .and_then(|c| c.first().map(|c| c.uri.to_string()));
         let key = InviteKey {
             remote_tag: Some(tag.clone()),
-            remote_target: target,
+            remote_target: contact_of(resp),
             ..key.clone()
         };
         self.send_ack(&key, &tag).await;

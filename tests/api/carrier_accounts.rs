@@ -1,3 +1,7 @@
+//! Carrier accounts through the API and the operator's CLI: their trunks' rules, the write-only
+//! password, tests of gateways, numbers on accounts, and the operator's switch. Past 600 lines
+//! on purpose: one resource, whose trunk rules are checked from both doors.
+
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use switchboard::store::TrunkLookup;

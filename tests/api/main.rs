@@ -30,6 +30,7 @@ mod phone_numbers;
 mod rig;
 mod rtp_source;
 mod shared_links;
+mod sip_amd;
 mod sip_calls;
 mod sip_deadlines;
 mod sip_endpoints;

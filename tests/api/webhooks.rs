@@ -2,6 +2,8 @@
 //! delivery's signature with the workspace's secret (read through the API), calls placed
 //! through the simulated carrier, retries, a restart on the same database file, the outbound
 //! URL policy at send time, rotation, `tool.called`, and the deliveries API.
+//!
+//! Past 600 lines on purpose: every test uses the one signature-checking receiver defined here.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

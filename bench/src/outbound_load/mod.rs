@@ -6,6 +6,9 @@
 //! post-dial delay, concurrent calls, RTP on both sides, the server's CPU and memory, the
 //! outcomes the service recorded against what the peer did, and whether each campaign's pacing
 //! held at the far end (text, JSON and an HTML page with charts).
+//!
+//! Past 600 lines on purpose: the run (setup, sampling, the direct and the campaign drivers,
+//! the drain) is one sequence over the same state; the report lives in `output`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -14,6 +14,9 @@
 //! the RTP sent, received and lost; per calling number (each campaign calls from its own) the
 //! calls in flight at once and the smallest gap between INVITEs: the pacing as the far end saw
 //! it. One task per call; the RTP path reuses one buffer per call and allocates nothing.
+//!
+//! Past 600 lines on purpose: one UAS, read top to bottom (the socket's dispatch, each call's
+//! legs, its RTP), with its tests after it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};

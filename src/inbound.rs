@@ -8,14 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_actors::agent::{AgentPlan, AmdPlan, Speech};
+use switchboard_actors::agent::director::PromptAgent;
+use switchboard_actors::agent::{AgentPlan, AmdPlan, Mind, Speech};
 use switchboard_actors::clock::SharedClock;
 use switchboard_actors::ids::CallId;
 use switchboard_actors::inbound::{InboundEnd, InboundPlan, InboundStart, InboundStore, run_call};
 use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{PortError, PortResult};
 use switchboard_actors::slug::SipSlug;
-use switchboard_actors::turns::{Mind, fill};
+use switchboard_actors::turns::fill;
 use switchboard_sip::acl::{IpNet, SourceFilter};
 use switchboard_sip::call::Call;
 use switchboard_sip::media::{ListenSettings, VadSettings};
@@ -46,8 +47,11 @@ pub fn agent_plan(
         (Some(model), Some(transcriber)) => Some(Mind {
             model: model.clone(),
             transcriber: transcriber.clone(),
-            system_prompt: fill(&agent.system_prompt, variables),
-            temperature: Some(agent.temperature as f32),
+            director: Arc::new(PromptAgent {
+                system_prompt: fill(&agent.system_prompt, variables),
+                temperature: Some(agent.temperature as f32),
+            }),
+            notes: Vec::new(),
             listen: ListenSettings {
                 pause_secs: (agent.vad_stop_secs / 2.0).max(0.2),
                 pre_roll_secs: agent.vad_start_secs + 0.3,
@@ -79,6 +83,7 @@ pub fn agent_plan(
                     .voicemail_message
                     .as_deref()
                     .map(|m| fill(m, variables)),
+                greet_early: false,
             }),
     }
 }

@@ -60,7 +60,8 @@ pub async fn recall(
     Ok(Some(render(&lead, &calls)))
 }
 
-/// Appends what the workspace knows of `number` to the system prompt of `plan`, if it
+/// Adds what the workspace knows of `number` to the notes of `plan` (its director puts them in
+/// the system prompt), if it
 /// converses (no lookup otherwise). A failing lookup leaves the prompt as it was.
 pub async fn remember(
     store: &Store,
@@ -73,12 +74,7 @@ pub async fn remember(
         return;
     };
     match recall(store, ws, number, caller_id_trusted).await {
-        Ok(Some(block)) => {
-            if !mind.system_prompt.is_empty() {
-                mind.system_prompt.push_str("\n\n");
-            }
-            mind.system_prompt.push_str(&block);
-        }
+        Ok(Some(block)) => mind.notes.push(block),
         Ok(None) => {}
         Err(e) => {
             tracing::warn!(error = %e, "lead memory could not be read; the call goes on without it")

@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use switchboard_sip::call::Call;
 use tokio::time::Instant;
 
-use crate::agent::converse;
 pub use crate::agent::{AgentPlan, Speech, SpeechError};
+use crate::agent::{SipLine, converse};
 
 use crate::clock::SharedClock;
 use crate::conversation::Conversation;
@@ -102,7 +102,14 @@ pub async fn run_call(
         return;
     }
     let from = call.from.clone();
-    let ended = converse(call, &plan.agent, &speech, answered, stop).await;
+    let ended = converse(
+        Box::new(SipLine::new(call)),
+        &plan.agent,
+        &speech,
+        answered,
+        stop,
+    )
+    .await;
     let stats = ended.stats;
     tracing::info!(
         call = %id,
@@ -123,7 +130,7 @@ pub async fn run_call(
         answered_at,
         ended_at: clock.now(),
         duration_secs: ended.duration_secs,
-        end_reason: ended.reason,
+        end_reason: ended.reason.as_str().to_string(),
         packets_sent: stats.packets_sent,
         packets_received: stats.packets_received,
         packets_lost: stats.packets_lost,

@@ -17,7 +17,7 @@ use switchboard_sip::outbound::{DialFailure, DialPlan, FailureKind, SipClient};
 use switchboard_sip::trunk::Trunk;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{AgentPlan, Speech, converse};
+use crate::agent::{AgentPlan, SipLine, Speech, converse};
 use crate::contact::CallOutcome;
 use crate::ports::{DialProgress, DialRequest, DialResult, Dialer, NetworkDetails, PortResult};
 
@@ -165,7 +165,7 @@ impl Dialer for SipDialer {
         }
         let codec = answered.call.codec.name().to_string();
         let ended = converse(
-            answered.call,
+            Box::new(SipLine::new(answered.call)),
             &route.agent,
             &self.speech,
             connected,
@@ -192,7 +192,7 @@ impl Dialer for SipDialer {
             },
             ring_secs: answered.ring.as_secs() as i64,
             talk_secs: ended.duration_secs.min(request.max_duration_secs),
-            end_reason: ended.reason,
+            end_reason: ended.reason.as_str().to_string(),
             disposition_label: None,
             network: NetworkDetails {
                 sip_code: Some(200),

@@ -1,43 +1,10 @@
-//! The pieces of a conversation's turns that need no call: what a conversing agent is given
-//! ([`Mind`]), how a streamed reply is cut into sentences, how much of an interrupted sentence
+//! The pieces of a conversation's turns that need no call: the agent's own lines, the built-in
+//! functions, how a streamed reply is cut into sentences, how much of an interrupted sentence
 //! was heard, and whether a caller's words sound finished.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard_sip::media::ListenSettings;
-
-use crate::call_tools::CallTools;
-use crate::vendors::{ChatModel, ToolSpec, Transcriber};
-
-/// What an agent needs to converse: its vendors and its instructions. Without one (no model
-/// or no speech-to-text configured) the agent greets and answers with [`FALLBACK_LINE`].
-#[derive(Clone)]
-pub struct Mind {
-    pub model: Arc<dyn ChatModel>,
-    pub transcriber: Arc<dyn Transcriber>,
-    /// The agent's system prompt, its `{{variables}}` filled.
-    pub system_prompt: String,
-    pub temperature: Option<f32>,
-    /// What the media captures of the caller's speech.
-    pub listen: ListenSettings,
-    /// After the caller stops, how much longer to wait when their words sound unfinished.
-    pub unfinished_grace: Duration,
-    /// A caller speaking this long without a pause has their turn ended for them.
-    pub max_continuous_speech: Duration,
-    /// The workspace's tools the model may call on this call, snapshotted when it started.
-    pub tools: Option<Arc<dyn CallTools>>,
-}
-
-impl std::fmt::Debug for Mind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mind")
-            .field("temperature", &self.temperature)
-            .field("listen", &self.listen)
-            .field("tools", &self.tools.as_ref().map(|t| t.specs().len()))
-            .finish_non_exhaustive()
-    }
-}
+use crate::vendors::ToolSpec;
 
 /// Said once when a vendor fails during a turn.
 pub const APOLOGY_LINE: &str =

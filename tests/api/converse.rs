@@ -316,15 +316,12 @@ async fn a_model_that_does_not_answer_in_time_gets_the_apology_said_and_recorded
         (4000..6000).contains(&at),
         "the timeout was recorded at {at} ms"
     );
-    // The apology is in the transcript; nothing of the late answer was said.
+    // The apology is in the transcript (as far as it played before the hang-up); nothing of
+    // the late answer was said.
     let said = agent_lines(&detail.body);
-    assert_eq!(
-        said,
-        [
-            "Hello.",
-            "Sorry, I'm having trouble hearing you right now. Could you say that again?"
-        ]
-    );
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert_eq!(said[0], "Hello.");
+    assert!(said[1].starts_with("Sorry, I'm having trouble"), "{said:?}");
 }
 
 #[tokio::test]

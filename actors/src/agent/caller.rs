@@ -1,0 +1,71 @@
+//! What the caller's speech does to the call: utterances go to transcription, a pause may
+//! bring an early transcript, and a transcript that fails gets the apology.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::machine::Detection;
+use super::session::Agent;
+use super::work::Work;
+use crate::turns::APOLOGY_LINE;
+use crate::vendors::{Transcript, VendorError};
+
+impl Agent<'_> {
+    /// The caller's utterance: transcribed, unless the turn already ended on its words.
+    pub(super) fn utterance(&mut self, audio: Arc<[i16]>) {
+        let (Some(mind), Some(rate)) = (&self.plan.mind, self.line.sample_rate()) else {
+            return;
+        };
+        if !self.listening.utterance() {
+            return;
+        }
+        self.work.transcribe(
+            &mind.transcriber,
+            audio,
+            rate,
+            &self.plan.language,
+            |result| Work::Heard { result },
+        );
+    }
+
+    /// The caller paused: an early transcript of what they said so far may end their turn
+    /// before the VAD's stop, if their words end a sentence.
+    pub(super) fn pause(&mut self, audio: Arc<[i16]>) {
+        let (Some(mind), Some(rate)) = (&self.plan.mind, self.line.sample_rate()) else {
+            return;
+        };
+        if self.machine.detection != Detection::Off {
+            return;
+        }
+        let paused = Duration::from_secs_f64(mind.listen.pause_secs.max(0.0));
+        let Some(pause) = self.listening.paused(self.now_ms(), paused) else {
+            return;
+        };
+        self.work.transcribe(
+            &mind.transcriber,
+            audio,
+            rate,
+            &self.plan.language,
+            move |result| Work::Early { pause, result },
+        );
+    }
+
+    /// A transcription came back.
+    pub(super) fn heard(&mut self, result: Result<Transcript, VendorError>) {
+        let grace = self
+            .plan
+            .mind
+            .as_ref()
+            .map_or(Duration::ZERO, |m| m.unfinished_grace);
+        if let Err(e) = self.listening.heard(result, Instant::now(), grace) {
+            let at = self.now_ms();
+            self.conversation
+                .vendor_failed("transcriber", "speech to text failed", &e, at);
+            if !self.listening.speaking {
+                self.say(APOLOGY_LINE);
+            }
+        }
+    }
+}

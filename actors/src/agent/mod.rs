@@ -1,0 +1,203 @@
+//! The agent on an answered call, for either direction and on any line.
+//!
+//! [`converse`] runs the agent until the call ends. It is small parts around one loop:
+//!
+//! - the **line** ([`line::Line`]): what the agent does to and hears from the call (queue
+//!   tagged audio or text, clear, hang up; media events in). A SIP call is one
+//!   ([`line::SipLine`]); a text line ([`text::TextLine`]) carries turns as text, with no speech
+//!   vendors;
+//! - the **director** ([`director::Director`]): what the model is told and offered at each
+//!   round, and what a function call does. A prompt agent ([`director::PromptAgent`]) is one;
+//! - turn-taking ([`listening`]): the caller's speech, the end of their turn, early transcripts;
+//! - the reply ([`reply`]): its sentences, their synthesis and playout, tool rounds, and what
+//!   goes into the transcript and the model's context of what was played;
+//! - answering-machine handling ([`machine`]);
+//! - the session ([`session`]): the loop, its timers and limits, and the call's end.
+//!
+//! Work the loop starts (a transcription, the model's reply, a synthesis, a tool) runs on its own
+//! task and reports back as [`work::Work`]: the loop never waits on a vendor, so a hang-up, the
+//! duration limit or a shutdown is seen at once whatever a vendor is doing.
+//!
+//! How the call started (an INVITE received, or one sent through a trunk) and how its start
+//! and end are recorded belong to the callers: [`crate::inbound::run_call`] and the SIP dialer
+//! ([`crate::sip_dialer`]).
+
+mod caller;
+pub mod director;
+pub mod line;
+mod listening;
+mod machine;
+mod reply;
+mod session;
+pub mod text;
+mod tools;
+mod work;
+
+#[cfg(test)]
+mod scripted;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use switchboard_sip::amd::{AmdSettings, AnsweredBy};
+use switchboard_sip::media::MediaStats;
+
+use crate::call_tools::CallTools;
+use crate::conversation::{Conversation, TurnSink};
+use crate::vendors::{ChatModel, Transcriber};
+use director::Director;
+use switchboard_sip::media::ListenSettings;
+
+pub use line::{Line, LineEvent, SipLine};
+pub use session::converse;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SpeechError(pub String);
+
+/// Text to speech.
+#[async_trait]
+pub trait Speech: Send + Sync + 'static {
+    /// Mono 16-bit audio of `text` at `sample_rate`.
+    async fn speak(
+        &self,
+        text: &str,
+        voice: &str,
+        language: &str,
+        sample_rate: u32,
+    ) -> Result<Arc<[i16]>, SpeechError>;
+}
+
+/// Why a conversation ended: the call's `end_reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The caller of an inbound call hung up.
+    CallerHangup,
+    /// The callee of an outbound call hung up.
+    CalleeHangup,
+    /// The agent hung up: its model's `end_call`, after saying goodbye.
+    AgentHangup,
+    /// The caller cancelled before the call was set up.
+    CallerCancelled,
+    /// Our answer was never acknowledged.
+    AckTimeout,
+    /// The peer stopped refreshing the session.
+    SessionExpired,
+    /// The call's signalling failed.
+    SignallingError,
+    /// Neither side spoke for the agent's `silence_timeout_secs`.
+    SilenceTimeout,
+    /// The call reached its cap on length.
+    MaxDuration,
+    /// The service is shutting down.
+    Shutdown,
+    /// A machine answered and the agent has no voicemail message: it hung up at once.
+    AnsweringMachine,
+    /// A machine answered; the agent left its voicemail message after the beep.
+    VoicemailLeft,
+    /// A machine answered but no beep came within the listening window: nothing was left.
+    VoicemailNoBeep,
+}
+
+impl EndReason {
+    /// Its name, as the call record keeps it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::CallerHangup => "caller_hangup",
+            EndReason::CalleeHangup => "callee_hangup",
+            EndReason::AgentHangup => "agent_hangup",
+            EndReason::CallerCancelled => "caller_cancelled",
+            EndReason::AckTimeout => "ack_timeout",
+            EndReason::SessionExpired => "session_expired",
+            EndReason::SignallingError => "signalling_error",
+            EndReason::SilenceTimeout => "silence_timeout",
+            EndReason::MaxDuration => "max_duration",
+            EndReason::Shutdown => "shutdown",
+            EndReason::AnsweringMachine => "answering_machine",
+            EndReason::VoicemailLeft => "voicemail_left",
+            EndReason::VoicemailNoBeep => "voicemail_no_beep",
+        }
+    }
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What an agent needs to converse: its vendors and its instructions. Without one (no model
+/// or no speech-to-text configured) the agent greets and answers with [`crate::turns::FALLBACK_LINE`].
+#[derive(Clone)]
+pub struct Mind {
+    pub model: Arc<dyn ChatModel>,
+    pub transcriber: Arc<dyn Transcriber>,
+    /// What the model is told and offered at each round, and what its functions do.
+    pub director: Arc<dyn Director>,
+    /// What the service knows of the other party (the lead memory), given to the director.
+    pub notes: Vec<String>,
+    /// What the media captures of the caller's speech.
+    pub listen: ListenSettings,
+    /// After the caller stops, how much longer to wait when their words sound unfinished.
+    pub unfinished_grace: Duration,
+    /// A caller speaking this long without a pause has their turn ended for them.
+    pub max_continuous_speech: Duration,
+    /// The workspace's tools the model may call on this call, snapshotted when it started.
+    pub tools: Option<Arc<dyn CallTools>>,
+}
+
+impl std::fmt::Debug for Mind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mind")
+            .field("director", &self.director)
+            .field("notes", &self.notes.len())
+            .field("listen", &self.listen)
+            .field("tools", &self.tools.as_ref().map(|t| t.specs().len()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Answering-machine detection on an outbound call.
+#[derive(Debug, Clone)]
+pub struct AmdPlan {
+    pub settings: AmdSettings,
+    /// Left after the beep when a machine answers; none: hang up at once.
+    pub voicemail_message: Option<String>,
+    /// The agent greets once the callee's first words end, while detection still decides; a
+    /// machine verdict then cuts the greeting. Off: the greeting waits for the verdict.
+    pub greet_early: bool,
+}
+
+/// How the agent runs a call.
+#[derive(Debug, Clone)]
+pub struct AgentPlan {
+    pub greeting: String,
+    pub agent_speaks_first: bool,
+    pub voice: String,
+    pub language: String,
+    pub silence_timeout: Duration,
+    /// The agent's cap on a call's length.
+    pub max_duration: Duration,
+    /// Answering-machine detection (outbound calls whose agent has it on).
+    pub amd: Option<AmdPlan>,
+    /// What the agent converses with; none: it greets and answers with a fallback line.
+    pub mind: Option<Mind>,
+    /// Where each turn goes once final (when the agent's webhook wants `transcript.final`).
+    pub turns: Option<Arc<dyn TurnSink>>,
+}
+
+/// How a conversation ended.
+#[derive(Debug, Clone)]
+pub struct AgentEnd {
+    pub reason: EndReason,
+    /// Connected time, whole seconds.
+    pub duration_secs: i64,
+    pub stats: MediaStats,
+    /// Who answered, when answering-machine detection ran and decided.
+    pub answered_by: Option<AnsweredBy>,
+    /// The transcript and the tools run.
+    pub conversation: Conversation,
+}

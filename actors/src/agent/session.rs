@@ -1,0 +1,574 @@
+//! The session: the loop of one conversing call, its timers and limits, and its end. What
+//! happens (line events, work coming back, a timer) is handed to the part it concerns;
+//! nothing here waits on a vendor.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchboard_sip::media::MediaEvent;
+use tokio::time::Instant;
+
+use super::director::Round;
+use super::line::{Clip, Line, LineEvent};
+use super::listening::Listening;
+use super::machine::{Detection, Machine, Step};
+use super::reply::Reply;
+use super::work::{Abort, Voice, Work, WorkRx, WorkTx, work_queue};
+use super::{AgentEnd, AgentPlan, EndReason, Speech};
+use crate::call_tools::CallParties;
+use crate::conversation::Conversation;
+use crate::turns::{FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, MAX_TOOL_ROUNDS, STILL_THERE_LINE};
+use crate::vendors::{ChatMessage, ChatRequest};
+
+/// How long an ended call waits for the tools it dispatched to answer, so their runs are on
+/// its record.
+const TOOL_DRAIN: Duration = Duration::from_secs(5);
+
+/// Runs the agent on an answered call until it ends, then stops the line's media. `answered`
+/// is when the call was connected (its duration counts from there); `stop` ends it (service
+/// shutdown).
+pub async fn converse(
+    line: Box<dyn Line>,
+    plan: &AgentPlan,
+    speech: &Arc<dyn Speech>,
+    answered: Instant,
+    stop: tokio_util::sync::CancellationToken,
+) -> AgentEnd {
+    let (work, mut inbox) = work_queue();
+    let mut agent = Agent::new(line, plan, speech.clone(), work, answered);
+    agent.start();
+    let reason = agent.run(&mut inbox, &stop).await;
+    agent.line.hangup().await;
+    agent.end(reason, &mut inbox, &stop).await
+}
+
+/// A timer of the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timer {
+    /// The call's cap on length.
+    Limit,
+    /// No beep came from the machine in time.
+    NoBeep,
+    /// Neither side has spoken for the silence timeout.
+    Silence,
+    /// A tool runs long: the filler line.
+    Filler,
+    /// The caller has spoken too long without a pause.
+    LongSpeech,
+    /// The caller's turn ends.
+    TurnEnd,
+}
+
+/// One conversing call: its line, its parts and what it has said and heard.
+pub(super) struct Agent<'a> {
+    pub(super) plan: &'a AgentPlan,
+    pub(super) speech: Arc<dyn Speech>,
+    pub(super) line: Box<dyn Line>,
+    pub(super) work: WorkTx,
+    pub(super) answered: Instant,
+    pub(super) deadline: Instant,
+    /// How sentences are voiced; none on a line that takes text.
+    pub(super) voice: Option<Voice>,
+    pub(super) parties: CallParties,
+    pub(super) conversation: Conversation,
+    /// The model's context (its system prompt comes from the director each round).
+    pub(super) history: Vec<ChatMessage>,
+    /// A new caller turn or a barge-in makes everything older stale.
+    pub(super) generation: u64,
+    pub(super) reply: Reply,
+    /// The model's round being written.
+    pub(super) writer: Option<Abort>,
+    pub(super) listening: Listening,
+    pub(super) machine: Machine,
+    /// Something of the agent's is queued on the line.
+    pub(super) agent_speaking: bool,
+    pub(super) quiet_since: Instant,
+    pub(super) asked_still_there: bool,
+    pub(super) fallback_said: bool,
+    /// Tools dispatched and not yet answered, of any generation.
+    pub(super) tools_in_flight: u32,
+    /// Turns handed to the plan's sink so far.
+    pub(super) turns_told: usize,
+}
+
+impl<'a> Agent<'a> {
+    fn new(
+        line: Box<dyn Line>,
+        plan: &'a AgentPlan,
+        speech: Arc<dyn Speech>,
+        work: WorkTx,
+        answered: Instant,
+    ) -> Agent<'a> {
+        let voice = line.sample_rate().map(|rate| Voice {
+            voice: plan.voice.clone(),
+            language: plan.language.clone(),
+            rate,
+        });
+        let parties = line.parties();
+        Agent {
+            plan,
+            speech,
+            line,
+            work,
+            answered,
+            deadline: answered + plan.max_duration,
+            voice,
+            parties,
+            conversation: Conversation::default(),
+            history: Vec::new(),
+            generation: 0,
+            reply: Reply::default(),
+            writer: None,
+            listening: Listening::default(),
+            machine: Machine::new(plan),
+            agent_speaking: false,
+            quiet_since: Instant::now(),
+            asked_still_there: false,
+            fallback_said: false,
+            tools_in_flight: 0,
+            turns_told: 0,
+        }
+    }
+
+    /// Milliseconds since the answer.
+    pub(super) fn now_ms(&self) -> u64 {
+        Instant::now()
+            .saturating_duration_since(self.answered)
+            .as_millis() as u64
+    }
+
+    /// Sets the line up and greets, unless answering-machine detection holds the greeting.
+    fn start(&mut self) {
+        if let Some(mind) = &self.plan.mind {
+            self.line.listen(mind.listen);
+        }
+        if let Some(amd) = &self.plan.amd {
+            self.line.detect_answering_machine(amd.settings);
+        } else {
+            // The other party may speak over the agent: the line stops its audio on the frame
+            // the VAD hears them (the call then drops the rest of the reply).
+            self.line.yield_to_speech(true);
+            self.greet();
+        }
+    }
+
+    /// The greeting, when the agent speaks first.
+    fn greet(&mut self) {
+        let greeting = self.plan.greeting.trim();
+        if self.plan.agent_speaks_first && !greeting.is_empty() {
+            self.say(&greeting.to_string());
+        }
+    }
+
+    /// The loop: until the call ends, why.
+    async fn run(
+        &mut self,
+        inbox: &mut WorkRx,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> EndReason {
+        loop {
+            self.tell_turns();
+            let (at, timer) = self.next_timer();
+            let step = tokio::select! {
+                _ = stop.cancelled() => Some(EndReason::Shutdown),
+                _ = tokio::time::sleep_until(at) => self.on_timer(timer),
+                Some(work) = inbox.recv() => self.on_work(work),
+                event = self.line.next_event() => self.on_event(event),
+            };
+            if let Some(reason) = step {
+                return reason;
+            }
+        }
+    }
+
+    /// The next timer due, and when.
+    fn next_timer(&self) -> (Instant, Timer) {
+        let mut next = (self.deadline, Timer::Limit);
+        let mut consider = |at: Option<Instant>, timer: Timer| {
+            if let Some(at) = at
+                && at < next.0
+            {
+                next = (at, timer);
+            }
+        };
+        consider(self.machine.beep_due(), Timer::NoBeep);
+        let busy = self.writer.is_some()
+            || self.reply.in_progress()
+            || self.listening.transcribing > 0
+            || self.reply.tools_running > 0;
+        let watch_silence = !self.listening.speaking
+            && !self.agent_speaking
+            && !busy
+            && self.machine.detection == Detection::Off;
+        consider(
+            watch_silence.then(|| self.quiet_since + self.plan.silence_timeout),
+            Timer::Silence,
+        );
+        let filler = self.reply.tools_since.map(|at| at + FILLER_AFTER);
+        consider(filler.filter(|_| self.reply.filler_due()), Timer::Filler);
+        if let Some(mind) = &self.plan.mind {
+            let long = self
+                .listening
+                .speech_started
+                .map(|at| at + mind.max_continuous_speech);
+            consider(long, Timer::LongSpeech);
+        }
+        consider(self.listening.ends_at(), Timer::TurnEnd);
+        next
+    }
+
+    fn on_timer(&mut self, timer: Timer) -> Option<EndReason> {
+        match timer {
+            Timer::Limit => return Some(EndReason::MaxDuration),
+            Timer::NoBeep => return Some(EndReason::VoicemailNoBeep),
+            Timer::Silence => {
+                if self.plan.mind.is_none() || self.asked_still_there {
+                    return Some(EndReason::SilenceTimeout);
+                }
+                // Once, before the silence ends the call.
+                self.asked_still_there = true;
+                self.say(STILL_THERE_LINE);
+                self.quiet_since = Instant::now();
+            }
+            Timer::Filler => {
+                self.reply.filler_said = true;
+                self.say(FILLER_LINE);
+            }
+            Timer::LongSpeech => {
+                self.listening.too_long(Instant::now());
+                self.line.take_utterance();
+            }
+            Timer::TurnEnd => self.end_turn(),
+        }
+        None
+    }
+
+    fn on_event(&mut self, event: LineEvent) -> Option<EndReason> {
+        let event = match event {
+            LineEvent::Ended(reason) => return Some(reason),
+            LineEvent::Said(text) => {
+                let (now, now_ms) = (Instant::now(), self.now_ms());
+                self.caller_speaks();
+                self.listening.speech_stopped(now_ms);
+                self.listening.said(&text, now, now_ms);
+                self.quiet_since = now;
+                self.fallback();
+                return None;
+            }
+            LineEvent::Media(event) => event,
+        };
+        match event {
+            MediaEvent::SpeechStarted | MediaEvent::Resumed => self.caller_speaks(),
+            MediaEvent::SpeechStopped => {
+                self.listening.speech_stopped(self.now_ms());
+                self.quiet_since = Instant::now();
+                if self.machine.greet_early(self.plan) {
+                    self.greet();
+                }
+                self.fallback();
+            }
+            MediaEvent::Utterance(audio) => self.utterance(audio),
+            MediaEvent::Pause(audio) => self.pause(audio),
+            MediaEvent::PlayedOut(tag) => {
+                self.reply.played_out(tag);
+                return self.reply_said();
+            }
+            MediaEvent::Cut { tag, played } => {
+                self.reply.cut(tag, played);
+                let now_ms = self.now_ms();
+                self.reply
+                    .finish(&mut self.conversation, &mut self.history, now_ms, true);
+            }
+            MediaEvent::PlayoutDone => {
+                self.agent_speaking = false;
+                self.quiet_since = Instant::now();
+                if self.machine.detection == Detection::LeavingMessage && !self.reply.in_progress()
+                {
+                    return Some(EndReason::VoicemailLeft);
+                }
+            }
+            MediaEvent::Amd(verdict) => {
+                let step = self.machine.verdict(&verdict, self.plan, Instant::now());
+                return self.machine_step(step);
+            }
+            MediaEvent::Beep(switchboard_sip::amd::BeepEvent::Ended { .. }) => {
+                let step = self.machine.beep_ended(self.plan);
+                return self.machine_step(step);
+            }
+            MediaEvent::Beep(_) => {}
+        }
+        None
+    }
+
+    fn on_work(&mut self, work: Work) -> Option<EndReason> {
+        let current = self.generation;
+        match work {
+            Work::Heard { result } => self.heard(result),
+            Work::Early { pause, result } => {
+                if self.listening.early(pause, result, Instant::now()) {
+                    self.line.drop_utterance();
+                }
+            }
+            Work::Sentence { generation, text } if generation == current => {
+                super::reply::append(&mut self.reply.written, &text);
+                let index = self.reply.add_sentence();
+                self.voice(index, text);
+            }
+            Work::Function { generation, call } if generation == current => self.function(call),
+            Work::ToolDone {
+                generation,
+                call,
+                run,
+                at_ms,
+            } => return self.tool_done(generation, call, run, at_ms),
+            Work::Replied { generation, result } if generation == current => {
+                return self.replied(result);
+            }
+            Work::Spoken {
+                generation,
+                index,
+                text,
+                result,
+            } if generation == current => {
+                let clip = match result {
+                    Ok(audio) if !audio.is_empty() => Some(Clip {
+                        text,
+                        audio: Some(audio),
+                    }),
+                    Ok(_) => None,
+                    Err(e) => {
+                        let at = self.now_ms();
+                        self.conversation.vendor_failed(
+                            "speech",
+                            "a reply could not be synthesized",
+                            &e,
+                            at,
+                        );
+                        None
+                    }
+                };
+                self.ready(index, clip);
+                return self.reply_said();
+            }
+            // Stale: a newer turn or a barge-in replaced its generation. A function call
+            // among them is never dispatched.
+            Work::Sentence { .. }
+            | Work::Function { .. }
+            | Work::Replied { .. }
+            | Work::Spoken { .. } => {}
+        }
+        None
+    }
+
+    /// Says one of the agent's own lines: the next sentence of the reply under way, or a
+    /// reply of its own.
+    pub(super) fn say(&mut self, text: &str) {
+        if !self.reply.in_progress() {
+            self.reply = Reply::line();
+        }
+        let index = self.reply.add_sentence();
+        self.voice(index, text.to_string());
+    }
+
+    /// Voices sentence `index` of the reply: synthesized on its own task, or handed to a text
+    /// line as it is.
+    fn voice(&mut self, index: u32, text: String) {
+        match &self.voice {
+            Some(voice) => self
+                .work
+                .synthesize(&self.speech, voice, index, self.generation, text),
+            None => self.ready(index, Some(Clip { text, audio: None })),
+        }
+    }
+
+    /// Sentence `index` is ready: what is due plays, in order.
+    fn ready(&mut self, index: u32, clip: Option<Clip>) {
+        let now_ms = self.now_ms();
+        for (clip, tag) in self.reply.ready(index, clip, self.generation, now_ms) {
+            self.line.play(clip, tag);
+            self.agent_speaking = true;
+        }
+    }
+
+    /// Ends the agent's turn if it has been said; the call's end if the model hung up then
+    /// (or a voicemail message could not be said).
+    pub(super) fn reply_said(&mut self) -> Option<EndReason> {
+        let now_ms = self.now_ms();
+        if !self
+            .reply
+            .said(&mut self.conversation, &mut self.history, now_ms)
+        {
+            return None;
+        }
+        if self.reply.end_call {
+            return Some(EndReason::AgentHangup);
+        }
+        if self.machine.detection == Detection::LeavingMessage && !self.agent_speaking {
+            // The message could not be synthesized: nothing was left.
+            return Some(EndReason::AnsweringMachine);
+        }
+        None
+    }
+
+    /// The other party speaks (or goes on after a pause): the agent yields, and what it was
+    /// about to say is dropped.
+    fn caller_speaks(&mut self) {
+        self.listening.speech_started(Instant::now(), self.now_ms());
+        self.asked_still_there = false;
+        let agent_busy = self.agent_speaking || self.writer.is_some() || self.reply.in_progress();
+        if self.machine.detection != Detection::Off || !agent_busy {
+            return;
+        }
+        self.line.clear();
+        self.interrupt();
+    }
+
+    /// Cuts the agent's reply short: everything of its generation is stale, and what was
+    /// played of it is written down as interrupted (now, or when the line reports the cut).
+    fn interrupt(&mut self) {
+        self.generation += 1;
+        self.writer = None;
+        self.reply.flush_tools(&mut self.history);
+        if !self.reply.playing() {
+            let now_ms = self.now_ms();
+            self.reply
+                .finish(&mut self.conversation, &mut self.history, now_ms, true);
+        }
+    }
+
+    /// Without a model to answer with: the fallback line, once, when the caller has spoken.
+    fn fallback(&mut self) {
+        if self.plan.mind.is_none()
+            && self.machine.detection == Detection::Off
+            && !self.fallback_said
+        {
+            self.fallback_said = true;
+            self.say(FALLBACK_LINE);
+        }
+    }
+
+    fn machine_step(&mut self, step: Option<Step>) -> Option<EndReason> {
+        match step? {
+            Step::Converse { greet } => {
+                self.line.yield_to_speech(true);
+                self.quiet_since = Instant::now();
+                if greet {
+                    self.greet();
+                }
+            }
+            Step::AwaitBeep => {
+                // A greeting started early stops at once.
+                if self.reply.in_progress() {
+                    self.line.clear();
+                    self.interrupt();
+                }
+            }
+            Step::LeaveMessage(message) => self.say(&message),
+            Step::End(reason) => return Some(reason),
+        }
+        None
+    }
+
+    /// The caller's turn has ended: it goes into the transcript and the context, and the
+    /// model's reply starts (while detection still decides, the turn is only written down).
+    fn end_turn(&mut self) {
+        let Some(turn) = self.listening.take_turn() else {
+            return;
+        };
+        self.history.push(ChatMessage::User(turn.text.clone()));
+        self.conversation.transcript.push(turn);
+        if self.plan.mind.is_none() || self.machine.detection != Detection::Off {
+            return;
+        }
+        self.generation += 1;
+        self.reply.flush_tools(&mut self.history);
+        self.reply = Reply::default();
+        self.writer = self.start_round(true);
+    }
+
+    /// Starts the model's round on the conversation so far, briefed by the director.
+    pub(super) fn start_round(&self, offer_tools: bool) -> Option<Abort> {
+        let mind = self.plan.mind.as_ref()?;
+        let tools = mind.tools.as_ref().map(|t| t.specs());
+        let briefing = mind.director.brief(Round {
+            notes: &mind.notes,
+            tools: tools.filter(|_| offer_tools),
+        });
+        let mut messages = Vec::with_capacity(self.history.len() + 1);
+        messages.push(ChatMessage::System(briefing.instructions));
+        messages.extend(self.history.iter().cloned());
+        let request = ChatRequest {
+            messages,
+            tools: briefing.functions,
+            temperature: briefing.temperature,
+            max_tokens: None,
+        };
+        Some(self.work.converse(&mind.model, request, self.generation))
+    }
+
+    /// The round of tools is done: the model continues the reply with their results.
+    pub(super) fn continue_round(&mut self) {
+        if self.reply.round_done(&mut self.history) {
+            self.writer = self.start_round(self.reply.rounds < MAX_TOOL_ROUNDS);
+        }
+    }
+
+    /// Hands the transcript's turns not yet told to the plan's sink.
+    fn tell_turns(&mut self) {
+        let Some(sink) = &self.plan.turns else {
+            self.turns_told = self.conversation.transcript.len();
+            return;
+        };
+        while let Some(turn) = self.conversation.transcript.get(self.turns_told) {
+            self.turns_told += 1;
+            sink.final_turn(self.turns_told as u32, turn);
+        }
+    }
+
+    /// After the loop: tools still running are waited for a little, what was heard and said
+    /// last is written down, and the line's media is stopped.
+    async fn end(
+        mut self,
+        reason: EndReason,
+        inbox: &mut WorkRx,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> AgentEnd {
+        self.writer = None;
+        // Dispatched tools cannot be stopped: their runs belong on the call's record.
+        if self.tools_in_flight > 0 && !stop.is_cancelled() {
+            let until = Instant::now() + TOOL_DRAIN;
+            while self.tools_in_flight > 0 {
+                match tokio::time::timeout_at(until, inbox.recv()).await {
+                    Ok(Some(Work::ToolDone { mut run, at_ms, .. })) => {
+                        self.tools_in_flight -= 1;
+                        run.event.at_ms = at_ms;
+                        self.conversation.events.push(run.event);
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+        // What the caller said last, if the call ended before the agent could answer it.
+        if let Some(turn) = self.listening.take_turn() {
+            self.conversation.transcript.push(turn);
+        }
+        let now_ms = self.now_ms();
+        self.reply.hung_up(self.line.sample_rate());
+        self.reply
+            .finish(&mut self.conversation, &mut self.history, now_ms, true);
+        self.tell_turns();
+        if let Some(sink) = &self.plan.turns {
+            sink.flush().await;
+        }
+        let duration_secs = self.answered.elapsed().as_secs() as i64;
+        let stats = self.line.finish().await;
+        AgentEnd {
+            reason,
+            duration_secs,
+            stats,
+            answered_by: self.machine.answered_by,
+            conversation: self.conversation,
+        }
+    }
+}

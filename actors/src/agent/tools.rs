@@ -1,0 +1,134 @@
+//! The model's function calls on a call: what the director says each does, tools run once and
+//! only for the current generation, their results fed back for the next round, and the end of
+//! the model's round.
+
+use tokio::time::Instant;
+
+use super::EndReason;
+use super::director::{Function, Round};
+use super::session::Agent;
+use crate::call_tools::ToolRun;
+use crate::conversation::{ToolEvent, ToolStatus};
+use crate::turns::{APOLOGY_LINE, MAX_TOOL_ROUNDS};
+use crate::vendors::{ChatMessage, ToolCall, VendorError};
+
+impl Agent<'_> {
+    /// The model asked for a function (in the current generation).
+    pub(super) fn function(&mut self, call: ToolCall) {
+        let at_ms = self.now_ms();
+        let Some(mind) = &self.plan.mind else {
+            return;
+        };
+        let specs = mind.tools.as_ref().map(|t| t.specs());
+        let round = Round {
+            notes: &mind.notes,
+            tools: specs.filter(|_| self.reply.rounds < MAX_TOOL_ROUNDS),
+        };
+        match (mind.director.function(&call, round), &mind.tools) {
+            (Function::EndCall, _) => {
+                self.reply.end_call = true;
+                self.conversation.events.push(builtin_event(&call, at_ms));
+            }
+            (Function::Tool, Some(tools)) => {
+                // Dispatched once, now: its generation is current.
+                self.reply.tool_calls.push(call.clone());
+                self.reply.tools_running += 1;
+                self.reply.tools_since.get_or_insert_with(Instant::now);
+                self.tools_in_flight += 1;
+                let parties = self.parties.clone();
+                self.work
+                    .run_tool(tools.clone(), call, parties, self.generation, at_ms);
+            }
+            (Function::Tool | Function::Unknown, _) => {
+                let run = unknown_function(&call, at_ms);
+                self.reply.results.insert(call.id.clone(), run.content);
+                self.reply.tool_calls.push(call);
+                self.conversation.events.push(run.event);
+            }
+        }
+    }
+
+    /// A tool dispatched for `generation` answered.
+    pub(super) fn tool_done(
+        &mut self,
+        generation: u64,
+        call: ToolCall,
+        mut run: ToolRun,
+        at_ms: u64,
+    ) -> Option<EndReason> {
+        self.tools_in_flight = self.tools_in_flight.saturating_sub(1);
+        run.event.at_ms = at_ms;
+        self.conversation.events.push(run.event);
+        if generation == self.generation {
+            self.reply.tools_running = self.reply.tools_running.saturating_sub(1);
+            if self.reply.tools_running == 0 {
+                self.reply.tools_since = None;
+            }
+            self.reply.results.insert(call.id, run.content);
+            self.continue_round();
+        } else {
+            // It ran for a turn that was cut short: the model still learns what it did.
+            self.history.push(ChatMessage::Assistant {
+                text: None,
+                tool_calls: vec![call.clone()],
+            });
+            self.history.push(ChatMessage::Tool {
+                tool_call_id: call.id,
+                content: run.content,
+            });
+        }
+        self.reply_said()
+    }
+
+    /// The model's round (of the current generation) is complete, or failed.
+    pub(super) fn replied(&mut self, result: Result<(), VendorError>) -> Option<EndReason> {
+        self.writer = None;
+        self.reply.complete = true;
+        if let Err(e) = result {
+            let at = self.now_ms();
+            self.conversation
+                .vendor_failed("chat_model", "the model failed", &e, at);
+            if self.reply.sentences == 0 {
+                self.say(APOLOGY_LINE);
+            }
+        }
+        self.continue_round();
+        self.reply_said()
+    }
+}
+
+/// The arguments the model wrote, as JSON (as a string when they are not JSON).
+fn arguments_of(call: &ToolCall) -> serde_json::Value {
+    serde_json::from_str(&call.arguments)
+        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()))
+}
+
+/// The record of a built-in function the model called.
+fn builtin_event(call: &ToolCall, at_ms: u64) -> ToolEvent {
+    ToolEvent {
+        name: call.name.clone(),
+        tool_id: None,
+        arguments: arguments_of(call),
+        status: ToolStatus::Succeeded,
+        latency_ms: 0,
+        response_preview: None,
+        status_code: None,
+        error: None,
+        delivery_id: None,
+        at_ms,
+    }
+}
+
+/// The answer to a function the model named but was not offered: nothing is dispatched, and
+/// the model is told.
+fn unknown_function(call: &ToolCall, at_ms: u64) -> ToolRun {
+    let error = format!("there is no function named {:?} on this call", call.name);
+    ToolRun {
+        content: serde_json::json!({ "error": error }).to_string(),
+        event: ToolEvent {
+            status: ToolStatus::Failed,
+            error: Some(error),
+            ..builtin_event(call, at_ms)
+        },
+    }
+}

@@ -1,0 +1,192 @@
+//! The work a call starts on tasks of its own, and how it reports back: a transcription, the
+//! model's streamed reply, a sentence's synthesis, a tool's run. The loop never awaits any of
+//! them.
+
+use std::sync::Arc;
+
+use super::Speech;
+use super::SpeechError;
+use crate::call_tools::{CallParties, CallTools, ToolRun};
+use crate::turns::Sentences;
+use crate::vendors::VendorError;
+use crate::vendors::{ChatEvent, ChatModel, ChatRequest, ToolCall, Transcriber, Transcript};
+
+/// What a task of the conversation reports back to the call.
+pub(super) enum Work {
+    /// A transcription of the caller's speech.
+    Heard {
+        result: Result<Transcript, VendorError>,
+    },
+    /// An early transcription of the caller's speech so far, made at pause `pause`.
+    Early {
+        pause: u64,
+        result: Result<Transcript, VendorError>,
+    },
+    /// The next sentence of a reply of generation `generation`.
+    Sentence { generation: u64, text: String },
+    /// The model asked for a function.
+    Function { generation: u64, call: ToolCall },
+    /// A tool dispatched for `generation` (dispatched `at_ms` into the call) has answered.
+    ToolDone {
+        generation: u64,
+        call: ToolCall,
+        run: ToolRun,
+        at_ms: u64,
+    },
+    /// The model's round of `generation` is complete (or failed).
+    Replied {
+        generation: u64,
+        result: Result<(), VendorError>,
+    },
+    /// Sentence `index` of `generation`'s audio.
+    Spoken {
+        generation: u64,
+        index: u32,
+        text: String,
+        result: Result<Arc<[i16]>, SpeechError>,
+    },
+}
+
+/// The sending side of a call's work queue.
+#[derive(Clone)]
+pub(super) struct WorkTx(tokio::sync::mpsc::UnboundedSender<Box<Work>>);
+
+/// The receiving side of a call's work queue.
+pub(super) struct WorkRx(tokio::sync::mpsc::UnboundedReceiver<Box<Work>>);
+
+/// A call's work queue. Its messages travel boxed: a channel allocates room for 32 messages
+/// when it is made, and a call holds its queue for its whole life, so unboxed that room would
+/// be about 9 KiB a call.
+pub(super) fn work_queue() -> (WorkTx, WorkRx) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    (WorkTx(tx), WorkRx(rx))
+}
+
+impl WorkTx {
+    pub(super) fn send(&self, work: Work) {
+        // The call has ended when nobody receives: the report is moot.
+        let _ = self.0.send(Box::new(work));
+    }
+
+    /// Transcribes `audio`; the transcript comes back as what `report` makes of it.
+    pub(super) fn transcribe(
+        &self,
+        transcriber: &Arc<dyn Transcriber>,
+        audio: Arc<[i16]>,
+        rate: u32,
+        language: &str,
+        report: impl FnOnce(Result<Transcript, VendorError>) -> Work + Send + 'static,
+    ) {
+        let (transcriber, work, language) =
+            (transcriber.clone(), self.clone(), language.to_string());
+        tokio::spawn(async move {
+            let result = transcriber.transcribe(&audio, rate, &language).await;
+            work.send(report(result));
+        });
+    }
+
+    /// Synthesizes sentence `index` of `generation`; its audio comes back as [`Work::Spoken`].
+    pub(super) fn synthesize(
+        &self,
+        speech: &Arc<dyn Speech>,
+        voice: &Voice,
+        index: u32,
+        generation: u64,
+        text: String,
+    ) {
+        let (speech, work, voice) = (speech.clone(), self.clone(), voice.clone());
+        tokio::spawn(async move {
+            let result = speech
+                .speak(&text, &voice.voice, &voice.language, voice.rate)
+                .await;
+            work.send(Work::Spoken {
+                generation,
+                index,
+                text,
+                result,
+            });
+        });
+    }
+
+    /// Runs `call` on `tools` once; its run comes back as [`Work::ToolDone`]. Never aborted: a
+    /// dispatched webhook is not taken back.
+    pub(super) fn run_tool(
+        &self,
+        tools: Arc<dyn CallTools>,
+        call: ToolCall,
+        parties: CallParties,
+        generation: u64,
+        at_ms: u64,
+    ) {
+        let work = self.clone();
+        tokio::spawn(async move {
+            let run = tools.run(&call, &parties).await;
+            work.send(Work::ToolDone {
+                generation,
+                call,
+                run,
+                at_ms,
+            });
+        });
+    }
+
+    /// Starts the model's round on `request`: its sentences, function calls and end come
+    /// back as [`Work`] of `generation`. Aborted when the returned handle is dropped.
+    pub(super) fn converse(
+        &self,
+        model: &Arc<dyn ChatModel>,
+        request: ChatRequest,
+        generation: u64,
+    ) -> Abort {
+        let (model, work) = (model.clone(), self.clone());
+        Abort(tokio::spawn(async move {
+            use futures_util::StreamExt;
+            let mut sentences = Sentences::default();
+            let result = async {
+                let mut stream = model.stream(request).await?;
+                while let Some(event) = stream.next().await {
+                    match event? {
+                        ChatEvent::Text(text) => {
+                            for text in sentences.push(&text) {
+                                work.send(Work::Sentence { generation, text });
+                            }
+                        }
+                        ChatEvent::ToolCall(call) => {
+                            work.send(Work::Function { generation, call });
+                        }
+                        ChatEvent::Done { .. } => break,
+                    }
+                }
+                Ok(())
+            }
+            .await;
+            if let Some(text) = sentences.finish() {
+                work.send(Work::Sentence { generation, text });
+            }
+            work.send(Work::Replied { generation, result });
+        }))
+    }
+}
+
+impl WorkRx {
+    pub(super) async fn recv(&mut self) -> Option<Work> {
+        self.0.recv().await.map(|work| *work)
+    }
+}
+
+/// How the agent's sentences are voiced.
+#[derive(Debug, Clone)]
+pub(super) struct Voice {
+    pub voice: String,
+    pub language: String,
+    pub rate: u32,
+}
+
+/// Aborts a task when dropped: a reply nobody will hear stops being written.
+pub(super) struct Abort(tokio::task::JoinHandle<()>);
+
+impl Drop for Abort {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

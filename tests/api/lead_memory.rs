@@ -272,12 +272,16 @@ fn assert_tells_dana(prompt: &str, agent_prompt: &str, notes: &str) {
 
 /// The system message of the `n`th conversation request (0-based), once it has come.
 async fn system_prompt(vendor: &VendorServer, n: usize) -> String {
-    eventually(Duration::from_secs(20), "the model is asked", || async {
-        let requests = vendor.conversation_requests();
-        requests
-            .get(n)
-            .map(|(_, body)| body["messages"][0]["content"].as_str().unwrap().to_owned())
-    })
+    eventually(
+        Duration::from_secs(20),
+        &format!("the model is asked ({n})"),
+        || async {
+            let requests = vendor.conversation_requests();
+            requests
+                .get(n)
+                .map(|(_, body)| body["messages"][0]["content"].as_str().unwrap().to_owned())
+        },
+    )
     .await
 }
 
@@ -289,7 +293,7 @@ fn hang_up() -> Reply {
 #[tokio::test]
 async fn an_outbound_call_to_a_lead_tells_the_model_the_lead_and_its_last_call() {
     let vendor = VendorServer::start().await;
-    let sipp = Sipp::start("answer_until_bye.xml", 3, &[]).await;
+    let sipp = Sipp::start_speaking("answer_until_bye.xml", 3).await;
     let app = outbound_app_with(trunk(vec![sipp.gateway(0)]), |c| vendor.serve(c)).await;
     let to = "+972541234567";
     // A deleted lead and another workspace's lead have the number too.
@@ -322,7 +326,7 @@ async fn an_outbound_call_to_a_lead_tells_the_model_the_lead_and_its_last_call()
     )
     .await;
     let from = number(&app, "+972501230000", "active").await;
-    // Each call: SIPp echoes the greeting, the model hears "Hello?" and hangs up, and the
+    // Each call: the callee speaks, the model hears "Hello?" and hangs up, and the
     // call's analysis sums it up as `summary`.
     let call = |n: usize, summary: &'static str| {
         vendor.transcript("Hello?", Duration::ZERO);

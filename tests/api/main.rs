@@ -26,6 +26,7 @@ mod lead_memory;
 mod leads;
 mod openapi;
 mod overload;
+mod pcap;
 mod phone_numbers;
 mod rig;
 mod rtp_source;

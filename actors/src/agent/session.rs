@@ -154,9 +154,10 @@ impl<'a> Agent<'a> {
 
     /// The greeting, when the agent speaks first.
     fn greet(&mut self) {
-        let greeting = self.plan.greeting.trim();
-        if self.plan.agent_speaks_first && !greeting.is_empty() {
-            self.say(&greeting.to_string());
+        let plan = self.plan;
+        let greeting = plan.greeting.trim();
+        if plan.agent_speaks_first && !greeting.is_empty() {
+            self.say(greeting);
         }
     }
 

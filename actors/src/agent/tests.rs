@@ -106,7 +106,7 @@ async fn the_greeting_spans_its_audio_and_is_told_once_said() {
     let end = run(line.hangs_up(5000), &plan).await;
     let played = SYNTH + spoken_ms(GREETING);
     let greeting = agent_turn(GREETING, SYNTH, played, false);
-    assert_eq!(end.conversation.transcript, [greeting.clone()]);
+    assert_eq!(end.conversation.transcript, std::slice::from_ref(&greeting));
     assert_eq!(told.turns(), [(1, greeting, played)]);
     assert_eq!(end.reason, EndReason::CallerHangup);
     assert_eq!(log.lock().unwrap().hung_up_at, None);
@@ -435,7 +435,7 @@ async fn a_person_is_greeted_once_their_first_words_end() {
     let end = run(line, &amd_plan(true, None)).await;
     assert_eq!(end.answered_by, Some(AnsweredBy::Human));
     let greeted = 800 + SYNTH;
-    let heard = &log.lock().unwrap().heard;
+    let heard = log.lock().unwrap().heard.clone();
     assert_eq!(heard.len(), 1, "greeted once: {heard:?}");
     assert_eq!((heard[0].start_ms, heard[0].cut), (greeted, false));
 

@@ -17,6 +17,7 @@ use crate::sdp::Codec;
 pub use crate::vad::{Vad, VadChange, VadSettings};
 
 mod capture;
+pub mod echo;
 mod session;
 pub mod source;
 #[cfg(test)]
@@ -90,6 +91,8 @@ pub struct MediaStats {
     pub packets_ignored: u64,
     /// Of those, the packets from an address the call did not negotiate (see [`source`]).
     pub packets_foreign: u64,
+    /// Frames of the caller's audio that were only the agent's own echo (see [`echo`]).
+    pub echo_frames: u64,
 }
 
 /// Figures every media session of a server adds to, for its metrics.

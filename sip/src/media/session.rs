@@ -17,6 +17,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::capture::Capture;
+use super::echo::EchoCanceller;
 use super::source::{Source, SourcePolicy};
 use super::{Command, EventSink, MediaConfig, MediaCounters, MediaError, MediaEvent, MediaStats};
 use crate::amd::AnsweringMachineDetector;
@@ -72,6 +73,9 @@ pub(super) struct Session {
     commands: mpsc::UnboundedReceiver<Box<Command>>,
     encoder: Box<dyn Encoder>,
     decoder: Box<dyn Decoder>,
+    /// Decodes what we send as the far end hears it, for the echo canceller.
+    echo_decoder: Box<dyn Decoder>,
+    echo: EchoCanceller,
     jitter: JitterBuffer,
     loss: LossCounter,
     vad: Vad,
@@ -111,6 +115,8 @@ impl Session {
             commands,
             encoder: audio_codec::create_encoder(config.codec.codec_type()),
             decoder: audio_codec::create_decoder(config.codec.codec_type()),
+            echo_decoder: audio_codec::create_decoder(config.codec.codec_type()),
+            echo: EchoCanceller::default(),
             jitter: JitterBuffer::new(config.jitter_depth),
             loss: LossCounter::default(),
             vad: Vad::new(config.vad),
@@ -134,6 +140,7 @@ impl Session {
         let n = self.codec.frame_samples();
         let mut caller = vec![0i16; n];
         let mut agent = vec![0i16; n];
+        let mut heard = vec![0i16; n];
         // What reached the socket before the session started (while the call rang) decides
         // nothing: only the signalled address's packets are kept.
         while let Ok((len, from)) = self.socket.try_recv_from(&mut buf) {
@@ -157,7 +164,7 @@ impl Session {
                     }
                 }
                 _ = tick.tick() => {
-                    self.frame(&mut caller, &mut agent).await?;
+                    self.frame(&mut caller, &mut agent, &mut heard).await?;
                 }
             }
         }
@@ -168,6 +175,7 @@ impl Session {
         self.stats.packets_lost = self.loss.lost();
         self.stats.packets_discarded = self.jitter.discarded;
         self.stats.packets_foreign = self.source.foreign;
+        self.stats.echo_frames = self.echo.echo_frames;
         Ok(self.stats)
     }
 
@@ -254,13 +262,23 @@ impl Session {
         }
     }
 
-    async fn frame(&mut self, caller: &mut [i16], agent: &mut [i16]) -> Result<(), MediaError> {
+    /// One 20 ms frame: `caller` is what the line carried (recorded as it is), `heard` the
+    /// same without the agent's echo (what the VAD, the capture and detection judge).
+    async fn frame(
+        &mut self,
+        caller: &mut [i16],
+        agent: &mut [i16],
+        heard: &mut [i16],
+    ) -> Result<(), MediaError> {
         // The caller's side.
         caller.fill(0);
         if let Slot::Packet(payload) = self.jitter.pop() {
             let _ = self.decoder.decode_into(&payload, caller);
         }
-        let change = self.vad.feed(caller);
+        heard.copy_from_slice(caller);
+        self.echo.cancel(heard);
+        let caller_heard: &[i16] = heard;
+        let change = self.vad.feed(caller_heard);
         if change == Some(VadChange::Started) && self.yield_to_speech && !self.playout.is_empty() {
             // The caller speaks over the agent: this frame already goes out silent.
             self.clear_playout();
@@ -272,10 +290,10 @@ impl Session {
             });
         }
         if let Some(capture) = self.capture.as_mut() {
-            capture.feed(caller, change, self.vad.silence_secs(), &self.events);
+            capture.feed(caller_heard, change, self.vad.silence_secs(), &self.events);
         }
         if let Some(amd) = self.amd.as_mut() {
-            amd.feed(caller, |e| (self.events)(e.into()));
+            amd.feed(caller_heard, |e| (self.events)(e.into()));
             if amd.finished() {
                 self.amd = None;
             }
@@ -284,6 +302,18 @@ impl Session {
         self.fill_agent(agent);
         let mut payload = [0u8; 400];
         let len = self.encoder.encode_into(agent, &mut payload).unwrap_or(0);
+        // What the far end will hear of it, for the echo it may send back. Silence is silence
+        // in the stateless codecs; G.722's decoder has to follow every frame.
+        if self.codec != Codec::G722 && agent.iter().all(|s| *s == 0) {
+            self.echo.sent(agent);
+        } else if len > 0
+            && self
+                .echo_decoder
+                .decode_into(&payload[..len], heard)
+                .is_ok()
+        {
+            self.echo.sent(heard);
+        }
         if len > 0 {
             let packet = RtpPacketBuilder::new()
                 .payload_type(self.payload_type)

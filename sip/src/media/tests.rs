@@ -61,10 +61,26 @@ impl Rig {
 
     /// [`Rig::send_tone`] continuing the stream from its frame `first`.
     async fn send_tone_from(&self, first: u16, frames: u16) {
+        // Not the agent's 440 Hz: a peer saying what the agent plays would be its echo.
+        self.send_wave(first, frames, 250.0).await;
+    }
+
+    /// A voicemail beep: 440 Hz.
+    async fn send_beep(&self, frames: u16) {
+        self.send_wave(0, frames, 440.0).await;
+    }
+
+    /// `frames` 20 ms frames of a `hz` tone, from frame `first` of the stream.
+    async fn send_wave(&self, first: u16, frames: u16, hz: f64) {
         let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
         let packets: Vec<Vec<u8>> = (first..first + frames)
             .map(|i| {
-                let pcm = tone(160, 8000.0, 8000.0);
+                let pcm: Vec<i16> = (0..160)
+                    .map(|n| {
+                        let t = f64::from(n) / 8000.0;
+                        (8000.0 * (2.0 * std::f64::consts::PI * hz * t).sin()) as i16
+                    })
+                    .collect();
                 RtpPacketBuilder::new()
                     .payload_type(0)
                     .ssrc(7)
@@ -147,7 +163,7 @@ async fn answering_machine_detection_reports_through_the_media_events() {
     assert_eq!(verdict.answered_by, crate::amd::AnsweredBy::Machine);
     assert_eq!(verdict.reason.code(), "INITIALSILENCE");
     // Then its beep: 0.6 s of 440 Hz.
-    rig.send_tone(30).await;
+    rig.send_beep(30).await;
     let started = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             match rig.events.recv().await {

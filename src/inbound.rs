@@ -83,7 +83,7 @@ pub fn agent_plan(
                     .voicemail_message
                     .as_deref()
                     .map(|m| fill(m, variables)),
-                greet_early: false,
+                greet_early: agent.answering_machine_detection.greet_early,
             }),
     }
 }

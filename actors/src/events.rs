@@ -10,6 +10,7 @@
 //! | `transcript.final` | one turn of the caller or the agent is final | [`TranscriptFinal`] |
 //! | `tool.called` | the agent calls a `function` tool | [`ToolCalled`] |
 
+pub use crate::conversation::Speaker;
 use std::fmt;
 
 use chrono::{DateTime, Utc};
@@ -86,14 +87,6 @@ pub struct Envelope {
     pub created_at: DateTime<Utc>,
     pub call_id: CallId,
     pub data: Value,
-}
-
-/// Who spoke a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Speaker {
-    Caller,
-    Agent,
 }
 
 /// The data of `transcript.final`: one turn, final.

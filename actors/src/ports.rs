@@ -463,15 +463,24 @@ pub struct DialResult {
 /// the first answer counts.
 pub struct DialProgress {
     on_ringing: Option<Box<dyn FnOnce() + Send>>,
-    on_answer: Option<Box<dyn FnOnce() + Send>>,
+    on_answer: Option<AnswerHook>,
 }
+
+/// What runs when a call is answered; given a sender, the owner says on it when the answer is
+/// recorded.
+type AnswerHook = Box<dyn FnOnce(Option<tokio::sync::oneshot::Sender<()>>) + Send>;
+
+/// How long a dialer waits for the call's owner to record the answer before the call goes
+/// on anyway (a store that stalls does not hold up a callee who is speaking).
+pub const ANSWER_RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl DialProgress {
     /// Progress that runs `on_ringing` when the far end first says it rings, and `on_answer`
-    /// when the call is answered.
+    /// when the call is answered (with a sender to tell once the answer is recorded, when the
+    /// dialer waits for that).
     pub fn new(
         on_ringing: impl FnOnce() + Send + 'static,
-        on_answer: impl FnOnce() + Send + 'static,
+        on_answer: impl FnOnce(Option<tokio::sync::oneshot::Sender<()>>) + Send + 'static,
     ) -> Self {
         Self {
             on_ringing: Some(Box::new(on_ringing)),
@@ -496,8 +505,20 @@ impl DialProgress {
     /// The callee answered: the call is connected.
     pub fn answered(&mut self) {
         if let Some(on_answer) = self.on_answer.take() {
-            on_answer();
+            on_answer(None);
         }
+    }
+
+    /// The callee answered; resolves once the owner has recorded the answer (at most
+    /// [`ANSWER_RECORD_WAIT`]), so that what the call says next (its turns' events) comes
+    /// after `call.answered`.
+    pub async fn answered_and_recorded(&mut self) {
+        let Some(on_answer) = self.on_answer.take() else {
+            return;
+        };
+        let (recorded, done) = tokio::sync::oneshot::channel();
+        on_answer(Some(recorded));
+        let _ = tokio::time::timeout(ANSWER_RECORD_WAIT, done).await;
     }
 }
 

@@ -157,7 +157,8 @@ impl Dialer for SipDialer {
             }
         };
         let connected = tokio::time::Instant::now();
-        progress.answered();
+        // The answer is recorded (and `call.answered` raised) before the agent says a word.
+        progress.answered_and_recorded().await;
         if let Some(fault) = &self.fault
             && fault(&request)
         {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use switchboard_actors::conversation::{Speaker as Role, Turn, TurnSink};
-use switchboard_actors::events::{EventData, EventKind, Speaker, TranscriptFinal};
+use switchboard_actors::conversation::{Turn, TurnSink};
+use switchboard_actors::events::{EventData, EventKind, TranscriptFinal};
 use switchboard_actors::ids::CallId;
 use tokio::sync::{mpsc, oneshot};
 
@@ -74,10 +74,7 @@ impl TurnSink for TurnEvents {
 fn event(number: u32, turn: Turn, at: DateTime<Utc>) -> EventData {
     let lasted = chrono::Duration::milliseconds(turn.end_ms.saturating_sub(turn.start_ms) as i64);
     EventData::TranscriptFinal(TranscriptFinal {
-        role: match turn.role {
-            Role::Agent => Speaker::Agent,
-            Role::User => Speaker::Caller,
-        },
+        role: turn.role,
         text: turn.text,
         turn: number,
         started_at: at - lasted,

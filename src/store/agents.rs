@@ -111,6 +111,11 @@ pub struct AnsweringMachineDetection {
     /// Whether outbound calls tell machines from people (default true). Inbound calls never do.
     #[serde(default = "enabled")]
     pub enabled: bool,
+    /// Whether the agent greets as soon as the callee's first words end, while detection
+    /// still decides (default true): a person hears the agent at once, and a later machine
+    /// verdict cuts the greeting short. Off: the greeting waits for the verdict.
+    #[serde(default = "enabled")]
+    pub greet_early: bool,
     /// Silence before the first word that makes a machine, in ms; 100-10000 (default 2500).
     #[serde(default)]
     pub initial_silence_ms: Option<u32>,
@@ -150,6 +155,7 @@ impl Default for AnsweringMachineDetection {
     fn default() -> Self {
         Self {
             enabled: true,
+            greet_early: true,
             initial_silence_ms: None,
             greeting_ms: None,
             after_greeting_silence_ms: None,

@@ -230,6 +230,7 @@ async fn answering_machine_detection_is_on_by_default_and_takes_overrides_within
     let agent = app.get(&path).await.body;
     let amd = &agent["answering_machine_detection"];
     assert_eq!(amd["enabled"], true);
+    assert_eq!(amd["greet_early"], true);
     assert!(amd["greeting_ms"].is_null(), "no override: {amd}");
     assert!(agent["voicemail_message"].is_null());
 
@@ -266,6 +267,29 @@ async fn answering_machine_detection_is_on_by_default_and_takes_overrides_within
     assert_eq!(resp.status, StatusCode::OK, "{}", resp.text);
     assert_eq!(resp.body["answering_machine_detection"]["enabled"], false);
     assert!(resp.body["answering_machine_detection"]["greeting_ms"].is_null());
+    let resp = app
+        .patch(
+            &path,
+            json!({"answering_machine_detection": {"greet_early": false}}),
+        )
+        .await;
+    assert_eq!(resp.status, StatusCode::OK, "{}", resp.text);
+    assert_eq!(
+        resp.body["answering_machine_detection"]["greet_early"],
+        false
+    );
+    let resp = app
+        .patch(
+            &path,
+            json!({"answering_machine_detection": {"greet_early": 1}}),
+        )
+        .await;
+    assert_eq!(resp.status, StatusCode::BAD_REQUEST, "{}", resp.text);
+    assert_eq!(
+        resp.body["field"], "answering_machine_detection.greet_early",
+        "{}",
+        resp.text
+    );
     assert!(resp.body["voicemail_message"].is_null());
 
     let edges = json!({"name": "Edges", "answering_machine_detection": {

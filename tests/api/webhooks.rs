@@ -507,7 +507,7 @@ async fn events_raised_elsewhere_follow_the_calls_own_and_commit_with_their_tran
     app.store.outbox_written();
     let at = app.store.now();
     let turn = EventData::TranscriptFinal(TranscriptFinal {
-        role: Speaker::Caller,
+        role: Speaker::User,
         text: "A table for two, please.".into(),
         turn: 1,
         started_at: at,
@@ -530,7 +530,7 @@ async fn events_raised_elsewhere_follow_the_calls_own_and_commit_with_their_tran
         json!({"summary": "Booked a table for two", "extracted": {"party_size": 2},
                "disposition": "Interested", "disposition_id": null})
     );
-    assert_eq!(got[2].envelope["data"]["role"], "caller");
+    assert_eq!(got[2].envelope["data"]["role"], "user");
     assert_eq!(got[2].envelope["data"]["turn"], 1);
     assert_eq!(rows[1]["type"], "call.analyzed");
 
@@ -898,7 +898,7 @@ async fn a_conversing_calls_turns_are_sent_as_they_become_final_before_its_end()
         turns,
         [
             (json!(1), json!("agent"), json!("Hello.")),
-            (json!(2), json!("caller"), json!("Do you open on Sundays?")),
+            (json!(2), json!("user"), json!("Do you open on Sundays?")),
             (
                 json!(3),
                 json!("agent"),

@@ -62,8 +62,9 @@ impl Machine {
         }
     }
 
-    /// The callee's first words ended while detection listens: `true` if the agent greets now
-    /// (once, when its plan greets early).
+    /// The callee's first words ended (the VAD's stop, or the listening's pause before it)
+    /// while detection listens: `true` if the agent greets now (once, when its plan greets
+    /// early).
     pub fn greet_early(&mut self, plan: &AgentPlan) -> bool {
         let early = plan.amd.as_ref().is_some_and(|a| a.greet_early);
         if self.detection != Detection::Listening || !early || self.greeted_early {

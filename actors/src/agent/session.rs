@@ -269,7 +269,13 @@ impl<'a> Agent<'a> {
                 self.fallback();
             }
             MediaEvent::Utterance(audio) => self.utterance(audio),
-            MediaEvent::Pause(audio) => self.pause(audio),
+            MediaEvent::Pause(audio) => {
+                // The callee's first words have paused: a greeting held for detection starts.
+                if self.machine.greet_early(self.plan) {
+                    self.greet();
+                }
+                self.pause(audio);
+            }
             MediaEvent::PlayedOut(tag) => {
                 self.reply.played_out(tag);
                 return self.reply_said();

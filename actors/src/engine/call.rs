@@ -118,8 +118,8 @@ impl Actor for CallActor {
             move || {
                 let _ = rings.cast(CallMsg::Ringing);
             },
-            move || {
-                let _ = answers.cast(CallMsg::Answered);
+            move |recorded| {
+                let _ = answers.cast(CallMsg::Answered { recorded });
             },
         );
         // The dial runs on its own task so that a panic inside it (a bug in a call) ends this
@@ -148,13 +148,18 @@ impl Actor for CallActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let result = match msg {
-            progress @ (CallMsg::Ringing | CallMsg::Answered) => {
+            progress @ (CallMsg::Ringing | CallMsg::Answered { .. }) => {
                 let (id, now) = (state.spec.id, state.shared.clock.now());
                 let store = &state.shared.store;
-                let (what, written) = match progress {
-                    CallMsg::Ringing => ("ringing", store.call_ringing(id, now).await),
-                    _ => ("answer", store.call_answered(id, now).await),
+                let (what, written, recorded) = match progress {
+                    CallMsg::Answered { recorded } => {
+                        ("answer", store.call_answered(id, now).await, recorded)
+                    }
+                    _ => ("ringing", store.call_ringing(id, now).await, None),
                 };
+                if let Some(recorded) = recorded {
+                    let _ = recorded.send(());
+                }
                 // News, not a step the call depends on: a failed write is logged and the call
                 // goes on (its end records the answer again).
                 if let Err(error) = written {

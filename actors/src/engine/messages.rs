@@ -142,8 +142,11 @@ pub enum SupervisorMsg {
 pub enum CallMsg {
     /// The far end rings.
     Ringing,
-    /// The callee answered: the call is connected.
-    Answered,
+    /// The callee answered: the call is connected. `recorded`, if given, is told once the
+    /// answer is recorded (or could not be).
+    Answered {
+        recorded: Option<tokio::sync::oneshot::Sender<()>>,
+    },
     /// The dialer's answer: how the call went.
     Dialled { result: Box<DialResult> },
     /// The dial failed without an answer (it panicked): the actor fails, and its supervisor

@@ -24,6 +24,7 @@ use switchboard_sip::amd::{
     BeepSettings,
 };
 use switchboard_sip::audio_codec::{self, CodecType};
+use switchboard_sip::vad::{Vad, VadChange};
 
 mod output;
 
@@ -146,6 +147,19 @@ pub(crate) struct Outcome {
     pub beep_heard: Option<(u32, u32)>,
     /// When the detector (after a machine verdict) reported the end of the beep.
     pub beep_ended_ms: Option<u32>,
+    /// When the first words ended (the end of the last frame of speech before the agent
+    /// would greet early), and when it would greet early: the first pause of the listening
+    /// (half the agent's default VAD stop) or the VAD's stop, whichever comes first.
+    pub words_end_ms: Option<u32>,
+    pub greet_early_ms: Option<u32>,
+}
+
+/// The agent's default VAD, and the pause its listening reports (half its stop, at least
+/// 0.2 s).
+fn agent_vad() -> (Vad, f64) {
+    let agent = switchboard::store::Agent::new("bench".into());
+    let vad = Vad::new(switchboard::inbound::vad_settings(&agent));
+    (vad, (agent.vad_stop_secs / 2.0).max(0.2))
 }
 
 /// The settings of `--set` over the defaults, read as an agent's overrides are.
@@ -217,8 +231,21 @@ fn detect(settings: AmdSettings, samples: &[i16]) -> Outcome {
     let mut at_ms = 0;
     let silence = [0i16; FRAME];
     let tail = std::iter::repeat_n(&silence[..], 400);
+    let (mut vad, pause_secs) = agent_vad();
+    let (mut words_end_ms, mut greet_early_ms, mut heard) = (None, None, false);
     for frame in samples.chunks(FRAME).chain(tail) {
         at_ms += 20;
+        if greet_early_ms.is_none() {
+            let change = vad.feed(frame);
+            heard |= change == Some(VadChange::Started);
+            if vad.silence_secs() == 0.0 {
+                words_end_ms = Some(at_ms);
+            }
+            let paused = heard && vad.silence_secs() + 1e-9 >= pause_secs;
+            if paused || change == Some(VadChange::Stopped) {
+                greet_early_ms = Some(at_ms);
+            }
+        }
         amd.feed(frame, |e| match e {
             AmdEvent::Verdict(v) => verdict = Some(v),
             AmdEvent::Beep(BeepEvent::Ended { .. }) => beep_ended_ms = Some(at_ms),
@@ -246,6 +273,8 @@ fn detect(settings: AmdSettings, samples: &[i16]) -> Outcome {
             after_ms: v.after_ms,
             beep_heard,
             beep_ended_ms,
+            words_end_ms,
+            greet_early_ms,
         },
         // The analysis always ends within its total time; kept total for the report.
         None => Outcome {
@@ -254,6 +283,8 @@ fn detect(settings: AmdSettings, samples: &[i16]) -> Outcome {
             after_ms: at_ms,
             beep_heard,
             beep_ended_ms,
+            words_end_ms,
+            greet_early_ms,
         },
     }
 }

@@ -37,6 +37,53 @@ fn times<'a>(outcomes: impl Iterator<Item = &'a Outcome>) -> Value {
     json!({"files": ms.len(), "p50": percentile(&ms, 50.0), "p99": percentile(&ms, 99.0), "max": ms.last().copied().unwrap_or(0)})
 }
 
+/// p50, p99 and the largest of `ms`.
+fn spread(mut ms: Vec<u32>) -> Value {
+    ms.sort_unstable();
+    json!({"files": ms.len(), "p50": percentile(&ms, 50.0), "p99": percentile(&ms, 99.0), "max": ms.last().copied().unwrap_or(0)})
+}
+
+/// What the greeting's timing does on these files: the silence a person hears between the end
+/// of their first words and the agent's greeting (synthesis aside: a greeting is cached),
+/// greeting early and waiting for the verdict; and the machines that heard part of an early
+/// greeting before their verdict cut it.
+fn greeting_timing(done: &[(&Case, &Outcome)]) -> Value {
+    let people: Vec<&Outcome> = done
+        .iter()
+        .filter(|(c, r)| c.truth == Truth::Human && r.answered_by.counts_as_human())
+        .map(|(_, r)| *r)
+        .filter(|r| r.words_end_ms.is_some())
+        .collect();
+    let silence = |greet: &dyn Fn(&Outcome) -> u32| -> Vec<u32> {
+        people
+            .iter()
+            .map(|r| greet(r).saturating_sub(r.words_end_ms.unwrap_or(0)))
+            .collect()
+    };
+    let early = silence(&|r| r.greet_early_ms.map_or(r.after_ms, |g| g.min(r.after_ms)));
+    let waiting = silence(&|r| r.after_ms);
+    let machines: Vec<&Outcome> = done
+        .iter()
+        .filter(|(c, r)| c.truth == Truth::Machine && r.answered_by == AnsweredBy::Machine)
+        .map(|(_, r)| *r)
+        .collect();
+    let greeted = machines
+        .iter()
+        .filter(|r| r.greet_early_ms.is_some_and(|g| g < r.after_ms))
+        .count();
+    let starts = people
+        .iter()
+        .map(|r| r.greet_early_ms.map_or(r.after_ms, |g| g.min(r.after_ms)))
+        .collect();
+    json!({
+        "greeting_starts_ms_after_the_answer_greeting_early": spread(starts),
+        "greeting_starts_ms_after_the_answer_waiting_for_the_verdict": times(people.iter().copied()),
+        "silence_before_greeting_ms_greeting_early": spread(early),
+        "silence_before_greeting_ms_waiting_for_the_verdict": spread(waiting),
+        "machines_that_heard_part_of_an_early_greeting_share": share(greeted, machines.len()),
+    })
+}
+
 pub(super) fn report(
     cases: &[Case],
     settings: AmdSettings,
@@ -147,6 +194,7 @@ pub(super) fn report(
         "time_to_verdict_ms": times(done.iter().map(|(_, r)| *r)),
         "time_to_verdict_ms_humans": times(done.iter().filter(|(c, _)| c.truth == Truth::Human).map(|(_, r)| *r)),
         "time_to_verdict_ms_machines": times(done.iter().filter(|(c, _)| c.truth == Truth::Machine).map(|(_, r)| *r)),
+        "greeting": greeting_timing(&done),
         "analysis_cpu_ms_per_audio_sec": crate::round(cpu_ms / audio_secs.max(1e-9)),
         "misclassified": misclassified,
     })

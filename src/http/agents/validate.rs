@@ -125,6 +125,7 @@ pub(super) fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
 pub(super) fn check_amd(amd: &AnsweringMachineDetection) -> Result<(), ApiError> {
     let AnsweringMachineDetection {
         enabled: _,
+        greet_early: _,
         initial_silence_ms,
         greeting_ms,
         after_greeting_silence_ms,

@@ -270,7 +270,7 @@ async fn answering_machine_detection_is_on_by_default_and_takes_overrides_within
     let resp = app
         .patch(
             &path,
-            json!({"answering_machine_detection": {"greet_early": false}}),
+            json!({"answering_machine_detection": {"enabled": false, "greet_early": false}}),
         )
         .await;
     assert_eq!(resp.status, StatusCode::OK, "{}", resp.text);

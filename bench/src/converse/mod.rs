@@ -89,6 +89,14 @@ pub struct ConverseArgs {
     /// Seconds a turn waits for the reply's audio before it counts as failed.
     #[arg(long, default_value_t = 10.0)]
     reply_timeout: f64,
+    /// The callers' lines echo the agent's audio back, this many milliseconds late (in
+    /// whole 20 ms frames; 0: at once, as an echo test number or SIPp's `-rtp_echo` does).
+    /// Unset: no echo.
+    #[arg(long)]
+    echo_delay_ms: Option<u64>,
+    /// How far below the agent's level the echo comes back, in dB (0: full level).
+    #[arg(long, default_value_t = 0.0)]
+    echo_db: f64,
     /// A mono 16-bit WAV the callers speak (default: espeak-ng, else a speech-like signal).
     #[arg(long)]
     wav: Option<PathBuf>,
@@ -122,13 +130,47 @@ struct Seen {
     turns: Vec<TurnSeen>,
     barges: Vec<BargeSeen>,
     failures: std::collections::BTreeMap<String, u64>,
+    /// Replies heard whole, and replies that stopped short though the caller never spoke
+    /// over them (the agent took something else, such as its own echo, for the caller).
+    replies_whole: u64,
+    replies_cut_short: u64,
+}
+
+/// The agent's audio a call's line sends back: frames queued as they arrive, each sent out
+/// `delay` frames later at `gain`.
+struct Echo {
+    delay: usize,
+    gain: f64,
+    frames: std::collections::VecDeque<Vec<i16>>,
+}
+
+impl Echo {
+    fn heard(&mut self, pcm: &[i16]) {
+        // A line holds a second of echo at most: a burst beyond it is dropped.
+        if self.frames.len() < self.delay + 50 {
+            self.frames.push_back(pcm.to_vec());
+        }
+    }
+
+    /// This tick's echo, if its frame is due.
+    fn due(&mut self) -> Option<Vec<i16>> {
+        if self.frames.len() <= self.delay {
+            return None;
+        }
+        let mut frame = self.frames.pop_front()?;
+        for s in &mut frame {
+            *s = (f64::from(*s) * self.gain) as i16;
+        }
+        Some(frame)
+    }
 }
 
 struct Shared {
     args: ConverseArgs,
     target: std::net::SocketAddr,
-    /// The caller's line, encoded in 20 ms PCMU frames.
+    /// The caller's line, encoded in 20 ms PCMU frames, and as audio.
     speech: Vec<Vec<u8>>,
+    speech_pcm: Vec<Vec<i16>>,
     silence: Vec<u8>,
     totals: Totals,
     seen: Mutex<Seen>,
@@ -156,6 +198,14 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     let (line, made_by) = caller_line(args.wav.as_deref())?;
     let codec = Codec::Pcmu;
     let speech = crate::outbound_load::greeting::frames(codec, &line);
+    let speech_pcm: Vec<Vec<i16>> = line
+        .chunks(160)
+        .map(|c| {
+            let mut frame = c.to_vec();
+            frame.resize(160, 0);
+            frame
+        })
+        .collect();
     let silence = crate::outbound_load::greeting::frames(codec, &[0; 160])
         .pop()
         .context("encoding silence")?;
@@ -209,6 +259,7 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     let shared = Arc::new(Shared {
         target: server.sip,
         speech,
+        speech_pcm,
         silence,
         totals: Totals::default(),
         seen: Mutex::new(Seen::default()),
@@ -349,6 +400,9 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
         "barge_ins": seen.barges.len(),
         "barge_ins_not_stopped": barge_not_stopped,
         "barge_in_stop_ms": spread(&mut barge),
+        "echo": args.echo_delay_ms.map(|ms| json!({"delay_ms": ms / 20 * 20, "below_agent_db": args.echo_db})),
+        "replies_whole": seen.replies_whole,
+        "false_barge_ins": seen.replies_cut_short,
         "stand_in_requests": {"stt": records.stt.len(),
             "chat_turns": records.chat.iter().filter(|c| c.call.is_some()).count(),
             "chat_analyses": records.chat.iter().filter(|c| c.call.is_none()).count(),
@@ -470,6 +524,16 @@ async fn call(s: &Shared, c: usize, slug: &str, routed: oneshot::Sender<()>) -> 
     let mut barge: Option<BargeSeen> = None;
     let reply_over = Duration::from_millis(400);
     let barge_turn = a.barge_in_turn.checked_sub(1);
+    let mut echo = a.echo_delay_ms.map(|ms| Echo {
+        delay: (ms / 20) as usize,
+        gain: 10f64.powf(-a.echo_db.abs() / 20.0),
+        frames: Default::default(),
+    });
+    let mut encoder = switchboard_sip::audio_codec::create_encoder(Codec::Pcmu.codec_type());
+    let mut mixed = vec![0u8; 400];
+    // A reply lasts two sentences; one that stops this much short was cut.
+    let reply_ms = (2.0 * a.sentence_secs * 1000.0) as u64;
+    let (mut whole, mut cut_short) = (0u64, 0u64);
     loop {
         tokio::select! {
             biased;
@@ -478,6 +542,9 @@ async fn call(s: &Shared, c: usize, slug: &str, routed: oneshot::Sender<()>) -> 
                 let Ok((n, _)) = received else { continue };
                 let Some(payload) = rtp_payload(&buf[..n]) else { continue };
                 let samples = decoder.decode_into(payload, &mut pcm).unwrap_or(0);
+                if let Some(echo) = echo.as_mut() {
+                    echo.heard(&pcm[..samples.min(pcm.len())]);
+                }
                 if !pcm[..samples.min(pcm.len())].iter().any(|v| v.unsigned_abs() > 200) {
                     continue;
                 }
@@ -498,6 +565,19 @@ async fn call(s: &Shared, c: usize, slug: &str, routed: oneshot::Sender<()>) -> 
                 let frame = match phase {
                     Phase::Speaking { frame, .. } => &s.speech[frame],
                     _ => &s.silence,
+                };
+                // The line's echo of the agent, over what the caller says.
+                let frame = match echo.as_mut().and_then(Echo::due) {
+                    Some(mut back) => {
+                        if let Phase::Speaking { frame, .. } = phase {
+                            for (e, v) in back.iter_mut().zip(&s.speech_pcm[frame]) {
+                                *e = e.saturating_add(*v);
+                            }
+                        }
+                        let n = encoder.encode_into(&back, &mut mixed).unwrap_or(0);
+                        &mixed[..n]
+                    }
+                    None => frame,
                 };
                 let _ = media.send_to(out.packet(frame), remote).await;
                 let sent = Instant::now();
@@ -535,7 +615,13 @@ async fn call(s: &Shared, c: usize, slug: &str, routed: oneshot::Sender<()>) -> 
                             && now.duration_since(since) >= Duration::from_millis(a.barge_in_after_ms)
                         {
                             Phase::Speaking { frame: 0, barge: true }
-                        } else if last_audio.is_some_and(|l| now.duration_since(l) >= reply_over) {
+                        } else if let Some(l) = last_audio.filter(|l| now.duration_since(*l) >= reply_over) {
+                            let heard = l.duration_since(since).as_millis() as u64;
+                            if heard + 300 < reply_ms {
+                                cut_short += 1;
+                            } else {
+                                whole += 1;
+                            }
                             Phase::Quiet(now + Duration::from_millis(300 + (c as u64 * 61 + u64::from(turn) * 97) % 500))
                         } else {
                             phase
@@ -546,6 +632,11 @@ async fn call(s: &Shared, c: usize, slug: &str, routed: oneshot::Sender<()>) -> 
             }
         }
     }
-    s.seen.lock().await.turns.extend(turns);
+    {
+        let mut seen = s.seen.lock().await;
+        seen.turns.extend(turns);
+        seen.replies_whole += whole;
+        seen.replies_cut_short += cut_short;
+    }
     dialog.bye().await
 }

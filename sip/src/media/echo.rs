@@ -16,8 +16,10 @@
 /// How far back an echo is looked for: 640 ms of 20 ms frames.
 pub const TAIL_FRAMES: usize = 32;
 
-/// A caller frame whose energy is at least this share echo is echo alone.
-const ECHO_ONLY: f64 = 0.97;
+/// A caller frame whose energy is at least this share echo is echo alone: what is left is
+/// 25 dB or more below the echo (a packet echo leaves its codec's noise, about 38 dB below; a
+/// caller speaking over the echo is far above it).
+const ECHO_ONLY: f64 = 0.997;
 
 /// The agent's recent audio, and the echo found in the caller's.
 #[derive(Debug, Default)]

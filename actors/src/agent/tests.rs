@@ -19,7 +19,7 @@ use super::text::{AgentSaid, text_line};
 use super::{AgentEnd, AgentPlan, AmdPlan, EndReason, Mind, Speech, converse};
 use crate::call_tools::CallParties;
 use crate::conversation::{Speaker, Turn};
-use crate::turns::{APOLOGY_LINE, FILLER_LINE, STILL_THERE_LINE};
+use crate::turns::{APOLOGY_LINE, FALLBACK_LINE, FILLER_LINE, STILL_THERE_LINE};
 use crate::vendors::{ChatMessage, VendorError};
 
 const GREETING: &str = "Hello, this is Ada from Acme.";
@@ -549,4 +549,23 @@ async fn a_hang_up_mid_sentence_keeps_the_words_played_so_far() {
         end.conversation.transcript,
         [agent_turn("Hello,", SYNTH, 600, true)]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_model_the_agent_answers_with_its_fallback_line_once() {
+    let (line, log) = ScriptedLine::new();
+    let line = line
+        .says(500, 1000, "Hello?")
+        .says(6000, 1000, "Anyone there?")
+        .hangs_up(9000);
+    let end = run(line, &plan(None, "")).await;
+    let fallback = agent_turn(
+        FALLBACK_LINE,
+        1500 + SYNTH,
+        1500 + SYNTH + spoken_ms(FALLBACK_LINE),
+        false,
+    );
+    // Nothing transcribes without a model: the transcript is the agent's line alone.
+    assert_eq!(end.conversation.transcript, [fallback]);
+    assert_eq!(log.lock().unwrap().heard.len(), 1);
 }

@@ -34,6 +34,7 @@ pub mod engine;
 pub mod events;
 pub mod ids;
 pub mod inbound;
+pub mod limits;
 pub mod money;
 pub mod pacing;
 pub mod phone;

@@ -5,10 +5,10 @@ use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use rand::Rng;
 
+use crate::campaign::CampaignRules;
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
 use crate::ids::DispositionId;
 use crate::phone::PhoneNumber;
-use crate::ports::CampaignRules;
 use crate::window::CallingWindow;
 
 /// The zone used for a country's built-in calling hours and for contacts known only by their

@@ -7,12 +7,14 @@ use std::collections::HashMap;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::call::CallStatus;
+pub use crate::campaign::CampaignRules;
 use crate::campaign::{AgentFacts, CampaignStatus, NumberFacts};
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
 use crate::conversation::Conversation;
 use crate::ids::{
     AgentId, CallId, CampaignId, ContactId, DispositionId, PhoneNumberId, WorkspaceId,
 };
+pub use crate::limits::TrunkLimits;
 use crate::money::Cents;
 use crate::window::CallingWindow;
 
@@ -46,28 +48,6 @@ impl PortError {
 }
 
 pub type PortResult<T> = Result<T, PortError>;
-
-/// The per-contact rules of a campaign, as of the last evaluation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CampaignRules {
-    pub max_attempts: i64,
-    pub max_infra_retries: i64,
-    pub retry_no_answer_seconds: i64,
-    pub retry_completed_seconds: i64,
-    pub randomize_retry_time: bool,
-    pub double_dial_enabled: bool,
-    pub double_dial_gap_seconds: i64,
-    pub max_calls_per_day: i64,
-    pub min_seconds_between_calls: i64,
-    pub max_in_flight: i64,
-    pub budget_cents: Option<Cents>,
-    pub stop_disposition_ids: Vec<DispositionId>,
-    pub stop_on_no_answer: bool,
-    pub stop_on_voicemail: bool,
-    pub stop_on_unclassified: bool,
-    pub starts_at: Option<DateTime<Utc>>,
-    pub ends_at: Option<DateTime<Utc>>,
-}
 
 /// Everything one evaluation reads about a campaign.
 #[derive(Debug, Clone)]
@@ -167,30 +147,6 @@ pub struct CallSpec {
     /// The SIP trunk that carries the call and its caps; `None` when no trunk's caps apply
     /// (the simulated carrier, or a number no trunk serves).
     pub trunk: Option<TrunkLimits>,
-}
-
-/// A SIP trunk's caps, as the call queue enforces them: a call waits for room on its trunk
-/// beside its workspace's and the node's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TrunkLimits {
-    /// The trunk: its carrier account's id, or `Uuid::nil()` for the operator's default trunk.
-    pub trunk: uuid::Uuid,
-    /// New calls started through the trunk in any one second; `None`: no cap.
-    pub calls_per_second: Option<u32>,
-    /// Calls live on the trunk at once; `None`: no cap.
-    pub max_concurrent: Option<u32>,
-}
-
-impl TrunkLimits {
-    /// The caps of `trunk`, known by `id` (its carrier account's id, or `Uuid::nil()` for the
-    /// operator's default trunk).
-    pub fn of(id: uuid::Uuid, trunk: &switchboard_sip::trunk::Trunk) -> Self {
-        Self {
-            trunk: id,
-            calls_per_second: trunk.calls_per_second,
-            max_concurrent: trunk.max_concurrent_calls,
-        }
-    }
 }
 
 /// Admitting one contact: the attempt and its call are committed together, before any dial.

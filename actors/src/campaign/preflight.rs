@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::ports::TrunkLimits;
+use crate::limits::TrunkLimits;
 use crate::window::CallingWindow;
 
 /// What the preflight needs to know about the campaign's agent.

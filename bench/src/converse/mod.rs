@@ -152,6 +152,21 @@ impl Echo {
         }
     }
 
+    /// This tick's echo over what the caller says (`speaking`), encoded into `out`; its
+    /// length, if an echo frame is due.
+    fn mixed(
+        &mut self,
+        speaking: Option<&[i16]>,
+        encoder: &mut dyn switchboard_sip::audio_codec::Encoder,
+        out: &mut [u8],
+    ) -> Option<usize> {
+        let mut back = self.due()?;
+        for (e, v) in back.iter_mut().zip(speaking.unwrap_or_default()) {
+            *e = e.saturating_add(*v);
+        }
+        Some(encoder.encode_into(&back, out).unwrap_or(0))
+    }
+
     /// This tick's echo, if its frame is due.
     fn due(&mut self) -> Option<Vec<i16>> {
         if self.frames.len() <= self.delay {
@@ -228,29 +243,8 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     flags.extend(["--rtp-ports".into(), "20000-31999".into()]);
     let mut server = crate::sip_load::spawn_switchboard(&bin, &flags).await?;
     let pid = server.child.id().context("server pid")?;
-    // The server takes a few endpoints a day: calls take turns on them, and each endpoint is
-    // pointed at the agent of the call about to use it just before the call is placed.
     let endpoints = args.calls.min(ENDPOINTS);
-    eprintln!("creating {} agents and {endpoints} endpoints", args.calls);
-    let (mut agents, mut routes) = (Vec::with_capacity(args.calls), Vec::new());
-    for c in 0..args.calls {
-        let agent = json!({
-            "name": format!("Bench {c}"),
-            "system_prompt": format!("You are the agent of a benchmark call [bench-call {c}]."),
-            "greeting_message": "Hello.",
-            "agent_speaks_first": false,
-            "vad_start_secs": args.vad_start_secs,
-            "vad_stop_secs": args.vad_stop_secs,
-            "silence_timeout_secs": 3600,
-            "max_call_duration_secs": 3600,
-        });
-        if c < endpoints {
-            routes.push(crate::sip_load::create_endpoint(&server, &agent).await?);
-            agents.push(String::new());
-        } else {
-            agents.push(crate::sip_load::create_agent(&server, &agent).await?);
-        }
-    }
+    let (agents, routes) = agents_and_endpoints(&server, &args, endpoints).await?;
     // The idle baseline.
     let mut meter = CpuMeter::new(Some(pid));
     meter.sample();
@@ -340,7 +334,44 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     let samples = samples.lock().await.clone();
     let seen = std::mem::take(&mut *shared.seen.lock().await);
     let records = stand_in.records();
-    let mut matcher = Matcher::new(&records);
+    let measured = Measured {
+        made_by,
+        line_secs: line.len() as f64 / 8000.0,
+        base_cpu,
+        base_rss,
+        bench_cpu,
+        wall,
+    };
+    Ok(report(&args, seen, &records, samples, measured))
+}
+
+/// What the run measured besides the calls' own figures.
+struct Measured {
+    made_by: &'static str,
+    line_secs: f64,
+    base_cpu: Option<f64>,
+    base_rss: Option<f64>,
+    bench_cpu: Option<f64>,
+    wall: f64,
+}
+
+/// The report: the calls' figures tied to the stand-ins' records, and the server's use.
+fn report(
+    args: &ConverseArgs,
+    seen: Seen,
+    records: &vendors::Records,
+    samples: Vec<Value>,
+    m: Measured,
+) -> Value {
+    let Measured {
+        made_by,
+        line_secs,
+        base_cpu,
+        base_rss,
+        bench_cpu,
+        wall,
+    } = m;
+    let mut matcher = Matcher::new(records);
     let (mut added, mut parts, mut vendor_ms) = (Vec::new(), [vec![], vec![], vec![]], Vec::new());
     let mut unmatched = std::collections::BTreeMap::<&str, u64>::new();
     let mut by_turn = vec![Vec::new(); args.turns as usize];
@@ -372,13 +403,13 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
             .map(|(v, b)| crate::round((v - b) / args.calls as f64))
     };
     let base_rss_mib = base_rss.map(|k| crate::round(k / 1024.0));
-    Ok(json!({
+    json!({
         "benchmark": "converse",
         "calls": args.calls,
         "turns_per_call": args.turns,
         "barge_in_turn": args.barge_in_turn,
         "caller_speech": made_by,
-        "caller_line_secs": crate::round(line.len() as f64 / 8000.0),
+        "caller_line_secs": crate::round(line_secs),
         "vendor_latency_ms": {"stt": args.stt_ms, "llm_first_piece": args.llm_ms,
             "llm_between_pieces": args.llm_chunk_ms, "tts": args.tts_ms,
             "spread": args.vendor_spread_ms},
@@ -418,7 +449,39 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
         "bench_cpu_percent": bench_cpu.map(crate::round),
         "wall_secs": crate::round(wall),
         "samples": samples,
-    }))
+    })
+}
+
+/// One agent per call, and the endpoints the calls take turns on (the first calls' agents
+/// are the endpoints' own; the others' are created alone and pointed to when their call comes).
+async fn agents_and_endpoints(
+    server: &crate::sip_load::Spawned,
+    args: &ConverseArgs,
+    endpoints: usize,
+) -> anyhow::Result<(Vec<String>, Vec<(String, String)>)> {
+    // The server takes a few endpoints a day: calls take turns on them, and each endpoint is
+    // pointed at the agent of the call about to use it just before the call is placed.
+    eprintln!("creating {} agents and {endpoints} endpoints", args.calls);
+    let (mut agents, mut routes) = (Vec::with_capacity(args.calls), Vec::new());
+    for c in 0..args.calls {
+        let agent = json!({
+            "name": format!("Bench {c}"),
+            "system_prompt": format!("You are the agent of a benchmark call [bench-call {c}]."),
+            "greeting_message": "Hello.",
+            "agent_speaks_first": false,
+            "vad_start_secs": args.vad_start_secs,
+            "vad_stop_secs": args.vad_stop_secs,
+            "silence_timeout_secs": 3600,
+            "max_call_duration_secs": 3600,
+        });
+        if c < endpoints {
+            routes.push(crate::sip_load::create_endpoint(server, &agent).await?);
+            agents.push(String::new());
+        } else {
+            agents.push(crate::sip_load::create_agent(server, &agent).await?);
+        }
+    }
+    Ok((agents, routes))
 }
 
 /// Mean server CPU (percent of a core) and RSS (KiB) over the samples taken while every call
@@ -566,17 +629,12 @@ async fn call(s: &Shared, c: usize, slug: &str, routed: oneshot::Sender<()>) -> 
                     Phase::Speaking { frame, .. } => &s.speech[frame],
                     _ => &s.silence,
                 };
-                // The line's echo of the agent, over what the caller says.
-                let frame = match echo.as_mut().and_then(Echo::due) {
-                    Some(mut back) => {
-                        if let Phase::Speaking { frame, .. } = phase {
-                            for (e, v) in back.iter_mut().zip(&s.speech_pcm[frame]) {
-                                *e = e.saturating_add(*v);
-                            }
-                        }
-                        let n = encoder.encode_into(&back, &mut mixed).unwrap_or(0);
-                        &mixed[..n]
-                    }
+                let speaking = match phase {
+                    Phase::Speaking { frame, .. } => Some(&s.speech_pcm[frame][..]),
+                    _ => None,
+                };
+                let frame = match echo.as_mut().and_then(|e| e.mixed(speaking, encoder.as_mut(), &mut mixed)) {
+                    Some(n) => &mixed[..n],
                     None => frame,
                 };
                 let _ = media.send_to(out.packet(frame), remote).await;

@@ -644,10 +644,17 @@ async fn an_outbound_call_converses_with_the_calls_variables_in_its_prompt() {
     ]));
     // The callee speaks after the greeting has started (an echo of it is not the callee).
     let sipp = Sipp::start_speaking("answer.xml", 1).await;
-    let app = outbound_app_with(trunk(vec![sipp.gateway(0)]), |c| vendor.serve(c)).await;
+    let app = outbound_app_with(trunk(vec![sipp.gateway(0)]), |c| {
+        vendor.serve(c);
+        c.egress_allow = vec!["127.0.0.0/8".parse().unwrap()];
+    })
+    .await;
+    let (hook, receiver) = crate::webhooks::receiver(&app).await;
     let agent = new_agent(
         &app,
         json!({"name": "Ava", "max_call_duration_secs": 20, "agent_speaks_first": true,
+            "webhook_url": format!("http://{hook}/hook"),
+            "webhook_events": ["call.answered", "transcript.final"],
             "greeting_message": "Hello {{name}}, this is Ava from the clinic.",
             "system_prompt": "You call {{name}} about {{topic}}.", "vad_stop_secs": 0.5,
             "answering_machine_detection": {"enabled": false}}),
@@ -683,4 +690,12 @@ async fn an_outbound_call_converses_with_the_calls_variables_in_its_prompt() {
     );
     let heard = messages[1]["content"].as_str().unwrap_or_default();
     assert!(heard.starts_with(said), "{messages}");
+    // The answer's event comes before any turn's.
+    crate::webhooks::wait_for(&receiver, 2).await;
+    let kinds = receiver.kinds();
+    assert_eq!(
+        kinds[..2],
+        ["call.answered", "transcript.final"],
+        "{kinds:?}"
+    );
 }

@@ -53,19 +53,6 @@ pub enum EndCause {
 }
 
 impl EndCause {
-    /// The call's `end_reason` for this cause.
-    pub fn name(self, direction: Direction) -> &'static str {
-        match (self, direction) {
-            (EndCause::PeerHangup, Direction::Inbound) => "caller_hangup",
-            (EndCause::PeerHangup, Direction::Outbound) => "callee_hangup",
-            (EndCause::LocalHangup, _) => "agent_hangup",
-            (EndCause::PeerCancelled, _) => "caller_cancelled",
-            (EndCause::AckTimeout, _) => "ack_timeout",
-            (EndCause::SessionExpired, _) => "session_expired",
-            (EndCause::Failed, _) => "signalling_error",
-        }
-    }
-
     fn of(reason: &TerminatedReason, direction: Direction) -> EndCause {
         // rsipstack names BYEs by the transaction role of their sender: in an inbound call
         // the peer is the UAC, in an outbound one the UAS.

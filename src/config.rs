@@ -32,6 +32,16 @@ impl std::fmt::Debug for CallFaultHook {
     }
 }
 
+/// A fault injected into inbound calls (resilience tests only).
+#[derive(Clone)]
+pub struct InboundFaultHook(pub switchboard_actors::inbound::InboundFault);
+
+impl std::fmt::Debug for InboundFaultHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InboundFaultHook")
+    }
+}
+
 /// A function that wraps a dialer in another.
 pub type WrapDialer = std::sync::Arc<
     dyn Fn(
@@ -146,6 +156,8 @@ pub struct Config {
     pub ring_timeout: Duration,
     /// Resilience tests: calls this picks fail inside (panic) once answered.
     pub call_fault: Option<CallFaultHook>,
+    /// Resilience tests: inbound calls this picks fail inside (panic) once answered.
+    pub inbound_fault: Option<InboundFaultHook>,
     /// Tests: wraps the dialer `carrier` selects.
     pub dialer_hook: Option<DialerHook>,
     /// How often each campaign is evaluated when nothing else wakes it.
@@ -214,6 +226,7 @@ impl Default for Config {
             outbound_trunk: None,
             ring_timeout: switchboard_actors::sip_dialer::DEFAULT_RING_TIMEOUT,
             call_fault: None,
+            inbound_fault: None,
             dialer_hook: None,
             evaluation_interval: Duration::from_secs(60),
             disposition_timeout: Duration::from_secs(300),

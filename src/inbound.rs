@@ -12,7 +12,9 @@ use switchboard_actors::agent::director::PromptAgent;
 use switchboard_actors::agent::{AgentPlan, AmdPlan, Mind, Speech};
 use switchboard_actors::clock::SharedClock;
 use switchboard_actors::ids::CallId;
-use switchboard_actors::inbound::{InboundEnd, InboundPlan, InboundStart, InboundStore, run_call};
+use switchboard_actors::inbound::{
+    InboundCall, InboundEnd, InboundPlan, InboundStart, InboundStore, run_call,
+};
 use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{PortError, PortResult};
 use switchboard_actors::slug::SipSlug;
@@ -159,6 +161,8 @@ pub struct SipRouter {
     pub stop: CancellationToken,
     /// Calls running now: each holds a token while it runs, so shutdown can wait for them.
     pub live: tokio_util::task::TaskTracker,
+    /// The engine its calls run under, once it has started (the SIP server starts first).
+    pub engine: Arc<std::sync::OnceLock<switchboard_actors::engine::Engine>>,
 }
 
 #[async_trait]
@@ -258,14 +262,31 @@ impl InboundRouter for SipRouter {
             )
             .await;
         }
-        run_call(
+        let (done, over) = tokio::sync::oneshot::channel();
+        let call = InboundCall {
             call,
             plan,
-            self.port.clone(),
-            self.speech.clone(),
-            self.clock.clone(),
-            self.stop.clone(),
-        )
-        .await;
+            store: self.port.clone(),
+            speech: self.speech.clone(),
+            clock: self.clock.clone(),
+            stop: self.stop.clone(),
+            fault: self.config.inbound_fault.as_ref().map(|f| f.0.clone()),
+            done: Some(done),
+            owner: None,
+        };
+        // Under the engine's supervision; before it has started (or once it has stopped),
+        // here.
+        let left = match self.engine.get() {
+            Some(engine) => engine.answer(call).err(),
+            None => Some(Box::new(call)),
+        };
+        match left {
+            Some(call) => {
+                let _ = run_call(*call).await;
+            }
+            None => {
+                let _ = over.await;
+            }
+        }
     }
 }

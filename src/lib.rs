@@ -171,12 +171,13 @@ pub async fn serve(
         transcriber: transcriber(&config)?,
         egress: egress::Egress::system(config.egress_allow.clone()),
     };
-    // The SIP server starts first: the SIP dialer places calls through it.
+    // The SIP server starts first: the SIP dialer places calls through it. Its inbound calls
+    // run under the engine once it has started.
     let sip = start_sip(
         &config, sip, &store, &payments, &speech, &vendors, &sip_stop,
     )
     .await?;
-    let client = sip.as_ref().map(|(server, _)| server.client());
+    let client = sip.as_ref().map(|s| s.server.client());
     if let Some(client) = &client {
         // Before the engine reconciles them as interrupted: end what a previous process left
         // ringing or answered.
@@ -196,6 +197,9 @@ pub async fn serve(
         engine::engine_config(&config),
     )
     .await?;
+    if let Some(sip) = &sip {
+        let _ = sip.engine.set(engine.clone());
+    }
     // What `POST /carrier-accounts/{id}/test` probes trunks with: the SIP server's OPTIONS
     // client, once the server runs; without one the route answers 503 SIP_NOT_RUNNING.
     let trunk_prober: Option<Arc<dyn trunks::TrunkProber>> = client
@@ -209,7 +213,7 @@ pub async fn serve(
         recording_key,
         trunk_prober,
     )?;
-    state.sip = sip.as_ref().map(|(server, _)| server.monitor());
+    state.sip = sip.as_ref().map(|s| s.server.monitor());
     let metrics = metrics
         .map(|listener| http::prometheus::Listener::spawn(listener, state.clone()))
         .transpose()?;
@@ -244,7 +248,7 @@ pub async fn serve(
     if let Some(metrics) = metrics {
         metrics.stop().await;
     }
-    if let Some((server, live)) = sip {
+    if let Some(SipRunning { server, live, .. }) = sip {
         server.shutdown().await;
         // Live calls end with a BYE and record their end before the service stops: each holds
         // a token of `live`, so the wait ends when the last one finishes (or after 5 s).
@@ -268,6 +272,14 @@ pub async fn serve(
 
 /// The SIP server on `sockets` when SIP is configured, with the inbound router over the store,
 /// and the tracker of its live calls.
+/// The SIP server once started: its live inbound calls, and where the engine they run under
+/// is set once it has started.
+struct SipRunning {
+    server: switchboard_sip::server::SipServer,
+    live: tokio_util::task::TaskTracker,
+    engine: Arc<std::sync::OnceLock<switchboard_actors::engine::Engine>>,
+}
+
 async fn start_sip(
     config: &Arc<Config>,
     sockets: Option<switchboard_sip::server::SipSockets>,
@@ -276,12 +288,7 @@ async fn start_sip(
     speech: &Arc<dyn switchboard_actors::agent::Speech>,
     vendors: &vendors::Vendors,
     stop: &tokio_util::sync::CancellationToken,
-) -> anyhow::Result<
-    Option<(
-        switchboard_sip::server::SipServer,
-        tokio_util::task::TaskTracker,
-    )>,
-> {
+) -> anyhow::Result<Option<SipRunning>> {
     Ok(match (&config.sip, sockets) {
         (Some(settings), Some(sockets)) => {
             let router = inbound::SipRouter {
@@ -297,8 +304,10 @@ async fn start_sip(
                 clock: Arc::new(switchboard_actors::clock::SystemClock),
                 stop: stop.clone(),
                 live: Default::default(),
+                engine: Default::default(),
             };
             let live = router.live.clone();
+            let engine = router.engine.clone();
             let mut settings = settings.clone();
             // Outbound INVITEs are written down beside the recordings, for the next start.
             settings
@@ -307,7 +316,11 @@ async fn start_sip(
             let server =
                 switchboard_sip::server::SipServer::start(settings, sockets, router).await?;
             tracing::info!(udp = %server.udp, tcp = %server.tcp, tls = ?server.tls, "SIP listening");
-            Some((server, live))
+            Some(SipRunning {
+                server,
+                live,
+                engine,
+            })
         }
         (None, None) => None,
         (Some(_), None) => anyhow::bail!("SIP is configured but no SIP sockets were given"),

@@ -1,6 +1,7 @@
 //! Inbound calls: an answered SIP call to an endpoint, recorded as live before the agent
 //! ([`crate::agent::converse`], the same for both directions) says a word, and recorded as
-//! ended whatever way it ends.
+//! ended whatever way it ends. The engine runs each as a call actor under its supervision
+//! ([`crate::engine::Engine::answer`]): a call that fails inside is ended as interrupted.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +11,9 @@ use chrono::{DateTime, Utc};
 use switchboard_sip::call::Call;
 use tokio::time::Instant;
 
+use crate::agent::SipLine;
+use crate::agent::actor::AgentArgs;
 pub use crate::agent::{AgentPlan, Speech, SpeechError};
-use crate::agent::{SipLine, converse};
 
 use crate::clock::SharedClock;
 use crate::conversation::Conversation;
@@ -73,15 +75,95 @@ pub trait InboundStore: Send + Sync + 'static {
     async fn inbound_ended(&self, call: &InboundEnd) -> PortResult<()>;
 }
 
-/// Runs an answered inbound call to its end. `stop` ends it early (service shutdown).
-pub async fn run_call(
-    mut call: Call,
-    plan: InboundPlan,
+/// Resilience tests: an inbound call this picks (by its plan and caller) fails inside (a
+/// panic) once answered and recorded.
+pub type InboundFault = Arc<dyn Fn(&InboundPlan, &str) -> bool + Send + Sync>;
+
+/// An answered inbound call, with what it needs to run.
+pub struct InboundCall {
+    pub call: Call,
+    pub plan: InboundPlan,
+    pub store: Arc<dyn InboundStore>,
+    pub speech: Arc<dyn Speech>,
+    pub clock: SharedClock,
+    /// Ends the call early (service shutdown).
+    pub stop: tokio_util::sync::CancellationToken,
+    pub fault: Option<InboundFault>,
+    /// Dropped when the call is over, however it ends (its runner waits on it).
+    pub done: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The call's actor, which the agent's actor is linked to; none: the agent runs on the
+    /// call's own task.
+    pub owner: Option<ractor::ActorCell>,
+}
+
+/// The call's agent failed: the call's supervisor ends it as interrupted.
+#[derive(Debug, thiserror::Error)]
+#[error("the call's agent failed")]
+pub struct AgentFailed;
+
+impl InboundCall {
+    /// What ending it as interrupted needs, should it fail inside.
+    pub fn facts(&self) -> InboundFacts {
+        InboundFacts {
+            id: self.plan.call_id,
+            workspace_id: self.plan.workspace_id,
+            agent_id: self.plan.agent_id,
+            from: self.call.from.clone(),
+            answered_at: self.clock.now(),
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+}
+
+/// An inbound call as its supervisor knows it.
+pub struct InboundFacts {
+    pub id: CallId,
+    pub workspace_id: WorkspaceId,
+    pub agent_id: AgentId,
+    pub from: String,
+    pub answered_at: DateTime<Utc>,
     store: Arc<dyn InboundStore>,
-    speech: Arc<dyn Speech>,
     clock: SharedClock,
-    stop: tokio_util::sync::CancellationToken,
-) {
+}
+
+impl InboundFacts {
+    /// Records the call's end as interrupted (it failed inside): nothing said, from the
+    /// answer until now.
+    pub async fn interrupted(&self) {
+        let ended_at = self.clock.now();
+        let end = InboundEnd {
+            id: self.id,
+            workspace_id: self.workspace_id,
+            agent_id: self.agent_id,
+            from: self.from.clone(),
+            answered_at: self.answered_at,
+            ended_at,
+            duration_secs: (ended_at - self.answered_at).num_seconds().max(0),
+            end_reason: crate::call::END_INTERRUPTED.into(),
+            packets_sent: 0,
+            packets_received: 0,
+            packets_lost: 0,
+            conversation: Conversation::default(),
+        };
+        record_end(self.store.as_ref(), &end).await;
+    }
+}
+
+/// Runs an answered inbound call to its end; an error if its agent failed (its end is then
+/// left to the supervisor).
+pub async fn run_call(inbound: InboundCall) -> Result<(), AgentFailed> {
+    let InboundCall {
+        mut call,
+        plan,
+        store,
+        speech,
+        clock,
+        stop,
+        fault,
+        done: _done,
+        owner,
+    } = inbound;
     let id = plan.call_id;
     let answered_at = clock.now();
     let answered = Instant::now();
@@ -99,17 +181,20 @@ pub async fn run_call(
         tracing::warn!(error = %e, "an inbound call could not be recorded; hanging up");
         call.hangup().await;
         let _ = call.finish().await;
-        return;
+        return Ok(());
     }
     let from = call.from.clone();
-    let ended = converse(
-        Box::new(SipLine::new(call)),
-        &plan.agent,
-        &speech,
+    let args = AgentArgs {
+        fail: fault.is_some_and(|fault| fault(&plan, &from)),
+        line: Box::new(SipLine::new(call)),
+        plan: plan.agent.clone(),
+        speech,
         answered,
         stop,
-    )
-    .await;
+    };
+    let ended = crate::agent::actor::run(args, owner)
+        .await
+        .ok_or(AgentFailed)?;
     let stats = ended.stats;
     tracing::info!(
         call = %id,
@@ -136,12 +221,18 @@ pub async fn run_call(
         packets_lost: stats.packets_lost,
         conversation: ended.conversation,
     };
-    // The end must land: retry a failing store a few times before giving up on the record.
+    record_end(store.as_ref(), &end).await;
+    Ok(())
+}
+
+/// Records an inbound call's end: it must land, so a failing store is retried a few times
+/// before the record is given up (start-up's reconciliation ends it then).
+async fn record_end(store: &dyn InboundStore, end: &InboundEnd) {
     for attempt in 0..5 {
-        match store.inbound_ended(&end).await {
+        match store.inbound_ended(end).await {
             Ok(()) => return,
             Err(e) => {
-                tracing::warn!(error = %e, attempt, call = %id, "recording an inbound call's end failed");
+                tracing::warn!(error = %e, attempt, call = %end.id, "recording an inbound call's end failed");
                 tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
             }
         }

@@ -420,6 +420,8 @@ pub struct DialResult {
 pub struct DialProgress {
     on_ringing: Option<Box<dyn FnOnce() + Send>>,
     on_answer: Option<AnswerHook>,
+    /// The call's actor: an answered call's agent runs as an actor linked to it.
+    owner: Option<ractor::ActorCell>,
 }
 
 /// What runs when a call is answered; given a sender, the owner says on it when the answer is
@@ -441,7 +443,19 @@ impl DialProgress {
         Self {
             on_ringing: Some(Box::new(on_ringing)),
             on_answer: Some(Box::new(on_answer)),
+            owner: None,
         }
+    }
+
+    /// The same progress, of a call whose actor is `owner`.
+    pub fn with_owner(mut self, owner: ractor::ActorCell) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// The call's actor, which an answered call's agent is linked to.
+    pub fn owner(&self) -> Option<ractor::ActorCell> {
+        self.owner.clone()
     }
 
     /// Progress nobody listens to.
@@ -449,6 +463,7 @@ impl DialProgress {
         Self {
             on_ringing: None,
             on_answer: None,
+            owner: None,
         }
     }
 

@@ -17,7 +17,9 @@ use switchboard_sip::outbound::{DialFailure, DialPlan, FailureKind, SipClient};
 use switchboard_sip::trunk::Trunk;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{AgentPlan, SipLine, Speech, converse};
+use crate::agent::actor::AgentArgs;
+use crate::agent::{AgentPlan, SipLine, Speech};
+use crate::call::END_INTERRUPTED;
 use crate::contact::CallOutcome;
 use crate::ports::{DialProgress, DialRequest, DialResult, Dialer, NetworkDetails, PortResult};
 
@@ -165,14 +167,26 @@ impl Dialer for SipDialer {
             panic!("injected fault in call {}", request.call_id);
         }
         let codec = answered.call.codec.name().to_string();
-        let ended = converse(
-            Box::new(SipLine::new(answered.call)),
-            &route.agent,
-            &self.speech,
-            connected,
-            self.stop.child_token(),
-        )
-        .await;
+        let args = AgentArgs {
+            line: Box::new(SipLine::new(answered.call)),
+            plan: route.agent.clone(),
+            speech: self.speech.clone(),
+            answered: connected,
+            stop: self.stop.child_token(),
+            fail: false,
+        };
+        // The agent runs as an actor linked to the call's: if it fails, so does the call, which
+        // its supervisor ends as interrupted (this result is what the call records if it
+        // comes first).
+        let Some(ended) = crate::agent::actor::run(args, progress.owner()).await else {
+            let network = NetworkDetails {
+                sip_code: Some(200),
+                sip_reason: Some("OK".into()),
+                codec: Some(codec),
+                ..Default::default()
+            };
+            return failed(CallOutcome::InfraError, END_INTERRUPTED, 0, network);
+        };
         tracing::info!(
             call = %request.call_id,
             gateway = %answered.gateway,

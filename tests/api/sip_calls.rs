@@ -548,3 +548,40 @@ async fn malformed_input_and_floods_never_stop_valid_calls() {
     ok.send_raw(ok.options_text().as_bytes()).await;
     assert_eq!(ok.final_reply("OPTIONS", SECS).await.1.code, 200);
 }
+
+/// Two inbound calls at once; one fails inside (a panic once answered). It ends as
+/// interrupted, its dialog gets a BYE, and the other runs to its normal end.
+#[tokio::test]
+async fn an_inbound_call_that_fails_inside_ends_interrupted_and_disturbs_no_other() {
+    std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
+    let faulty = Arc::new(std::sync::Mutex::new(String::new()));
+    let picks = faulty.clone();
+    let fault: switchboard_actors::inbound::InboundFault = Arc::new(move |plan, _| {
+        let slug = picks.lock().unwrap().clone();
+        !slug.is_empty() && plan.sip_uri.starts_with(&format!("sip:{slug}@"))
+    });
+    let s = sip_app_with(0, 100, None, |c| {
+        c.inbound_fault = Some(switchboard::config::InboundFaultHook(fault));
+    })
+    .await;
+    let quiet = json!({"silence_timeout_secs": 2, "agent_speaks_first": false});
+    let (_, _, failing) = endpoint(&s.app, quiet.clone(), json!({})).await;
+    let (_, _, fine) = endpoint(&s.app, quiet, json!({})).await;
+    *faulty.lock().unwrap() = failing.clone();
+    tokio::join!(
+        call_until_the_agent_hangs_up(s.sip, &failing),
+        call_until_the_agent_hangs_up(s.sip, &fine)
+    );
+    let list = eventually(Duration::from_secs(10), "both calls end", || async {
+        let list = s.app.get("/calls?status=ended").await;
+        let calls = list.body["data"].as_array().unwrap().clone();
+        (calls.len() == 2).then_some(calls)
+    })
+    .await;
+    let mut reasons: Vec<&str> = list
+        .iter()
+        .map(|c| c["end_reason"].as_str().unwrap())
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons, ["interrupted", "silence_timeout"], "{list:?}");
+}

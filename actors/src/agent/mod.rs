@@ -14,6 +14,9 @@
 //! - answering-machine handling ([`machine`]);
 //! - the session ([`session`]): the loop, its timers and limits, and the call's end.
 //!
+//! On a call the agent runs as an actor linked to its call's actor ([`actor::AgentActor`]):
+//! a failure inside it ends that call as interrupted and touches no other.
+//!
 //! Work the loop starts (a transcription, the model's reply, a synthesis, a tool) runs on its own
 //! task and reports back as [`work::Work`]: the loop never waits on a vendor, so a hang-up, the
 //! duration limit or a shutdown is seen at once whatever a vendor is doing.
@@ -22,6 +25,7 @@
 //! and end are recorded belong to the callers: [`crate::inbound::run_call`] and the SIP dialer
 //! ([`crate::sip_dialer`]).
 
+pub mod actor;
 mod caller;
 pub mod director;
 pub mod line;

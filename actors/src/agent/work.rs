@@ -183,7 +183,14 @@ pub(super) struct Voice {
 }
 
 /// Aborts a task when dropped: a reply nobody will hear stops being written.
-pub(super) struct Abort(tokio::task::JoinHandle<()>);
+pub(super) struct Abort(pub(super) tokio::task::JoinHandle<()>);
+
+impl Abort {
+    /// Waits for the task's end.
+    pub(super) async fn join(&mut self) -> Result<(), tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
 
 impl Drop for Abort {
     fn drop(&mut self) {

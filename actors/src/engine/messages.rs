@@ -17,6 +17,7 @@ use ractor::RpcReplyPort;
 
 use crate::contact::{ContactState, ExclusionReason};
 use crate::ids::{CallId, CampaignId, ContactId, WorkspaceId};
+use crate::inbound::InboundCall;
 use crate::ports::{CallEnd, CallSpec, CampaignRules, DialResult, OpenAttempt, PortError};
 
 /// To a `CampaignActor`.
@@ -136,6 +137,8 @@ pub enum SupervisorMsg {
     },
     /// Start a call actor for a call the queue released or an admission placed.
     Dispatch { call: CallSpec, placed: Placed },
+    /// Start a call actor for an answered inbound call.
+    Answer { call: Box<InboundCall> },
 }
 
 /// To a `CallActor`.
@@ -149,6 +152,8 @@ pub enum CallMsg {
     },
     /// The dialer's answer: how the call went.
     Dialled { result: Box<DialResult> },
+    /// An inbound call has run to its end (and recorded it).
+    Ran,
     /// The dial failed without an answer (it panicked): the actor fails, and its supervisor
     /// ends the call as interrupted and frees its slot.
     Crashed { error: String },

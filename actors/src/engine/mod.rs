@@ -51,6 +51,7 @@ use ractor::{Actor, ActorRef};
 
 use crate::clock::SharedClock;
 use crate::ids::{CallId, CampaignId, WorkspaceId};
+use crate::inbound::InboundCall;
 use crate::ports::{CallSpec, Dialer, EngineStore};
 use messages::{BootError, CampaignMsg, QueueMsg, SupervisorMsg};
 use shared::Shared;
@@ -114,6 +115,17 @@ impl Engine {
     /// A direct call was committed as `queued`: hand it to the call queue.
     pub fn call_queued(&self, call: CallSpec) {
         self.shared.to_queue(QueueMsg::Enqueue { call });
+    }
+
+    /// An inbound call was answered: it runs as a call actor under the engine's supervision
+    /// (a failure inside it ends it as interrupted), and its `done` is dropped when it is
+    /// over. The call comes back if the engine has stopped.
+    pub fn answer(&self, call: InboundCall) -> Result<(), Box<InboundCall>> {
+        let call = Box::new(call);
+        match self.supervisor.cast(SupervisorMsg::Answer { call }) {
+            Err(ractor::MessagingErr::SendErr(SupervisorMsg::Answer { call })) => Err(call),
+            _ => Ok(()),
+        }
     }
 
     /// A disposition landed on a campaign call through the API.

@@ -17,6 +17,7 @@ use crate::call::END_INTERRUPTED;
 use crate::campaign::CampaignStatus;
 use crate::contact::CallOutcome;
 use crate::ids::CampaignId;
+use crate::inbound::InboundFacts;
 use crate::money::Cents;
 use crate::ports::{CallEnd, CallSpec};
 
@@ -40,6 +41,7 @@ enum Child {
     Queue,
     Campaign(CampaignId),
     Call(Box<CallSpec>),
+    Inbound(Box<InboundFacts>),
 }
 
 pub struct SupervisorState {
@@ -188,9 +190,9 @@ impl Actor for EngineSupervisor {
                 match Actor::spawn_linked(
                     None,
                     CallActor,
-                    CallArgs {
+                    CallArgs::Dial {
                         shared: state.shared.clone(),
-                        spec: spec.clone(),
+                        spec: Box::new(spec.clone()),
                         placed,
                     },
                     myself.get_cell(),
@@ -206,6 +208,28 @@ impl Actor for EngineSupervisor {
                         tracing::error!(call = %spec.id, error = %err, "could not start a call actor");
                         interrupt(&state.shared, &spec).await;
                         state.shared.free_slot(&spec);
+                    }
+                }
+            }
+            SupervisorMsg::Answer { call } => {
+                let facts = call.facts();
+                let started = Actor::spawn_linked(
+                    None,
+                    CallActor,
+                    CallArgs::Answered(call),
+                    myself.get_cell(),
+                )
+                .await;
+                match started {
+                    Ok((actor, _)) => {
+                        let child = Child::Inbound(Box::new(facts));
+                        state.children.insert(actor.get_id(), child);
+                    }
+                    Err(err) => {
+                        // The call went down with the actor that could not start (its dialog
+                        // is BYEd as it is dropped); its record ends here.
+                        tracing::error!(call = %facts.id, error = %err, "could not start a call actor");
+                        facts.interrupted().await;
                     }
                 }
             }
@@ -271,6 +295,10 @@ impl Actor for EngineSupervisor {
                     tracing::error!(call = %spec.id, error = %err, "call actor failed; the call is ended as interrupted");
                     interrupt(&state.shared, &spec).await;
                     state.shared.free_slot(&spec);
+                }
+                Some(Child::Inbound(facts)) => {
+                    tracing::error!(call = %facts.id, error = %err, "call actor failed; the call is ended as interrupted");
+                    facts.interrupted().await;
                 }
                 None => {}
             },

@@ -205,6 +205,7 @@ pub async fn run_call(inbound: InboundCall) -> Result<(), AgentFailed> {
         lost = stats.packets_lost,
         ignored = stats.packets_ignored,
         foreign = stats.packets_foreign,
+        echo_frames = stats.echo_frames,
         "inbound call ended"
     );
     let end = InboundEnd {

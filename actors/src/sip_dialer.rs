@@ -196,6 +196,7 @@ impl Dialer for SipDialer {
             received = ended.stats.packets_received,
             lost = ended.stats.packets_lost,
             foreign = ended.stats.packets_foreign,
+            echo_frames = ended.stats.echo_frames,
             "outbound call ended"
         );
         let machine = ended.answered_by == Some(AnsweredBy::Machine);

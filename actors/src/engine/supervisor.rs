@@ -229,7 +229,9 @@ impl Actor for EngineSupervisor {
                         // The call went down with the actor that could not start (its dialog
                         // is BYEd as it is dropped); its record ends here.
                         tracing::error!(call = %facts.id, error = %err, "could not start a call actor");
-                        facts.interrupted().await;
+                        // On a task of its own: a store that fails is retried there, and the
+                        // supervisor goes on with its other calls.
+                        tokio::spawn(async move { facts.interrupted().await });
                     }
                 }
             }
@@ -298,7 +300,7 @@ impl Actor for EngineSupervisor {
                 }
                 Some(Child::Inbound(facts)) => {
                     tracing::error!(call = %facts.id, error = %err, "call actor failed; the call is ended as interrupted");
-                    facts.interrupted().await;
+                    tokio::spawn(async move { facts.interrupted().await });
                 }
                 None => {}
             },

@@ -74,12 +74,13 @@ impl Machine {
         true
     }
 
-    /// Detection decided.
+    /// Detection decided, on a call answered at `answered`: a machine's beep is awaited until
+    /// detection stops listening for it ([`BEEP_WINDOW_MS`] after the answer).
     pub fn verdict(
         &mut self,
         verdict: &AmdVerdict,
         plan: &AgentPlan,
-        now: Instant,
+        answered: Instant,
     ) -> Option<Step> {
         if self.detection != Detection::Listening {
             return None;
@@ -98,7 +99,8 @@ impl Machine {
             .is_some_and(|a| a.voicemail_message.is_some())
         {
             self.detection = Detection::AwaitingBeep;
-            self.beep_deadline = Some(now + Duration::from_millis(u64::from(BEEP_WINDOW_MS)));
+            let window = Duration::from_millis(u64::from(BEEP_WINDOW_MS));
+            self.beep_deadline = Some(answered + window);
             return Some(Step::AwaitBeep);
         }
         Some(Step::End(EndReason::AnsweringMachine))

@@ -295,7 +295,7 @@ impl<'a> Agent<'a> {
                 }
             }
             MediaEvent::Amd(verdict) => {
-                let step = self.machine.verdict(&verdict, self.plan, Instant::now());
+                let step = self.machine.verdict(&verdict, self.plan, self.answered);
                 return self.machine_step(step);
             }
             MediaEvent::Beep(switchboard_sip::amd::BeepEvent::Ended { .. }) => {

@@ -569,3 +569,13 @@ async fn without_a_model_the_agent_answers_with_its_fallback_line_once() {
     assert_eq!(end.conversation.transcript, [fallback]);
     assert_eq!(log.lock().unwrap().heard.len(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_machine_whose_beep_never_comes_is_left_when_detection_stops_listening() {
+    let (line, log) = ScriptedLine::new();
+    let line = line.verdict(3000, verdict(AnsweredBy::Machine, 3000));
+    let end = run(line, &amd_plan(false, Some("Please call back."))).await;
+    assert_eq!(end.reason, EndReason::VoicemailNoBeep);
+    // Detection listens for the beep for 30 s from the answer.
+    assert_eq!(log.lock().unwrap().hung_up_at, Some(30_000));
+}

@@ -1,3 +1,7 @@
+//! Agents through the API: their fields, bounds and defaults (answering-machine detection
+//! among them), updates, deletion and the flow checks on save. Past 600 lines on purpose: one
+//! resource with many fields, each checked at its bounds.
+
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 

@@ -41,6 +41,7 @@ mod sip_outbound;
 mod sip_recordings;
 mod sip_restart;
 mod sip_ua;
+mod sipp;
 mod tools;
 mod vendor;
 mod webhooks;

@@ -29,8 +29,13 @@ use crate::measure::{CpuMeter, spread};
 use crate::rtp::{RtpOut, rtp_payload};
 use crate::sip_load::{Dialog, Invite};
 
+mod echo;
+mod report;
 mod turns;
 mod vendors;
+
+use echo::Echo;
+use report::{Measured, report};
 
 use turns::{Matcher, TurnSeen, barge_in_ms};
 use vendors::{Latencies, StandIn};
@@ -134,50 +139,6 @@ struct Seen {
     /// over them (the agent took something else, such as its own echo, for the caller).
     replies_whole: u64,
     replies_cut_short: u64,
-}
-
-/// The agent's audio a call's line sends back: frames queued as they arrive, each sent out
-/// `delay` frames later at `gain`.
-struct Echo {
-    delay: usize,
-    gain: f64,
-    frames: std::collections::VecDeque<Vec<i16>>,
-}
-
-impl Echo {
-    fn heard(&mut self, pcm: &[i16]) {
-        // A line holds a second of echo at most: a burst beyond it is dropped.
-        if self.frames.len() < self.delay + 50 {
-            self.frames.push_back(pcm.to_vec());
-        }
-    }
-
-    /// This tick's echo over what the caller says (`speaking`), encoded into `out`; its
-    /// length, if an echo frame is due.
-    fn mixed(
-        &mut self,
-        speaking: Option<&[i16]>,
-        encoder: &mut dyn switchboard_sip::audio_codec::Encoder,
-        out: &mut [u8],
-    ) -> Option<usize> {
-        let mut back = self.due()?;
-        for (e, v) in back.iter_mut().zip(speaking.unwrap_or_default()) {
-            *e = e.saturating_add(*v);
-        }
-        Some(encoder.encode_into(&back, out).unwrap_or(0))
-    }
-
-    /// This tick's echo, if its frame is due.
-    fn due(&mut self) -> Option<Vec<i16>> {
-        if self.frames.len() <= self.delay {
-            return None;
-        }
-        let mut frame = self.frames.pop_front()?;
-        for s in &mut frame {
-            *s = (f64::from(*s) * self.gain) as i16;
-        }
-        Some(frame)
-    }
 }
 
 struct Shared {
@@ -345,113 +306,6 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     Ok(report(&args, seen, &records, samples, measured))
 }
 
-/// What the run measured besides the calls' own figures.
-struct Measured {
-    made_by: &'static str,
-    line_secs: f64,
-    base_cpu: Option<f64>,
-    base_rss: Option<f64>,
-    bench_cpu: Option<f64>,
-    wall: f64,
-}
-
-/// The report: the calls' figures tied to the stand-ins' records, and the server's use.
-fn report(
-    args: &ConverseArgs,
-    seen: Seen,
-    records: &vendors::Records,
-    samples: Vec<Value>,
-    m: Measured,
-) -> Value {
-    let Measured {
-        made_by,
-        line_secs,
-        base_cpu,
-        base_rss,
-        bench_cpu,
-        wall,
-    } = m;
-    let mut matcher = Matcher::new(records);
-    let (mut added, mut parts, mut vendor_ms) = (Vec::new(), [vec![], vec![], vec![]], Vec::new());
-    let mut unmatched = std::collections::BTreeMap::<&str, u64>::new();
-    let mut by_turn = vec![Vec::new(); args.turns as usize];
-    for turn in &seen.turns {
-        match matcher.added(turn) {
-            Ok(a) => {
-                if let Some(v) = by_turn.get_mut(turn.turn as usize) {
-                    v.push(a.total);
-                }
-                added.push(a.total);
-                parts[0].push(a.to_chat);
-                parts[1].push(a.to_speech);
-                parts[2].push(a.to_audio);
-                vendor_ms.push(a.vendors);
-            }
-            Err(why) => *unmatched.entry(why).or_insert(0) += 1,
-        }
-    }
-    let mut barge: Vec<f64> = seen
-        .barges
-        .iter()
-        .filter(|b| b.stopped)
-        .filter_map(|b| Some(barge_in_ms(b.start, args.vad_start_secs, b.last_audio?)))
-        .collect();
-    let barge_not_stopped = seen.barges.iter().filter(|b| !b.stopped).count();
-    let plateau = plateau(&samples, args.calls as i64);
-    let per_call = |v: Option<f64>, base: Option<f64>| {
-        v.zip(base)
-            .map(|(v, b)| crate::round((v - b) / args.calls as f64))
-    };
-    let base_rss_mib = base_rss.map(|k| crate::round(k / 1024.0));
-    json!({
-        "benchmark": "converse",
-        "calls": args.calls,
-        "turns_per_call": args.turns,
-        "barge_in_turn": args.barge_in_turn,
-        "caller_speech": made_by,
-        "caller_line_secs": crate::round(line_secs),
-        "vendor_latency_ms": {"stt": args.stt_ms, "llm_first_piece": args.llm_ms,
-            "llm_between_pieces": args.llm_chunk_ms, "tts": args.tts_ms,
-            "spread": args.vendor_spread_ms},
-        "vad": {"start_secs": args.vad_start_secs, "stop_secs": args.vad_stop_secs},
-        "calls_failed": seen.failures.values().sum::<u64>(),
-        "failures": seen.failures,
-        "turns": seen.turns.len(),
-        "turns_answered": seen.turns.iter().filter(|t| t.first_audio.is_some()).count(),
-        "turns_measured": added.len(),
-        "turns_not_measured": unmatched,
-        "added_latency_ms": spread(&mut added),
-        "added_latency_ms_by_turn": by_turn.iter_mut().map(|v| spread(v)).collect::<Vec<_>>(),
-        "added_parts_ms": {
-            "transcript_to_chat_request": spread(&mut parts[0]),
-            "first_sentence_to_speech_request": spread(&mut parts[1]),
-            "speech_answer_to_first_audio": spread(&mut parts[2]),
-        },
-        "vendor_time_on_path_ms": spread(&mut vendor_ms),
-        "barge_ins": seen.barges.len(),
-        "barge_ins_not_stopped": barge_not_stopped,
-        "barge_in_stop_ms": spread(&mut barge),
-        "echo": args.echo_delay_ms.map(|ms| json!({"delay_ms": ms / 20 * 20, "below_agent_db": args.echo_db})),
-        "replies_whole": seen.replies_whole,
-        "false_barge_ins": seen.replies_cut_short,
-        "stand_in_requests": {"stt": records.stt.len(),
-            "chat_turns": records.chat.iter().filter(|c| c.call.is_some()).count(),
-            "chat_analyses": records.chat.iter().filter(|c| c.call.is_none()).count(),
-            "tts": records.tts.len() as u64 + records.tts_unmatched},
-        "server_idle_cpu_percent": base_cpu.map(crate::round),
-        "server_idle_rss_mib": base_rss_mib,
-        "server_cpu_percent_all_calls_live": plateau.0.map(crate::round),
-        "server_rss_mib_all_calls_live": plateau.1.map(|k| crate::round(k / 1024.0)),
-        "server_cpu_core_secs_per_sec_per_call": plateau.0.zip(base_cpu)
-            .map(|(v, b)| ((v - b) / args.calls as f64 * 1000.0).round() / 100_000.0),
-        "server_cpu_percent_per_call": per_call(plateau.0, base_cpu),
-        "server_rss_kib_per_call": per_call(plateau.1, base_rss),
-        "bench_cpu_percent": bench_cpu.map(crate::round),
-        "wall_secs": crate::round(wall),
-        "samples": samples,
-    })
-}
-
 /// One agent per call, and the endpoints the calls take turns on (the first calls' agents
 /// are the endpoints' own; the others' are created alone and pointed to when their call comes).
 async fn agents_and_endpoints(
@@ -482,20 +336,6 @@ async fn agents_and_endpoints(
         }
     }
     Ok((agents, routes))
-}
-
-/// Mean server CPU (percent of a core) and RSS (KiB) over the samples taken while every call
-/// was live.
-fn plateau(samples: &[Value], calls: i64) -> (Option<f64>, Option<f64>) {
-    let mean = |key: &str| {
-        let v: Vec<f64> = samples
-            .iter()
-            .filter(|s| s["live_calls"].as_i64() == Some(calls))
-            .filter_map(|s| s[key].as_f64())
-            .collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
-    (mean("cpu_percent"), mean("rss_kib"))
 }
 
 /// The caller's line, trimmed of leading and trailing quiet, at 8 kHz; and what made it.

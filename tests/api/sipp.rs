@@ -1,0 +1,156 @@
+//! SIPp (Debian's `sip-tester`) as the far end of outbound calls: a UAS playing a scenario of
+//! `tests/sipp/`, echoing the audio or speaking a capture.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use switchboard_sip::trunk::{Gateway, TrunkTransport};
+
+/// A free UDP port on loopback (and its TCP twin free too, for SIPp's own sockets).
+pub fn free_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let port = udp.local_addr().expect("addr").port();
+        if port.is_multiple_of(2) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A running SIPp UAS.
+pub struct Sipp {
+    child: tokio::process::Child,
+    pub port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+    /// The capture the callee plays, if it speaks.
+    _capture: Option<tempfile::TempDir>,
+}
+
+impl Sipp {
+    /// Starts SIPp's UAS on `scenario` (a file in tests/sipp/) for `calls` calls, echoing
+    /// RTP back (`-rtp_echo`).
+    pub async fn start(scenario: &str, calls: u32, extra: &[&str]) -> Sipp {
+        Sipp::start_with(scenario, calls, extra, |_| vec![]).await
+    }
+
+    /// As [`Sipp::start`], with placeholders of the scenario replaced (given SIPp's port).
+    pub async fn start_with(
+        scenario: &str,
+        calls: u32,
+        extra: &[&str],
+        replace: impl Fn(u16) -> Vec<(&'static str, String)>,
+    ) -> Sipp {
+        Sipp::launch(scenario, calls, extra, replace, true).await
+    }
+
+    async fn launch(
+        scenario: &str,
+        calls: u32,
+        extra: &[&str],
+        replace: impl Fn(u16) -> Vec<(&'static str, String)>,
+        echo: bool,
+    ) -> Sipp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let media = free_port();
+        let template = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/sipp")
+            .join(scenario);
+        let mut text = std::fs::read_to_string(&template).expect("the scenario exists");
+        for (from, to) in replace(port) {
+            text = text.replace(from, &to);
+        }
+        let scenario = dir.path().join(scenario);
+        std::fs::write(&scenario, text).expect("the scenario is written");
+        let log = dir.path().join("sipp.log");
+        let child = sipp(dir.path())
+            .arg("-sf")
+            .arg(&scenario)
+            .args(["-i", "127.0.0.1", "-mi", "127.0.0.1"])
+            .args(["-p", &port.to_string(), "-mp", &media.to_string()])
+            .args(["-m", &calls.to_string()])
+            .args(echo.then_some("-rtp_echo"))
+            .args(["-nostdin", "-timeout", "40s", "-timeout_error"])
+            .args(["-trace_err", "-error_file"])
+            .arg(&log)
+            .args(["-trace_msg", "-message_file"])
+            .arg(dir.path().join("messages.log"))
+            .args(extra)
+            .spawn()
+            .expect("sipp runs (Debian package sip-tester; ./scripts/test installs it)");
+        // SIPp binds its socket right away; give it a moment before the first INVITE.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Sipp {
+            child,
+            port,
+            log,
+            _dir: dir,
+            _capture: None,
+        }
+    }
+
+    /// As [`Sipp::start`], on a scenario with a `<!-- SPEAKS ... -->` mark: there, 1.5 s
+    /// after the answer, the callee says something (a second of a tone). It does not echo
+    /// (a far end sends one stream).
+    pub async fn start_speaking(scenario: &str, calls: u32) -> Sipp {
+        let capture = tempfile::tempdir().expect("temp dir");
+        let pcap = capture.path().join("hello.pcap");
+        crate::pcap::speech(&pcap, 1.0);
+        let speaks = format!(
+            r#"<pause milliseconds="1500"/>
+  <nop><action><exec play_pcap_audio="{}"/></action></nop>"#,
+            pcap.display()
+        );
+        let speaking = |_| {
+            vec![(
+                "<!-- SPEAKS: Sipp::start_speaking plays a capture here -->",
+                speaks.clone(),
+            )]
+        };
+        let mut sipp = Sipp::launch(scenario, calls, &[], speaking, false).await;
+        sipp._capture = Some(capture);
+        sipp
+    }
+
+    pub fn gateway(&self, priority: u16) -> Gateway {
+        Gateway {
+            host: "127.0.0.1".into(),
+            port: Some(self.port),
+            transport: TrunkTransport::Udp,
+            priority,
+        }
+    }
+
+    /// What SIPp sent and received so far.
+    pub fn messages(&self) -> String {
+        std::fs::read_to_string(self.log.with_file_name("messages.log")).unwrap_or_default()
+    }
+
+    /// Waits for SIPp to finish its calls; its scenario must have passed.
+    pub async fn passed(mut self) {
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("sipp finished in time")
+            .expect("sipp ran");
+        let messages =
+            std::fs::read_to_string(self.log.with_file_name("messages.log")).unwrap_or_default();
+        let errors = std::fs::read_to_string(&self.log).unwrap_or_default();
+        assert!(
+            status.success(),
+            "sipp failed ({status}): {errors}\n--- messages ---\n{messages}"
+        );
+    }
+}
+
+/// SIPp, run in `dir`, quiet, killed with its handle.
+pub fn sipp(dir: &Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new("sipp");
+    command
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    command
+}

@@ -187,6 +187,9 @@ pub struct Config {
     pub public_url: Option<String>,
     /// Longest inbound call when the agent sets no `max_call_duration_secs`.
     pub inbound_max_call_secs: u64,
+    /// SIP endpoint actors: how often `last_call_at` is written, and when an actor without
+    /// calls stops.
+    pub endpoints: switchboard_actors::endpoint::EndpointSettings,
     /// Private ranges webhooks may reach anyway (none by default: only public addresses).
     pub egress_allow: Vec<switchboard_sip::acl::IpNet>,
     /// The emergency switch of carrier accounts (on by default).
@@ -241,6 +244,7 @@ impl Default for Config {
             vendor_timeouts: crate::vendors::Timeouts::default(),
             public_url: None,
             inbound_max_call_secs: 3600,
+            endpoints: Default::default(),
             egress_allow: Vec::new(),
             carrier_accounts_enabled: true,
             affiliate_hold_days: 30,

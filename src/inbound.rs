@@ -8,10 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use switchboard_actors::agent::director::PromptAgent;
 use switchboard_actors::agent::{AgentPlan, AmdPlan, Mind, Speech};
 use switchboard_actors::clock::SharedClock;
-use switchboard_actors::ids::CallId;
+use switchboard_actors::endpoint::{
+    Admission, EndpointFacts, EndpointRoute, EndpointStore, Endpoints, Seat,
+};
+use switchboard_actors::ids::{CallId, SipEndpointId};
 use switchboard_actors::inbound::{
     InboundCall, InboundEnd, InboundPlan, InboundStart, InboundStore, run_call,
 };
@@ -148,6 +152,43 @@ impl InboundStore for InboundPort {
 pub struct RoutedCall {
     pub plan: InboundPlan,
     pub lead_memory: bool,
+    /// Its place on its endpoint, held until the call ends.
+    pub seat: Seat,
+}
+
+#[async_trait]
+impl EndpointStore for Store {
+    async fn endpoint(&self, slug: &str) -> PortResult<Option<EndpointFacts>> {
+        let route = self
+            .sip_route(slug)
+            .await
+            .map_err(|e| PortError::failed("sip_route", e))?;
+        Ok(route.map(|route| EndpointFacts {
+            sources: match &route.allowed_source_ips {
+                None => SourceFilter::any(),
+                Some(list) => SourceFilter::only(
+                    list.iter()
+                        .filter_map(|s| s.parse::<IpNet>().ok())
+                        .collect(),
+                ),
+            },
+            max_concurrent_calls: route
+                .max_concurrent_calls
+                .map(|cap| u32::try_from(cap.max(0)).unwrap_or(u32::MAX)),
+            route: EndpointRoute {
+                id: route.endpoint_id,
+                workspace_id: route.workspace_id,
+                slug: route.slug,
+                agent_id: route.agent_id,
+            },
+        }))
+    }
+
+    async fn last_call(&self, id: SipEndpointId, at: DateTime<Utc>) -> PortResult<()> {
+        self.endpoint_last_call(id, at)
+            .await
+            .map_err(|e| PortError::failed("endpoint_last_call", e))
+    }
 }
 
 /// Routes INVITEs to endpoints and runs their calls.
@@ -159,6 +200,8 @@ pub struct SipRouter {
     pub vendors: crate::vendors::Vendors,
     pub clock: SharedClock,
     pub stop: CancellationToken,
+    /// The endpoints' actors, which seat each call.
+    pub endpoints: Endpoints,
     /// Calls running now: each holds a token while it runs, so shutdown can wait for them.
     pub live: tokio_util::task::TaskTracker,
     /// The engine its calls run under, once it has started (the SIP server starts first).
@@ -174,31 +217,20 @@ impl InboundRouter for SipRouter {
         if SipSlug::parse(slug).is_none() {
             return Routing::Unknown;
         }
-        let route = match self.store.sip_route(slug).await {
-            Ok(Some(route)) => route,
-            Ok(None) => return Routing::Unknown,
-            Err(e) => {
-                tracing::warn!(error = %e, "SIP routing lookup failed");
-                return Routing::Busy;
-            }
+        let (route, seat) = match self.endpoints.admit(slug, source).await {
+            Admission::Seated { route, seat } => (route, seat),
+            Admission::Unknown => return Routing::Unknown,
+            Admission::Forbidden => return Routing::Forbidden,
+            Admission::Full => return Routing::Full,
+            Admission::Unavailable => return Routing::Busy,
         };
-        let filter = match &route.allowed_source_ips {
-            None => SourceFilter::any(),
-            Some(list) => SourceFilter::only(
-                list.iter()
-                    .filter_map(|s| s.parse::<IpNet>().ok())
-                    .collect(),
-            ),
-        };
-        if !filter.allows(source) || route.workspace_suspended {
-            return Routing::Forbidden;
-        }
         let agent = match self
             .store
-            .routed_agent(route.workspace_id, route.agent_id)
+            .answering_agent(route.workspace_id, route.agent_id)
             .await
         {
-            Ok(Some(agent)) => agent,
+            Ok(Some((_, true))) => return Routing::Forbidden,
+            Ok(Some((agent, false))) => agent,
             Ok(None) => return Routing::Unknown,
             Err(e) => {
                 tracing::warn!(error = %e, "SIP routing lookup failed");
@@ -233,7 +265,7 @@ impl InboundRouter for SipRouter {
         let plan = InboundPlan {
             call_id,
             workspace_id: route.workspace_id,
-            endpoint_id: route.endpoint_id,
+            endpoint_id: route.id,
             agent_id: route.agent_id,
             sip_uri: format!("sip:{}@{}", route.slug, self.config.sip_host),
             agent: agent_plan,
@@ -243,6 +275,7 @@ impl InboundRouter for SipRouter {
             target: RoutedCall {
                 plan,
                 lead_memory: agent.lead_memory_enabled && agent.lead_memory_trust_caller_id,
+                seat,
             },
             recording: Some(recording_path(&self.config.data_dir, call_id)),
             vad: vad_settings(&agent),
@@ -273,6 +306,7 @@ impl InboundRouter for SipRouter {
             fault: self.config.inbound_fault.as_ref().map(|f| f.0.clone()),
             done: Some(done),
             owner: None,
+            seat: Some(routed.seat),
         };
         // Under the engine's supervision; before it has started (or once it has stopped),
         // here.

@@ -214,6 +214,7 @@ pub async fn serve(
         trunk_prober,
     )?;
     state.sip = sip.as_ref().map(|s| s.server.monitor());
+    state.endpoints = sip.as_ref().map(|s| s.endpoints.clone());
     let metrics = metrics
         .map(|listener| http::prometheus::Listener::spawn(listener, state.clone()))
         .transpose()?;
@@ -248,7 +249,13 @@ pub async fn serve(
     if let Some(metrics) = metrics {
         metrics.stop().await;
     }
-    if let Some(SipRunning { server, live, .. }) = sip {
+    if let Some(SipRunning {
+        server,
+        live,
+        endpoints,
+        ..
+    }) = sip
+    {
         server.shutdown().await;
         // Live calls end with a BYE and record their end before the service stops: each holds
         // a token of `live`, so the wait ends when the last one finishes (or after 5 s).
@@ -258,6 +265,8 @@ pub async fn serve(
         if drained.is_err() {
             tracing::warn!(calls = live.len(), "live calls still running at shutdown");
         }
+        // Each endpoint writes the last call it has not written yet.
+        endpoints.stop().await;
     }
     let _ = stop_jobs.send(true);
     let _ = jobs.await;
@@ -270,16 +279,16 @@ pub async fn serve(
     Ok(())
 }
 
-/// The SIP server on `sockets` when SIP is configured, with the inbound router over the store,
-/// and the tracker of its live calls.
-/// The SIP server once started: its live inbound calls, and where the engine they run under
-/// is set once it has started.
+/// The SIP server once started: its live inbound calls, its endpoints' actors, and where the
+/// engine its calls run under is set once it has started.
 struct SipRunning {
     server: switchboard_sip::server::SipServer,
     live: tokio_util::task::TaskTracker,
+    endpoints: switchboard_actors::endpoint::Endpoints,
     engine: Arc<std::sync::OnceLock<switchboard_actors::engine::Engine>>,
 }
 
+/// The SIP server on `sockets` when SIP is configured, with the inbound router over the store.
 async fn start_sip(
     config: &Arc<Config>,
     sockets: Option<switchboard_sip::server::SipSockets>,
@@ -291,6 +300,11 @@ async fn start_sip(
 ) -> anyhow::Result<Option<SipRunning>> {
     Ok(match (&config.sip, sockets) {
         (Some(settings), Some(sockets)) => {
+            let endpoints = switchboard_actors::endpoint::Endpoints::start(
+                Arc::new(store.clone()),
+                config.endpoints,
+            )
+            .await?;
             let router = inbound::SipRouter {
                 store: store.clone(),
                 config: config.clone(),
@@ -303,6 +317,7 @@ async fn start_sip(
                 vendors: vendors.clone(),
                 clock: Arc::new(switchboard_actors::clock::SystemClock),
                 stop: stop.clone(),
+                endpoints: endpoints.clone(),
                 live: Default::default(),
                 engine: Default::default(),
             };
@@ -319,6 +334,7 @@ async fn start_sip(
             Some(SipRunning {
                 server,
                 live,
+                endpoints,
                 engine,
             })
         }

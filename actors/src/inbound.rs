@@ -69,7 +69,7 @@ pub struct InboundEnd {
 /// What inbound calls need from the store.
 #[async_trait]
 pub trait InboundStore: Send + Sync + 'static {
-    /// Records the call as live (and the endpoint's `last_call_at`).
+    /// Records the call as live.
     async fn inbound_started(&self, call: &InboundStart) -> PortResult<()>;
     /// Records its end and charges it.
     async fn inbound_ended(&self, call: &InboundEnd) -> PortResult<()>;
@@ -94,6 +94,8 @@ pub struct InboundCall {
     /// The call's actor, which the agent's actor is linked to; none: the agent runs on the
     /// call's own task.
     pub owner: Option<ractor::ActorCell>,
+    /// The call's place on its endpoint, given back as the call ends.
+    pub seat: Option<crate::endpoint::Seat>,
 }
 
 /// The call's agent failed: the call's supervisor ends it as interrupted.
@@ -163,6 +165,7 @@ pub async fn run_call(inbound: InboundCall) -> Result<(), AgentFailed> {
         fault,
         done: _done,
         owner,
+        seat,
     } = inbound;
     let id = plan.call_id;
     let answered_at = clock.now();
@@ -182,6 +185,9 @@ pub async fn run_call(inbound: InboundCall) -> Result<(), AgentFailed> {
         call.hangup().await;
         let _ = call.finish().await;
         return Ok(());
+    }
+    if let Some(seat) = &seat {
+        seat.called(answered_at);
     }
     let from = call.from.clone();
     let args = AgentArgs {

@@ -17,6 +17,8 @@
 //! - [`slug`]: SIP endpoint slugs: the one rule for prefixes and drawn slugs.
 //! - [`sim`]: the simulated carrier.
 //! - [`inbound`]: the call actor of an answered inbound SIP call and its agent.
+//! - [`endpoint`]: SIP endpoint actors: one endpoint's source filter, live calls, cap and
+//!   `last_call_at`.
 //! - [`vendors`]: the model vendors' ports: speech to text and streamed chat completions.
 //! - [`events`]: agent webhook events: their kinds, the envelope, and their data.
 //!
@@ -30,6 +32,7 @@ pub mod campaign;
 pub mod clock;
 pub mod contact;
 pub mod conversation;
+pub mod endpoint;
 pub mod engine;
 pub mod events;
 pub mod ids;

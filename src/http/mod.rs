@@ -73,6 +73,8 @@ pub struct AppState {
     pub trunk_prober: Option<Arc<dyn crate::trunks::TrunkProber>>,
     /// The SIP server's figures for `/metrics`, when it runs.
     pub sip: Option<switchboard_sip::server::SipMonitor>,
+    /// The SIP endpoints' actors, told when an endpoint changes; when SIP runs.
+    pub endpoints: Option<switchboard_actors::endpoint::Endpoints>,
 }
 
 impl AppState {
@@ -102,6 +104,7 @@ impl AppState {
             links,
             trunk_prober,
             sip: None,
+            endpoints: None,
         })
     }
 

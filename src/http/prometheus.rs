@@ -87,6 +87,11 @@ async fn metrics(State(state): State<AppState>) -> Response {
         metrics::counter!("switchboard_rtp_foreign_packets_total")
             .absolute(sip.foreign_rtp_packets());
     }
+    if let Some(endpoints) = &state.endpoints {
+        metrics::gauge!("switchboard_sip_endpoint_actors").set(endpoints.running() as f64);
+        metrics::counter!("switchboard_sip_endpoint_last_call_writes_total")
+            .absolute(endpoints.writes());
+    }
     let (evaluations, took) = state.engine.stats().evaluations();
     metrics::counter!("switchboard_campaign_evaluations_total").absolute(evaluations);
     let mut text = state.metrics.render();

@@ -30,13 +30,22 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_one, update, delete))
 }
 
-const CREATE_FIELDS: &[&str] = &["name", "inbound_agent_id", "slug", "allowed_source_ips"];
+const CREATE_FIELDS: &[&str] = &[
+    "name",
+    "inbound_agent_id",
+    "slug",
+    "allowed_source_ips",
+    "max_concurrent_calls",
+];
 const UPDATE_FIELDS: &[&str] = &[
     "name",
     "inbound_agent_id",
     "is_active",
     "allowed_source_ips",
+    "max_concurrent_calls",
 ];
+/// The largest per-endpoint cap on concurrent calls.
+const CAP_MAX: i64 = 10_000;
 const NAME_MAX: usize = 120;
 const SOURCES_MAX: usize = 100;
 
@@ -54,6 +63,9 @@ pub struct SipEndpointView {
     pub last_call_at: Option<DateTime<Utc>>,
     /// Addresses and CIDR blocks calls may come from; `null` accepts any source.
     pub allowed_source_ips: Option<Vec<String>>,
+    /// Calls at once (ringing or answered) past which INVITEs get 486 Busy Here; `null`: no
+    /// cap of its own (the workspace's and the node's limits still apply).
+    pub max_concurrent_calls: Option<i64>,
     /// `sip:<slug>@<sip host>`
     pub sip_uri: String,
     pub created_at: DateTime<Utc>,
@@ -70,6 +82,7 @@ fn view(state: &AppState, e: SipEndpoint) -> SipEndpointView {
         is_active: e.is_active,
         last_call_at: e.last_call_at,
         allowed_source_ips: e.allowed_source_ips,
+        max_concurrent_calls: e.max_concurrent_calls,
         created_at: e.created_at,
         updated_at: e.updated_at,
     }
@@ -111,6 +124,10 @@ pub struct CreateInput {
     #[serde(default)]
     #[schema(value_type = Option<Vec<String>>)]
     allowed_source_ips: Patch<Vec<String>>,
+    /// Calls at once (ringing or answered), 1-10000; `null` or omitted: no cap of its own.
+    #[serde(default)]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 10000)]
+    max_concurrent_calls: Patch<i64>,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -125,6 +142,21 @@ pub struct UpdateInput {
     #[serde(default)]
     #[schema(value_type = Option<Vec<String>>)]
     allowed_source_ips: Patch<Vec<String>>,
+    /// Calls at once, 1-10000; `null` removes the cap.
+    #[serde(default)]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 10000)]
+    max_concurrent_calls: Patch<i64>,
+}
+
+/// Checks a cap on concurrent calls (`None` for null: no cap).
+fn check_cap(cap: Option<i64>) -> Result<Option<i64>, ApiError> {
+    match cap {
+        Some(n) if !(1..=CAP_MAX).contains(&n) => Err(ApiError::invalid_field(
+            "max_concurrent_calls",
+            format!("must be 1-{CAP_MAX}, or null for no cap"),
+        )),
+        cap => Ok(cap),
+    }
 }
 
 fn check_name(name: &str) -> Result<String, ApiError> {
@@ -230,6 +262,7 @@ async fn create(
         None => SlugPrefix::from_name(&name),
     };
     let sources = check_sources(input.allowed_source_ips.into_option().flatten())?;
+    let cap = check_cap(input.max_concurrent_calls.into_option().flatten())?;
     let agent = workspace_agent(
         &state,
         auth.workspace_id,
@@ -247,6 +280,7 @@ async fn create(
             slug: slug.as_str(),
             inbound_agent_id: agent,
             allowed_source_ips: sources.as_deref(),
+            max_concurrent_calls: cap,
         };
         match state
             .store
@@ -303,6 +337,11 @@ async fn update(
         None => None,
         Some(list) => Some(check_sources(list)?),
     };
+    let cap = input
+        .max_concurrent_calls
+        .into_option()
+        .map(check_cap)
+        .transpose()?;
     let agent = workspace_agent(
         &state,
         auth.workspace_id,
@@ -315,6 +354,7 @@ async fn update(
         inbound_agent_id: agent,
         is_active: input.is_active,
         allowed_source_ips: sources.as_ref().map(|s| s.as_deref()),
+        max_concurrent_calls: cap,
     };
     let updated = state
         .store
@@ -323,6 +363,7 @@ async fn update(
         .ok_or(ApiError::NotFound {
             resource: "SIP endpoint",
         })?;
+    reload(&state, updated.id).await;
     Ok(Json(Data {
         data: view(&state, updated),
     }))
@@ -336,9 +377,21 @@ async fn delete(
     auth: Auth,
     PathId(id): PathId,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = SipEndpointId::from_uuid(id);
     let removed = state
         .store
-        .delete_sip_endpoint(auth.workspace_id, SipEndpointId::from_uuid(id))
+        .delete_sip_endpoint(auth.workspace_id, id)
         .await?;
-    deleted(removed, id, "SIP endpoint")
+    if removed {
+        reload(&state, id).await;
+    }
+    deleted(removed, id.as_uuid(), "SIP endpoint")
+}
+
+/// Tells the endpoint's actor, if it runs, that the endpoint changed: from the answer on, its
+/// calls follow the change (a deleted or deactivated endpoint answers 404).
+async fn reload(state: &AppState, id: SipEndpointId) {
+    if let Some(endpoints) = &state.endpoints {
+        endpoints.reload(id).await;
+    }
 }

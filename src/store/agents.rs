@@ -342,12 +342,7 @@ impl Store {
         Self::agent_on(self.read_conn().await?, ws, id).await
     }
 
-    /// The agent an inbound INVITE is routed to, read on the connections kept for routing.
-    pub async fn routed_agent(&self, ws: WorkspaceId, id: AgentId) -> StoreResult<Option<Agent>> {
-        Self::agent_on(self.route_conn().await?, ws, id).await
-    }
-
-    async fn agent_on(
+    pub(super) async fn agent_on(
         mut conn: super::Conn<'_>,
         ws: WorkspaceId,
         id: AgentId,

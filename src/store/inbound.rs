@@ -12,7 +12,7 @@ use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{CallEnd, CallSpec};
 
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
-use super::{Store, StoreResult, corrupt, open_sql, sql, ts};
+use super::{Agent, Store, StoreResult, corrupt, open_sql, sql, ts};
 
 /// What an INVITE for a slug is checked against.
 #[derive(Debug, Clone)]
@@ -23,18 +23,18 @@ pub struct SipRoute {
     pub agent_id: AgentId,
     /// Canonical addresses and CIDR blocks; `None` accepts any source.
     pub allowed_source_ips: Option<Vec<String>>,
-    pub workspace_suspended: bool,
+    /// Calls at once; `None`: no cap of its own.
+    pub max_concurrent_calls: Option<i64>,
 }
 
 impl Store {
-    /// The live endpoint a slug names, with an active agent; `None` for an unknown, deleted or
-    /// inactive endpoint, or one without an active agent (all answered alike).
+    /// The endpoint a slug names if it takes calls: not deleted, active, with an agent; `None`
+    /// otherwise (all answered alike). Whether its agent is active is asked per call
+    /// ([`Store::answering_agent`]).
     pub async fn sip_route(&self, slug: &str) -> StoreResult<Option<SipRoute>> {
         let row = sqlx::query(
-            "SELECT e.id, e.workspace_id, e.slug, e.inbound_agent_id, e.allowed_source_ips, w.is_suspended \
-             FROM sip_endpoints e JOIN agents a ON a.id = e.inbound_agent_id AND a.workspace_id = e.workspace_id \
-             JOIN workspaces w ON w.id = e.workspace_id \
-             WHERE e.slug = ? AND e.deleted_at IS NULL AND e.is_active = 1 AND a.is_active = 1",
+            "SELECT id, workspace_id, slug, inbound_agent_id, allowed_source_ips, max_concurrent_calls \
+             FROM sip_endpoints WHERE slug = ? AND deleted_at IS NULL AND is_active = 1 AND inbound_agent_id IS NOT NULL",
         )
         .bind(slug)
         .fetch_optional(&mut *self.route_conn().await?)
@@ -49,12 +49,49 @@ impl Store {
             allowed_source_ips: ips
                 .map(|t| serde_json::from_str(&t).map_err(|e| corrupt("allowed_source_ips", e)))
                 .transpose()?,
-            workspace_suspended: r.try_get("is_suspended")?,
+            max_concurrent_calls: r.try_get("max_concurrent_calls")?,
         }))
     }
 
-    /// Records an answered inbound call as live, and the endpoint's `last_call_at`, together,
-    /// with the call's `call.started` and `call.answered` events (it is received answered).
+    /// The agent answering a call to an endpoint of `ws` if it is active, and whether the
+    /// workspace is suspended.
+    pub async fn answering_agent(
+        &self,
+        ws: WorkspaceId,
+        id: AgentId,
+    ) -> StoreResult<Option<(Agent, bool)>> {
+        let mut conn = self.route_conn().await?;
+        let suspended: Option<bool> =
+            sqlx::query_scalar("SELECT is_suspended FROM workspaces WHERE id = ?")
+                .bind(ws.as_uuid())
+                .fetch_optional(&mut *conn)
+                .await?;
+        let Some(suspended) = suspended else {
+            return Ok(None);
+        };
+        let agent = Self::agent_on(conn, ws, id).await?;
+        Ok(agent.filter(|a| a.is_active).map(|a| (a, suspended)))
+    }
+
+    /// Moves an endpoint's `last_call_at` to `at`, unless it is later already.
+    pub async fn endpoint_last_call(
+        &self,
+        id: SipEndpointId,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let at = ts(at);
+        sqlx::query(
+            "UPDATE sip_endpoints SET last_call_at = ? WHERE id = ? AND (last_call_at IS NULL OR last_call_at < ?)",
+        )
+        .bind(&at)
+        .bind(id.as_uuid())
+        .bind(&at)
+        .execute(&mut *self.conn().await?)
+        .await?;
+        Ok(())
+    }
+
+    /// Records an answered inbound call as live, with the call's `call.started` and `call.answered` events (it is received answered).
     pub async fn inbound_started(&self, call: &InboundStart) -> StoreResult<()> {
         let at = ts(call.started_at);
         let p = &call.plan;
@@ -62,7 +99,7 @@ impl Store {
             "INSERT INTO calls (id, workspace_id, direction, status, agent_id, from_number, to_number, priority, \
              max_duration_secs, queued_at, started_at, answered_at, created_at, updated_at, sip_endpoint_id, codec, recorded) \
              VALUES (?, ?, 'inbound', 'in_progress', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?); \
-             UPDATE sip_endpoints SET last_call_at = ? WHERE id = ?; {CALL_EVENT_SQL}; {CALL_EVENT_SQL}"
+             {CALL_EVENT_SQL}; {CALL_EVENT_SQL}"
         )))
         .bind(call.id.as_uuid())
         .bind(p.workspace_id.as_uuid())
@@ -78,9 +115,7 @@ impl Store {
         .bind(at.clone())
         .bind(p.endpoint_id.as_uuid())
         .bind(&call.codec)
-        .bind(p.recorded)
-        .bind(at)
-        .bind(p.endpoint_id.as_uuid());
+        .bind(p.recorded);
         let q = bind_call_event(q, call.id, EventKind::CallStarted);
         let q = bind_call_event(q, call.id, EventKind::CallAnswered);
         self.atomic_emitting(q, |done| done.changed(0) == 1).await?;

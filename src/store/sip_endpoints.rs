@@ -20,6 +20,8 @@ pub struct SipEndpoint {
     /// Canonical addresses and CIDR blocks; `None` accepts any source.
     pub allowed_source_ips: Option<Vec<String>>,
     pub last_call_at: Option<DateTime<Utc>>,
+    /// Calls at once, ringing or answered; `None`: no cap of its own.
+    pub max_concurrent_calls: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -31,6 +33,7 @@ pub struct NewSipEndpoint<'a> {
     pub slug: &'a str,
     pub inbound_agent_id: Option<AgentId>,
     pub allowed_source_ips: Option<&'a [String]>,
+    pub max_concurrent_calls: Option<i64>,
 }
 
 /// A change to an endpoint; `None` leaves a field as it is. The inner `Option`s set NULL.
@@ -40,6 +43,7 @@ pub struct SipEndpointUpdate<'a> {
     pub inbound_agent_id: Option<Option<AgentId>>,
     pub is_active: Option<bool>,
     pub allowed_source_ips: Option<Option<&'a [String]>>,
+    pub max_concurrent_calls: Option<Option<i64>>,
 }
 
 /// What creating an endpoint did.
@@ -52,7 +56,7 @@ pub enum SipEndpointCreation {
     SlugTaken,
 }
 
-const COLUMNS: &str = "id, workspace_id, name, slug, inbound_agent_id, is_active, allowed_source_ips, last_call_at, created_at, updated_at";
+const COLUMNS: &str = "id, workspace_id, name, slug, inbound_agent_id, is_active, allowed_source_ips, last_call_at, max_concurrent_calls, created_at, updated_at";
 
 fn endpoint_row(r: SqliteRow) -> StoreResult<SipEndpoint> {
     let ips: Option<String> = r.try_get("allowed_source_ips")?;
@@ -68,6 +72,7 @@ fn endpoint_row(r: SqliteRow) -> StoreResult<SipEndpoint> {
         is_active: r.try_get("is_active")?,
         allowed_source_ips,
         last_call_at: r.try_get("last_call_at")?,
+        max_concurrent_calls: r.try_get("max_concurrent_calls")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })
@@ -90,8 +95,8 @@ impl Store {
         let id = SipEndpointId::new();
         let at = ts(now);
         let script = super::atomic_sql(&format!(
-            "INSERT INTO sip_endpoints (id, workspace_id, name, slug, inbound_agent_id, is_active, allowed_source_ips, created_at, updated_at) \
-             SELECT ?, ?, ?, ?, ?, 1, ?, ?, ? \
+            "INSERT INTO sip_endpoints (id, workspace_id, name, slug, inbound_agent_id, is_active, allowed_source_ips, max_concurrent_calls, created_at, updated_at) \
+             SELECT ?, ?, ?, ?, ?, 1, ?, ?, ?, ? \
              WHERE (SELECT COUNT(*) FROM sip_endpoints WHERE workspace_id = ? AND created_at > ?) < ? \
              AND NOT EXISTS (SELECT 1 FROM sip_endpoints WHERE slug = ?); \
              SELECT {COLUMNS} FROM sip_endpoints WHERE id = ? AND changes() = 1"
@@ -105,6 +110,7 @@ impl Store {
                     .bind(new.slug.to_owned())
                     .bind(new.inbound_agent_id.map(|a| a.as_uuid()))
                     .bind(ips_json(new.allowed_source_ips))
+                    .bind(new.max_concurrent_calls)
                     .bind(at.clone())
                     .bind(at)
                     .bind(ws.as_uuid())
@@ -188,6 +194,7 @@ impl Store {
                inbound_agent_id = CASE WHEN ? THEN ? ELSE inbound_agent_id END, \
                is_active = COALESCE(?, is_active), \
                allowed_source_ips = CASE WHEN ? THEN ? ELSE allowed_source_ips END, \
+               max_concurrent_calls = CASE WHEN ? THEN ? ELSE max_concurrent_calls END, \
                updated_at = ? \
              WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL RETURNING {COLUMNS}"
         )))
@@ -198,6 +205,8 @@ impl Store {
         .bind(change.is_active)
         .bind(change.allowed_source_ips.is_some())
         .bind(change.allowed_source_ips.and_then(ips_json))
+        .bind(change.max_concurrent_calls.is_some())
+        .bind(change.max_concurrent_calls.flatten())
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())

@@ -34,6 +34,7 @@ mod shared_links;
 mod sip_amd;
 mod sip_calls;
 mod sip_deadlines;
+mod sip_endpoint_actor;
 mod sip_endpoints;
 mod sip_kill_loop;
 mod sip_outbound;

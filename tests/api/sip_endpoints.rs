@@ -81,6 +81,7 @@ async fn endpoints_update_and_normalize_their_source_list() {
         json!(["192.0.2.7", "10.0.0.0/8", "2001:db8::/32"])
     );
     assert_eq!(e["inbound_agent_id"], Value::Null);
+    assert_eq!(e["max_concurrent_calls"], Value::Null, "no cap by default");
     let id = e["id"].as_str().unwrap();
     let slug = e["slug"].as_str().unwrap();
 
@@ -109,6 +110,25 @@ async fn endpoints_update_and_normalize_their_source_list() {
     assert_eq!(cleared.body["data"]["inbound_agent_id"], Value::Null);
     assert_eq!(cleared.body["data"]["name"], "Trunk EU");
     assert_eq!(cleared.body["data"]["is_active"], false);
+
+    // A cap is set, kept when absent, and removed with null.
+    for (body, cap) in [
+        (json!({"max_concurrent_calls": 10000}), json!(10000)),
+        (json!({"name": "Trunk"}), json!(10000)),
+        (json!({"max_concurrent_calls": null}), Value::Null),
+    ] {
+        let r = app.patch(&format!("/sip-endpoints/{id}"), body).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        assert_eq!(r.body["data"]["max_concurrent_calls"], cap);
+    }
+    let capped = app
+        .post(
+            "/sip-endpoints",
+            json!({"name": "Capped", "max_concurrent_calls": 1}),
+        )
+        .await;
+    assert_eq!(capped.status, StatusCode::CREATED, "{}", capped.text);
+    assert_eq!(capped.body["data"]["max_concurrent_calls"], 1);
 }
 
 #[tokio::test]
@@ -154,6 +174,26 @@ async fn bad_endpoint_input_is_refused_with_the_field_named() {
         ),
         (json!({"name": "a", "sip_uri": "sip:x@y"}), "sip_uri"),
         (json!({"name": "a", "is_active": false}), "is_active"),
+        (
+            json!({"name": "a", "max_concurrent_calls": 0}),
+            "max_concurrent_calls",
+        ),
+        (
+            json!({"name": "a", "max_concurrent_calls": 10001}),
+            "max_concurrent_calls",
+        ),
+        (
+            json!({"name": "a", "max_concurrent_calls": -3}),
+            "max_concurrent_calls",
+        ),
+        (
+            json!({"name": "a", "max_concurrent_calls": 1.5}),
+            "max_concurrent_calls",
+        ),
+        (
+            json!({"name": "a", "max_concurrent_calls": "2"}),
+            "max_concurrent_calls",
+        ),
     ];
     for (body, field) in cases {
         let resp = app.post("/sip-endpoints", body.clone()).await;
@@ -171,6 +211,11 @@ async fn bad_endpoint_input_is_refused_with_the_field_named() {
         (json!({}), "Writable fields"),
         (json!({"slug": "new"}), "slug"),
         (json!({"is_active": "yes"}), "is_active"),
+        (json!({"max_concurrent_calls": 0}), "max_concurrent_calls"),
+        (
+            json!({"max_concurrent_calls": 1e20}),
+            "max_concurrent_calls",
+        ),
         (
             json!({"allowed_source_ips": ["1.2.3.4:5060"]}),
             "allowed_source_ips[0]",

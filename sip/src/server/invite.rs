@@ -216,6 +216,10 @@ impl<R: InboundRouter> Shared<R> {
                 self.unavailable(tx).await;
                 None
             }
+            Routing::Full => {
+                let _ = tx.reply(StatusCode::BusyHere).await;
+                None
+            }
             Routing::Answer(answer) => Some(answer),
         }
     }

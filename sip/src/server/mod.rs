@@ -46,6 +46,8 @@ pub enum Routing<T> {
     Forbidden,
     /// No capacity for another call now: 503.
     Busy,
+    /// The endpoint has as many calls as its cap allows: 486 Busy Here.
+    Full,
     /// Answer, with what the service needs to run the call.
     Answer(Answer<T>),
 }

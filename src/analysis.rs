@@ -255,6 +255,7 @@ pub fn request(
         tools: Vec::new(),
         temperature: Some(0.0),
         max_tokens: None,
+        force: None,
     }
 }
 
@@ -580,6 +581,7 @@ mod tests {
             start_ms,
             end_ms: start_ms + 500,
             interrupted: false,
+            node: None,
         };
         let mut transcript = vec![
             turn(Speaker::Agent, "Hello, this is Dana from Acme.", 0),

@@ -447,21 +447,26 @@ impl CallTools for Toolbox {
         &self.specs
     }
 
+    fn by_id(&self) -> std::collections::HashMap<String, ToolSpec> {
+        self.tools
+            .iter()
+            .zip(&self.specs)
+            .map(|(tool, spec)| (tool.id.to_string(), spec.clone()))
+            .collect()
+    }
+
     async fn run(&self, call: &ToolCall, parties: &CallParties) -> ToolRun {
         let refused = |error: String, tool_id: Option<ToolId>| ToolRun {
             content: json!({"error": error}).to_string(),
             event: ToolEvent {
-                name: call.name.clone(),
                 tool_id: tool_id.map(|id| id.as_uuid()),
-                arguments: serde_json::from_str(&call.arguments)
-                    .unwrap_or_else(|_| Value::String(call.arguments.clone())),
-                status: ToolStatus::Failed,
-                latency_ms: 0,
-                response_preview: None,
-                status_code: None,
-                error: Some(error),
-                delivery_id: None,
-                at_ms: 0,
+                ..ToolEvent::at_once(
+                    &call.name,
+                    serde_json::from_str(&call.arguments)
+                        .unwrap_or_else(|_| Value::String(call.arguments.clone())),
+                    ToolStatus::Failed,
+                    Some(error),
+                )
             },
         };
         let Some(tool) = self.tools.iter().find(|t| t.name == call.name) else {

@@ -1,14 +1,21 @@
-//! Checks of a flow's `integration_call` nodes at save time: the integration, the action
-//! catalog, the shape of `args_template`, the mustache references inside it, transitions, and
-//! `is_global` (refused: only conversation, transfer and end nodes may be global).
+//! Flows in the service: the checks of a flow at save time (what cannot run, from the flow's
+//! graph; and its `integration_call` nodes: the integration, the action catalog, the shape of
+//! `args_template`, the mustache references inside it), and the director a flow agent's call
+//! runs under.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::store::{FlowConfig, FlowNode, Integration};
+use switchboard_actors::agent::AgentPlan;
+use switchboard_actors::flow::{FlowDirector, FlowRun};
+use switchboard_actors::ids::CallId;
+use switchboard_actors::turns::fill;
+
+use crate::store::{Agent, AgentType, FlowConfig, FlowNode, Integration};
 
 /// The action catalog: provider, then its actions.
 pub const CATALOG: [(&str, &[&str]); 2] = [
@@ -28,9 +35,12 @@ pub const CATALOG: [(&str, &[&str]); 2] = [
 #[derive(Debug, Clone, Serialize, ToSchema, PartialEq, Eq)]
 pub struct FlowIssue {
     pub node_id: String,
-    /// `action_invalid`, `args_template_dangling_reference`, `args_template_invalid`,
-    /// `integration_not_found`, `provider_mismatch`, `is_global_not_allowed`,
-    /// `transition_dangling`.
+    /// The flow's graph: `start_missing`, `start_duplicate`, `node_type_invalid`,
+    /// `unreachable`, `no_way_out`, `transition_dangling`, `transition_invalid`,
+    /// `is_global_not_allowed`, `global_condition_missing`, `tool_missing`,
+    /// `destination_missing`. Its integration_call nodes: `action_invalid`,
+    /// `args_template_dangling_reference`, `args_template_invalid`, `integration_not_found`,
+    /// `provider_mismatch`.
     pub code: &'static str,
     /// Where in the node.
     pub field: String,
@@ -80,23 +90,7 @@ fn arg_mode(value: &Value) -> Option<ArgMode<'_>> {
     }
 }
 
-/// The `{{a.b}}` tokens of a text, as (a, b).
-fn tokens(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else { break };
-        let inner = after[..end].trim();
-        if let Some((a, b)) = inner.split_once('.') {
-            out.push((a.trim().to_string(), b.trim().to_string()));
-        } else {
-            out.push((inner.to_string(), String::new()));
-        }
-        rest = &after[end + 2..];
-    }
-    out
-}
+use switchboard_actors::flow::tokens::tokens;
 
 fn args_of(node: &FlowNode) -> Option<&Map<String, Value>> {
     node.extra.get("args_template").and_then(Value::as_object)
@@ -262,19 +256,88 @@ pub fn integration_issues(flow: &FlowConfig, ctx: &FlowContext<'_>) -> Vec<FlowI
     issues
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_found_and_split() {
-        assert_eq!(
-            tokens("At {{ book.start_time }} for {{metadata.user_number}}, {{x}} {{open"),
-            vec![
-                ("book".to_string(), "start_time".to_string()),
-                ("metadata".to_string(), "user_number".to_string()),
-                ("x".to_string(), String::new()),
-            ]
-        );
+/// The issues of the flow's graph: what would stop it running (no start, an unknown node
+/// type, an unreachable node, a node with no way out, a bad transition, a global node of a
+/// type that cannot be global).
+pub fn graph_issues(flow: &FlowConfig) -> Vec<FlowIssue> {
+    let Ok(config) = serde_json::to_value(flow) else {
+        return Vec::new();
+    };
+    match switchboard_actors::flow::read(&config) {
+        Ok(_) => Vec::new(),
+        Err(issues) => issues
+            .into_iter()
+            .map(|i| FlowIssue {
+                node_id: i.node_id,
+                code: i.code,
+                field: i.field,
+                message: i.message,
+            })
+            .collect(),
     }
+}
+
+/// A call's metadata as its flow reads it: the built-in keys (`id`, `direction`,
+/// `agent_number`, `user_number`, `agent_name`) and the custom keys the agent's flow declares,
+/// taken from `custom` (`metadata` of `POST /calls`).
+pub fn call_metadata(
+    agent: &Agent,
+    call: CallId,
+    direction: &str,
+    (agent_number, user_number): (&str, &str),
+    custom: &Map<String, Value>,
+) -> Map<String, Value> {
+    let declared = agent
+        .flow_config
+        .as_ref()
+        .map(|f| f.metadata.custom_metadata_keys.as_slice())
+        .unwrap_or_default();
+    let mut metadata: Map<String, Value> = declared
+        .iter()
+        .filter_map(|key| custom.get(key).map(|v| (key.clone(), v.clone())))
+        .collect();
+    for (key, value) in [
+        ("id", call.to_string()),
+        ("direction", direction.to_string()),
+        ("agent_number", agent_number.to_string()),
+        ("user_number", user_number.to_string()),
+        ("agent_name", agent.name.clone()),
+    ] {
+        metadata.insert(key.to_string(), Value::String(value));
+    }
+    metadata
+}
+
+/// Puts a flow agent's call under its flow, as the flow is now: the plan's model is briefed
+/// node by node. A flow that cannot run (saved before its checks) leaves the agent's prompt
+/// in charge, with a warning.
+pub fn direct(
+    plan: &mut AgentPlan,
+    agent: &Agent,
+    metadata: Map<String, Value>,
+    variables: &Map<String, Value>,
+) {
+    let (AgentType::Flow, Some(flow), Some(mind)) =
+        (&agent.agent_type, &agent.flow_config, plan.mind.as_mut())
+    else {
+        return;
+    };
+    let config = match serde_json::to_value(flow) {
+        Ok(config) => config,
+        Err(_) => return,
+    };
+    let flow = match switchboard_actors::flow::read(&config) {
+        Ok(flow) => flow,
+        Err(issues) => {
+            tracing::warn!(agent = %agent.id, issues = issues.len(), "the agent's flow cannot run; its prompt answers the call");
+            return;
+        }
+    };
+    let tools = mind.tools.as_ref().map(|t| t.by_id()).unwrap_or_default();
+    let run = FlowRun::new(Arc::new(flow), metadata, tools);
+    mind.director = Arc::new(FlowDirector::new(
+        run,
+        fill(&agent.system_prompt, variables),
+        Some(agent.temperature as f32),
+    ));
 }

@@ -68,6 +68,7 @@ pub fn agent_plan(
                 agent.max_continuous_speech_secs.max(1) as u64
             ),
             tools: None,
+            integrations: None,
         }),
         _ => None,
     };
@@ -154,6 +155,8 @@ pub struct RoutedCall {
     pub lead_memory: bool,
     /// Its place on its endpoint, held until the call ends.
     pub seat: Seat,
+    /// A flow agent, whose flow the call runs once the caller is known.
+    pub flow_agent: Option<Box<Agent>>,
 }
 
 #[async_trait]
@@ -276,6 +279,8 @@ impl InboundRouter for SipRouter {
                 plan,
                 lead_memory: agent.lead_memory_enabled && agent.lead_memory_trust_caller_id,
                 seat,
+                flow_agent: (agent.agent_type == crate::store::AgentType::Flow)
+                    .then(|| Box::new(agent.clone())),
             },
             recording: Some(recording_path(&self.config.data_dir, call_id)),
             vad: vad_settings(&agent),
@@ -285,6 +290,17 @@ impl InboundRouter for SipRouter {
     async fn run_call(&self, routed: RoutedCall, call: Call) {
         let _running = self.live.token();
         let mut plan = routed.plan;
+        if let Some(agent) = &routed.flow_agent {
+            let numbers = (plan.sip_uri.as_str(), call.from.as_str());
+            let metadata = crate::flows::call_metadata(
+                agent,
+                plan.call_id,
+                "inbound",
+                numbers,
+                &Default::default(),
+            );
+            crate::flows::direct(&mut plan.agent, agent, metadata, &Default::default());
+        }
         if routed.lead_memory {
             crate::lead_memory::remember(
                 &self.store,

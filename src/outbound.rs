@@ -59,6 +59,15 @@ impl OutboundDirectory for OutboundPort {
             &self.vendors,
             &route.variables,
         );
+        let numbers = (request.from_number.as_str(), request.to_number.as_str());
+        let flow_metadata = crate::flows::call_metadata(
+            &agent,
+            request.call_id,
+            "outbound",
+            numbers,
+            &route.metadata,
+        );
+        let variables = route.variables.clone();
         let facts = CallFacts {
             workspace_id: route.workspace_id,
             agent_id: agent.id,
@@ -69,6 +78,7 @@ impl OutboundDirectory for OutboundPort {
             variables: route.variables,
         };
         equip(&mut plan, &self.store, &self.vendors.egress, facts).await;
+        crate::flows::direct(&mut plan, &agent, flow_metadata, &variables);
         plan.turns = TurnEvents::for_call(&self.store, request.call_id, &agent);
         let mut planned = OutboundRoute {
             trunk,

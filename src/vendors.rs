@@ -553,6 +553,9 @@ fn chat_body(model: &str, request: &ChatRequest) -> Value {
                 }})
             })
             .collect();
+        if let Some(name) = &request.force {
+            body["tool_choice"] = json!({"type": "function", "function": {"name": name}});
+        }
     }
     // Through its decimal text, so 0.7 goes out as 0.7 rather than as 0.699999988...
     if let Some(t) = request.temperature
@@ -1032,6 +1035,7 @@ data: [DONE]
             }],
             temperature: Some(0.7),
             max_tokens: Some(200),
+            force: None,
         };
         assert_eq!(
             chat_body("m", &request),

@@ -36,7 +36,34 @@ pub trait CallTools: Send + Sync + 'static {
     /// The functions offered to the model, in the agent's execution order.
     fn specs(&self) -> &[ToolSpec];
 
+    /// The functions by their tools' ids (a flow's tool_call nodes name tools by id).
+    fn by_id(&self) -> std::collections::HashMap<String, ToolSpec> {
+        std::collections::HashMap::new()
+    }
+
     /// Runs the model's `call` once. Never fails: a refused, failed or timed-out run is a
     /// [`ToolRun`] saying so.
     async fn run(&self, call: &ToolCall, parties: &CallParties) -> ToolRun;
+}
+
+/// What an integration_call node's run came back with: its outcome (a result's sanitized
+/// view, or a hard failure) and its record.
+#[derive(Debug, Clone)]
+pub struct IntegrationRun {
+    pub outcome: crate::flow::Outcome,
+    pub event: ToolEvent,
+}
+
+/// Runs a flow's integrations (a calendar, an email account) for a call.
+#[async_trait]
+pub trait Integrations: Send + Sync + 'static {
+    /// Runs `action` of `provider` on the integration `integration_id` once. Never fails: a
+    /// failure is an outcome.
+    async fn run(
+        &self,
+        integration_id: &str,
+        provider: &str,
+        action: &str,
+        arguments: &serde_json::Map<String, serde_json::Value>,
+    ) -> IntegrationRun;
 }

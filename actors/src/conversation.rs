@@ -30,6 +30,9 @@ pub struct Turn {
     pub end_ms: u64,
     /// The other party spoke over the agent and the agent stopped.
     pub interrupted: bool,
+    /// A flow call's node when the turn was written down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// How a tool or integration run went.
@@ -72,6 +75,29 @@ pub struct ToolEvent {
     pub at_ms: u64,
 }
 
+impl ToolEvent {
+    /// The record of a run that went as `status` at once: nothing was dispatched.
+    pub fn at_once(
+        name: &str,
+        arguments: serde_json::Value,
+        status: ToolStatus,
+        error: Option<String>,
+    ) -> ToolEvent {
+        ToolEvent {
+            name: name.to_string(),
+            tool_id: None,
+            arguments,
+            status,
+            latency_ms: 0,
+            response_preview: None,
+            status_code: None,
+            error,
+            delivery_id: None,
+            at_ms: 0,
+        }
+    }
+}
+
 /// A vendor (speech to text, model, text to speech) that failed during the call: the agent
 /// said its apology line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +129,9 @@ pub struct Conversation {
     pub transcript: Vec<Turn>,
     pub events: Vec<ToolEvent>,
     pub vendor_failures: Vec<VendorFailure>,
+    /// A flow call's path through its nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<crate::flow::PathStep>,
 }
 
 impl Conversation {

@@ -17,6 +17,8 @@
 //! - [`slug`]: SIP endpoint slugs: the one rule for prefixes and drawn slugs.
 //! - [`sim`]: the simulated carrier.
 //! - [`inbound`]: the call actor of an answered inbound SIP call and its agent.
+//! - [`flow`]: flow agents at run time: the node graph, a call's walk through it, the routing
+//!   of integration results.
 //! - [`endpoint`]: SIP endpoint actors: one endpoint's source filter, live calls, cap and
 //!   `last_call_at`.
 //! - [`vendors`]: the model vendors' ports: speech to text and streamed chat completions.
@@ -35,6 +37,7 @@ pub mod conversation;
 pub mod endpoint;
 pub mod engine;
 pub mod events;
+pub mod flow;
 pub mod ids;
 pub mod inbound;
 pub mod limits;

@@ -143,25 +143,11 @@ pub fn sounds_unfinished(text: &str) -> bool {
 /// `template` with every `{{name}}` replaced by `variables[name]`; unknown names stay as
 /// written.
 pub fn fill(template: &str, variables: &serde_json::Map<String, serde_json::Value>) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            out.push_str(&rest[start..]);
-            return out;
-        };
-        let name = after[..end].trim();
-        match variables.get(name) {
-            Some(serde_json::Value::String(s)) => out.push_str(s),
-            Some(serde_json::Value::Null) | None => out.push_str(&rest[start..start + 4 + end]),
-            Some(other) => out.push_str(&other.to_string()),
-        }
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    out
+    crate::flow::tokens::replace(template, |name| match variables.get(name) {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Null) | None => None,
+        Some(other) => Some(other.to_string()),
+    })
 }
 
 #[cfg(test)]

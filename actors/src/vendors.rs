@@ -95,6 +95,8 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
+    /// The tool the model must call (OpenAI's `tool_choice`); none: it chooses.
+    pub force: Option<String>,
 }
 
 /// Tokens a completion used.

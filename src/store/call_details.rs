@@ -438,6 +438,7 @@ mod tests {
             start_ms: 0,
             end_ms: 10,
             interrupted: false,
+            node: None,
         }
     }
 
@@ -469,6 +470,7 @@ mod tests {
             transcript: vec![turn("Hi"), turn("Bye")],
             events: vec![event(serde_json::json!({"day": "monday"}))],
             vendor_failures: Vec::new(),
+            path: Vec::new(),
         };
         let stored = StoredConversation::of(&conversation);
         let turns: Vec<Turn> = serde_json::from_str(&stored.transcript).unwrap();
@@ -503,6 +505,7 @@ mod tests {
                     at_ms: i,
                 })
                 .collect(),
+            path: Vec::new(),
         };
         let stored = StoredConversation::of(&conversation);
         assert!(stored.transcript.len() <= MAX_TRANSCRIPT_BYTES);

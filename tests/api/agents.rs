@@ -79,7 +79,9 @@ async fn a_flow_agent_keeps_its_nodes_metadata_webhooks_and_extra_node_keys() {
             {"id": "start", "type": "start", "name": "Start", "position": {"x": 0, "y": 10.5}, "agent_speaks_first": true,
              "greeting": "Hello!", "is_literal": true, "next_step_id": "book", "auto_advance": false},
             {"id": "book", "type": "integration_call", "name": "Book", "position": {"x": 100, "y": 0},
-             "integration_id": calendar.id, "provider": "google_calendar", "action": "create_event", "args_template": {"start_time": "{{metadata.start}}"}}
+             "integration_id": calendar.id, "provider": "google_calendar", "action": "create_event", "args_template": {"start_time": "{{metadata.start}}"},
+             "success_next_step_id": "done"},
+            {"id": "done", "type": "end", "greeting": "Goodbye.", "is_literal": true}
         ])),
         "system_prompt": "You book appointments.",
         "temperature": 1.2,
@@ -474,7 +476,7 @@ async fn a_prompt_agent_becomes_a_flow_agent_once_given_nodes() {
     let resp = app
         .patch(
             &path,
-            json!({"type": "flow", "flow_config": flow(json!([{"id": "start", "type": "start"}]))}),
+            json!({"type": "flow", "flow_config": flow(json!([{"id": "start", "type": "start", "next_step_id": "end"}, {"id": "end", "type": "end"}]))}),
         )
         .await;
     assert_eq!(resp.status, StatusCode::OK, "{}", resp.text);

@@ -49,6 +49,7 @@ fn turn(role: Speaker, text: &str, start_ms: u64, end_ms: u64, interrupted: bool
         start_ms,
         end_ms,
         interrupted,
+        node: None,
     }
 }
 
@@ -102,6 +103,7 @@ fn flat_call() -> Conversation {
             error: "the vendor did not answer in time".into(),
             at_ms: 9_000,
         }],
+        path: Vec::new(),
     }
 }
 

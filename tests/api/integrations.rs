@@ -146,9 +146,12 @@ async fn tool_call_nodes_supply_their_tools_extraction_parameters() {
     let tool_id = tool.body["id"].as_str().unwrap();
     let nodes = |arg: &str| {
         flow(json!([
+            {"id": "start", "type": "start", "next_step_id": "find"},
             {"id": "find", "type": "tool_call", "tool_id": tool_id, "next_step_id": "send"},
             {"id": "send", "type": "integration_call", "integration_id": mail.id, "provider": "gmail",
-             "action": "send_email", "args_template": {"to": format!("{{{{find.{arg}}}}}")}}
+             "action": "send_email", "args_template": {"to": format!("{{{{find.{arg}}}}}")},
+             "success_next_step_id": "done"},
+            {"id": "done", "type": "end"}
         ]))
     };
     let ok = app

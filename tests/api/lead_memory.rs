@@ -88,6 +88,7 @@ async fn past_inbound_call(
         start_ms: 0,
         end_ms: 900,
         interrupted: false,
+        node: None,
     };
     let end = InboundEnd {
         id,

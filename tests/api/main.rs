@@ -21,6 +21,7 @@ mod dispositions;
 mod dnc;
 mod engine;
 mod engine_retries;
+mod flows;
 mod integrations;
 mod lead_memory;
 mod leads;

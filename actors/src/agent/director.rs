@@ -2,6 +2,7 @@
 //! function call the model makes does. The turn loop asks the director and never which kind it
 //! runs; a prompt agent ([`PromptAgent`]) is one director, a flow agent another.
 
+pub use crate::flow::run::{Dispatch, Outcome, PathStep, Step};
 use crate::turns::{END_CALL, builtin_tools};
 use crate::vendors::{ToolCall, ToolSpec};
 
@@ -23,10 +24,12 @@ pub struct Briefing {
     /// The functions offered.
     pub functions: Vec<ToolSpec>,
     pub temperature: Option<f32>,
+    /// The function the model must call this round (it says nothing else).
+    pub force: Option<String>,
 }
 
 /// What a function call the model made does.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Function {
     /// Hang up once what the reply says has been said.
     EndCall,
@@ -34,14 +37,48 @@ pub enum Function {
     Tool,
     /// Nothing by that name was offered: the model is told so.
     Unknown,
+    /// The director moved on (a flow took an edge, or has the arguments it asked for): the
+    /// model is told where with `result`, and the agent does `steps`.
+    Moved { result: String, steps: Vec<Step> },
 }
 
-/// Decides what the model is told and offered, and what its function calls do.
+/// Decides what the model is told and offered, and what its function calls do. A director
+/// with a course of its own (a flow) also says what the agent does at the call's start, after
+/// each caller turn, once its lines are said and when its dispatches come back; the defaults
+/// are a prompt agent's: the plan's greeting, then the model answers every turn.
 pub trait Director: Send + Sync + std::fmt::Debug + 'static {
     /// The briefing for the model's next round.
     fn brief(&self, round: Round<'_>) -> Briefing;
     /// What `call` does, given the briefing `round` it was made under.
-    fn function(&self, call: &ToolCall, round: Round<'_>) -> Function;
+    fn function(&self, call: &ToolCall, round: Round<'_>, at_ms: u64) -> Function;
+    /// What the agent does as the call starts; `None`: the plan's greeting, if it speaks first.
+    fn opening(&self, _at_ms: u64) -> Option<Vec<Step>> {
+        None
+    }
+    /// The caller's turn has ended: what the agent does (`[Step::Reply]`: the model answers).
+    fn caller_turn(&self, _at_ms: u64) -> Vec<Step> {
+        vec![Step::Reply]
+    }
+    /// A dispatch came back.
+    fn dispatched(&self, _outcome: Outcome, _at_ms: u64) -> Vec<Step> {
+        vec![Step::Hangup]
+    }
+    /// A transfer could not be made.
+    fn transfer_failed(&self, _at_ms: u64) -> Vec<Step> {
+        vec![Step::Hangup]
+    }
+    /// Results to put into the model's context before its next round, as (name, content).
+    fn take_results(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Where the call is in the director's course (a flow's node id), for the transcript.
+    fn position(&self) -> Option<String> {
+        None
+    }
+    /// The course so far (a flow's path), for the call's record.
+    fn path(&self) -> Vec<PathStep> {
+        Vec::new()
+    }
 }
 
 /// An agent of one system prompt: the same briefing every round, the workspace's tools and
@@ -68,10 +105,11 @@ impl Director for PromptAgent {
             instructions,
             functions,
             temperature: self.temperature,
+            force: None,
         }
     }
 
-    fn function(&self, call: &ToolCall, round: Round<'_>) -> Function {
+    fn function(&self, call: &ToolCall, round: Round<'_>, _at_ms: u64) -> Function {
         if call.name == END_CALL {
             Function::EndCall
         } else if round
@@ -123,14 +161,14 @@ mod tests {
         assert_eq!(brief.instructions, "Be brief.\n\nLead: Ada.");
         let names: Vec<_> = brief.functions.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, [END_CALL, "book"]);
-        assert_eq!(agent.function(&call("book"), round), Function::Tool);
-        assert_eq!(agent.function(&call(END_CALL), round), Function::EndCall);
-        assert_eq!(agent.function(&call("other"), round), Function::Unknown);
+        assert_eq!(agent.function(&call("book"), round, 0), Function::Tool);
+        assert_eq!(agent.function(&call(END_CALL), round, 0), Function::EndCall);
+        assert_eq!(agent.function(&call("other"), round, 0), Function::Unknown);
         let last = Round {
             notes: &[],
             tools: None,
         };
         assert_eq!(agent.brief(last).functions.len(), 1);
-        assert_eq!(agent.function(&call("book"), last), Function::Unknown);
+        assert_eq!(agent.function(&call("book"), last, 0), Function::Unknown);
     }
 }

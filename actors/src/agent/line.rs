@@ -75,6 +75,12 @@ pub trait Line: Send {
     fn detect_answering_machine(&mut self, settings: AmdSettings);
     /// Ends the call from the agent's side (nothing happens once it has ended).
     async fn hangup(&mut self);
+    /// Hands the call to `to` (an E.164 number or a `sip:` URI); the agent's part then ends.
+    /// Why it cannot, when it cannot.
+    fn transfer(&mut self, to: &str) -> Result<(), String> {
+        let _ = to;
+        Err("this line cannot transfer calls".into())
+    }
     /// The next thing that happens on the line. Cancel-safe. After [`LineEvent::Ended`] it
     /// never resolves again.
     async fn next_event(&mut self) -> LineEvent;

@@ -169,6 +169,7 @@ impl Listening {
             start_ms,
             end_ms: self.heard_to.max(start_ms),
             interrupted: false,
+            node: None,
         })
     }
 }

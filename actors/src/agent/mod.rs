@@ -27,7 +27,9 @@
 
 pub mod actor;
 mod caller;
+mod course;
 pub mod director;
+mod end;
 pub mod line;
 mod listening;
 mod machine;
@@ -37,6 +39,8 @@ pub mod text;
 mod tools;
 mod work;
 
+#[cfg(test)]
+mod flow_tests;
 #[cfg(test)]
 mod scripted;
 #[cfg(test)]
@@ -104,6 +108,8 @@ pub enum EndReason {
     VoicemailLeft,
     /// A machine answered but no beep came within the listening window: nothing was left.
     VoicemailNoBeep,
+    /// A flow's transfer node handed the call to its destination.
+    Transferred,
 }
 
 impl EndReason {
@@ -123,6 +129,7 @@ impl EndReason {
             EndReason::AnsweringMachine => "answering_machine",
             EndReason::VoicemailLeft => "voicemail_left",
             EndReason::VoicemailNoBeep => "voicemail_no_beep",
+            EndReason::Transferred => "transferred",
         }
     }
 }
@@ -151,6 +158,8 @@ pub struct Mind {
     pub max_continuous_speech: Duration,
     /// The workspace's tools the model may call on this call, snapshotted when it started.
     pub tools: Option<Arc<dyn CallTools>>,
+    /// Runs a flow's integration_call nodes.
+    pub integrations: Option<Arc<dyn crate::call_tools::Integrations>>,
 }
 
 impl std::fmt::Debug for Mind {

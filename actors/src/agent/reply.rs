@@ -60,6 +60,8 @@ pub(super) struct Reply {
     pub complete: bool,
     /// The model asked to hang up once the reply is said.
     pub end_call: bool,
+    /// The director's course took over mid-round: the model does not continue this reply.
+    pub no_more_rounds: bool,
     /// The turn has been written down.
     done: bool,
     /// When its first audio started, in ms from the answer.
@@ -222,6 +224,7 @@ impl Reply {
             start_ms: started.unwrap_or(now_ms),
             end_ms: now_ms,
             interrupted,
+            node: None,
         });
         if said_round.is_empty() {
             return;
@@ -285,7 +288,7 @@ impl Reply {
         }
         // After its last round with tools the model has had its say: a model that keeps
         // calling functions it is not offered does not loop.
-        if self.end_call || self.rounds > MAX_TOOL_ROUNDS {
+        if self.end_call || self.no_more_rounds || self.rounds > MAX_TOOL_ROUNDS {
             return false;
         }
         self.rounds += 1;

@@ -567,3 +567,27 @@ impl TurnSink for Told {
 
     async fn flush(&self) {}
 }
+
+/// A mind of stand-ins: `model`, a transcription in 150 ms, and `director`; no tools.
+pub fn stand_in_mind(
+    model: Arc<StandInModel>,
+    director: Arc<dyn super::director::Director>,
+) -> super::Mind {
+    super::Mind {
+        model,
+        transcriber: Arc::new(StandInTranscriber {
+            delay: Duration::from_millis(150),
+        }),
+        director,
+        notes: Vec::new(),
+        listen: switchboard_sip::media::ListenSettings {
+            pause_secs: 0.4,
+            pre_roll_secs: 0.5,
+            max_secs: 31.0,
+        },
+        unfinished_grace: Duration::from_millis(800),
+        max_continuous_speech: Duration::from_secs(10),
+        tools: None,
+        integrations: None,
+    }
+}

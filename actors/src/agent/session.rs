@@ -3,12 +3,10 @@
 //! nothing here waits on a vendor.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use switchboard_sip::media::MediaEvent;
 use tokio::time::Instant;
 
-use super::director::Round;
 use super::line::{Clip, Line, LineEvent};
 use super::listening::Listening;
 use super::machine::{Detection, Machine, Step};
@@ -17,12 +15,8 @@ use super::work::{Abort, Voice, Work, WorkRx, WorkTx, work_queue};
 use super::{AgentEnd, AgentPlan, EndReason, Speech};
 use crate::call_tools::CallParties;
 use crate::conversation::Conversation;
-use crate::turns::{FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, MAX_TOOL_ROUNDS, STILL_THERE_LINE};
-use crate::vendors::{ChatMessage, ChatRequest};
-
-/// How long an ended call waits for the tools it dispatched to answer, so their runs are on
-/// its record.
-const TOOL_DRAIN: Duration = Duration::from_secs(5);
+use crate::turns::{FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, STILL_THERE_LINE};
+use crate::vendors::ChatMessage;
 
 /// Runs the agent on an answered call until it ends, then stops the line's media. `answered`
 /// is when the call was connected (its duration counts from there); `stop` ends it (service
@@ -36,8 +30,10 @@ pub async fn converse(
 ) -> AgentEnd {
     let (work, mut inbox) = work_queue();
     let mut agent = Agent::new(line, plan, speech.clone(), work, answered);
-    agent.start();
-    let reason = agent.run(&mut inbox, &stop).await;
+    let reason = match agent.start() {
+        Some(reason) => reason,
+        None => agent.run(&mut inbox, &stop).await,
+    };
     agent.line.hangup().await;
     agent.end(reason, &mut inbox, &stop).await
 }
@@ -89,6 +85,16 @@ pub(super) struct Agent<'a> {
     pub(super) tools_in_flight: u32,
     /// Turns handed to the plan's sink so far.
     pub(super) turns_told: usize,
+    /// Steps of the director's course waiting for the model's round under way.
+    pub(super) course: Vec<super::director::Step>,
+    /// The model's round under way only fills arguments: its words are not said.
+    pub(super) silent_round: bool,
+    /// Dispatches of the course under way.
+    pub(super) dispatches: u32,
+    /// Where the call is transferred once what is being said has been said.
+    pub(super) transfer_to: Option<String>,
+    /// The director's opening has been done.
+    opened: bool,
 }
 
 impl<'a> Agent<'a> {
@@ -127,6 +133,11 @@ impl<'a> Agent<'a> {
             fallback_said: false,
             tools_in_flight: 0,
             turns_told: 0,
+            course: Vec::new(),
+            silent_round: false,
+            dispatches: 0,
+            transfer_to: None,
+            opened: false,
         }
     }
 
@@ -138,7 +149,7 @@ impl<'a> Agent<'a> {
     }
 
     /// Sets the line up and greets, unless answering-machine detection holds the greeting.
-    fn start(&mut self) {
+    fn start(&mut self) -> Option<EndReason> {
         if let Some(mind) = &self.plan.mind {
             self.line.listen(mind.listen);
         }
@@ -148,17 +159,31 @@ impl<'a> Agent<'a> {
             // The other party may speak over the agent: the line stops its audio on the frame
             // the VAD hears them (the call then drops the rest of the reply).
             self.line.yield_to_speech(true);
-            self.greet();
+            return self.greet();
         }
+        None
     }
 
-    /// The greeting, when the agent speaks first.
-    fn greet(&mut self) {
+    /// The opening of the director's course, or else the greeting when the agent speaks
+    /// first; once.
+    fn greet(&mut self) -> Option<EndReason> {
+        if std::mem::replace(&mut self.opened, true) {
+            return None;
+        }
+        let opening = self
+            .plan
+            .mind
+            .as_ref()
+            .and_then(|m| m.director.opening(self.now_ms()));
+        if let Some(steps) = opening {
+            return self.act(steps);
+        }
         let plan = self.plan;
         let greeting = plan.greeting.trim();
         if plan.agent_speaks_first && !greeting.is_empty() {
             self.say(greeting);
         }
+        None
     }
 
     /// The loop: until the call ends, why.
@@ -239,7 +264,7 @@ impl<'a> Agent<'a> {
                 self.listening.too_long(Instant::now());
                 self.line.take_utterance();
             }
-            Timer::TurnEnd => self.end_turn(),
+            Timer::TurnEnd => return self.end_turn(),
         }
         None
     }
@@ -263,16 +288,20 @@ impl<'a> Agent<'a> {
             MediaEvent::SpeechStopped => {
                 self.listening.speech_stopped(self.now_ms());
                 self.quiet_since = Instant::now();
-                if self.machine.greet_early(self.plan) {
-                    self.greet();
+                if self.machine.greet_early(self.plan)
+                    && let Some(reason) = self.greet()
+                {
+                    return Some(reason);
                 }
                 self.fallback();
             }
             MediaEvent::Utterance(audio) => self.utterance(audio),
             MediaEvent::Pause(audio) => {
                 // The callee's first words have paused: a greeting held for detection starts.
-                if self.machine.greet_early(self.plan) {
-                    self.greet();
+                if self.machine.greet_early(self.plan)
+                    && let Some(reason) = self.greet()
+                {
+                    return Some(reason);
                 }
                 self.pause(audio);
             }
@@ -316,12 +345,15 @@ impl<'a> Agent<'a> {
                     self.line.drop_utterance();
                 }
             }
+            Work::Sentence { generation, .. } if generation == current && self.silent_round => {}
             Work::Sentence { generation, text } if generation == current => {
                 super::reply::append(&mut self.reply.written, &text);
                 let index = self.reply.add_sentence();
                 self.voice(index, text);
             }
-            Work::Function { generation, call } if generation == current => self.function(call),
+            Work::Function { generation, call } if generation == current => {
+                return self.function(call);
+            }
             Work::ToolDone {
                 generation,
                 call,
@@ -329,8 +361,16 @@ impl<'a> Agent<'a> {
                 at_ms,
             } => return self.tool_done(generation, call, run, at_ms),
             Work::Replied { generation, result } if generation == current => {
-                return self.replied(result);
+                if let Some(reason) = self.replied(result) {
+                    return Some(reason);
+                }
+                return self.round_over();
             }
+            Work::Dispatched {
+                outcome,
+                event,
+                at_ms,
+            } => return self.dispatched(outcome, event, at_ms),
             Work::Spoken {
                 generation,
                 index,
@@ -379,7 +419,7 @@ impl<'a> Agent<'a> {
 
     /// Voices sentence `index` of the reply: synthesized on its own task, or handed to a text
     /// line as it is.
-    fn voice(&mut self, index: u32, text: String) {
+    pub(super) fn voice(&mut self, index: u32, text: String) {
         match &self.voice {
             Some(voice) => self
                 .work
@@ -409,6 +449,9 @@ impl<'a> Agent<'a> {
         }
         if self.reply.end_call {
             return Some(EndReason::AgentHangup);
+        }
+        if self.transfer_to.is_some() {
+            return self.transfer_when_said();
         }
         if self.machine.detection == Detection::LeavingMessage && !self.agent_speaking {
             // The message could not be synthesized: nothing was left.
@@ -460,7 +503,7 @@ impl<'a> Agent<'a> {
                 self.line.yield_to_speech(true);
                 self.quiet_since = Instant::now();
                 if greet {
-                    self.greet();
+                    return self.greet();
                 }
             }
             Step::AwaitBeep => {
@@ -477,51 +520,42 @@ impl<'a> Agent<'a> {
     }
 
     /// The caller's turn has ended: it goes into the transcript and the context, and the
-    /// model's reply starts (while detection still decides, the turn is only written down).
-    fn end_turn(&mut self) {
-        let Some(turn) = self.listening.take_turn() else {
-            return;
-        };
+    /// director says what follows (the model's reply, for a prompt agent). While detection
+    /// still decides, the turn is only written down.
+    fn end_turn(&mut self) -> Option<EndReason> {
+        let mut turn = self.listening.take_turn()?;
         self.history.push(ChatMessage::User(turn.text.clone()));
+        let mind = self.plan.mind.as_ref();
+        turn.node = mind.and_then(|m| m.director.position());
         self.conversation.transcript.push(turn);
-        if self.plan.mind.is_none() || self.machine.detection != Detection::Off {
-            return;
+        let mind = mind?;
+        if self.machine.detection != Detection::Off {
+            return None;
         }
         self.generation += 1;
+        self.writer = None;
+        self.silent_round = false;
+        self.course.clear();
         self.reply.flush_tools(&mut self.history);
         self.reply = Reply::default();
-        self.writer = self.start_round(true);
-    }
-
-    /// Starts the model's round on the conversation so far, briefed by the director.
-    pub(super) fn start_round(&self, offer_tools: bool) -> Option<Abort> {
-        let mind = self.plan.mind.as_ref()?;
-        let tools = mind.tools.as_ref().map(|t| t.specs());
-        let briefing = mind.director.brief(Round {
-            notes: &mind.notes,
-            tools: tools.filter(|_| offer_tools),
-        });
-        let mut messages = Vec::with_capacity(self.history.len() + 1);
-        messages.push(ChatMessage::System(briefing.instructions));
-        messages.extend(self.history.iter().cloned());
-        let request = ChatRequest {
-            messages,
-            tools: briefing.functions,
-            temperature: briefing.temperature,
-            max_tokens: None,
-        };
-        Some(self.work.converse(&mind.model, request, self.generation))
-    }
-
-    /// The round of tools is done: the model continues the reply with their results.
-    pub(super) fn continue_round(&mut self) {
-        if self.reply.round_done(&mut self.history) {
-            self.writer = self.start_round(self.reply.rounds < MAX_TOOL_ROUNDS);
-        }
+        let steps = mind.director.caller_turn(self.now_ms());
+        self.act(steps)
     }
 
     /// Hands the transcript's turns not yet told to the plan's sink.
-    fn tell_turns(&mut self) {
+    pub(super) fn tell_turns(&mut self) {
+        // Each turn carries where the director's course was when it was written down.
+        let position = self.plan.mind.as_ref().and_then(|m| m.director.position());
+        for turn in self
+            .conversation
+            .transcript
+            .iter_mut()
+            .skip(self.turns_told)
+        {
+            if turn.node.is_none() {
+                turn.node.clone_from(&position);
+            }
+        }
         let Some(sink) = &self.plan.turns else {
             self.turns_told = self.conversation.transcript.len();
             return;
@@ -529,53 +563,6 @@ impl<'a> Agent<'a> {
         while let Some(turn) = self.conversation.transcript.get(self.turns_told) {
             self.turns_told += 1;
             sink.final_turn(self.turns_told as u32, turn);
-        }
-    }
-
-    /// After the loop: tools still running are waited for a little, what was heard and said
-    /// last is written down, and the line's media is stopped.
-    async fn end(
-        mut self,
-        reason: EndReason,
-        inbox: &mut WorkRx,
-        stop: &tokio_util::sync::CancellationToken,
-    ) -> AgentEnd {
-        self.writer = None;
-        // Dispatched tools cannot be stopped: their runs belong on the call's record.
-        if self.tools_in_flight > 0 && !stop.is_cancelled() {
-            let until = Instant::now() + TOOL_DRAIN;
-            while self.tools_in_flight > 0 {
-                match tokio::time::timeout_at(until, inbox.recv()).await {
-                    Ok(Some(Work::ToolDone { mut run, at_ms, .. })) => {
-                        self.tools_in_flight -= 1;
-                        run.event.at_ms = at_ms;
-                        self.conversation.events.push(run.event);
-                    }
-                    Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => break,
-                }
-            }
-        }
-        // What the caller said last, if the call ended before the agent could answer it.
-        if let Some(turn) = self.listening.take_turn() {
-            self.conversation.transcript.push(turn);
-        }
-        let now_ms = self.now_ms();
-        self.reply.hung_up(self.line.sample_rate());
-        self.reply
-            .finish(&mut self.conversation, &mut self.history, now_ms, true);
-        self.tell_turns();
-        if let Some(sink) = &self.plan.turns {
-            sink.flush().await;
-        }
-        let duration_secs = self.answered.elapsed().as_secs() as i64;
-        let stats = self.line.finish().await;
-        AgentEnd {
-            reason,
-            duration_secs,
-            stats,
-            answered_by: self.machine.answered_by,
-            conversation: self.conversation,
         }
     }
 }

@@ -6,14 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use switchboard_sip::amd::{AmdReason, AmdSettings, AmdVerdict, AnsweredBy};
-use switchboard_sip::media::ListenSettings;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::director::PromptAgent;
 use super::scripted::{
-    ScriptedLine, StandInModel, StandInSpeech, StandInTools, StandInTranscriber, Step, Told,
-    spoken_ms,
+    ScriptedLine, StandInModel, StandInSpeech, StandInTools, Step, Told, spoken_ms, stand_in_mind,
 };
 use super::text::{AgentSaid, text_line};
 use super::{AgentEnd, AgentPlan, AmdPlan, EndReason, Mind, Speech, converse};
@@ -28,24 +26,13 @@ const SYNTH: u64 = 100;
 const TRANSCRIBE: u64 = 150;
 
 fn mind(model: Arc<StandInModel>, tools: Option<Arc<StandInTools>>) -> Mind {
+    let director = Arc::new(PromptAgent {
+        system_prompt: "You are Ada.".into(),
+        temperature: None,
+    });
     Mind {
-        model,
-        transcriber: Arc::new(StandInTranscriber {
-            delay: Duration::from_millis(TRANSCRIBE),
-        }),
-        director: Arc::new(PromptAgent {
-            system_prompt: "You are Ada.".into(),
-            temperature: None,
-        }),
-        notes: Vec::new(),
-        listen: ListenSettings {
-            pause_secs: 0.4,
-            pre_roll_secs: 0.5,
-            max_secs: 31.0,
-        },
-        unfinished_grace: Duration::from_millis(800),
-        max_continuous_speech: Duration::from_secs(10),
         tools: tools.map(|t| t as _),
+        ..stand_in_mind(model, director)
     }
 }
 
@@ -84,6 +71,7 @@ fn agent_turn(text: &str, start_ms: u64, end_ms: u64, interrupted: bool) -> Turn
         start_ms,
         end_ms,
         interrupted,
+        node: None,
     }
 }
 
@@ -94,6 +82,7 @@ fn user_turn(text: &str, start_ms: u64, end_ms: u64) -> Turn {
         start_ms,
         end_ms,
         interrupted: false,
+        node: None,
     }
 }
 

@@ -1,30 +1,30 @@
-//! The model's function calls on a call: what the director says each does, tools run once and
-//! only for the current generation, their results fed back for the next round, and the end of
-//! the model's round.
+//! The model's rounds on a call: each started briefed by the director, its function calls (what
+//! the director says each does; tools run once and only for the current generation), their
+//! results fed back for the next round, and the round's end.
 
 use tokio::time::Instant;
 
 use super::EndReason;
-use super::director::{Function, Round};
+use super::director::{Function, Round, Step};
 use super::session::Agent;
+use super::work::Abort;
 use crate::call_tools::ToolRun;
 use crate::conversation::{ToolEvent, ToolStatus};
 use crate::turns::{APOLOGY_LINE, MAX_TOOL_ROUNDS};
-use crate::vendors::{ChatMessage, ToolCall, VendorError};
+use crate::vendors::{ChatMessage, ChatRequest, ToolCall, VendorError};
 
 impl Agent<'_> {
-    /// The model asked for a function (in the current generation).
-    pub(super) fn function(&mut self, call: ToolCall) {
+    /// The model asked for a function (in the current generation); the call's end if what
+    /// it does ends it.
+    pub(super) fn function(&mut self, call: ToolCall) -> Option<EndReason> {
         let at_ms = self.now_ms();
-        let Some(mind) = &self.plan.mind else {
-            return;
-        };
+        let mind = self.plan.mind.as_ref()?;
         let specs = mind.tools.as_ref().map(|t| t.specs());
         let round = Round {
             notes: &mind.notes,
             tools: specs.filter(|_| self.reply.rounds < MAX_TOOL_ROUNDS),
         };
-        match (mind.director.function(&call, round), &mind.tools) {
+        match (mind.director.function(&call, round, at_ms), &mind.tools) {
             (Function::EndCall, _) => {
                 self.reply.end_call = true;
                 self.conversation.events.push(builtin_event(&call, at_ms));
@@ -39,6 +39,20 @@ impl Agent<'_> {
                 self.work
                     .run_tool(tools.clone(), call, parties, self.generation, at_ms);
             }
+            (Function::Moved { result, steps }, _) => {
+                // The model is told where the course went, with the words it said on the way;
+                // it goes on speaking only if the course asks it to.
+                self.reply.results.insert(call.id.clone(), result);
+                self.reply.tool_calls.push(call.clone());
+                self.conversation.events.push(builtin_event(&call, at_ms));
+                let speaks = steps.iter().any(|s| matches!(s, Step::Reply));
+                self.reply.no_more_rounds |= !speaks;
+                let steps: Vec<Step> = steps
+                    .into_iter()
+                    .filter(|s| !matches!(s, Step::Reply))
+                    .collect();
+                return self.act(steps);
+            }
             (Function::Tool | Function::Unknown, _) => {
                 let run = unknown_function(&call, at_ms);
                 self.reply.results.insert(call.id.clone(), run.content);
@@ -46,6 +60,7 @@ impl Agent<'_> {
                 self.conversation.events.push(run.event);
             }
         }
+        None
     }
 
     /// A tool dispatched for `generation` answered.
@@ -80,6 +95,35 @@ impl Agent<'_> {
         self.reply_said()
     }
 
+    /// Starts the model's round on the conversation so far, briefed by the director.
+    pub(super) fn start_round(&self, offer_tools: bool) -> Option<Abort> {
+        let mind = self.plan.mind.as_ref()?;
+        let tools = mind.tools.as_ref().map(|t| t.specs());
+        let briefing = mind.director.brief(Round {
+            notes: &mind.notes,
+            tools: tools.filter(|_| offer_tools),
+        });
+        let mut messages = Vec::with_capacity(self.history.len() + 1);
+        messages.push(ChatMessage::System(briefing.instructions));
+        messages.extend(self.history.iter().cloned());
+        let request = ChatRequest {
+            messages,
+            tools: briefing.functions,
+            temperature: briefing.temperature,
+            max_tokens: None,
+            force: briefing.force,
+        };
+        Some(self.work.converse(&mind.model, request, self.generation))
+    }
+
+    /// The round of tools is done: the model continues the reply with their results.
+    pub(super) fn continue_round(&mut self) {
+        if self.reply.round_done(&mut self.history) {
+            self.take_results();
+            self.writer = self.start_round(self.reply.rounds < MAX_TOOL_ROUNDS);
+        }
+    }
+
     /// The model's round (of the current generation) is complete, or failed.
     pub(super) fn replied(&mut self, result: Result<(), VendorError>) -> Option<EndReason> {
         self.writer = None;
@@ -106,16 +150,8 @@ fn arguments_of(call: &ToolCall) -> serde_json::Value {
 /// The record of a built-in function the model called.
 fn builtin_event(call: &ToolCall, at_ms: u64) -> ToolEvent {
     ToolEvent {
-        name: call.name.clone(),
-        tool_id: None,
-        arguments: arguments_of(call),
-        status: ToolStatus::Succeeded,
-        latency_ms: 0,
-        response_preview: None,
-        status_code: None,
-        error: None,
-        delivery_id: None,
         at_ms,
+        ..ToolEvent::at_once(&call.name, arguments_of(call), ToolStatus::Succeeded, None)
     }
 }
 

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use super::Speech;
 use super::SpeechError;
-use crate::call_tools::{CallParties, CallTools, ToolRun};
+use super::director::{Dispatch, Outcome};
+use crate::call_tools::{CallParties, CallTools, Integrations, ToolRun};
+use crate::conversation::{ToolEvent, ToolStatus};
+use crate::flow::routing::HardFailure;
 use crate::turns::Sentences;
 use crate::vendors::VendorError;
 use crate::vendors::{ChatEvent, ChatModel, ChatRequest, ToolCall, Transcriber, Transcript};
@@ -37,6 +40,12 @@ pub(super) enum Work {
     Replied {
         generation: u64,
         result: Result<(), VendorError>,
+    },
+    /// A dispatch of the director's course (dispatched `at_ms` into the call) came back.
+    Dispatched {
+        outcome: Outcome,
+        event: ToolEvent,
+        at_ms: u64,
     },
     /// Sentence `index` of `generation`'s audio.
     Spoken {
@@ -130,6 +139,78 @@ impl WorkTx {
         });
     }
 
+    /// Runs a dispatch of the director's course once (a tool_call node's tool, an
+    /// integration_call node's action); it comes back as [`Work::Dispatched`]. Never aborted.
+    pub(super) fn dispatch(
+        &self,
+        tools: Option<Arc<dyn CallTools>>,
+        integrations: Option<Arc<dyn Integrations>>,
+        dispatch: Dispatch,
+        parties: CallParties,
+        at_ms: u64,
+    ) {
+        let work = self.clone();
+        tokio::spawn(async move {
+            let (outcome, event) = match dispatch {
+                Dispatch::Tool {
+                    node_id,
+                    name,
+                    arguments,
+                    ..
+                } => match tools {
+                    Some(tools) => {
+                        let call = ToolCall {
+                            id: format!("flow-{node_id}"),
+                            name,
+                            arguments: arguments.to_string(),
+                        };
+                        let run = tools.run(&call, &parties).await;
+                        let outcome = match run.event.status {
+                            ToolStatus::Succeeded => Outcome::Done(
+                                serde_json::from_str(&run.content)
+                                    .unwrap_or(serde_json::Value::String(run.content)),
+                            ),
+                            _ => Outcome::ToolFailed(run.event.error.clone().unwrap_or_default()),
+                        };
+                        (outcome, run.event)
+                    }
+                    None => {
+                        let why = "the call has no tools".to_string();
+                        (
+                            Outcome::ToolFailed(why.clone()),
+                            failed(&name, arguments, why),
+                        )
+                    }
+                },
+                Dispatch::Integration {
+                    integration_id,
+                    provider,
+                    action,
+                    arguments,
+                    ..
+                } => match integrations {
+                    Some(integrations) => {
+                        let run = integrations
+                            .run(&integration_id, &provider, &action, &arguments)
+                            .await;
+                        (run.outcome, run.event)
+                    }
+                    None => {
+                        let why = HardFailure::Disconnected;
+                        let name = format!("{provider}.{action}");
+                        let event = failed(&name, arguments.into(), why.as_str().into());
+                        (Outcome::Failed(why), event)
+                    }
+                },
+            };
+            work.send(Work::Dispatched {
+                outcome,
+                event,
+                at_ms,
+            });
+        });
+    }
+
     /// Starts the model's round on `request`: its sentences, function calls and end come
     /// back as [`Work`] of `generation`. Aborted when the returned handle is dropped.
     pub(super) fn converse(
@@ -166,6 +247,11 @@ impl WorkTx {
             work.send(Work::Replied { generation, result });
         }))
     }
+}
+
+/// The record of a dispatch that could not run.
+fn failed(name: &str, arguments: serde_json::Value, error: String) -> ToolEvent {
+    ToolEvent::at_once(name, arguments, ToolStatus::Failed, Some(error))
 }
 
 impl WorkRx {

@@ -422,30 +422,34 @@ async fn deactivate(
         .ok_or(ApiError::NotFound { resource: "Agent" })
 }
 
-/// Refuses a flow whose integration_call nodes do not hold together (`FLOW_INVALID`).
+/// Refuses a flow that cannot run, or whose integration_call nodes do not hold together
+/// (`FLOW_INVALID`, every issue listed).
 async fn check_flow_links(state: &AppState, auth: &Auth, agent: &Agent) -> Result<(), ApiError> {
     let Some(flow) = &agent.flow_config else {
         return Ok(());
     };
-    if !flow.nodes.iter().any(|n| n.node_type == "integration_call") {
-        return Ok(());
-    }
-    let integrations = state.store.list_integrations(auth.workspace_id).await?;
-    let mut tool_params = std::collections::HashMap::new();
-    for id in crate::flows::linked_tools(flow) {
-        if let Ok(tool_id) = id.parse()
-            && let Some(tool) = state.store.tool(auth.workspace_id, tool_id).await?
-        {
-            tool_params.insert(id, crate::webhooks::parameter_names(&tool.config));
+    let mut issues = crate::flows::graph_issues(flow);
+    if flow.nodes.iter().any(|n| n.node_type == "integration_call") {
+        let integrations = state.store.list_integrations(auth.workspace_id).await?;
+        let mut tool_params = std::collections::HashMap::new();
+        for id in crate::flows::linked_tools(flow) {
+            if let Ok(tool_id) = id.parse()
+                && let Some(tool) = state.store.tool(auth.workspace_id, tool_id).await?
+            {
+                tool_params.insert(id, crate::webhooks::parameter_names(&tool.config));
+            }
         }
+        issues.extend(crate::flows::integration_issues(
+            flow,
+            &crate::flows::FlowContext {
+                integrations: &integrations,
+                tool_params: &tool_params,
+            },
+        ));
     }
-    let issues = crate::flows::integration_issues(
-        flow,
-        &crate::flows::FlowContext {
-            integrations: &integrations,
-            tool_params: &tool_params,
-        },
-    );
+    // One issue per (node, code, field).
+    let mut seen = std::collections::HashSet::new();
+    issues.retain(|i| seen.insert((i.node_id.clone(), i.code, i.field.clone())));
     if issues.is_empty() {
         Ok(())
     } else {

@@ -1,0 +1,97 @@
+//! The edges the model is offered at a conversation node: one function per transition it
+//! decides (the node's variables as its arguments) and one per global node.
+
+use serde_json::{Map, json};
+
+use super::graph::{Kind, Rule};
+use super::run::FlowRun;
+use crate::vendors::ToolSpec;
+
+/// A function of the model's briefing that leads somewhere.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Edge {
+    pub function: ToolSpec,
+    pub next: usize,
+    pub reason: String,
+}
+
+/// The prefix of every function that moves the flow.
+pub const EDGE_PREFIX: &str = "go_to_";
+impl FlowRun {
+    /// What the model is offered at the current node: one function per edge it decides
+    /// (the node's variables as their arguments) and one per global node.
+    pub fn edges(&self) -> Vec<Edge> {
+        let node = self.node();
+        let mut edges = Vec::new();
+        let mut names = std::collections::HashSet::new();
+        if let Kind::Conversation {
+            transitions,
+            variables,
+            ..
+        } = &node.kind
+        {
+            let mut properties = Map::new();
+            for v in variables {
+                properties.insert(
+                    v.name.clone(),
+                    json!({"type": "string", "description": v.description}),
+                );
+            }
+            let parameters = json!({"type": "object", "properties": properties});
+            for t in transitions {
+                if let Rule::Model(condition) = &t.rule {
+                    let name = unique(&mut names, &self.flow.node(t.next).id);
+                    edges.push(Edge {
+                        function: ToolSpec {
+                            name,
+                            description: format!("Call this when: {condition}"),
+                            parameters: parameters.clone(),
+                        },
+                        next: t.next,
+                        reason: format!("model: {condition}"),
+                    });
+                }
+            }
+            for g in &self.flow.globals {
+                if *g == self.current {
+                    continue;
+                }
+                let global = self.flow.node(*g);
+                let condition = global.global_condition.clone().unwrap_or_default();
+                edges.push(Edge {
+                    function: ToolSpec {
+                        name: unique(&mut names, &global.id),
+                        description: format!("Call this at any time when: {condition}"),
+                        parameters: parameters.clone(),
+                    },
+                    next: *g,
+                    reason: format!("global: {condition}"),
+                });
+            }
+        }
+        edges
+    }
+}
+
+/// A function name for the edge to `id`, unique among `names` (letters, digits, `_`, `-`).
+fn unique(names: &mut std::collections::HashSet<String>, id: &str) -> String {
+    let clean: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(48)
+        .collect();
+    let base = format!("{EDGE_PREFIX}{clean}");
+    let mut name = base.clone();
+    let mut n = 2;
+    while !names.insert(name.clone()) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    name
+}

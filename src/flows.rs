@@ -230,6 +230,15 @@ pub fn integration_issues(flow: &FlowConfig, ctx: &FlowContext<'_>) -> Vec<FlowI
                     Some(n) if n.node_type == "integration_call" => args_of(n)
                         .and_then(|a| a.get(&arg))
                         .is_some_and(|v| matches!(arg_mode(v), Some(ArgMode::AiExtract(_)))),
+                    // A conversation node's declared variables are extracted there too.
+                    Some(n) if n.node_type == "conversation" => n
+                        .extra
+                        .get("variables")
+                        .and_then(Value::as_array)
+                        .is_some_and(|vars| {
+                            vars.iter()
+                                .any(|v| v.get("name").and_then(Value::as_str) == Some(&arg))
+                        }),
                     Some(n) if n.node_type == "tool_call" => n
                         .extra
                         .get("tool_id")
@@ -243,7 +252,7 @@ pub fn integration_issues(flow: &FlowConfig, ctx: &FlowContext<'_>) -> Vec<FlowI
                         "args_template_dangling_reference",
                         &field,
                         format!(
-                            "`{{{{{source}.{arg}}}}}` names no value: it must be an ai_extract argument of an integration_call node or an extraction parameter of a tool_call node's tool in this flow"
+                            "`{{{{{source}.{arg}}}}}` names no value: it must be an ai_extract argument of an integration_call node, an extraction parameter of a tool_call node's tool or a variable of a conversation node in this flow"
                         ),
                     );
                 }

@@ -46,6 +46,7 @@ pub mod lead_memory;
 pub mod outbound;
 pub mod signing;
 pub mod simulation;
+pub mod simulator;
 pub mod speech;
 pub mod store;
 pub mod trunks;
@@ -215,6 +216,7 @@ pub async fn serve(
     )?;
     state.sip = sip.as_ref().map(|s| s.server.monitor());
     state.endpoints = sip.as_ref().map(|s| s.endpoints.clone());
+    state.model = model.clone();
     let metrics = metrics
         .map(|listener| http::prometheus::Listener::spawn(listener, state.clone()))
         .transpose()?;

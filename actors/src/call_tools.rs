@@ -57,10 +57,11 @@ pub struct IntegrationRun {
 /// Runs a flow's integrations (a calendar, an email account) for a call.
 #[async_trait]
 pub trait Integrations: Send + Sync + 'static {
-    /// Runs `action` of `provider` on the integration `integration_id` once. Never fails: a
-    /// failure is an outcome.
+    /// Runs `action` of `provider` on the integration `integration_id` once, for the flow's
+    /// node `node_id`. Never fails: a failure is an outcome.
     async fn run(
         &self,
+        node_id: &str,
         integration_id: &str,
         provider: &str,
         action: &str,

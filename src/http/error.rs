@@ -114,6 +114,11 @@ pub enum ApiError {
     /// 503 SIP_NOT_RUNNING: the service runs no SIP client, so trunks cannot be probed.
     #[error("SIP is not running on this service, so trunks cannot be tested")]
     SipNotRunning,
+    /// 503 MODEL_NOT_CONFIGURED: the service runs without a chat model (`--llm-url`).
+    #[error(
+        "No chat model is configured on this service (--llm-url), so flows cannot be simulated"
+    )]
+    ModelNotConfigured,
     /// 500 INTERNAL_ERROR: logged here; the detail never reaches the client.
     #[error("Internal error")]
     Internal(#[source] anyhow::Error),
@@ -169,7 +174,7 @@ impl ApiError {
             Self::CampaignNotReady { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } | Self::Quota { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Webhook { status, .. } => *status,
-            Self::SipNotRunning => StatusCode::SERVICE_UNAVAILABLE,
+            Self::SipNotRunning | Self::ModelNotConfigured => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -202,6 +207,7 @@ impl ApiError {
             Self::RateLimited { .. } | Self::Quota { .. } => "RATE_LIMIT",
             Self::Webhook { code, .. } => code,
             Self::SipNotRunning => "SIP_NOT_RUNNING",
+            Self::ModelNotConfigured => "MODEL_NOT_CONFIGURED",
             Self::Internal(_) => "INTERNAL_ERROR",
         }
     }

@@ -22,6 +22,7 @@ mod campaigns;
 mod carrier_accounts;
 mod dispositions;
 mod dnc;
+mod flow_test;
 mod integrations;
 mod leads;
 mod phone_numbers;
@@ -73,6 +74,8 @@ pub struct AppState {
     pub trunk_prober: Option<Arc<dyn crate::trunks::TrunkProber>>,
     /// The SIP server's figures for `/metrics`, when it runs.
     pub sip: Option<switchboard_sip::server::SipMonitor>,
+    /// The chat model flows are simulated with (`--llm-url`).
+    pub model: Option<Arc<dyn switchboard_actors::vendors::ChatModel>>,
     /// The SIP endpoints' actors, told when an endpoint changes; when SIP runs.
     pub endpoints: Option<switchboard_actors::endpoint::Endpoints>,
 }
@@ -105,6 +108,7 @@ impl AppState {
             trunk_prober,
             sip: None,
             endpoints: None,
+            model: None,
         })
     }
 
@@ -160,6 +164,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(carrier_accounts::router())
         .merge(affiliates::router())
         .merge(integrations::router())
+        .merge(flow_test::router())
         .merge(webhooks::router())
 }
 

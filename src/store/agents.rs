@@ -33,8 +33,16 @@ pub struct NodePosition {
     pub y: f64,
 }
 
-/// One step of a flow agent. Keys beyond the ones listed (for example an `integration_call`
-/// node's `integration_id`, `action`, `args_template`) are kept as sent.
+/// One step of a flow agent. `type` is `start`, `conversation`, `tool_call`,
+/// `integration_call`, `transfer` or `end`; keys beyond the ones listed are kept as sent and
+/// read by type: `conversation`: `instructions`, `variables [{name, description}]`,
+/// `transitions [{next_step_id, condition} | {next_step_id, when: {variable, path?, equals |
+/// not_equals | exists}}]`; `tool_call`: `tool_id`, `error_next_step_id`; `integration_call`:
+/// `integration_id`, `provider`, `action`, `args_template`, `success_next_step_id`,
+/// `error_next_step_id`, `custom [{path, equals, next_step_id}]`; `transfer`: `destination`,
+/// `error_next_step_id`; conversation, transfer and end nodes: `is_global`,
+/// `global_condition`; tool_call and integration_call nodes: `sample_result` (the simulator's
+/// dry runs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct FlowNode {
     /// Unique within the flow; 1-100 characters.

@@ -1,10 +1,12 @@
 //! Flow agents through the API: a flow that cannot run is refused with every issue at its
-//! node, and nothing of it is saved.
+//! node, and nothing of it is saved; the simulator runs a flow in text against the stand-in
+//! model vendor.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::spawn_app;
+use crate::helpers::{TestApp, spawn_app, spawn_app_with};
+use crate::vendor::{Reply, VendorServer};
 
 fn flow(nodes: Value) -> Value {
     json!({"nodes": nodes, "flow_config_version": 1})
@@ -91,4 +93,204 @@ async fn a_flow_that_cannot_run_is_refused_with_each_issue_at_its_node() {
     let id = r.body["id"].as_str().unwrap();
     let versions = app.get(&format!("/agents/{id}/flow/versions")).await;
     assert_eq!(versions.body["data"].as_array().unwrap().len(), 1);
+}
+
+/// Book a meeting: greet, ask for a time, check the calendar, confirm, say goodbye.
+fn booking(calendar: &str) -> Value {
+    flow(json!([
+        {"id": "start", "type": "start", "greeting": "Hi, this is Ada.", "is_literal": true, "next_step_id": "ask"},
+        {"id": "ask", "type": "conversation", "name": "Ask for a time", "instructions": "Ask when the caller wants to meet.",
+         "variables": [{"name": "time", "description": "When"}],
+         "transitions": [{"next_step_id": "check", "condition": "the caller gave a time"}]},
+        {"id": "check", "type": "integration_call", "integration_id": calendar, "provider": "google_calendar",
+         "action": "check_availability",
+         "args_template": {"start_time": "{{ask.time}}", "email": {"type": "ai_extract", "description": "The caller's email"}},
+         "custom": [{"path": "$.busy", "equals": true, "next_step_id": "taken"}],
+         "success_next_step_id": "confirm", "error_next_step_id": "bye",
+         "sample_result": {"busy": false, "calendars": {"primary": {"busy": []}}}},
+        {"id": "taken", "type": "conversation", "greeting": "That time is taken.", "is_literal": true,
+         "transitions": [{"next_step_id": "ask", "condition": "the caller wants another time"}]},
+        {"id": "confirm", "type": "conversation", "greeting": "Booked for {{ask.time}}.", "is_literal": true,
+         "transitions": [{"next_step_id": "bye", "condition": "the caller is done"}]},
+        {"id": "bye", "type": "end", "greeting": "Goodbye!", "is_literal": true}
+    ]))
+}
+
+/// A flow agent booking in a connected calendar; its id.
+async fn booker(app: &TestApp) -> String {
+    let cal = app
+        .store
+        .connect_integration(app.workspace_id, "google_calendar", "desk@example.com")
+        .await
+        .unwrap();
+    let created = app
+        .post(
+            "/agents",
+            json!({"name": "Booker", "type": "flow", "system_prompt": "You are Ada from Acme.",
+                   "flow_config": booking(&cal.id.to_string())}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    created.body["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn the_simulator_runs_a_flow_in_text_through_the_call_s_director_and_loop() {
+    let vendor = VendorServer::start().await;
+    let app = spawn_app_with(|c| vendor.serve(c)).await;
+    let id = booker(&app).await;
+    vendor.reply(Reply::text(&["When would you like to meet?"]));
+    vendor.reply(Reply::tool_calls(&[(
+        "c1",
+        "go_to_check",
+        r#"{"time": "ten"}"#,
+    )]));
+    vendor.reply(Reply::tool_calls(&[(
+        "c2",
+        "extract_arguments",
+        r#"{"email": "ada@example.com"}"#,
+    )]));
+    vendor.reply(Reply::tool_calls(&[("c3", "go_to_bye", "{}")]));
+    let r = app
+        .post(
+            &format!("/agents/{id}/flow/test"),
+            json!({"turns": ["I'd like a meeting.", "Ten o'clock.", "That's all."], "dry_run": true}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let d = &r.body["data"];
+    let turns: Vec<(String, String, String)> = d["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["role"].as_str().unwrap().to_string(),
+                t["text"].as_str().unwrap().to_string(),
+                t["node"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let turn = |r: &str, t: &str, n: &str| (r.to_string(), t.to_string(), n.to_string());
+    assert_eq!(
+        turns,
+        [
+            turn("agent", "Hi, this is Ada.", "start"),
+            turn("user", "I'd like a meeting.", "start"),
+            turn("agent", "When would you like to meet?", "ask"),
+            turn("user", "Ten o'clock.", "ask"),
+            turn("agent", "Booked for ten.", "confirm"),
+            turn("user", "That's all.", "confirm"),
+            turn("agent", "Goodbye!", "bye"),
+        ]
+    );
+    let path: Vec<(&str, &str)> = d["path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["node_id"].as_str().unwrap(),
+                p["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        path,
+        [
+            ("start", "start"),
+            ("ask", "next_step_id"),
+            ("check", "model: the caller gave a time"),
+            ("confirm", "success_next_step_id: no custom branch matched"),
+            ("bye", "model: the caller is done"),
+        ]
+    );
+    let dispatch = d["dispatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "google_calendar.check_availability")
+        .expect("the integration's run");
+    assert_eq!(
+        dispatch["arguments"],
+        json!({"start_time": "ten", "email": "ada@example.com"})
+    );
+    assert!(
+        dispatch["response_preview"]
+            .as_str()
+            .unwrap()
+            .starts_with("dry run:")
+    );
+    assert_eq!(d["variables"]["ask.time"], "ten");
+    assert_eq!(d["variables"]["check.email"], "ada@example.com");
+    assert_eq!(d["variables"]["check.result"]["busy"], false);
+    assert_eq!(d["final_node"], "bye");
+    assert_eq!(d["end_reason"], "agent_hangup");
+    // The model was briefed node by node, offered the node's edges, and made to fill the
+    // integration's arguments.
+    let requests = vendor.chat_requests();
+    assert_eq!(requests.len(), 4);
+    let system = requests[1].1["messages"][0]["content"].as_str().unwrap();
+    assert!(system.starts_with("You are Ada from Acme."), "{system}");
+    assert!(
+        system.contains("Ask when the caller wants to meet."),
+        "{system}"
+    );
+    assert_eq!(requests[1].1["tools"][0]["function"]["name"], "go_to_check");
+    assert_eq!(
+        requests[2].1["tool_choice"],
+        json!({"type": "function", "function": {"name": "extract_arguments"}})
+    );
+}
+
+#[tokio::test]
+async fn the_simulator_refuses_what_it_cannot_run_in_words() {
+    let app = spawn_app().await;
+    let id = booker(&app).await;
+    let prompt = app.post("/agents", json!({"name": "Plain"})).await;
+    let prompt_id = prompt.body["id"].as_str().unwrap().to_string();
+    let path = format!("/agents/{id}/flow/test");
+    for (body, field) in [
+        (json!({}), "exactly one"),
+        (
+            json!({"turns": ["Hi"], "caller": {"description": "A busy man"}}),
+            "exactly one",
+        ),
+        (json!({"turns": []}), "turns"),
+        (json!({"turns": ["  "]}), "turns[0]"),
+        (json!({"turns": "Hi"}), "turns"),
+        (json!({"caller": {"description": ""}}), "caller.description"),
+        (
+            json!({"caller": {"description": "x", "max_turns": 99}}),
+            "caller.max_turns",
+        ),
+        (json!({"turns": ["Hi"], "replay": true}), "replay"),
+    ] {
+        let r = app.post(&path, body.clone()).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}: {}", r.text);
+        assert!(r.text.contains(field), "{body}: {}", r.text);
+    }
+    let r = app
+        .post(
+            &format!("/agents/{prompt_id}/flow/test"),
+            json!({"turns": ["Hi"]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
+    assert_eq!(r.error_code(), "NOT_A_FLOW_AGENT");
+    let r = app
+        .post(&path, json!({"turns": ["Hi"], "flow_version": 7}))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+    let r = app
+        .post(
+            "/agents/01a1fc49-0000-7000-8000-000000000000/flow/test",
+            json!({"turns": ["Hi"]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    // Without a chat model the flow cannot run.
+    let r = app.post(&path, json!({"turns": ["Hi"]})).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
+    assert_eq!(r.error_code(), "MODEL_NOT_CONFIGURED");
 }

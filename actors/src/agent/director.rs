@@ -6,6 +6,16 @@ pub use crate::flow::run::{Dispatch, Outcome, PathStep, Step};
 use crate::turns::{END_CALL, builtin_tools};
 use crate::vendors::{ToolCall, ToolSpec};
 
+/// The id a dispatch of node `node_id` runs a tool under.
+pub fn dispatch_call_id(node_id: &str) -> String {
+    format!("flow-{node_id}")
+}
+
+/// The node a tool run under [`dispatch_call_id`] dispatches for.
+pub fn node_of_dispatch(call_id: &str) -> Option<&str> {
+    call_id.strip_prefix("flow-")
+}
+
 /// What a director is given to brief the model for its next round.
 #[derive(Debug, Clone, Copy)]
 pub struct Round<'a> {

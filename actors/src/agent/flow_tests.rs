@@ -58,6 +58,7 @@ impl Calendar {
 impl Integrations for Calendar {
     async fn run(
         &self,
+        _node_id: &str,
         _integration_id: &str,
         provider: &str,
         action: &str,

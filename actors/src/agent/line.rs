@@ -75,6 +75,9 @@ pub trait Line: Send {
     fn detect_answering_machine(&mut self, settings: AmdSettings);
     /// Ends the call from the agent's side (nothing happens once it has ended).
     async fn hangup(&mut self);
+    /// The agent has said all it had to say and waits for the other party (a text line tells
+    /// its other party so).
+    fn floor(&mut self) {}
     /// Hands the call to `to` (an E.164 number or a `sip:` URI); the agent's part then ends.
     /// Why it cannot, when it cannot.
     fn transfer(&mut self, to: &str) -> Result<(), String> {

@@ -95,6 +95,8 @@ pub(super) struct Agent<'a> {
     pub(super) transfer_to: Option<String>,
     /// The director's opening has been done.
     opened: bool,
+    /// The line has been told the agent waits for the other party.
+    floor_given: bool,
 }
 
 impl<'a> Agent<'a> {
@@ -138,6 +140,7 @@ impl<'a> Agent<'a> {
             dispatches: 0,
             transfer_to: None,
             opened: false,
+            floor_given: false,
         }
     }
 
@@ -194,6 +197,7 @@ impl<'a> Agent<'a> {
     ) -> EndReason {
         loop {
             self.tell_turns();
+            self.give_floor();
             let (at, timer) = self.next_timer();
             let step = tokio::select! {
                 _ = stop.cancelled() => Some(EndReason::Shutdown),
@@ -205,6 +209,25 @@ impl<'a> Agent<'a> {
                 return reason;
             }
         }
+    }
+
+    /// Tells the line once each time the agent has nothing left to say or do but wait for
+    /// the other party.
+    fn give_floor(&mut self) {
+        let waiting = self.writer.is_none()
+            && !self.reply.in_progress()
+            && !self.agent_speaking
+            && self.dispatches == 0
+            && self.course.is_empty()
+            && self.transfer_to.is_none()
+            && self.listening.transcribing == 0
+            && !self.listening.speaking
+            && self.listening.ends_at().is_none()
+            && self.machine.detection == Detection::Off;
+        if waiting && !self.floor_given {
+            self.line.floor();
+        }
+        self.floor_given = waiting;
     }
 
     /// The next timer due, and when.

@@ -13,7 +13,7 @@ use super::director::PromptAgent;
 use super::scripted::{
     ScriptedLine, StandInModel, StandInSpeech, StandInTools, Step, Told, spoken_ms, stand_in_mind,
 };
-use super::text::{AgentSaid, text_line};
+use super::text::text_line;
 use super::{AgentEnd, AgentPlan, AmdPlan, EndReason, Mind, Speech, converse};
 use crate::call_tools::CallParties;
 use crate::conversation::{Speaker, Turn};
@@ -504,25 +504,17 @@ async fn a_text_line_converses_without_speech_vendors() {
         )
         .await
     });
-    assert_eq!(
-        caller.next().await,
-        Some(AgentSaid::Sentence(GREETING.into()))
-    );
+    assert_eq!(caller.reply().await, (vec![GREETING.to_string()], false));
     assert!(caller.say("When do you open?"));
     assert_eq!(
-        caller.next().await,
-        Some(AgentSaid::Sentence("We open at nine.".into()))
-    );
-    assert_eq!(
-        caller.next().await,
-        Some(AgentSaid::Sentence("Anything else?".into()))
+        caller.reply().await,
+        (
+            vec!["We open at nine.".into(), "Anything else?".into()],
+            false
+        )
     );
     assert!(caller.say("No, thanks."));
-    assert_eq!(
-        caller.next().await,
-        Some(AgentSaid::Sentence("Goodbye.".into()))
-    );
-    assert_eq!(caller.next().await, Some(AgentSaid::HungUp));
+    assert_eq!(caller.reply().await, (vec!["Goodbye.".into()], true));
     let end = agent.await.unwrap();
     assert_eq!(end.reason, EndReason::AgentHangup);
     assert_eq!(end.conversation.transcript.len(), 5);

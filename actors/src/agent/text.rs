@@ -18,6 +18,8 @@ use crate::call_tools::CallParties;
 pub enum AgentSaid {
     /// One of the agent's sentences.
     Sentence(String),
+    /// The agent has said all it had to say and waits for the caller's turn.
+    Floor,
     /// The agent hung up.
     HungUp,
 }
@@ -72,9 +74,21 @@ impl TextCaller {
         self.to_agent = None;
     }
 
-    /// The agent's next sentence (or its hang-up); `None` once the line is gone.
+    /// The agent's next sentence, floor or hang-up; `None` once the line is gone.
     pub async fn next(&mut self) -> Option<AgentSaid> {
         self.from_agent.recv().await
+    }
+
+    /// What the agent says until it gives the floor (or hangs up, `true`).
+    pub async fn reply(&mut self) -> (Vec<String>, bool) {
+        let mut said = Vec::new();
+        loop {
+            match self.next().await {
+                Some(AgentSaid::Sentence(text)) => said.push(text),
+                Some(AgentSaid::Floor) => return (said, false),
+                Some(AgentSaid::HungUp) | None => return (said, true),
+            }
+        }
     }
 }
 
@@ -109,6 +123,12 @@ impl Line for TextLine {
     }
 
     fn clear(&mut self) {}
+
+    fn floor(&mut self) {
+        if !self.ended {
+            let _ = self.to_caller.send(AgentSaid::Floor);
+        }
+    }
 
     fn listen(&mut self, _settings: ListenSettings) {}
 

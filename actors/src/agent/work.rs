@@ -160,7 +160,7 @@ impl WorkTx {
                 } => match tools {
                     Some(tools) => {
                         let call = ToolCall {
-                            id: format!("flow-{node_id}"),
+                            id: super::director::dispatch_call_id(&node_id),
                             name,
                             arguments: arguments.to_string(),
                         };
@@ -183,15 +183,15 @@ impl WorkTx {
                     }
                 },
                 Dispatch::Integration {
+                    node_id,
                     integration_id,
                     provider,
                     action,
                     arguments,
-                    ..
                 } => match integrations {
                     Some(integrations) => {
                         let run = integrations
-                            .run(&integration_id, &provider, &action, &arguments)
+                            .run(&node_id, &integration_id, &provider, &action, &arguments)
                             .await;
                         (run.outcome, run.event)
                     }

@@ -28,6 +28,11 @@ impl FlowDirector {
         }
     }
 
+    /// The values the call has gathered, as `<node_id>.<name>`.
+    pub fn values(&self) -> serde_json::Map<String, Value> {
+        self.run().values().clone()
+    }
+
     fn run(&self) -> std::sync::MutexGuard<'_, FlowRun> {
         // A panic elsewhere while it was held leaves a run still whole: its fields change
         // together in each method.

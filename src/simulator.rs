@@ -347,3 +347,53 @@ impl Transcriber for NoSpeech {
         Err(VendorError::Reported("a text line carries no audio".into()))
     }
 }
+
+/// The caller's turns of a transcript.
+pub fn caller_turns(transcript: &[Turn]) -> Vec<&Turn> {
+    transcript
+        .iter()
+        .filter(|t| t.role == switchboard_actors::conversation::Speaker::User)
+        .collect()
+}
+
+/// Each caller turn with where it was heard (its node) and answered (the node of the agent's
+/// next turn, else the call's last node), in `original` and in `replay`; the first turn
+/// where they differ.
+pub fn compare(call: uuid::Uuid, original: &[Turn], replay: &[Turn]) -> Value {
+    let places = |transcript: &[Turn]| -> Vec<(Option<String>, Option<String>)> {
+        let last = transcript.iter().rev().find_map(|t| t.node.clone());
+        transcript
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.role == switchboard_actors::conversation::Speaker::User)
+            .map(|(i, t)| {
+                let answered = transcript[i + 1..]
+                    .iter()
+                    .find(|n| n.role == switchboard_actors::conversation::Speaker::Agent)
+                    .and_then(|n| n.node.clone())
+                    .or_else(|| last.clone());
+                (t.node.clone(), answered)
+            })
+            .collect()
+    };
+    let (before, after) = (places(original), places(replay));
+    let texts = caller_turns(original);
+    let mut first = None;
+    let turns: Vec<Value> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, turn)| {
+            let was = before.get(i).cloned().unwrap_or_default();
+            let is = after.get(i).cloned().unwrap_or_default();
+            if first.is_none() && was != is {
+                first = Some(i);
+            }
+            json!({
+                "text": turn.text,
+                "original": {"heard_in": was.0, "answered_in": was.1},
+                "replay": {"heard_in": is.0, "answered_in": is.1},
+            })
+        })
+        .collect();
+    json!({"call_id": call, "turns": turns, "first_divergence": first})
+}

@@ -153,6 +153,9 @@ impl Conversation {
 
     /// Nothing was said or run (a call that never conversed).
     pub fn is_empty(&self) -> bool {
-        self.transcript.is_empty() && self.events.is_empty() && self.vendor_failures.is_empty()
+        self.transcript.is_empty()
+            && self.events.is_empty()
+            && self.vendor_failures.is_empty()
+            && self.path.is_empty()
     }
 }

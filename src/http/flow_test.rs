@@ -27,16 +27,18 @@ pub fn router() -> OpenApiRouter<AppState> {
 const FIELDS: &[&str] = &[
     "turns",
     "caller",
+    "replay_call_id",
     "metadata",
     "variables",
     "flow_version",
     "dry_run",
 ];
 const TURN_MAX: usize = 2000;
+const ONE_CALLER: &str = "Give the caller's `turns`, a `caller` the model plays, or a `replay_call_id`: exactly one of them";
 const PLAYED_TURNS_MAX: usize = 20;
 
 body_schema!(
-    /// The body of `POST /agents/{id}/flow/test`: `turns` or `caller`, not both.
+    /// The body of `POST /agents/{id}/flow/test`: one of `turns`, `caller` and `replay_call_id`.
     FlowTestBody = json(body_schema())
 );
 
@@ -48,7 +50,7 @@ fn body_schema() -> Value {
         json!({"turns": {"items": {"type": "string", "minLength": 1, "maxLength": TURN_MAX, "pattern": "\\S"}}}),
     );
     if let Some(Value::Object(properties)) = body.get_mut("properties") {
-        for field in ["turns", "caller", "flow_version"] {
+        for field in ["turns", "caller", "replay_call_id", "flow_version"] {
             if let Some(property) = properties.get_mut(field) {
                 strip_null(property);
             }
@@ -71,13 +73,13 @@ fn body_schema() -> Value {
     if let Value::Object(body) = &mut body {
         body.insert(
             "oneOf".into(),
-            json!([{"required": ["turns"]}, {"required": ["caller"]}]),
+            json!([{"required": ["turns"]}, {"required": ["caller"]}, {"required": ["replay_call_id"]}]),
         );
     }
     body
 }
 
-/// The body of `POST /agents/{id}/flow/test`: `turns` or `caller`, not both.
+/// The body of `POST /agents/{id}/flow/test`: one of `turns`, `caller` and `replay_call_id`.
 #[derive(Deserialize, ToSchema)]
 pub struct FlowTestInput {
     /// The caller's turns, in order (1-50, each 1-2000 characters); the caller hangs up
@@ -86,6 +88,9 @@ pub struct FlowTestInput {
     turns: Option<Vec<String>>,
     /// A caller the model plays instead of a script.
     caller: Option<PlayedCaller>,
+    /// A past call of the workspace whose caller turns are replayed against the flow.
+    #[schema(value_type = Option<uuid::Uuid>)]
+    replay_call_id: Option<uuid::Uuid>,
     /// The call's metadata: the custom keys the flow declares.
     #[serde(default)]
     metadata: Map<String, Value>,
@@ -132,6 +137,11 @@ pub struct FlowTestResult {
     /// The version run; null: the flow as it is now.
     flow_version: Option<i64>,
     dry_run: bool,
+    /// With `replay_call_id`: each caller turn of the past call, where the original call and
+    /// the replay heard it and answered it, and the first turn where they differ.
+    #[schema(value_type = Option<Object>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replay: Option<Value>,
 }
 
 fn check_turns(turns: &[String]) -> Result<(), ApiError> {
@@ -154,6 +164,12 @@ fn check_turns(turns: &[String]) -> Result<(), ApiError> {
 }
 
 fn caller_of(input: &FlowTestInput) -> Result<Caller, ApiError> {
+    if input.replay_call_id.is_some() {
+        return match (&input.turns, &input.caller) {
+            (None, None) => Ok(Caller::Script(Vec::new())),
+            _ => Err(ApiError::bad_request(ONE_CALLER)),
+        };
+    }
     match (&input.turns, &input.caller) {
         (Some(turns), None) => {
             check_turns(turns)?;
@@ -179,9 +195,7 @@ fn caller_of(input: &FlowTestInput) -> Result<Caller, ApiError> {
                 max_turns,
             })
         }
-        _ => Err(ApiError::bad_request(
-            "Give the caller's `turns`, or a `caller` the model plays; exactly one of them",
-        )),
+        _ => Err(ApiError::bad_request(ONE_CALLER)),
     }
 }
 
@@ -196,7 +210,7 @@ async fn flow_test(
     JsonObject(body): JsonObject,
 ) -> Result<Json<Data<FlowTestResult>>, ApiError> {
     let input: FlowTestInput = parse_fields(body, FIELDS)?;
-    let caller = caller_of(&input)?;
+    let mut caller = caller_of(&input)?;
     let agent = state
         .store
         .agent(auth.workspace_id, AgentId::from_uuid(id))
@@ -225,6 +239,25 @@ async fn flow_test(
                 });
             }
         },
+    };
+    let original = match input.replay_call_id {
+        Some(call) => {
+            let detail = state
+                .store
+                .call_detail(auth.workspace_id, CallId::from_uuid(call))
+                .await?
+                .ok_or(ApiError::NotFound { resource: "Call" })?;
+            let turns = crate::simulator::caller_turns(&detail.transcript);
+            if turns.is_empty() {
+                return Err(ApiError::CodedConflict {
+                    code: "NOTHING_TO_REPLAY",
+                    message: "The call has no caller turns to replay".into(),
+                });
+            }
+            caller = Caller::Script(turns.iter().map(|t| t.text.clone()).collect());
+            Some((call, detail.transcript))
+        }
+        None => None,
     };
     let model = state.model.clone().ok_or(ApiError::ModelNotConfigured)?;
     let facts = CallFacts {
@@ -258,8 +291,11 @@ async fn flow_test(
                 })
                 .collect(),
         })?;
+    let replay = original
+        .map(|(call, transcript)| crate::simulator::compare(call, &transcript, &done.transcript));
     Ok(Json(Data {
         data: FlowTestResult {
+            replay,
             transcript: done.transcript,
             path: done.path,
             dispatches: done.events,

@@ -17,6 +17,7 @@ use sqlx::Row;
 use switchboard_actors::call::CallStatus;
 use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::conversation::{Conversation, ToolEvent, Turn, VendorFailure};
+use switchboard_actors::flow::PathStep;
 use switchboard_actors::ids::{AgentId, CallId, WorkspaceId};
 use utoipa::ToSchema;
 
@@ -26,6 +27,8 @@ use super::{CallRecord, Store, StoreResult, corrupt, opt_id, ts};
 pub const MAX_TURN_CHARS: usize = 4_000;
 /// Most turns stored for one call.
 pub const MAX_TURNS: usize = 1_000;
+/// Most steps of a flow call's stored path (a step is under 400 bytes).
+pub const MAX_PATH_STEPS: usize = 500;
 /// Largest stored transcript, as JSON.
 pub const MAX_TRANSCRIPT_BYTES: usize = 128 * 1024;
 /// Most tool events stored for one call.
@@ -118,6 +121,8 @@ pub struct StoredConversation {
     pub transcript: String,
     pub events: String,
     pub vendor_failures: String,
+    /// A flow call's path (at most [`MAX_PATH_STEPS`] steps).
+    pub flow_path: String,
     pub omitted_turns: i64,
     pub omitted_events: i64,
 }
@@ -144,10 +149,12 @@ impl StoredConversation {
             .take(MAX_VENDOR_FAILURES)
             .map(cut_failure)
             .collect();
+        let path: Vec<&PathStep> = conversation.path.iter().take(MAX_PATH_STEPS).collect();
         Self {
             transcript,
             events: events_json,
             vendor_failures: json(&failures),
+            flow_path: json(&path),
             omitted_turns: omitted + (conversation.transcript.len() - turns.len()) as i64,
             omitted_events: events_omitted + (conversation.events.len() - events.len()) as i64,
         }
@@ -212,6 +219,11 @@ pub struct CallDetail {
     pub events: Vec<ToolEvent>,
     /// Vendors (speech to text, the chat model, text to speech) that failed during the call.
     pub vendor_failures: Vec<VendorFailure>,
+    /// A flow call's path through its nodes, in order: `node_id`, `node_name`, `entered_ms`
+    /// (from the answer) and the `reason` of each transition (at most 500 steps; empty for
+    /// other calls).
+    #[schema(value_type = Vec<Object>)]
+    pub flow_path: Vec<PathStep>,
     /// Turns left out by the caps.
     pub omitted_turns: i64,
     /// Tool events left out by the caps.
@@ -259,7 +271,7 @@ impl Store {
             return Ok(None);
         };
         let row = sqlx::query(
-            "SELECT transcript, events, vendor_failures, omitted_turns, omitted_events, analysis_status, \
+            "SELECT transcript, events, vendor_failures, flow_path, omitted_turns, omitted_events, analysis_status, \
              analysis_attempts, analysis_error, summary, extracted, analyzed_at FROM call_details WHERE workspace_id = ? AND call_id = ?",
         )
         .bind(ws.as_uuid())
@@ -277,6 +289,7 @@ impl Store {
                 transcript: Vec::new(),
                 events: Vec::new(),
                 vendor_failures: Vec::new(),
+                flow_path: Vec::new(),
                 omitted_turns: 0,
                 omitted_events: 0,
                 analysis_status: over.then_some(AnalysisStatus::Skipped),
@@ -299,6 +312,7 @@ impl Store {
                 "call_details.vendor_failures",
                 r.try_get("vendor_failures")?,
             )?,
+            flow_path: parse_json("call_details.flow_path", r.try_get("flow_path")?)?,
             omitted_turns: r.try_get("omitted_turns")?,
             omitted_events: r.try_get("omitted_events")?,
             analysis_status: Some(status),

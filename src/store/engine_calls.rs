@@ -112,9 +112,9 @@ impl<'a> Ending<'a> {
         );
         if self.detail.is_some() {
             body.push_str(
-                "INSERT INTO call_details (call_id, workspace_id, transcript, events, vendor_failures, omitted_turns, omitted_events, \
+                "INSERT INTO call_details (call_id, workspace_id, transcript, events, vendor_failures, flow_path, omitted_turns, omitted_events, \
                  analysis_status, analysis_due_at, created_at, updated_at) \
-                 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1; ",
+                 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1; ",
             );
         }
         if self.charged() {
@@ -171,6 +171,7 @@ impl<'a> Ending<'a> {
                 .bind(stored.transcript.clone())
                 .bind(stored.events.clone())
                 .bind(stored.vendor_failures.clone())
+                .bind(stored.flow_path.clone())
                 .bind(stored.omitted_turns)
                 .bind(stored.omitted_events)
                 .bind(analysis.as_str())

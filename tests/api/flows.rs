@@ -2,10 +2,14 @@
 //! node, and nothing of it is saved; the simulator runs a flow in text against the stand-in
 //! model vendor.
 
+use std::time::Duration;
+
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app, spawn_app_with};
+use crate::converse::{call_slug, conversing_app_with};
+use crate::helpers::{TestApp, eventually, spawn_app, spawn_app_with};
+use crate::sip_calls::{ended_call, endpoint};
 use crate::vendor::{Reply, VendorServer};
 
 fn flow(nodes: Value) -> Value {
@@ -116,6 +120,36 @@ fn booking(calendar: &str) -> Value {
     ]))
 }
 
+/// A path (`path` or `flow_path`) as (node, reason) pairs.
+fn trail(path: &Value) -> Vec<(&str, &str)> {
+    path.as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                p["node_id"].as_str().unwrap_or_default(),
+                p["reason"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// A transcript as (role, text, node) triples.
+fn turns_of(transcript: &Value) -> Vec<(&str, &str, &str)> {
+    transcript
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            (
+                t["role"].as_str().unwrap_or_default(),
+                t["text"].as_str().unwrap_or_default(),
+                t["node"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
 /// A flow agent booking in a connected calendar; its id.
 async fn booker(app: &TestApp) -> String {
     let cal = app
@@ -159,42 +193,20 @@ async fn the_simulator_runs_a_flow_in_text_through_the_call_s_director_and_loop(
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     let d = &r.body["data"];
-    let turns: Vec<(String, String, String)> = d["transcript"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["role"].as_str().unwrap().to_string(),
-                t["text"].as_str().unwrap().to_string(),
-                t["node"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
-    let turn = |r: &str, t: &str, n: &str| (r.to_string(), t.to_string(), n.to_string());
+    let turns = turns_of(&d["transcript"]);
     assert_eq!(
         turns,
         [
-            turn("agent", "Hi, this is Ada.", "start"),
-            turn("user", "I'd like a meeting.", "start"),
-            turn("agent", "When would you like to meet?", "ask"),
-            turn("user", "Ten o'clock.", "ask"),
-            turn("agent", "Booked for ten.", "confirm"),
-            turn("user", "That's all.", "confirm"),
-            turn("agent", "Goodbye!", "bye"),
+            ("agent", "Hi, this is Ada.", "start"),
+            ("user", "I'd like a meeting.", "start"),
+            ("agent", "When would you like to meet?", "ask"),
+            ("user", "Ten o'clock.", "ask"),
+            ("agent", "Booked for ten.", "confirm"),
+            ("user", "That's all.", "confirm"),
+            ("agent", "Goodbye!", "bye"),
         ]
     );
-    let path: Vec<(&str, &str)> = d["path"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["node_id"].as_str().unwrap(),
-                p["reason"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let path = trail(&d["path"]);
     assert_eq!(
         path,
         [
@@ -293,4 +305,113 @@ async fn the_simulator_refuses_what_it_cannot_run_in_words() {
     let r = app.post(&path, json!({"turns": ["Hi"]})).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
     assert_eq!(r.error_code(), "MODEL_NOT_CONFIGURED");
+}
+
+#[tokio::test]
+async fn a_sip_call_to_a_flow_agent_follows_its_nodes_and_keeps_its_path() {
+    let vendor = VendorServer::start().await;
+    vendor.transcript("That's all, thanks.", Duration::ZERO);
+    vendor.reply(Reply::tool_calls(&[("c1", "go_to_bye", "{}")]));
+    // The end-of-call analysis asks the model next.
+    vendor.reply(Reply::text(&[
+        "{\"summary\": \"The caller needed nothing.\", \"extracted\": {}}",
+    ]));
+    let s = conversing_app_with(&vendor, |_| {}).await;
+    let flow = flow(json!([
+        {"id": "start", "type": "start", "greeting": "Hi, this is Ada.", "is_literal": true, "next_step_id": "help"},
+        {"id": "help", "type": "conversation", "name": "Help", "instructions": "Help the caller.",
+         "transitions": [{"next_step_id": "bye", "condition": "the caller is done"}]},
+        {"id": "bye", "type": "end", "greeting": "Goodbye!", "is_literal": true}
+    ]));
+    let (agent_id, _, slug) = endpoint(
+        &s.app,
+        json!({"type": "flow", "flow_config": flow, "vad_stop_secs": 0.5,
+               "greeting_message": "Never said: the flow greets."}),
+        json!({}),
+    )
+    .await;
+    let (mut ua, media) = call_slug(&s, &slug).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ua.stream_tone(media, 75).await;
+    // The flow says goodbye and hangs up.
+    ua.expect_request("BYE", Duration::from_secs(15)).await;
+    let call = ended_call(&s.app, 1).await;
+    assert_eq!(call["end_reason"], "agent_hangup", "{call}");
+    let id = call["id"].as_str().unwrap();
+    let detail = eventually(Duration::from_secs(10), "the call's analysis", || async {
+        let d = s.app.get(&format!("/calls/{id}")).await.body;
+        (d["analysis_status"] == "completed").then_some(d)
+    })
+    .await;
+    let path = trail(&detail["flow_path"]);
+    assert_eq!(
+        path,
+        [
+            ("start", "start"),
+            ("help", "next_step_id"),
+            ("bye", "model: the caller is done")
+        ]
+    );
+    let turns = turns_of(&detail["transcript"]);
+    assert_eq!(
+        turns,
+        [
+            ("agent", "Hi, this is Ada.", "start"),
+            ("user", "That's all, thanks.", "start"),
+            ("agent", "Goodbye!", "bye"),
+        ]
+    );
+    // The model was asked once, in `help`, and offered its edge only.
+    let requests = vendor.conversation_requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let tools = &requests[0].1["tools"];
+    assert_eq!(tools.as_array().unwrap().len(), 1, "{tools}");
+    assert_eq!(tools[0]["function"]["name"], "go_to_bye");
+
+    // Replayed against the version it ran: the same path, no divergence.
+    vendor.reply(Reply::tool_calls(&[("c2", "go_to_bye", "{}")]));
+    let replay = |body: Value| {
+        let path = format!("/agents/{agent_id}/flow/test");
+        let app = &s.app;
+        async move { app.post(&path, body).await }
+    };
+    let same = replay(json!({"replay_call_id": id, "flow_version": 1, "dry_run": true})).await;
+    assert_eq!(same.status, StatusCode::OK, "{}", same.text);
+    let r = &same.body["data"]["replay"];
+    assert_eq!(r["first_divergence"], Value::Null, "{r}");
+    assert_eq!(r["turns"][0]["text"], "That's all, thanks.");
+    assert_eq!(r["turns"][0]["original"]["answered_in"], "bye");
+    assert_eq!(r["turns"][0]["replay"]["answered_in"], "bye");
+
+    // A new version sends callers of tier `vip` to their own node first: the replay parts
+    // from the original call at its first turn, where the check says it must.
+    let v2 = json!({"nodes": [
+        {"id": "start", "type": "start", "greeting": "Hi, this is Ada.", "is_literal": true, "next_step_id": "help"},
+        {"id": "help", "type": "conversation", "instructions": "Help the caller.",
+         "transitions": [
+            {"next_step_id": "vip", "when": {"variable": "metadata.tier", "equals": "vip"}},
+            {"next_step_id": "bye", "condition": "the caller is done"}]},
+        {"id": "vip", "type": "conversation", "greeting": "Welcome back, valued customer.", "is_literal": true,
+         "transitions": [{"next_step_id": "bye", "condition": "the caller is done"}]},
+        {"id": "bye", "type": "end", "greeting": "Goodbye!", "is_literal": true}
+    ], "flow_config_version": 1, "metadata": {"custom_metadata_keys": ["tier"]}});
+    let r = s
+        .app
+        .patch(&format!("/agents/{agent_id}"), json!({"flow_config": v2}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let parted =
+        replay(json!({"replay_call_id": id, "metadata": {"tier": "vip"}, "dry_run": true})).await;
+    assert_eq!(parted.status, StatusCode::OK, "{}", parted.text);
+    let r = &parted.body["data"]["replay"];
+    assert_eq!(r["first_divergence"], 0, "{r}");
+    assert_eq!(r["turns"][0]["original"]["answered_in"], "bye");
+    assert_eq!(r["turns"][0]["replay"]["answered_in"], "vip");
+    assert_eq!(
+        parted.body["data"]["path"][2]["reason"],
+        "when: metadata.tier equals vip"
+    );
+    // Another workspace's call is not found; neither is a call without caller turns there.
+    let other = replay(json!({"replay_call_id": "01a1fc49-0000-7000-8000-000000000000"})).await;
+    assert_eq!(other.status, StatusCode::NOT_FOUND, "{}", other.text);
 }

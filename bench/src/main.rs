@@ -23,6 +23,7 @@
 mod amd;
 mod converse;
 mod enroll;
+mod flow_sim;
 mod measure;
 mod outbound_load;
 mod overload;
@@ -76,6 +77,8 @@ enum Command {
     /// Generate voicemail greetings, people answering, silence and noise (espeak-ng, sox) and
     /// measure answering-machine detection on them.
     Amd(amd::AmdArgs),
+    /// Time the flow simulator: a scripted dry run against a model that answers at once.
+    FlowSim(flow_sim::FlowSimArgs),
 }
 
 #[derive(clap::Args)]
@@ -198,6 +201,10 @@ fn main() -> anyhow::Result<()> {
         }
         // Writes its own JSON (with every file's verdict).
         Command::Amd(args) => (amd::run(args)?, None),
+        Command::FlowSim(args) => {
+            let json = args.json.clone();
+            (in_real_time(flow_sim::run(args))?, json)
+        }
     };
     let (report, json_path) = report;
     print_report(&report);

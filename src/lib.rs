@@ -8,7 +8,11 @@
 //! - [`http`]: the REST control plane (axum), its discovery documents and its gate (auth and
 //!   rate limits).
 //! - [`egress`]: the outbound URL policy every request to a workspace-supplied URL obeys.
-//! - [`flows`]: save-time checks of flow agents' integration_call nodes.
+//! - [`flows`]: flow agents: the checks of a flow at save, and the director of a flow call.
+//! - [`simulator`]: the flow simulator: a flow agent on the text line, scripted, played or
+//!   replayed.
+//! - [`providers`]: what flows' integrations answer (Google Calendar's answers as a flow sees
+//!   them).
 //! - [`engine`]: the campaign engine wired to the store and the configured carrier.
 //! - [`jobs`]: background work: activating purchased numbers, end-of-call analyses.
 //! - [`analysis`]: the end-of-call analysis of answered calls (summary, extracted values,
@@ -44,6 +48,7 @@ pub mod inbound;
 pub mod jobs;
 pub mod lead_memory;
 pub mod outbound;
+pub mod providers;
 pub mod signing;
 pub mod simulation;
 pub mod simulator;

@@ -108,6 +108,10 @@ pub struct ConverseArgs {
     /// Seconds of idle server sampled for the baseline.
     #[arg(long, default_value_t = 3.0)]
     baseline_secs: f64,
+    /// The agents are flow agents: a start node hands the caller to a conversation node (with
+    /// a global end node), so every turn is briefed by the flow's director.
+    #[arg(long)]
+    pub flow: bool,
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
@@ -318,7 +322,7 @@ async fn agents_and_endpoints(
     eprintln!("creating {} agents and {endpoints} endpoints", args.calls);
     let (mut agents, mut routes) = (Vec::with_capacity(args.calls), Vec::new());
     for c in 0..args.calls {
-        let agent = json!({
+        let mut agent = json!({
             "name": format!("Bench {c}"),
             "system_prompt": format!("You are the agent of a benchmark call [bench-call {c}]."),
             "greeting_message": "Hello.",
@@ -328,6 +332,15 @@ async fn agents_and_endpoints(
             "silence_timeout_secs": 3600,
             "max_call_duration_secs": 3600,
         });
+        if args.flow {
+            agent["type"] = json!("flow");
+            agent["flow_config"] = json!({"flow_config_version": 1, "nodes": [
+                {"id": "start", "type": "start", "agent_speaks_first": false, "next_step_id": "talk"},
+                {"id": "talk", "type": "conversation", "name": "Talk", "instructions": "Answer the caller briefly."},
+                {"id": "bye", "type": "end", "greeting": "Goodbye.", "is_literal": true,
+                 "is_global": true, "global_condition": "the caller wants to hang up"}
+            ]});
+        }
         if c < endpoints {
             routes.push(crate::sip_load::create_endpoint(server, &agent).await?);
             agents.push(String::new());

@@ -90,6 +90,7 @@ pub(super) fn report(
         "barge_ins_not_stopped": barge_not_stopped,
         "barge_in_stop_ms": spread(&mut barge),
         "echo": args.echo_delay_ms.map(|ms| json!({"delay_ms": ms / 20 * 20, "below_agent_db": args.echo_db})),
+        "agents": if args.flow { "flow" } else { "prompt" },
         "replies_whole": seen.replies_whole,
         "false_barge_ins": seen.replies_cut_short,
         "stand_in_requests": {"stt": records.stt.len(),

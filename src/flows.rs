@@ -274,15 +274,18 @@ pub fn graph_issues(flow: &FlowConfig) -> Vec<FlowIssue> {
     };
     match switchboard_actors::flow::read(&config) {
         Ok(_) => Vec::new(),
-        Err(issues) => issues
-            .into_iter()
-            .map(|i| FlowIssue {
-                node_id: i.node_id,
-                code: i.code,
-                field: i.field,
-                message: i.message,
-            })
-            .collect(),
+        Err(issues) => issues.into_iter().map(Into::into).collect(),
+    }
+}
+
+impl From<switchboard_actors::flow::GraphIssue> for FlowIssue {
+    fn from(i: switchboard_actors::flow::GraphIssue) -> Self {
+        FlowIssue {
+            node_id: i.node_id,
+            code: i.code,
+            field: i.field,
+            message: i.message,
+        }
     }
 }
 

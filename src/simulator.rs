@@ -64,6 +64,17 @@ pub struct Simulated {
     pub end_reason: String,
 }
 
+/// Why a simulation did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulationError {
+    /// The flow cannot run: its issues.
+    #[error("the flow cannot run: {} issue(s)", .0.len())]
+    Invalid(Vec<GraphIssue>),
+    /// The agent's task failed (a fault inside the service).
+    #[error("the simulated call failed: {0}")]
+    Failed(String),
+}
+
 /// Longest a simulation runs.
 pub const TIME_LIMIT: Duration = Duration::from_secs(90);
 /// Most caller turns of a simulation.
@@ -76,8 +87,8 @@ pub async fn simulate(
     model: Arc<dyn ChatModel>,
     tools: Option<Arc<dyn CallTools>>,
     simulation: Simulation,
-) -> Result<Simulated, Vec<GraphIssue>> {
-    let read = switchboard_actors::flow::read(flow)?;
+) -> Result<Simulated, SimulationError> {
+    let read = switchboard_actors::flow::read(flow).map_err(SimulationError::Invalid)?;
     let samples = samples(flow);
     type Ports = (Option<Arc<dyn CallTools>>, Option<Arc<dyn Integrations>>);
     let (tools, integrations): Ports = if simulation.dry_run {
@@ -158,7 +169,9 @@ pub async fn simulate(
         stop.cancel();
     }
     caller.hang_up();
-    let end = call.await.map_err(|_| Vec::new())?;
+    let end = call
+        .await
+        .map_err(|e| SimulationError::Failed(e.to_string()))?;
     Ok(Simulated {
         transcript: end.conversation.transcript,
         path: end.conversation.path,

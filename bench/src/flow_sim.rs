@@ -124,7 +124,7 @@ pub async fn run(args: FlowSimArgs) -> anyhow::Result<Value> {
         let start = Instant::now();
         let done = simulate(&agent, &flow(), model.clone(), None, simulation)
             .await
-            .map_err(|issues| anyhow::anyhow!("the flow cannot run: {issues:?}"))?;
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         times.push(start.elapsed());
         turns_seen = done.transcript.len();
     }

@@ -17,7 +17,7 @@ use super::extract::{Data, JsonObject, PathId, parse_fields};
 use super::gate::Auth;
 use super::openapi::{body_schema, create_body, schema_json, strip_null, with_bounds};
 use crate::call_tools::{CallFacts, Toolbox};
-use crate::simulator::{Caller, MAX_TURNS, Simulation, simulate};
+use crate::simulator::{Caller, MAX_TURNS, Simulation, SimulationError, simulate};
 use crate::store::AgentType;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -280,16 +280,11 @@ async fn flow_test(
     };
     let done = simulate(&agent, &flow, model, tools, simulation)
         .await
-        .map_err(|issues| ApiError::FlowInvalid {
-            issues: issues
-                .into_iter()
-                .map(|i| crate::flows::FlowIssue {
-                    node_id: i.node_id,
-                    code: i.code,
-                    field: i.field,
-                    message: i.message,
-                })
-                .collect(),
+        .map_err(|e| match e {
+            SimulationError::Invalid(issues) => ApiError::FlowInvalid {
+                issues: issues.into_iter().map(Into::into).collect(),
+            },
+            SimulationError::Failed(why) => ApiError::Internal(anyhow::anyhow!(why)),
         })?;
     let replay = original
         .map(|(call, transcript)| crate::simulator::compare(call, &transcript, &done.transcript));

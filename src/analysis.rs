@@ -18,6 +18,9 @@
 //! (a campaign contact waiting for it retires or retries on it); a disposition already set is
 //! never overwritten. Without a disposition, the engine's disposition timeout settles the
 //! contact as unclassified, as it would without an analysis. Then [`analyzed`] runs.
+//!
+//! Past 600 lines on purpose: about a quarter is its tests (the prompt, the answer's parsing and
+//! its retries), which read best beside the one job they check.
 
 use std::sync::Arc;
 use std::time::Duration;

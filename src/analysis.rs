@@ -612,6 +612,7 @@ mod tests {
             status: ToolStatus::Succeeded,
             latency_ms: 120,
             response_preview: Some("{\"free\": [\"10:00\"]}".into()),
+            raw_response_preview: None,
             status_code: Some(200),
             error: None,
             delivery_id: None,

@@ -117,14 +117,20 @@ impl Toolbox {
     }
 }
 
-/// Gives a conversing plan the agent's tools for the call `facts` describes. A store failure
-/// leaves the call without tools rather than without an agent.
-pub async fn equip(plan: &mut AgentPlan, store: &Store, egress: &Egress, facts: CallFacts) {
+/// Gives a conversing plan the agent's tools for the call `facts` describes, and its flow's
+/// integrations. A store failure leaves the call without tools rather than without an agent.
+pub async fn equip(
+    plan: &mut AgentPlan,
+    store: &Store,
+    vendors: &crate::vendors::Vendors,
+    facts: CallFacts,
+) {
     let Some(mind) = plan.mind.as_mut() else {
         return;
     };
     let call = facts.call_id;
-    match Toolbox::load(store, egress, facts).await {
+    mind.integrations = Some(vendors.providers.for_call(facts.workspace_id));
+    match Toolbox::load(store, &vendors.egress, facts).await {
         Ok(Some(toolbox)) => mind.tools = Some(Arc::new(toolbox)),
         Ok(None) => {}
         Err(error) => {
@@ -339,6 +345,7 @@ impl Toolbox {
             status: ToolStatus::Succeeded,
             latency_ms: latency.as_millis() as u64,
             response_preview: None,
+            raw_response_preview: None,
             status_code: outcome.status(),
             error: None,
             delivery_id,
@@ -407,6 +414,7 @@ impl Toolbox {
             status: ToolStatus::Succeeded,
             latency_ms: started.elapsed().as_millis() as u64,
             response_preview: None,
+            raw_response_preview: None,
             status_code: None,
             error: None,
             delivery_id: None,

@@ -28,6 +28,15 @@ pub struct Cli {
         default_value = "sqlite://switchboard.db"
     )]
     pub database_url: String,
+    /// The key that seals integrations' OAuth grants in the store: 64 hexadecimal digits,
+    /// created (mode 0600) on first use. Keep it apart from the store's backups.
+    #[arg(
+        long,
+        global = true,
+        env = "SWITCHBOARD_SECRETS_KEY_FILE",
+        default_value = "switchboard.key"
+    )]
+    pub secrets_key_file: std::path::PathBuf,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -68,9 +77,28 @@ pub enum IntegrationCommand {
         /// `google_calendar` or `gmail`.
         #[arg(long)]
         provider: String,
-        /// The account, e.g. its email address.
+        /// The account, e.g. its email address (Gmail sends from it).
         #[arg(long)]
         account: String,
+        /// The OAuth client the account granted access to (with `--client-secret` and
+        /// `--refresh-token`). Connecting an account again replaces its grant.
+        #[arg(long, requires_all = ["client_secret", "refresh_token"])]
+        client_id: Option<String>,
+        #[arg(
+            long,
+            env = "SWITCHBOARD_OAUTH_CLIENT_SECRET",
+            hide_env_values = true,
+            requires = "client_id"
+        )]
+        client_secret: Option<String>,
+        /// The account's refresh token (offline access), sealed in the store.
+        #[arg(
+            long,
+            env = "SWITCHBOARD_OAUTH_REFRESH_TOKEN",
+            hide_env_values = true,
+            requires = "client_id"
+        )]
+        refresh_token: Option<String>,
         #[arg(long)]
         json: bool,
     },

@@ -192,6 +192,12 @@ pub struct Config {
     pub endpoints: switchboard_actors::endpoint::EndpointSettings,
     /// Private ranges webhooks may reach anyway (none by default: only public addresses).
     pub egress_allow: Vec<switchboard_sip::acl::IpNet>,
+    /// Where flows' Google integrations are reached (Google's own APIs by default).
+    pub google: crate::providers::GoogleUrls,
+    /// How long one request to an integration's provider may take (10 s).
+    pub integration_timeout: Duration,
+    /// The key that seals integrations' OAuth grants in the store (created on first use).
+    pub secrets_key_file: PathBuf,
     /// The emergency switch of carrier accounts (on by default).
     pub carrier_accounts_enabled: bool,
     /// Affiliate earnings on revenue younger than this are not yet payable.
@@ -246,6 +252,9 @@ impl Default for Config {
             inbound_max_call_secs: 3600,
             endpoints: Default::default(),
             egress_allow: Vec::new(),
+            google: crate::providers::GoogleUrls::default(),
+            integration_timeout: crate::providers::runner::PROVIDER_TIMEOUT,
+            secrets_key_file: PathBuf::from("switchboard.key"),
             carrier_accounts_enabled: true,
             affiliate_hold_days: 30,
             webhook_retry_base: Duration::from_secs(10),
@@ -260,6 +269,17 @@ impl Default for Config {
 impl Config {
     /// Refuses settings that do not hold together, before anything starts.
     pub fn check(&self) -> anyhow::Result<()> {
+        for (flag, url) in [
+            ("google-token-url", &self.google.token),
+            ("google-calendar-url", &self.google.calendar),
+            ("google-gmail-url", &self.google.gmail),
+        ] {
+            let parsed =
+                url::Url::parse(url).map_err(|e| anyhow::anyhow!("--{flag} is not a URL: {e}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                anyhow::bail!("--{flag} must be http or https");
+            }
+        }
         if let Some(trunk) = &self.outbound_trunk {
             if !matches!(self.carrier, Carrier::Sip) {
                 anyhow::bail!("--outbound-trunk needs --carrier sip");

@@ -263,7 +263,7 @@ impl InboundRouter for SipRouter {
             metadata: Default::default(),
             variables: Default::default(),
         };
-        equip(&mut agent_plan, &self.store, &self.vendors.egress, facts).await;
+        equip(&mut agent_plan, &self.store, &self.vendors, facts).await;
         agent_plan.turns = TurnEvents::for_call(&self.store, call_id, &agent);
         let plan = InboundPlan {
             call_id,

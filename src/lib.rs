@@ -49,6 +49,7 @@ pub mod jobs;
 pub mod lead_memory;
 pub mod outbound;
 pub mod providers;
+pub mod secrets;
 pub mod signing;
 pub mod simulation;
 pub mod simulator;
@@ -172,10 +173,18 @@ pub async fn serve(
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
     let sip_stop = tokio_util::sync::CancellationToken::new();
     let speech = speech_engine(&config)?;
+    let providers = Arc::new(providers::Providers::new(
+        store.clone(),
+        egress::Egress::system(config.egress_allow.clone()),
+        config.google.clone(),
+        config.integration_timeout,
+        config.secrets_key_file.clone(),
+    ));
     let vendors = vendors::Vendors {
         model: model.clone(),
         transcriber: transcriber(&config)?,
         egress: egress::Egress::system(config.egress_allow.clone()),
+        providers: providers.clone(),
     };
     // The SIP server starts first: the SIP dialer places calls through it. Its inbound calls
     // run under the engine once it has started.
@@ -222,6 +231,7 @@ pub async fn serve(
     state.sip = sip.as_ref().map(|s| s.server.monitor());
     state.endpoints = sip.as_ref().map(|s| s.endpoints.clone());
     state.model = model.clone();
+    state.providers = Some(providers);
     let metrics = metrics
         .map(|listener| http::prometheus::Listener::spawn(listener, state.clone()))
         .transpose()?;

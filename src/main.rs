@@ -116,7 +116,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let store = Store::open(&cli.database_url).await?;
     match cli.command {
         Command::Serve(args) => {
-            let config = args.config(cli.database_url.clone())?;
+            let mut config = args.config(cli.database_url.clone())?;
+            config.secrets_key_file = cli.secrets_key_file.clone();
             std::fs::create_dir_all(&config.data_dir)?;
             if let Some((workspace, key)) = store.bootstrap().await? {
                 println!(
@@ -136,7 +137,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let sip = args.sip_sockets().await?;
             switchboard::serve(listener, metrics, sip, store, config, shutdown_signal()).await
         }
-        other => run_operator(&store, other).await,
+        other => run_operator(&store, other, &cli.secrets_key_file).await,
     }
 }
 

@@ -77,7 +77,7 @@ impl OutboundDirectory for OutboundPort {
             metadata: route.metadata,
             variables: route.variables,
         };
-        equip(&mut plan, &self.store, &self.vendors.egress, facts).await;
+        equip(&mut plan, &self.store, &self.vendors, facts).await;
         crate::flows::direct(&mut plan, &agent, flow_metadata, &variables);
         plan.turns = TurnEvents::for_call(&self.store, request.call_id, &agent);
         let mut planned = OutboundRoute {

@@ -75,6 +75,10 @@ pub enum SimulationError {
     Failed(String),
 }
 
+/// The call's tools and the flow's integrations, as a real run dispatches them (a dry run
+/// answers both from samples instead).
+pub type Ports = (Option<Arc<dyn CallTools>>, Option<Arc<dyn Integrations>>);
+
 /// Longest a simulation runs.
 pub const TIME_LIMIT: Duration = Duration::from_secs(90);
 /// Most caller turns of a simulation.
@@ -85,12 +89,11 @@ pub async fn simulate(
     agent: &Agent,
     flow: &Value,
     model: Arc<dyn ChatModel>,
-    tools: Option<Arc<dyn CallTools>>,
+    (tools, integrations): Ports,
     simulation: Simulation,
 ) -> Result<Simulated, SimulationError> {
     let read = switchboard_actors::flow::read(flow).map_err(SimulationError::Invalid)?;
     let samples = samples(flow);
-    type Ports = (Option<Arc<dyn CallTools>>, Option<Arc<dyn Integrations>>);
     let (tools, integrations): Ports = if simulation.dry_run {
         let dry = Arc::new(DryRun {
             specs: tools
@@ -102,8 +105,7 @@ pub async fn simulate(
         });
         (Some(dry.clone()), Some(dry))
     } else {
-        // No integration runs from the simulator until providers are connected here.
-        (tools, None)
+        (tools, integrations)
     };
     let metadata = crate::flows::call_metadata(
         agent,
@@ -296,6 +298,7 @@ impl DryRun {
         let sample = self.samples.get(node_id).cloned().unwrap_or(json!({}));
         let event = ToolEvent {
             response_preview: Some(format!("dry run: {sample}")),
+            raw_response_preview: None,
             ..ToolEvent::at_once(name, arguments, ToolStatus::Succeeded, None)
         };
         (sample, event)

@@ -40,6 +40,8 @@ pub struct Vendors {
     pub model: Option<std::sync::Arc<dyn switchboard_actors::vendors::ChatModel>>,
     pub transcriber: Option<std::sync::Arc<dyn switchboard_actors::vendors::Transcriber>>,
     pub egress: crate::egress::Egress,
+    /// What flows' integration_call nodes dispatch to.
+    pub providers: std::sync::Arc<crate::providers::Providers>,
 }
 
 /// How long a vendor request may take.

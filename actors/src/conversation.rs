@@ -65,6 +65,10 @@ pub struct ToolEvent {
     pub latency_ms: u64,
     /// The downstream answer, sanitized and shortened.
     pub response_preview: Option<String>,
+    /// An integration's answer as the provider gave it, before the flow's view of it
+    /// (calendar times in the zone), shortened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_response_preview: Option<String>,
     /// The HTTP status the tool's endpoint answered, if it answered.
     pub status_code: Option<u16>,
     /// Why it failed, when it did.
@@ -90,6 +94,7 @@ impl ToolEvent {
             status,
             latency_ms: 0,
             response_preview: None,
+            raw_response_preview: None,
             status_code: None,
             error,
             delivery_id: None,

@@ -122,7 +122,7 @@ pub async fn run(args: FlowSimArgs) -> anyhow::Result<Value> {
             dry_run: true,
         };
         let start = Instant::now();
-        let done = simulate(&agent, &flow(), model.clone(), None, simulation)
+        let done = simulate(&agent, &flow(), model.clone(), (None, None), simulation)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         times.push(start.elapsed());

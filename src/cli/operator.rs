@@ -37,13 +37,20 @@ async fn workspace_must_exist(store: &Store, id: WorkspaceId) -> anyhow::Result<
 }
 
 /// Runs an operator command (everything but `serve`).
-pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()> {
+pub async fn run_operator(
+    store: &Store,
+    command: Command,
+    secrets_key_file: &std::path::Path,
+) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) => unreachable!("serve is handled by main"),
         Command::Integration(IntegrationCommand::Connect {
             workspace,
             provider,
             account,
+            client_id,
+            client_secret,
+            refresh_token,
             json,
         }) => {
             workspace_must_exist(store, workspace).await?;
@@ -55,9 +62,33 @@ pub async fn run_operator(store: &Store, command: Command) -> anyhow::Result<()>
             if account.is_empty() {
                 bail!("--account must not be empty");
             }
-            let i = store
-                .connect_integration(workspace, &provider, account)
-                .await?;
+            let grant = match (client_id, client_secret, refresh_token) {
+                (Some(client_id), Some(client_secret), Some(refresh_token)) => {
+                    let [client_id, client_secret, refresh_token] =
+                        [client_id, client_secret, refresh_token].map(|v| v.trim().to_string());
+                    if client_id.is_empty() || client_secret.is_empty() || refresh_token.is_empty()
+                    {
+                        bail!("--client-id, --client-secret and --refresh-token must not be empty");
+                    }
+                    Some(crate::providers::OAuthGrant {
+                        client_id,
+                        client_secret,
+                        refresh_token,
+                    })
+                }
+                (None, None, None) => None,
+                _ => bail!("--client-id, --client-secret and --refresh-token go together"),
+            };
+            let secrets = crate::secrets::Secrets::load_or_create(secrets_key_file)?;
+            let i = crate::providers::connect(
+                store,
+                &secrets,
+                workspace,
+                &provider,
+                account,
+                grant.as_ref(),
+            )
+            .await?;
             print(
                 json,
                 json!({"id": i.id, "provider": i.provider, "account": i.account}),

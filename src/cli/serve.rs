@@ -202,6 +202,28 @@ pub struct ServeArgs {
     /// webhooks reach public addresses only.
     #[arg(long, env = "SWITCHBOARD_EGRESS_ALLOW", value_delimiter = ',')]
     pub egress_allow: Vec<switchboard_sip::acl::IpNet>,
+    /// Google's OAuth 2.0 token endpoint, for flows' integrations (a stand-in needs
+    /// `--egress-allow` for its address).
+    #[arg(
+        long,
+        env = "SWITCHBOARD_GOOGLE_TOKEN_URL",
+        default_value = "https://oauth2.googleapis.com/token"
+    )]
+    pub google_token_url: String,
+    /// The Google Calendar API v3 base.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_GOOGLE_CALENDAR_URL",
+        default_value = "https://www.googleapis.com/calendar/v3"
+    )]
+    pub google_calendar_url: String,
+    /// The Gmail API v1 base.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_GOOGLE_GMAIL_URL",
+        default_value = "https://gmail.googleapis.com/gmail/v1"
+    )]
+    pub google_gmail_url: String,
     /// The emergency switch of carrier accounts: `false` makes every carrier-account route
     /// answer 403 CARRIER_ACCOUNTS_NOT_ENABLED.
     #[arg(long, env = "SWITCHBOARD_CARRIER_ACCOUNTS_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
@@ -370,6 +392,11 @@ impl ServeArgs {
             },
             public_url: self.public_url.clone(),
             egress_allow: self.egress_allow.clone(),
+            google: crate::providers::GoogleUrls {
+                token: self.google_token_url.clone(),
+                calendar: self.google_calendar_url.clone(),
+                gmail: self.google_gmail_url.clone(),
+            },
             carrier_accounts_enabled: self.carrier_accounts_enabled,
             affiliate_hold_days: i64::from(self.affiliate_hold_days),
             ..Config::default()

@@ -278,7 +278,11 @@ async fn flow_test(
         variables: input.variables,
         dry_run: input.dry_run,
     };
-    let done = simulate(&agent, &flow, model, tools, simulation)
+    let integrations = state
+        .providers
+        .as_ref()
+        .map(|p| p.for_call(auth.workspace_id));
+    let done = simulate(&agent, &flow, model, (tools, integrations), simulation)
         .await
         .map_err(|e| match e {
             SimulationError::Invalid(issues) => ApiError::FlowInvalid {

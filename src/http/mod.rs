@@ -78,6 +78,8 @@ pub struct AppState {
     pub model: Option<Arc<dyn switchboard_actors::vendors::ChatModel>>,
     /// The SIP endpoints' actors, told when an endpoint changes; when SIP runs.
     pub endpoints: Option<switchboard_actors::endpoint::Endpoints>,
+    /// What flows' integration_call nodes dispatch to (the simulator's real runs).
+    pub providers: Option<Arc<crate::providers::Providers>>,
 }
 
 impl AppState {
@@ -109,6 +111,7 @@ impl AppState {
             sip: None,
             endpoints: None,
             model: None,
+            providers: None,
         })
     }
 

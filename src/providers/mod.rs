@@ -1,8 +1,17 @@
 //! The providers of flows' integration_call nodes: Google Calendar ([`calendar`]) and Gmail
 //! ([`gmail`]).
 //!
-//! Their REST clients and the OAuth refresh come with the runner of the `Integrations` port;
-//! what is here already is what the spec fixes about their answers.
+//! - [`google`]: OAuth access tokens from an integration's refresh token, and authorized
+//!   requests through the outbound URL policy.
+//! - [`actions`]: the action catalog as REST calls.
+//! - [`runner`]: the call actor's `Integrations` port: the store's checks (foreign,
+//!   disconnected), the hard failures the spec routes on, and the call's events.
 
+pub mod actions;
 pub mod calendar;
 pub mod gmail;
+pub mod google;
+pub mod runner;
+
+pub use google::{GoogleUrls, OAuthGrant};
+pub use runner::{Providers, connect};

@@ -102,6 +102,7 @@ fn cut_event(event: &ToolEvent) -> ToolEvent {
         name: cut(&event.name, 200).into_owned(),
         arguments,
         response_preview: cut_opt(&event.response_preview, MAX_PREVIEW_CHARS),
+        raw_response_preview: cut_opt(&event.raw_response_preview, MAX_PREVIEW_CHARS),
         error: cut_opt(&event.error, MAX_ERROR_CHARS),
         ..event.clone()
     }
@@ -464,6 +465,7 @@ mod tests {
             status: ToolStatus::Succeeded,
             latency_ms: 5,
             response_preview: Some("é".repeat(3_000)),
+            raw_response_preview: None,
             status_code: Some(200),
             error: None,
             delivery_id: None,

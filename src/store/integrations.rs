@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
+use sqlx::Connection;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, IntegrationId, WorkspaceId};
@@ -50,27 +51,82 @@ fn integration_row(r: &SqliteRow) -> StoreResult<Integration> {
 }
 
 impl Store {
-    /// Connects an account (operator command).
+    /// Connects an account (operator command): the workspace's integration of that provider
+    /// and account connected again (same id, so flows pointing at it work again), else a new
+    /// one. `credentials` seals the grant for the integration's id (`None`: none is kept).
     pub async fn connect_integration(
         &self,
         ws: WorkspaceId,
         provider: &str,
         account: &str,
+        credentials: impl FnOnce(IntegrationId) -> Option<String>,
     ) -> StoreResult<Integration> {
         let now = ts(self.now());
-        let row = sqlx::query(super::sql(format!(
-            "INSERT INTO integrations (id, workspace_id, provider, account, status, connected_at, created_at) \
-             VALUES (?, ?, ?, ?, 'connected', ?, ?) RETURNING {COLUMNS}"
-        )))
-        .bind(IntegrationId::new().as_uuid())
+        let mut conn = self.conn().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let existing: Option<uuid::Uuid> = sqlx::query_scalar(
+            "SELECT id FROM integrations WHERE workspace_id = ? AND provider = ? AND account = ? \
+             ORDER BY created_at, id LIMIT 1",
+        )
         .bind(ws.as_uuid())
         .bind(provider)
         .bind(account)
-        .bind(&now)
-        .bind(&now)
-        .fetch_one(&mut *self.conn().await?)
+        .fetch_optional(&mut *tx)
         .await?;
+        let id = existing.map_or_else(IntegrationId::new, IntegrationId::from_uuid);
+        let sealed = credentials(id);
+        let row = match existing {
+            Some(_) => {
+                sqlx::query(super::sql(format!(
+                    "UPDATE integrations SET status = 'connected', connected_at = ?, \
+                     disconnected_at = NULL, credentials = ? WHERE id = ? RETURNING {COLUMNS}"
+                )))
+                .bind(&now)
+                .bind(sealed)
+                .bind(id.as_uuid())
+                .fetch_one(&mut *tx)
+                .await?
+            }
+            None => {
+                sqlx::query(super::sql(format!(
+                    "INSERT INTO integrations (id, workspace_id, provider, account, status, connected_at, created_at, credentials) \
+                     VALUES (?, ?, ?, ?, 'connected', ?, ?, ?) RETURNING {COLUMNS}"
+                )))
+                .bind(id.as_uuid())
+                .bind(ws.as_uuid())
+                .bind(provider)
+                .bind(account)
+                .bind(&now)
+                .bind(&now)
+                .bind(sealed)
+                .fetch_one(&mut *tx)
+                .await?
+            }
+        };
+        tx.commit().await?;
         integration_row(&row)
+    }
+
+    /// An integration wherever it belongs, with its workspace and sealed credentials: what a
+    /// flow's node needs to tell a foreign or disconnected integration from one it may use.
+    pub async fn integration_for_run(
+        &self,
+        id: IntegrationId,
+    ) -> StoreResult<Option<(WorkspaceId, Integration, Option<String>)>> {
+        let row = sqlx::query(super::sql(format!(
+            "SELECT workspace_id, credentials, {COLUMNS} FROM integrations WHERE id = ?"
+        )))
+        .bind(id.as_uuid())
+        .fetch_optional(&mut *self.read_conn().await?)
+        .await?;
+        row.map(|r| {
+            Ok((
+                WorkspaceId::from_uuid(r.try_get("workspace_id")?),
+                integration_row(&r)?,
+                r.try_get("credentials")?,
+            ))
+        })
+        .transpose()
     }
 
     pub async fn list_integrations(&self, ws: WorkspaceId) -> StoreResult<Vec<Integration>> {

@@ -69,7 +69,12 @@ async fn a_flow_agent_keeps_its_nodes_metadata_webhooks_and_extra_node_keys() {
     let app = spawn_app().await;
     let calendar = app
         .store
-        .connect_integration(app.workspace_id, "google_calendar", "desk@example.com")
+        .connect_integration(
+            app.workspace_id,
+            "google_calendar",
+            "desk@example.com",
+            |_| None,
+        )
         .await
         .unwrap();
     let body = json!({

@@ -96,6 +96,7 @@ fn flat_call() -> Conversation {
             status: ToolStatus::Succeeded,
             latency_ms: 140,
             response_preview: Some(r#"{"free": ["10:00", "14:00"]}"#.into()),
+            raw_response_preview: None,
             status_code: Some(200),
             error: None,
             delivery_id: Some(uuid::Uuid::now_v7()),

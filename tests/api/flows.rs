@@ -154,7 +154,12 @@ fn turns_of(transcript: &Value) -> Vec<(&str, &str, &str)> {
 async fn booker(app: &TestApp) -> String {
     let cal = app
         .store
-        .connect_integration(app.workspace_id, "google_calendar", "desk@example.com")
+        .connect_integration(
+            app.workspace_id,
+            "google_calendar",
+            "desk@example.com",
+            |_| None,
+        )
         .await
         .unwrap();
     let created = app

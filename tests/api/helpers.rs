@@ -167,6 +167,7 @@ async fn start(
     let mut config = Config {
         database_url: db_url.to_owned(),
         data_dir: dir.path().join("data"),
+        secrets_key_file: dir.path().join("secrets.key"),
         rate_limit_per_minute: 100_000,
         job_interval: Duration::from_millis(50),
         ..Config::default()
@@ -205,6 +206,11 @@ impl TestApp {
         (self.addr, self.metrics_addr, self.stop, self.server) =
             start(self.store.clone(), &self.db_url, &self.dir, None, configure).await;
         self
+    }
+
+    /// The service's own directory (store, secrets key, data).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 
     pub fn url(&self, path: &str) -> String {

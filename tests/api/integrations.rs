@@ -12,7 +12,12 @@ async fn flows_are_checked_against_integrations_and_every_save_is_a_version() {
     let app = spawn_app().await;
     let cal = app
         .store
-        .connect_integration(app.workspace_id, "google_calendar", "desk@example.com")
+        .connect_integration(
+            app.workspace_id,
+            "google_calendar",
+            "desk@example.com",
+            |_| None,
+        )
         .await
         .unwrap();
     let list = app.get("/integrations").await;
@@ -131,7 +136,7 @@ async fn tool_call_nodes_supply_their_tools_extraction_parameters() {
     let app = spawn_app().await;
     let mail = app
         .store
-        .connect_integration(app.workspace_id, "gmail", "team@example.com")
+        .connect_integration(app.workspace_id, "gmail", "team@example.com", |_| None)
         .await
         .unwrap();
     let tool = app

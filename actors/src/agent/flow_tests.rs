@@ -77,6 +77,7 @@ impl Integrations for Calendar {
                 status: ToolStatus::Succeeded,
                 latency_ms: self.delay_ms,
                 response_preview: Some(result.to_string()),
+                raw_response_preview: None,
                 status_code: Some(200),
                 error: None,
                 delivery_id: None,

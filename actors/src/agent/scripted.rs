@@ -525,6 +525,7 @@ impl CallTools for StandInTools {
                 status: ToolStatus::Succeeded,
                 latency_ms: self.delay.as_millis() as u64,
                 response_preview: Some("booked".into()),
+                raw_response_preview: None,
                 status_code: Some(200),
                 error: None,
                 delivery_id: None,

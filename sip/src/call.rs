@@ -453,6 +453,11 @@ impl Call {
         }
     }
 
+    /// What transfers the call (REFER on its dialog), usable while the call goes on.
+    pub fn transferer(&self) -> crate::transfer::Transferer {
+        crate::transfer::Transferer::new(self.teardown.dialog.clone(), self.remote)
+    }
+
     /// How the call ended, once it has.
     pub fn end_cause(&self) -> Option<EndCause> {
         self.teardown.ended

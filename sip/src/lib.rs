@@ -16,6 +16,7 @@ pub mod rtp;
 pub mod sdp;
 pub mod server;
 pub mod settings;
+pub mod transfer;
 pub mod trunk;
 pub mod vad;
 

@@ -22,6 +22,7 @@ mod dnc;
 mod engine;
 mod engine_retries;
 mod flow_integrations;
+mod flow_transfer;
 mod flows;
 mod google;
 mod integrations;

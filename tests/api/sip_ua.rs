@@ -304,6 +304,17 @@ impl Ua {
 
     /// Waits for a request from the server (e.g. its BYE) and answers it 200.
     pub async fn expect_request(&mut self, method: &str, within: Duration) -> String {
+        self.answer_request(method, within, 200, "OK").await
+    }
+
+    /// Waits for a request from the server and answers it `code`.
+    pub async fn answer_request(
+        &mut self,
+        method: &str,
+        within: Duration,
+        code: u16,
+        reason: &str,
+    ) -> String {
         let mut buf = vec![0u8; 65536];
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -315,7 +326,7 @@ impl Ua {
             if !text.starts_with(&format!("{method} ")) {
                 continue;
             }
-            let reply = reply_to(&text, 200, "OK");
+            let reply = reply_to(&text, code, reason);
             self.sock
                 .send_to(reply.as_bytes(), from)
                 .await

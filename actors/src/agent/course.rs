@@ -142,18 +142,32 @@ impl Agent<'_> {
         let to = self.transfer_to.take()?;
         let at_ms = self.now_ms();
         let started = self.line.transfer(&to);
-        let mut event = ToolEvent {
+        let event = ToolEvent {
             at_ms,
             ..ToolEvent::at_once("transfer", Value::String(to), ToolStatus::Succeeded, None)
         };
+        self.transferring = Some(event);
         match started {
-            Ok(()) => {
+            Ok(()) => None,
+            Err(why) => self.transferred(Err(why)),
+        }
+    }
+
+    /// The line says how the transfer went: the call ends as transferred, or the director
+    /// takes the failure (a flow's `error_next_step_id`).
+    pub(super) fn transferred(&mut self, result: Result<Option<u16>, String>) -> Option<EndReason> {
+        let mut event = self.transferring.take()?;
+        event.latency_ms = self.now_ms().saturating_sub(event.at_ms);
+        match result {
+            Ok(code) => {
+                event.status_code = code;
                 self.conversation.events.push(event);
                 Some(EndReason::Transferred)
             }
             Err(why) => {
                 event.status = ToolStatus::Failed;
                 event.error = Some(why);
+                let at_ms = event.at_ms;
                 self.conversation.events.push(event);
                 let mind = self.plan.mind.as_ref()?;
                 let steps = mind.director.transfer_failed(at_ms);

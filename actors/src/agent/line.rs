@@ -48,6 +48,9 @@ pub enum LineEvent {
     Said(String),
     /// The call has ended from the far side or the network.
     Ended(EndReason),
+    /// How a transfer the agent started went: the status the other side accepted it with
+    /// (none on a line without signalling), or why it did not.
+    Transferred(Result<Option<u16>, String>),
 }
 
 /// What the agent does to and hears from a call.
@@ -78,8 +81,9 @@ pub trait Line: Send {
     /// The agent has said all it had to say and waits for the other party (a text line tells
     /// its other party so).
     fn floor(&mut self) {}
-    /// Hands the call to `to` (an E.164 number or a `sip:` URI); the agent's part then ends.
-    /// Why it cannot, when it cannot.
+    /// Starts handing the call to `to` (an E.164 number or a `sip:` URI); how it went comes
+    /// as [`LineEvent::Transferred`], and the agent's part ends if it went. Why it cannot
+    /// start, when it cannot.
     fn transfer(&mut self, to: &str) -> Result<(), String> {
         let _ = to;
         Err("this line cannot transfer calls".into())
@@ -95,11 +99,17 @@ pub trait Line: Send {
 pub struct SipLine {
     call: Call,
     ended: bool,
+    /// The REFER under way, if any.
+    transfer: Option<tokio::sync::oneshot::Receiver<Result<u16, String>>>,
 }
 
 impl SipLine {
     pub fn new(call: Call) -> SipLine {
-        SipLine { call, ended: false }
+        SipLine {
+            call,
+            ended: false,
+            transfer: None,
+        }
     }
 }
 
@@ -163,12 +173,38 @@ impl Line for SipLine {
         self.call.hangup().await;
     }
 
+    fn transfer(&mut self, to: &str) -> Result<(), String> {
+        if self.transfer.is_some() {
+            return Err("a transfer is already under way".into());
+        }
+        switchboard_sip::transfer::refer_target(to, self.call.remote)?;
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        let transferer = self.call.transferer();
+        let to = to.to_string();
+        tokio::spawn(async move {
+            let _ = done.send(transferer.refer(&to).await);
+        });
+        self.transfer = Some(outcome);
+        Ok(())
+    }
+
     async fn next_event(&mut self) -> LineEvent {
         if self.ended {
             return std::future::pending().await;
         }
         let direction = self.call.direction;
-        match self.call.next_event().await {
+        let event = match self.transfer.as_mut() {
+            Some(outcome) => tokio::select! {
+                result = outcome => {
+                    self.transfer = None;
+                    let result = result.unwrap_or_else(|_| Err("the transfer was dropped".into()));
+                    return LineEvent::Transferred(result.map(Some));
+                }
+                event = self.call.next_event() => event,
+            },
+            None => self.call.next_event().await,
+        };
+        match event {
             Some(CallEvent::Media(event)) => LineEvent::Media(event),
             Some(CallEvent::Ended(cause)) => {
                 self.ended = true;

@@ -93,6 +93,8 @@ pub(super) struct Agent<'a> {
     pub(super) dispatches: u32,
     /// Where the call is transferred once what is being said has been said.
     pub(super) transfer_to: Option<String>,
+    /// The transfer under way: its record, completed when the line says how it went.
+    pub(super) transferring: Option<crate::conversation::ToolEvent>,
     /// The director's opening has been done.
     opened: bool,
     /// The line has been told the agent waits for the other party.
@@ -139,6 +141,7 @@ impl<'a> Agent<'a> {
             silent_round: false,
             dispatches: 0,
             transfer_to: None,
+            transferring: None,
             opened: false,
             floor_given: false,
         }
@@ -220,6 +223,7 @@ impl<'a> Agent<'a> {
             && self.dispatches == 0
             && self.course.is_empty()
             && self.transfer_to.is_none()
+            && self.transferring.is_none()
             && self.listening.transcribing == 0
             && !self.listening.speaking
             && self.listening.ends_at().is_none()
@@ -295,6 +299,9 @@ impl<'a> Agent<'a> {
     fn on_event(&mut self, event: LineEvent) -> Option<EndReason> {
         let event = match event {
             LineEvent::Ended(reason) => return Some(reason),
+            LineEvent::Transferred(result) => return self.transferred(result),
+            // The call is being handed over: the caller waits for it.
+            _ if self.transferring.is_some() => return None,
             LineEvent::Said(text) => {
                 let (now, now_ms) = (Instant::now(), self.now_ms());
                 self.caller_speaks();

@@ -140,6 +140,12 @@ impl Line for TextLine {
 
     fn detect_answering_machine(&mut self, _settings: AmdSettings) {}
 
+    fn transfer(&mut self, _to: &str) -> Result<(), String> {
+        // Nothing carries the call further: the transfer is taken as done.
+        self.raised.push_back(LineEvent::Transferred(Ok(None)));
+        Ok(())
+    }
+
     async fn hangup(&mut self) {
         if !self.ended {
             self.ended = true;

@@ -39,8 +39,8 @@ pub struct NodePosition {
 /// `transitions [{next_step_id, condition} | {next_step_id, when: {variable, path?, equals |
 /// not_equals | exists}}]`; `tool_call`: `tool_id`, `error_next_step_id`; `integration_call`:
 /// `integration_id`, `provider`, `action`, `args_template`, `success_next_step_id`,
-/// `error_next_step_id`, `custom [{path, equals, next_step_id}]`; `transfer`: `destination`,
-/// `error_next_step_id`; conversation, transfer and end nodes: `is_global`,
+/// `error_next_step_id`, `custom [{path, equals, next_step_id}]`; `transfer`: `destination`
+/// (E.164 or a `sip:` URI; a SIP call is handed over by REFER), `error_next_step_id`; conversation, transfer and end nodes: `is_global`,
 /// `global_condition`; tool_call and integration_call nodes: `sample_result` (the simulator's
 /// dry runs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

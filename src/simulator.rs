@@ -48,6 +48,9 @@ pub struct Simulation {
     /// The agent's `{{variables}}`.
     pub variables: Map<String, Value>,
     pub dry_run: bool,
+    /// A dry run's answers of tools whose node declares no `sample_result`: the tools'
+    /// own (`config.sample_result`), by tool id.
+    pub tool_samples: HashMap<String, Value>,
 }
 
 /// What a simulation did.
@@ -102,6 +105,15 @@ pub async fn simulate(
                 .unwrap_or_default(),
             by_id: tools.as_ref().map(|t| t.by_id()).unwrap_or_default(),
             samples,
+            tool_samples: tools
+                .as_ref()
+                .map(|t| t.by_id())
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|(id, spec)| {
+                    Some((spec.name, simulation.tool_samples.get(&id)?.clone()))
+                })
+                .collect(),
         });
         (Some(dry.clone()), Some(dry))
     } else {
@@ -285,17 +297,24 @@ fn samples(flow: &Value) -> HashMap<String, Value> {
         .collect()
 }
 
-/// A dry run's tools and integrations: each answers with its node's `sample_result` (`{}`
-/// when it declares none); nothing leaves the service.
+/// A dry run's tools and integrations: each answers with its node's `sample_result`, else a
+/// tool's own, else `{}`; nothing leaves the service.
 struct DryRun {
     specs: Vec<switchboard_actors::vendors::ToolSpec>,
     by_id: HashMap<String, switchboard_actors::vendors::ToolSpec>,
     samples: HashMap<String, Value>,
+    /// Tools' own samples, by function name.
+    tool_samples: HashMap<String, Value>,
 }
 
 impl DryRun {
     fn answer(&self, node_id: &str, name: &str, arguments: Value) -> (Value, ToolEvent) {
-        let sample = self.samples.get(node_id).cloned().unwrap_or(json!({}));
+        let sample = self
+            .samples
+            .get(node_id)
+            .or_else(|| self.tool_samples.get(name))
+            .cloned()
+            .unwrap_or(json!({}));
         let event = ToolEvent {
             response_preview: Some(format!("dry run: {sample}")),
             raw_response_preview: None,

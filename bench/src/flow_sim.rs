@@ -120,6 +120,7 @@ pub async fn run(args: FlowSimArgs) -> anyhow::Result<Value> {
             metadata: Default::default(),
             variables: Default::default(),
             dry_run: true,
+            tool_samples: Default::default(),
         };
         let start = Instant::now();
         let done = simulate(&agent, &flow(), model.clone(), (None, None), simulation)

@@ -277,6 +277,13 @@ async fn flow_test(
         metadata: input.metadata,
         variables: input.variables,
         dry_run: input.dry_run,
+        tool_samples: state
+            .store
+            .call_tools(auth.workspace_id, agent.id)
+            .await?
+            .into_iter()
+            .filter_map(|t| Some((t.id.to_string(), t.config.get("sample_result")?.clone())))
+            .collect(),
     };
     let integrations = state
         .providers

@@ -39,6 +39,9 @@ pub struct WebhookConfig {
     pub headers: BTreeMap<String, String>,
     #[serde(default)]
     pub payload_config: PayloadConfig,
+    /// What the flow simulator's dry runs answer for the tool; never sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_result: Option<Value>,
 }
 
 fn default_timeout() -> u64 {
@@ -249,12 +252,13 @@ pub async fn webhook_config(
             "is not supported: webhook tools are dispatched exactly once",
         ));
     }
-    const KEYS: [&str; 5] = [
+    const KEYS: [&str; 6] = [
         "url",
         "method",
         "timeout_seconds",
         "headers",
         "payload_config",
+        "sample_result",
     ];
     if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err(invalid(
@@ -350,6 +354,7 @@ pub async fn webhook_config(
         timeout_seconds: timeout,
         headers,
         payload_config,
+        sample_result: obj.get("sample_result").filter(|v| !v.is_null()).cloned(),
     })
 }
 

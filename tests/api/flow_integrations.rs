@@ -116,7 +116,11 @@ impl Rig {
                 .as_array()
                 .unwrap()
                 .iter()
-                .find(|e| e["name"] == "google_calendar.check_availability")
+                .find(|e| {
+                    e["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("google_calendar."))
+                })
                 .cloned()
                 .unwrap_or(Value::Null),
         }
@@ -633,4 +637,53 @@ async fn the_operator_connects_an_account_with_its_grant_sealed_and_reconnects_i
     let (ok, out) = connect(&["--client-id", " "]);
     assert!(!ok);
     assert!(out.contains("must not be empty"), "{out}");
+}
+
+/// A flow that lists the day's events in New York.
+fn listing(calendar: &str) -> Value {
+    json!({"nodes": [
+        {"id": "start", "type": "start", "greeting": "Hi.", "is_literal": true, "next_step_id": "list"},
+        {"id": "list", "type": "integration_call", "integration_id": calendar, "provider": "google_calendar",
+         "action": "list_events",
+         "args_template": {"start_time": "2026-03-08T00:00", "end_time": "2026-03-09T00:00",
+                           "time_zone": "America/New_York", "query": "standup"},
+         "custom": [{"path": "$.items[0].start.dateTime", "equals": "2026-03-08 09:00", "next_step_id": "nine"}],
+         "success_next_step_id": "other", "error_next_step_id": "other"},
+        {"id": "nine", "type": "end", "greeting": "Your standup is at nine.", "is_literal": true},
+        {"id": "other", "type": "end", "greeting": "Something else.", "is_literal": true}
+    ], "flow_config_version": 1})
+}
+
+#[tokio::test]
+async fn list_events_reads_the_window_in_the_zone_and_routes_on_wall_clock_times() {
+    let r = rig_with("Lister", listing).await;
+    // 13:00 UTC on the day New York's clocks spring forward, 09:00 EDT.
+    r.google.add_event(
+        "primary",
+        json!({"id": "s1", "summary": "standup",
+               "start": {"dateTime": "2026-03-08T13:00:00Z", "timeZone": "America/New_York"},
+               "end": {"dateTime": "2026-03-08T13:15:00Z", "timeZone": "America/New_York"}}),
+    );
+    let d = r.run_with(json!({"turns": ["What's on today?"]})).await;
+    assert_eq!(d.final_node, "nine", "{}", d.reason);
+    assert_eq!(d.reason, "custom[0] matched");
+    assert_eq!(d.dispatch["name"], "google_calendar.list_events");
+    let view: Value =
+        serde_json::from_str(d.dispatch["response_preview"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        view["items"][0]["end"],
+        json!({"dateTime": "2026-03-08 09:15"})
+    );
+    assert_eq!(view["timeZone"], "America/New_York");
+    // The window went to Google as instants with New York's offset (EST at midnight).
+    let query = r.google.last_query();
+    for part in [
+        "timeMin=2026-03-08T00%3A00%3A00-05%3A00",
+        "timeMax=2026-03-09T00%3A00%3A00-04%3A00",
+        "q=standup",
+        "singleEvents=true",
+        "timeZone=America%2FNew_York",
+    ] {
+        assert!(query.contains(part), "{part} in {query}");
+    }
 }

@@ -420,3 +420,62 @@ async fn a_sip_call_to_a_flow_agent_follows_its_nodes_and_keeps_its_path() {
     let other = replay(json!({"replay_call_id": "01a1fc49-0000-7000-8000-000000000000"})).await;
     assert_eq!(other.status, StatusCode::NOT_FOUND, "{}", other.text);
 }
+
+#[tokio::test]
+async fn a_dry_run_answers_a_tool_with_its_own_sample_when_its_node_declares_none() {
+    let vendor = VendorServer::start().await;
+    let app = spawn_app_with(|c| vendor.serve(c)).await;
+    let tool = app
+        .post(
+            "/tools",
+            json!({"name": "find customer", "description": "Finds the customer",
+                   "config": {"url": "https://8.8.8.8/hook", "sample_result": {"tier": "gold"},
+                              "payload_config": {"extraction_parameters": [{"name": "email", "description": "Their email"}]}}}),
+        )
+        .await;
+    assert_eq!(tool.status, StatusCode::CREATED, "{}", tool.text);
+    let tool_id = tool.body["id"].as_str().unwrap();
+    let created = app
+        .post(
+            "/agents",
+            json!({"name": "Finder", "type": "flow", "flow_config": flow(json!([
+                {"id": "start", "type": "start", "greeting": "Hi.", "is_literal": true, "next_step_id": "find"},
+                {"id": "find", "type": "tool_call", "tool_id": tool_id, "next_step_id": "done"},
+                {"id": "done", "type": "end", "greeting": "Found you.", "is_literal": true}
+            ]))}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    let id = created.body["id"].as_str().unwrap();
+    let attached = app
+        .put(&format!("/agents/{id}/tools/{tool_id}"), json!({}))
+        .await;
+    assert_eq!(attached.status, StatusCode::OK, "{}", attached.text);
+    vendor.reply(Reply::tool_calls(&[(
+        "c1",
+        "extract_arguments",
+        r#"{"email": "ada@example.com"}"#,
+    )]));
+    let r = app
+        .post(
+            &format!("/agents/{id}/flow/test"),
+            json!({"turns": ["It's Ada."], "dry_run": true}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let d = &r.body["data"];
+    assert_eq!(d["final_node"], "done", "{d}");
+    assert_eq!(
+        d["variables"]["find.result"],
+        json!({"tier": "gold"}),
+        "{d}"
+    );
+    let run = d["dispatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == tool.body["name"])
+        .expect("the tool's run");
+    assert_eq!(run["response_preview"], "dry run: {\"tier\":\"gold\"}");
+    assert_eq!(run["arguments"]["email"], "ada@example.com");
+}

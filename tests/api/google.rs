@@ -52,6 +52,8 @@ struct Inner {
     sent: Vec<Value>,
     /// Every API request: method and path.
     requests: Vec<String>,
+    /// The query of the last events listing.
+    last_query: String,
 }
 
 #[derive(Clone)]
@@ -148,6 +150,10 @@ impl GoogleStandIn {
     /// Gmail messages sent, each `{raw, mime}` (the message decoded).
     pub fn sent(&self) -> Vec<Value> {
         self.with(|i| i.sent.clone())
+    }
+
+    pub fn last_query(&self) -> String {
+        self.with(|i| i.last_query.clone())
     }
 
     pub fn requests(&self) -> Vec<String> {
@@ -276,12 +282,14 @@ async fn create_event(
 async fn list_events(
     State(inner): State<Shared>,
     Path(calendar): Path<String>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
     headers: HeaderMap,
 ) -> Response {
     if let Err(r) = authorized(&inner, &headers, format!("GET calendars/{calendar}/events")).await {
         return r;
     }
-    let i = inner.lock().unwrap();
+    let mut i = inner.lock().unwrap();
+    i.last_query = query.unwrap_or_default();
     let items: Vec<Value> = i
         .events
         .iter()

@@ -109,6 +109,9 @@ pub(super) fn webhook_config_schema() -> Value {
                 "additionalProperties": false,
                 "properties": payload_properties(),
             },
+            "sample_result": {
+                "description": "What the flow simulator's dry runs answer for this tool when its tool_call node declares no sample_result (any JSON); never sent.",
+            },
         },
     })
 }

@@ -40,6 +40,7 @@ pub mod billing;
 pub mod call_tools;
 pub mod cli;
 pub mod config;
+pub mod dashboard;
 pub mod egress;
 pub mod engine;
 pub mod flows;

@@ -93,6 +93,12 @@ impl RateLimiter {
         })
     }
 
+    /// Charges one request from `source` at `now` (the dashboard's sign-in); whether it may
+    /// go on.
+    pub fn allow_source(&self, source: IpAddr, now: DateTime<Utc>) -> bool {
+        self.charge(Bucket::Source(source), now).allowed
+    }
+
     /// Charges one request to `bucket` at `now`.
     fn charge(&self, bucket: Bucket, now: DateTime<Utc>) -> Charge {
         let window = u64::try_from(now.timestamp()).unwrap_or(0) / 60;

@@ -18,7 +18,7 @@ mod agents;
 mod billing;
 mod call_windows;
 mod calls;
-mod campaigns;
+pub(crate) mod campaigns;
 mod carrier_accounts;
 mod dispositions;
 mod dnc;
@@ -26,7 +26,7 @@ mod flow_test;
 mod integrations;
 mod leads;
 mod phone_numbers;
-mod recordings;
+pub(crate) mod recordings;
 mod shared_links;
 mod sip_endpoints;
 mod tools;
@@ -178,6 +178,8 @@ pub fn router(state: AppState) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), gate::gate))
+        // The dashboard signs in with a session cookie, not a bearer key: outside the gate.
+        .nest("/app", crate::dashboard::router())
         .layer(middleware::from_fn(record_metrics))
         .with_state(state)
 }

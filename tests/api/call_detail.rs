@@ -128,7 +128,7 @@ async fn app_with(vendor: Option<&VendorServer>, tune: impl FnOnce(&mut Config))
 }
 
 /// [`app_with`], the carrier drawing outcomes from `mix`.
-async fn app_mixed(
+pub(crate) async fn app_mixed(
     vendor: Option<&VendorServer>,
     mix: &str,
     tune: impl FnOnce(&mut Config),
@@ -204,7 +204,7 @@ async fn viewing_booked(app: &TestApp) -> String {
 }
 
 /// Places a direct call and waits for its end; answers its id.
-async fn direct_call(app: &TestApp, to: &str) -> String {
+pub(crate) async fn direct_call(app: &TestApp, to: &str) -> String {
     let agent = flat_agent(app).await;
     let from = number(app, "+972501239000", "active").await;
     let resp = app

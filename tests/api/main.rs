@@ -16,6 +16,7 @@ mod cli;
 mod contacts;
 mod converse;
 mod crash;
+mod dashboard;
 mod discovery;
 mod dispositions;
 mod dnc;

@@ -137,7 +137,7 @@ pub struct CampaignView {
     pub message: Option<String>,
 }
 
-async fn view(
+pub(crate) async fn view(
     state: &AppState,
     ws: WorkspaceId,
     c: CampaignRecord,

@@ -1,0 +1,117 @@
+//! The page shell and the pieces pages share.
+
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use maud::{DOCTYPE, Markup, html};
+
+use super::session::Viewer;
+use crate::auth::Scope;
+
+/// The main navigation: path, label.
+const NAV: [(&str, &str); 3] = [
+    ("/app/campaigns", "Campaigns"),
+    ("/app/calls", "Calls"),
+    ("/app/settings/keys", "API keys"),
+];
+
+/// A whole page: `title`, the navigation for a signed-in `viewer` (the current page marked),
+/// and `body`.
+pub fn page(viewer: Option<&Viewer>, title: &str, current: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false}"#;
+                title { (title) " · Switchboard" }
+                link rel="stylesheet" href="/app/assets/app.css";
+                script src="/app/assets/vendor/htmx/htmx.min.js" defer {}
+            }
+            body {
+                a.skip href="#main" { "Skip to content" }
+                header.top {
+                    span.brand { "Switchboard" }
+                    @if let Some(viewer) = viewer {
+                        nav aria-label="Main" {
+                            ul {
+                                @for (href, label) in NAV {
+                                    li {
+                                        @if href == current {
+                                            a href=(href) aria-current="page" { (label) }
+                                        } @else {
+                                            a href=(href) { (label) }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        form.sign-out method="post" action="/app/sign-out" {
+                            input type="hidden" name="csrf" value=(viewer.csrf);
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main id="main" tabindex="-1" {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// A page as a response with `status`.
+pub fn respond(status: StatusCode, markup: Markup) -> Response {
+    (status, Html(markup.into_string())).into_response()
+}
+
+/// A page that says what went wrong, in words.
+pub fn problem(
+    viewer: Option<&Viewer>,
+    status: StatusCode,
+    title: &str,
+    message: &str,
+) -> Response {
+    respond(
+        status,
+        page(
+            viewer,
+            title,
+            "",
+            html! { p.problem role="alert" { (message) } },
+        ),
+    )
+}
+
+/// The page a key without `scope` gets.
+pub fn denied(viewer: &Viewer, scope: Scope) -> Response {
+    problem(
+        Some(viewer),
+        StatusCode::FORBIDDEN,
+        "Not allowed",
+        &format!("The API key you signed in with does not have the {scope} scope this page needs."),
+    )
+}
+
+/// An empty list: what it would hold, and what to do next.
+pub fn empty(what: &str, next: Markup) -> Markup {
+    html! {
+        div.empty {
+            p { "No " (what) " yet." }
+            p { (next) }
+        }
+    }
+}
+
+/// A UTC time as the page shows it.
+pub fn when(at: &chrono::DateTime<chrono::Utc>) -> Markup {
+    html! { time datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M UTC")) } }
+}
+
+/// Cents as dollars.
+pub fn money(cents: i64) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    let cents = cents.unsigned_abs();
+    format!("{sign}${}.{:02}", cents / 100, cents % 100)
+}

@@ -1,0 +1,91 @@
+//! Dashboard sessions: a signed-in browser's cookie token (kept as its SHA-256) and CSRF
+//! token, tied to the API key it was exchanged for.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
+
+use super::{Store, StoreError, StoreResult, ts};
+use crate::auth::Scopes;
+
+/// A live session, as a request sees it: its key's workspace and scopes as they are now.
+#[derive(Debug, Clone)]
+pub struct DashboardSession {
+    pub workspace_id: WorkspaceId,
+    pub key_id: ApiKeyId,
+    pub scopes: Scopes,
+    pub csrf: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// Starts a session for `key_id` until `expires_at` (and forgets expired ones).
+    pub async fn create_dashboard_session(
+        &self,
+        token_hash: &[u8; 32],
+        workspace_id: WorkspaceId,
+        key_id: ApiKeyId,
+        csrf: &str,
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let now = ts(self.now());
+        let mut conn = self.conn().await?;
+        sqlx::query("DELETE FROM dashboard_sessions WHERE expires_at <= ?")
+            .bind(&now)
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query(
+            "INSERT INTO dashboard_sessions (token_hash, workspace_id, key_id, csrf, created_at, expires_at) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&token_hash[..])
+        .bind(workspace_id.as_uuid())
+        .bind(key_id.as_uuid())
+        .bind(csrf)
+        .bind(&now)
+        .bind(ts(expires_at))
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+
+    /// The session of a cookie token, if it has not expired and its key is neither revoked
+    /// nor expired.
+    pub async fn dashboard_session(
+        &self,
+        token_hash: &[u8; 32],
+    ) -> StoreResult<Option<DashboardSession>> {
+        let now = ts(self.now());
+        let row = sqlx::query(
+            "SELECT s.workspace_id, s.key_id, s.csrf, s.expires_at, k.scopes FROM dashboard_sessions s \
+             JOIN api_keys k ON k.id = s.key_id AND k.workspace_id = s.workspace_id \
+             WHERE s.token_hash = ? AND s.expires_at > ? AND k.revoked_at IS NULL \
+             AND (k.expires_at IS NULL OR k.expires_at > ?)",
+        )
+        .bind(&token_hash[..])
+        .bind(&now)
+        .bind(&now)
+        .fetch_optional(&mut *self.read_conn().await?)
+        .await?;
+        row.map(|r| {
+            let scopes: String = r.try_get("scopes")?;
+            Ok(DashboardSession {
+                workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
+                key_id: ApiKeyId::from_uuid(r.try_get("key_id")?),
+                scopes: Scopes::parse(&scopes).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                csrf: r.try_get("csrf")?,
+                expires_at: r.try_get("expires_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Ends a session (signing out).
+    pub async fn end_dashboard_session(&self, token_hash: &[u8; 32]) -> StoreResult<()> {
+        sqlx::query("DELETE FROM dashboard_sessions WHERE token_hash = ?")
+            .bind(&token_hash[..])
+            .execute(&mut *self.conn().await?)
+            .await?;
+        Ok(())
+    }
+}

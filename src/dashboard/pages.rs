@@ -13,7 +13,7 @@ use super::layout::{denied, empty, money, page, problem, respond, when};
 use super::session::Viewer;
 use crate::auth::Scope;
 use crate::http::AppState;
-use crate::store::{CallFilter, Page};
+use crate::store::{AnalysisStatus, CallFilter, Page};
 use switchboard_actors::call::CallStatus;
 
 /// Most rows a list page shows.
@@ -304,9 +304,12 @@ pub async fn call(
         }
         section aria-labelledby="analysis" {
             h2 id="analysis" { "Analysis" }
-            @match &detail.summary {
-                Some(summary) => p { (summary) },
-                None => p.muted { "No analysis yet." },
+            @match (&detail.summary, detail.analysis_status) {
+                (Some(summary), _) => p { (summary) },
+                (None, Some(AnalysisStatus::Skipped)) => p.muted { "Not analysed: the call was not answered, nothing was said, or no chat model is configured." },
+                (None, Some(AnalysisStatus::Failed)) => p.muted { "The analysis failed: " (detail.analysis_error.as_deref().unwrap_or("no reason was given")) },
+                (None, Some(AnalysisStatus::Pending)) => p.muted { "The analysis is under way." },
+                (None, _) => p.muted { "No analysis yet: the call has not ended." },
             }
         }
     };

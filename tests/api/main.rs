@@ -5,6 +5,7 @@ mod helpers;
 mod affiliates;
 mod agents;
 mod billing;
+mod browser;
 mod call_detail;
 mod call_states;
 mod call_tools;

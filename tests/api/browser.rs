@@ -1,0 +1,287 @@
+//! The dashboard in a real browser: Debian's headless Chromium driven over WebDriver
+//! (chromedriver), each page checked with axe-core run in the page and saved as a screenshot
+//! under `target/screenshots/`. `./scripts/test` installs Chromium, its driver and axe-core.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::call_detail::{app_mixed, direct_call};
+use crate::helpers::eventually;
+use crate::sip_ua::free_sip_port;
+
+/// One browser and its WebDriver session.
+pub struct Browser {
+    driver: tokio::process::Child,
+    base: String,
+    client: reqwest::Client,
+}
+
+fn manifest(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium `width` pixels wide.
+    pub async fn start(width: u32) -> Browser {
+        let port = free_sip_port();
+        let driver = tokio::process::Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("chromedriver runs (./scripts/test installs Debian's chromium-driver)");
+        let client = reqwest::Client::new();
+        let status = format!("http://127.0.0.1:{port}/status");
+        eventually(Duration::from_secs(15), "chromedriver is ready", || {
+            let (client, status) = (client.clone(), status.clone());
+            async move {
+                let r = client.get(&status).send().await.ok()?;
+                let v: Value = r.json().await.ok()?;
+                (v["value"]["ready"] == true).then_some(())
+            }
+        })
+        .await;
+        let session: Value = client
+            .post(format!("http://127.0.0.1:{port}/session"))
+            .json(&json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
+                "goog:chromeOptions": {"binary": "/usr/bin/chromium",
+                    // A phone's width is emulated: a window is never narrower than 500 pixels.
+                    "mobileEmulation": {"deviceMetrics": {"width": width, "height": 844, "pixelRatio": 1}},
+                    "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                             "--autoplay-policy=no-user-gesture-required", "--mute-audio",
+                             format!("--window-size={},900", width.max(500))]}}}}))
+            .send()
+            .await
+            .expect("a browser session")
+            .json()
+            .await
+            .expect("a session answer");
+        let id = session["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no browser session: {session}"));
+        let browser = Browser {
+            driver,
+            base: format!("http://127.0.0.1:{port}/session/{id}"),
+            client,
+        };
+        // Elements are looked for until they appear (a page may still be loading).
+        browser
+            .call(
+                reqwest::Method::POST,
+                "/timeouts",
+                Some(json!({"implicit": 5000, "pageLoad": 15000})),
+            )
+            .await;
+        browser
+    }
+
+    /// Waits until the page's address ends with `suffix` (a form's answer has loaded).
+    pub async fn wait_url(&self, suffix: &str) {
+        let mut last = String::new();
+        for _ in 0..100 {
+            last = self.url().await;
+            if last.ends_with(suffix) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the page stayed at {last}, not at ...{suffix}");
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let answer: Value = request
+            .send()
+            .await
+            .expect("webdriver")
+            .json()
+            .await
+            .expect("json");
+        if answer["value"].get("error").is_some() {
+            panic!("webdriver {path}: {}", answer["value"]);
+        }
+        answer["value"].clone()
+    }
+
+    pub async fn go(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", Some(json!({"url": url})))
+            .await;
+    }
+
+    pub async fn url(&self) -> String {
+        self.call(reqwest::Method::GET, "/url", None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    async fn element(&self, css: &str) -> String {
+        let found = self
+            .call(
+                reqwest::Method::POST,
+                "/element",
+                Some(json!({"using": "css selector", "value": css})),
+            )
+            .await;
+        found
+            .as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .unwrap()
+            .to_string()
+    }
+
+    pub async fn type_in(&self, css: &str, text: &str) {
+        let id = self.element(css).await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{id}/value"),
+            Some(json!({"text": text})),
+        )
+        .await;
+    }
+
+    pub async fn click(&self, css: &str) {
+        let id = self.element(css).await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{id}/click"),
+            Some(json!({})),
+        )
+        .await;
+    }
+
+    pub async fn text(&self, css: &str) -> String {
+        let id = self.element(css).await;
+        self.call(reqwest::Method::GET, &format!("/element/{id}/text"), None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    pub async fn run(&self, script: &str) -> Value {
+        self.call(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({"script": script, "args": []})),
+        )
+        .await
+    }
+
+    /// Saves what the page shows as `target/screenshots/<name>.png`.
+    pub async fn screenshot(&self, name: &str) {
+        let png = self.call(reqwest::Method::GET, "/screenshot", None).await;
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap())
+            .unwrap();
+        let dir = manifest("target/screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), bytes).unwrap();
+    }
+
+    /// axe-core's serious and critical violations of the page, as `id: targets`.
+    pub async fn axe(&self) -> Vec<String> {
+        let source =
+            std::fs::read_to_string(manifest("tests/browser/node_modules/axe-core/axe.min.js"))
+                .expect("axe-core (./scripts/test installs it into tests/browser)");
+        self.run(&format!("{source}\nreturn true;")).await;
+        let script = "const done = arguments[arguments.length - 1];
+            axe.run(document, {resultTypes: ['violations']})
+              .then(r => done(r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical')
+                 .map(v => v.id + ' (' + v.impact + '): ' + v.nodes.map(n => n.target.join(' ')).join(', '))))
+              .catch(e => done(['axe failed: ' + e]));";
+        let found = self
+            .call(
+                reqwest::Method::POST,
+                "/execute/async",
+                Some(json!({"script": script, "args": []})),
+            )
+            .await;
+        found
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| v.as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// Ends the session and the driver.
+    pub async fn quit(mut self) {
+        let _ = self.client.delete(&self.base).send().await;
+        let _ = self.driver.kill().await;
+    }
+}
+
+/// Checks the page with axe-core and saves its screenshot.
+async fn check(browser: &Browser, name: &str) {
+    browser.screenshot(name).await;
+    let violations = browser.axe().await;
+    assert!(violations.is_empty(), "{name}: {violations:#?}");
+}
+
+#[tokio::test]
+async fn an_operator_signs_in_reads_a_call_and_manages_keys_in_a_real_browser() {
+    let app = app_mixed(None, "busy=1", |_| {}).await;
+    let call = direct_call(&app, "+972525550302").await;
+    let browser = Browser::start(1280).await;
+    browser.go(&app.url("/app/campaigns")).await;
+    browser.wait_url("/app/sign-in").await;
+    check(&browser, "sign-in").await;
+    browser.type_in("#key", "sb_wrong").await;
+    browser.click("form.card button").await;
+    assert!(browser.text(".field-error").await.contains("not valid"));
+    check(&browser, "sign-in-error").await;
+    browser.type_in("#key", &app.key).await;
+    browser.click("form.card button").await;
+    browser.wait_url("/app/campaigns").await;
+    // The session cookie is HttpOnly: the page's script cannot read it.
+    assert_eq!(browser.run("return document.cookie;").await, "");
+    check(&browser, "campaigns").await;
+
+    browser.go(&app.url("/app/calls")).await;
+    check(&browser, "calls").await;
+    browser.click(&format!("a[href='/app/calls/{call}']")).await;
+    browser.wait_url(&call).await;
+    assert!(browser.text("dl.facts").await.contains("+972525550302"));
+    check(&browser, "call").await;
+
+    browser.go(&app.url("/app/settings/keys")).await;
+    check(&browser, "keys").await;
+    browser.type_in("#name", "browser").await;
+    browser.click("input[value='calls:read']").await;
+    browser.click("form.card button").await;
+    let secret = browser.text("code.secret").await;
+    assert!(secret.starts_with("sb_"), "{secret}");
+    check(&browser, "key-created").await;
+    browser.click("button[aria-label='Revoke browser']").await;
+    let rows = browser.text("table tbody").await;
+    assert!(rows.contains("revoked"), "{rows}");
+    let api = app
+        .send(reqwest::Method::GET, "/calls", Some(&secret), None)
+        .await;
+    assert_eq!(api.status, reqwest::StatusCode::UNAUTHORIZED);
+
+    // Readable at phone width too.
+    browser.quit().await;
+    let phone = Browser::start(390).await;
+    phone.go(&app.url("/app/sign-in")).await;
+    phone.type_in("#key", &app.key).await;
+    phone.click("form.card button").await;
+    phone.wait_url("/app/campaigns").await;
+    phone.go(&app.url(&format!("/app/calls/{call}"))).await;
+    let overflow = phone
+        .run("return document.documentElement.scrollWidth > window.innerWidth;")
+        .await;
+    assert_eq!(overflow, false, "the call page fits a phone's width");
+    check(&phone, "call-phone").await;
+    phone.quit().await;
+}

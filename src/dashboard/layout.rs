@@ -8,9 +8,10 @@ use super::session::Viewer;
 use crate::auth::Scope;
 
 /// The main navigation: path, label.
-const NAV: [(&str, &str); 3] = [
+const NAV: [(&str, &str); 4] = [
     ("/app/campaigns", "Campaigns"),
     ("/app/calls", "Calls"),
+    ("/app/live", "Live calls"),
     ("/app/settings/keys", "API keys"),
 ];
 

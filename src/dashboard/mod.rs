@@ -7,6 +7,7 @@
 //!   write carries.
 //! - [`layout`]: the page shell and the shared pieces (tables, empty states, errors).
 //! - [`pages`]: campaigns, calls and one call.
+//! - [`live`]: the calls under way, updated through server-sent events.
 //! - [`keys`]: the settings page of API keys (create with scopes and expiry, shown once; list;
 //!   revoke).
 //!
@@ -27,6 +28,7 @@ use crate::http::AppState;
 mod assets;
 mod keys;
 mod layout;
+mod live;
 mod pages;
 mod session;
 
@@ -46,6 +48,8 @@ pub fn router() -> Router<AppState> {
         .route("/campaigns", get(pages::campaigns))
         .route("/calls", get(pages::calls))
         .route("/calls/{id}", get(pages::call))
+        .route("/live", get(live::page))
+        .route("/live/events", get(live::events))
         .route("/settings/keys", get(keys::page).post(keys::create))
         .route("/settings/keys/{id}/revoke", post(keys::revoke))
         .route("/assets/{*path}", get(assets::serve))

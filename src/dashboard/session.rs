@@ -74,6 +74,11 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
+/// The SHA-256 of the request's session cookie, if it has one.
+pub fn session_token(headers: &HeaderMap) -> Option<[u8; 32]> {
+    cookie(headers, SESSION_COOKIE).map(hash_key)
+}
+
 fn random_token() -> String {
     hex::encode(rand::random::<[u8; 32]>())
 }

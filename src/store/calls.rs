@@ -391,6 +391,24 @@ impl Store {
         row.as_ref().map(call_row).transpose()
     }
 
+    /// The workspace's calls under way (`dialing`, `ringing`, `in_progress`), newest first,
+    /// at most `limit`.
+    pub async fn calls_under_way(
+        &self,
+        ws: WorkspaceId,
+        limit: i64,
+    ) -> StoreResult<Vec<CallRecord>> {
+        let rows = sqlx::query(
+            "SELECT * FROM calls WHERE workspace_id = ? AND status IN ('dialing', 'ringing', 'in_progress') \
+             ORDER BY created_at DESC, id DESC LIMIT ?",
+        )
+        .bind(ws.as_uuid())
+        .bind(limit)
+        .fetch_all(&mut *self.read_conn().await?)
+        .await?;
+        rows.iter().map(call_row).collect()
+    }
+
     pub async fn list_calls(
         &self,
         ws: WorkspaceId,

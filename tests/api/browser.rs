@@ -91,7 +91,12 @@ impl Browser {
         panic!("the page stayed at {last}, not at ...{suffix}");
     }
 
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    async fn try_call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, Value> {
         let mut request = self.client.request(method, format!("{}{path}", self.base));
         if let Some(body) = body {
             request = request.json(&body);
@@ -103,10 +108,47 @@ impl Browser {
             .json()
             .await
             .expect("json");
-        if answer["value"].get("error").is_some() {
-            panic!("webdriver {path}: {}", answer["value"]);
+        match answer["value"].get("error") {
+            Some(_) => Err(answer["value"].clone()),
+            None => Ok(answer["value"].clone()),
         }
-        answer["value"].clone()
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        self.try_call(method, path, body)
+            .await
+            .unwrap_or_else(|e| panic!("webdriver {path}: {e}"))
+    }
+
+    /// Waits until the element `css` holds `needle` (a submitted form's answer has replaced
+    /// the page); its text.
+    pub async fn wait_text(&self, css: &str, needle: &str) -> String {
+        let mut last = String::new();
+        for _ in 0..100 {
+            let found = self
+                .try_call(
+                    reqwest::Method::POST,
+                    "/element",
+                    Some(json!({"using": "css selector", "value": css})),
+                )
+                .await;
+            if let Some(id) = found.ok().and_then(|f| {
+                f.as_object()
+                    .and_then(|o| o.values().next())
+                    .and_then(Value::as_str)
+                    .map(String::from)
+            }) && let Ok(text) = self
+                .try_call(reqwest::Method::GET, &format!("/element/{id}/text"), None)
+                .await
+            {
+                last = text.as_str().unwrap_or_default().to_string();
+                if last.contains(needle) {
+                    return last;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{css} never held {needle:?}; it held {last:?}");
     }
 
     pub async fn go(&self, url: &str) {
@@ -156,15 +198,6 @@ impl Browser {
             Some(json!({})),
         )
         .await;
-    }
-
-    pub async fn text(&self, css: &str) -> String {
-        let id = self.element(css).await;
-        self.call(reqwest::Method::GET, &format!("/element/{id}/text"), None)
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
     }
 
     pub async fn run(&self, script: &str) -> Value {
@@ -238,7 +271,7 @@ async fn an_operator_signs_in_reads_a_call_and_manages_keys_in_a_real_browser() 
     check(&browser, "sign-in").await;
     browser.type_in("#key", "sb_wrong").await;
     browser.click("form.card button").await;
-    assert!(browser.text(".field-error").await.contains("not valid"));
+    browser.wait_text(".field-error", "not valid").await;
     check(&browser, "sign-in-error").await;
     browser.type_in("#key", &app.key).await;
     browser.click("form.card button").await;
@@ -251,20 +284,28 @@ async fn an_operator_signs_in_reads_a_call_and_manages_keys_in_a_real_browser() 
     check(&browser, "calls").await;
     browser.click(&format!("a[href='/app/calls/{call}']")).await;
     browser.wait_url(&call).await;
-    assert!(browser.text("dl.facts").await.contains("+972525550302"));
+    browser.wait_text("dl.facts", "+972525550302").await;
     check(&browser, "call").await;
+
+    browser.go(&app.url("/app/live")).await;
+    browser.wait_text("main", "No calls under way").await;
+    // The page's event stream is open (htmx's extension, under the CSP).
+    let open = browser
+        .run("return !!document.querySelector('[sse-connect]')['htmx-internal-data'];")
+        .await;
+    assert_eq!(open, true);
+    check(&browser, "live").await;
 
     browser.go(&app.url("/app/settings/keys")).await;
     check(&browser, "keys").await;
     browser.type_in("#name", "browser").await;
     browser.click("input[value='calls:read']").await;
     browser.click("form.card button").await;
-    let secret = browser.text("code.secret").await;
+    let secret = browser.wait_text("code.secret", "sb_").await;
     assert!(secret.starts_with("sb_"), "{secret}");
     check(&browser, "key-created").await;
     browser.click("button[aria-label='Revoke browser']").await;
-    let rows = browser.text("table tbody").await;
-    assert!(rows.contains("revoked"), "{rows}");
+    browser.wait_text("table tbody", "revoked").await;
     let api = app
         .send(reqwest::Method::GET, "/calls", Some(&secret), None)
         .await;

@@ -10,16 +10,16 @@ use crate::call_detail::{app_mixed, direct_call};
 use crate::helpers::{TestApp, spawn_app};
 
 /// A browser's view of the dashboard: its cookies, no redirects followed.
-struct Session {
-    base: String,
+pub(crate) struct Session {
+    pub(crate) base: String,
     client: reqwest::Client,
     cookies: HashMap<String, String>,
 }
 
-struct Page {
-    status: StatusCode,
-    headers: HeaderMap,
-    text: String,
+pub(crate) struct Page {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) text: String,
 }
 
 impl Page {
@@ -31,7 +31,7 @@ impl Page {
     }
 
     /// The value of the first hidden input named `name`.
-    fn hidden(&self, name: &str) -> String {
+    pub(crate) fn hidden(&self, name: &str) -> String {
         let marker = format!("name=\"{name}\" value=\"");
         let start = self
             .text
@@ -43,7 +43,7 @@ impl Page {
 }
 
 impl Session {
-    fn new(app: &TestApp) -> Session {
+    pub(crate) fn new(app: &TestApp) -> Session {
         Session {
             base: app.url(""),
             client: reqwest::Client::builder()
@@ -54,7 +54,7 @@ impl Session {
         }
     }
 
-    fn cookie_header(&self) -> String {
+    pub(crate) fn cookie_header(&self) -> String {
         self.cookies
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
@@ -62,7 +62,7 @@ impl Session {
             .join("; ")
     }
 
-    async fn send(&mut self, request: reqwest::RequestBuilder) -> Page {
+    pub(crate) async fn send(&mut self, request: reqwest::RequestBuilder) -> Page {
         let response = request
             .header("cookie", self.cookie_header())
             .send()
@@ -85,12 +85,12 @@ impl Session {
         }
     }
 
-    async fn get(&mut self, path: &str) -> Page {
+    pub(crate) async fn get(&mut self, path: &str) -> Page {
         let request = self.client.get(format!("{}{path}", self.base));
         self.send(request).await
     }
 
-    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
+    pub(crate) async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
         let body = url::form_urlencoded::Serializer::new(String::new())
             .extend_pairs(form)
             .finish();
@@ -103,7 +103,7 @@ impl Session {
     }
 
     /// Signs in with `key`; the page it lands on.
-    async fn sign_in(&mut self, key: &str) -> Page {
+    pub(crate) async fn sign_in(&mut self, key: &str) -> Page {
         let form = self.get("/app/sign-in").await;
         let token = form.hidden("sign_in");
         self.post("/app/sign-in", &[("sign_in", &token), ("key", key)])

@@ -1,0 +1,152 @@
+//! Live calls: who is being called or talking, through which agent, in which state and for how
+//! long. The page subscribes to `/app/live/events` (server-sent events through htmx's
+//! extension); the stream reads the workspace's calls under way every second and sends the
+//! table again when it changed (durations move every second while a call is up). The session
+//! is checked again at every read: a revoked key or an expired session ends the stream.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use futures_util::stream::{self, Stream};
+use maud::{Markup, html};
+use switchboard_actors::ids::{AgentId, WorkspaceId};
+
+use super::layout::{denied, page as shell, respond};
+use super::session::{Viewer, session_token};
+use crate::auth::Scope;
+use crate::http::AppState;
+use crate::store::CallRecord;
+
+/// Most calls the table shows.
+const SHOWN: i64 = 200;
+/// How often the stream reads the calls.
+const EVERY: Duration = Duration::from_secs(1);
+
+fn seconds(since: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let s = (now - since).num_seconds().max(0);
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+fn table(calls: &[CallRecord], agents: &HashMap<AgentId, String>, now: DateTime<Utc>) -> Markup {
+    html! {
+        @if calls.is_empty() {
+            div.empty { p { "No calls under way. Calls appear here as they are placed or answered." } }
+        } @else {
+            table {
+                caption.sr-only { "Calls under way" }
+                thead { tr {
+                    th scope="col" { "Who" } th scope="col" { "Direction" } th scope="col" { "Agent" }
+                    th scope="col" { "State" } th scope="col" { "For" }
+                } }
+                tbody {
+                    @for c in calls {
+                        @let who = if c.direction == "inbound" { &c.from_number } else { &c.to_number };
+                        @let since = if c.status == "in_progress" { c.answered_at.unwrap_or(c.created_at) } else { c.created_at };
+                        tr {
+                            td { a href=(format!("/app/calls/{}", c.id)) { (who) } }
+                            td { (c.direction) }
+                            td { (c.agent_id.and_then(|a| agents.get(&a)).map(String::as_str).unwrap_or("—")) }
+                            td { span class=(format!("status st-{}", c.status)) { (c.status) } }
+                            td.num { (seconds(since, now)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The calls under way, with their agents' names (kept in `agents` across reads).
+async fn read(
+    state: &AppState,
+    ws: WorkspaceId,
+    agents: &mut HashMap<AgentId, String>,
+) -> Result<Markup, crate::store::StoreError> {
+    let calls = state.store.calls_under_way(ws, SHOWN).await?;
+    for id in calls.iter().filter_map(|c| c.agent_id) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = agents.entry(id) {
+            let name = state.store.agent(ws, id).await?.map(|a| a.name);
+            slot.insert(name.unwrap_or_default());
+        }
+    }
+    Ok(table(&calls, agents, state.store.now()))
+}
+
+pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Response {
+    if !viewer.scopes.allows(Scope::CallsRead) {
+        return denied(&viewer, Scope::CallsRead);
+    }
+    let mut agents = HashMap::new();
+    let now = match read(&state, viewer.workspace_id, &mut agents).await {
+        Ok(now) => now,
+        Err(e) => {
+            tracing::error!(error = %e, "live calls could not be read");
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        }
+    };
+    let body = html! {
+        script src="/app/assets/vendor/htmx-ext-sse/sse.min.js" defer {}
+        p.muted { "Updated as calls change, without reloading." }
+        div hx-ext="sse" sse-connect="/app/live/events" sse-swap="calls" aria-live="polite" {
+            (now)
+        }
+    };
+    respond(
+        StatusCode::OK,
+        shell(Some(&viewer), "Live calls", "/app/live", body),
+    )
+}
+
+/// The stream of the table, sent when it changed.
+pub async fn events(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Response> {
+    if !viewer.scopes.allows(Scope::CallsRead) {
+        return Err(denied(&viewer, Scope::CallsRead));
+    }
+    let token = session_token(&headers).unwrap_or_default();
+    let start = (
+        state,
+        viewer.workspace_id,
+        token,
+        HashMap::new(),
+        String::new(),
+        false,
+    );
+    let updates = stream::unfold(
+        start,
+        |(state, ws, token, mut agents, last, mut wait)| async move {
+            loop {
+                if wait {
+                    tokio::time::sleep(EVERY).await;
+                }
+                wait = true;
+                // The session still stands (the key not revoked, the session not expired).
+                match state.store.dashboard_session(&token).await {
+                    Ok(Some(s)) if s.workspace_id == ws => {}
+                    _ => return None,
+                }
+                let html = match read(&state, ws, &mut agents).await {
+                    Ok(markup) => markup.into_string(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "live calls could not be read");
+                        continue;
+                    }
+                };
+                if html != last {
+                    let event = Event::default().event("calls").data(html.clone());
+                    return Some((Ok(event), (state, ws, token, agents, html, true)));
+                }
+            }
+        },
+    );
+    Ok(Sse::new(updates).keep_alive(KeepAlive::default()))
+}

@@ -1,0 +1,122 @@
+//! The live calls page: a call's changes reach an open page through server-sent events, and
+//! the stream ends with the session.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::dashboard::Session;
+use crate::sip_calls::{endpoint, sip_app};
+use crate::sip_ua::Ua;
+
+/// An open event stream of the dashboard.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn open(web: &Session, path: &str) -> Events {
+        let response = reqwest::Client::new()
+            .get(format!("{}{path}", web.base))
+            .header("cookie", web.cookie_header())
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Events {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next `calls` event's data; `None` when the stream ended.
+    async fn next(&mut self, within: Duration) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                if block.lines().any(|l| l == "event: calls") {
+                    let data: Vec<&str> = block
+                        .lines()
+                        .filter_map(|l| l.strip_prefix("data: ").or(l.strip_prefix("data:")))
+                        .collect();
+                    return Some(data.join("\n"));
+                }
+            }
+            match tokio::time::timeout_at(deadline, self.response.chunk()).await {
+                Err(_) => panic!("no event within {within:?}"),
+                Ok(Ok(Some(bytes))) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
+                Ok(_) => return None,
+            }
+        }
+    }
+
+    /// Events until one whose data satisfies `wanted`.
+    async fn until(&mut self, wanted: impl Fn(&str) -> bool) -> String {
+        loop {
+            let data = self
+                .next(Duration::from_secs(10))
+                .await
+                .expect("the stream goes on");
+            if wanted(&data) {
+                return data;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_live_call_reaches_an_open_page_and_leaves_it_when_it_ends() {
+    let s = sip_app(0, 100).await;
+    let (_, _, slug) = endpoint(
+        &s.app,
+        json!({"name": "Front desk", "agent_speaks_first": false}),
+        json!({}),
+    )
+    .await;
+    let mut web = Session::new(&s.app);
+    web.sign_in(&s.app.key).await;
+    let page = web.get("/app/live").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    assert!(page.text.contains("No calls under way"), "{}", page.text);
+    assert!(page.text.contains("sse-connect=\"/app/live/events\""));
+
+    let mut events = Events::open(&web, "/app/live/events").await;
+    let first = events.next(Duration::from_secs(5)).await.unwrap();
+    assert!(first.contains("No calls under way"), "{first}");
+
+    let mut ua = Ua::new(s.sip, &slug).await;
+    ua.invite_with_offer().await;
+    let (_, ok) = ua.final_reply("INVITE", Duration::from_secs(5)).await;
+    assert_eq!(ok.code, 200);
+    ua.ack_2xx().await;
+    let live = events.until(|d| d.contains("in_progress")).await;
+    assert!(live.contains("Front desk"), "{live}");
+    assert!(live.contains("inbound"), "{live}");
+    // Its duration moves while it is up.
+    let later = events.next(Duration::from_secs(5)).await.unwrap();
+    assert!(later.contains("in_progress") && later != live, "{later}");
+
+    ua.bye().await;
+    let gone = events.until(|d| !d.contains("in_progress")).await;
+    assert!(gone.contains("No calls under way"), "{gone}");
+
+    // Signing out ends the stream.
+    let csrf = web.get("/app/live").await.hidden("csrf");
+    web.post("/app/sign-out", &[("csrf", &csrf)]).await;
+    assert_eq!(events.next(Duration::from_secs(5)).await, None);
+    // And without a session there is no stream.
+    let r = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(s.app.url("/app/live/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+}

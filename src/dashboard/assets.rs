@@ -6,11 +6,16 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// Path, content type, bytes.
-const FILES: [(&str, &str, &[u8]); 3] = [
+const FILES: [(&str, &str, &[u8]); 4] = [
     (
         "app.css",
         "text/css; charset=utf-8",
         include_bytes!("../../assets/app.css"),
+    ),
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/app.js"),
     ),
     (
         "vendor/htmx/htmx.min.js",

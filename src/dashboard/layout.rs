@@ -28,6 +28,7 @@ pub fn page(viewer: Option<&Viewer>, title: &str, current: &str, body: Markup) -
                 title { (title) " · Switchboard" }
                 link rel="stylesheet" href="/app/assets/app.css";
                 script src="/app/assets/vendor/htmx/htmx.min.js" defer {}
+                script src="/app/assets/app.js" defer {}
             }
             body {
                 a.skip href="#main" { "Skip to content" }

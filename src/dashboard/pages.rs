@@ -234,7 +234,11 @@ pub async fn call(
         Err(e) => return unavailable(&viewer, e),
     };
     let c = crate::http::recordings::present(&state, detail.call.clone());
-    let title = format!("Call to {}", c.to_number);
+    let title = if c.direction == "inbound" {
+        format!("Call from {}", c.from_number)
+    } else {
+        format!("Call to {}", c.to_number)
+    };
     let body = html! {
         dl.facts {
             dt { "Direction" } dd { (c.direction) }
@@ -263,8 +267,13 @@ pub async fn call(
                 ol.transcript {
                     @for t in &detail.transcript {
                         @let who = if t.role == Speaker::Agent { "Agent" } else { "Caller" };
-                        li class=(if t.role == Speaker::Agent { "agent" } else { "caller" }) data-start=(t.start_ms) {
-                            span.at { (clock(t.start_ms)) }
+                        li class=(if t.role == Speaker::Agent { "agent" } else { "caller" }) {
+                            @if c.recording_url.is_some() {
+                                button.seek type="button" data-seek-ms=(t.start_ms)
+                                    aria-label=(format!("Play the recording from {}", clock(t.start_ms))) { (clock(t.start_ms)) }
+                            } @else {
+                                span.at { (clock(t.start_ms)) }
+                            }
                             " "
                             strong { (who) }
                             @if let Some(node) = &t.node { " " span.node { "in " (node) } }

@@ -326,3 +326,74 @@ async fn an_operator_signs_in_reads_a_call_and_manages_keys_in_a_real_browser() 
     check(&phone, "call-phone").await;
     phone.quit().await;
 }
+
+#[tokio::test]
+async fn a_call_s_recording_plays_and_a_transcript_turn_seeks_it() {
+    use crate::converse::{call_slug, conversing_app_with};
+    use crate::sip_calls::{ended_call, endpoint};
+    use crate::vendor::{Reply, VendorServer};
+    let vendor = VendorServer::start().await;
+    vendor.transcript("I would like to book a table.", Duration::ZERO);
+    vendor.reply(Reply::text(&["Of course."]));
+    vendor.reply(Reply::text(&[
+        "{\"summary\": \"The caller wanted a table.\", \"extracted\": {}}",
+    ]));
+    let s = conversing_app_with(&vendor, |_| {}).await;
+    let (_, _, slug) = endpoint(&s.app, json!({"vad_stop_secs": 0.5}), json!({})).await;
+    let (ua, media) = call_slug(&s, &slug).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ua.stream_tone(media, 75).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ua.bye().await;
+    let call = ended_call(&s.app, 1).await;
+    let id = call["id"].as_str().unwrap().to_string();
+    let detail = s.app.get(&format!("/calls/{id}")).await.body;
+    assert!(detail["recording_url"].is_string(), "{detail}");
+    let caller_ms = detail["transcript"][1]["start_ms"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("a caller turn: {detail}"));
+    assert!(caller_ms > 1000, "{detail}");
+
+    let browser = Browser::start(1280).await;
+    browser.go(&s.app.url("/app/sign-in")).await;
+    browser.type_in("#key", &s.app.key).await;
+    browser.click("form.card button").await;
+    browser.wait_url("/app/campaigns").await;
+    browser.go(&s.app.url(&format!("/app/calls/{id}"))).await;
+    browser
+        .wait_text("main", "I would like to book a table.")
+        .await;
+    // The player loads the recording through its signed link and plays: its time moves.
+    let played = browser
+        .call(
+            reqwest::Method::POST,
+            "/execute/async",
+            Some(json!({"script": "const done = arguments[arguments.length - 1];
+                const p = document.getElementById('player'); p.muted = true;
+                p.play().then(() => setTimeout(() => done(p.currentTime), 1000)).catch(e => done('failed: ' + e));",
+                "args": []})),
+        )
+        .await;
+    assert!(
+        played.as_f64().is_some_and(|t| t > 0.2),
+        "the player's time: {played}"
+    );
+    // The caller's turn's button seeks the recording to the turn.
+    browser
+        .run("document.getElementById('player').pause(); return true;")
+        .await;
+    browser
+        .click("ol.transcript li:nth-of-type(2) button.seek")
+        .await;
+    let at = browser
+        .run("return document.getElementById('player').currentTime;")
+        .await
+        .as_f64()
+        .unwrap();
+    assert!(
+        (at - caller_ms as f64 / 1000.0).abs() < 0.3,
+        "seeked to {at} s; the turn starts at {caller_ms} ms"
+    );
+    check(&browser, "call-recording").await;
+    browser.quit().await;
+}

@@ -19,8 +19,19 @@ use switchboard_actors::call::CallStatus;
 /// Most rows a list page shows.
 const ROWS: i64 = 50;
 
-pub async fn home(_viewer: Viewer) -> Redirect {
-    Redirect::to("/app/campaigns")
+/// The first page the key may see.
+pub fn landing(scopes: &crate::auth::Scopes) -> &'static str {
+    if scopes.allows(Scope::CampaignsManage) {
+        "/app/campaigns"
+    } else if scopes.allows(Scope::CallsRead) {
+        "/app/calls"
+    } else {
+        "/app/settings/keys"
+    }
+}
+
+pub async fn home(viewer: Viewer) -> Redirect {
+    Redirect::to(landing(&viewer.scopes))
 }
 
 /// An unknown address under `/app`.

@@ -214,12 +214,12 @@ pub async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
         );
     }
     let key = form.get("key").map(|k| k.trim()).unwrap_or_default();
-    let (key_id, workspace_id) = match state.store.check_key(key).await {
+    let (key_id, workspace_id, scopes) = match state.store.check_key(key).await {
         Ok(KeyCheck::Valid {
             key_id,
             workspace_id,
-            ..
-        }) => (key_id, workspace_id),
+            scopes,
+        }) => (key_id, workspace_id, scopes),
         Ok(KeyCheck::Expired) => return again(StatusCode::UNAUTHORIZED, "That key has expired."),
         Ok(KeyCheck::Invalid) => {
             return again(
@@ -264,7 +264,7 @@ pub async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
         );
     }
     let max_age = (expires - now).num_seconds().max(0);
-    let mut response = Redirect::to("/app/campaigns").into_response();
+    let mut response = Redirect::to(super::pages::landing(&scopes)).into_response();
     let headers = response.headers_mut();
     headers.append(
         header::SET_COOKIE,

@@ -278,7 +278,12 @@ async fn keys_are_created_once_shown_and_revoked_with_the_csrf_token() {
         .await
         .unwrap();
     let mut n = Session::new(&app);
-    n.sign_in(&narrow).await;
+    let landed = n.sign_in(&narrow).await;
+    assert_eq!(
+        landed.location(),
+        "/app/calls",
+        "a key lands on a page it may see"
+    );
     assert_eq!(
         n.get("/app/settings/keys").await.status,
         StatusCode::FORBIDDEN

@@ -174,9 +174,10 @@ pub async fn serve(
     let payments: Arc<dyn billing::PaymentProvider> = Arc::new(billing::LocalPaymentProvider);
     let sip_stop = tokio_util::sync::CancellationToken::new();
     let speech = speech_engine(&config)?;
+    let egress = egress::Egress::system(config.egress_allow.clone());
     let providers = Arc::new(providers::Providers::new(
         store.clone(),
-        egress::Egress::system(config.egress_allow.clone()),
+        egress.clone(),
         config.google.clone(),
         config.integration_timeout,
         config.secrets_key_file.clone(),
@@ -184,7 +185,7 @@ pub async fn serve(
     let vendors = vendors::Vendors {
         model: model.clone(),
         transcriber: transcriber(&config)?,
-        egress: egress::Egress::system(config.egress_allow.clone()),
+        egress,
         providers: providers.clone(),
     };
     // The SIP server starts first: the SIP dialer places calls through it. Its inbound calls

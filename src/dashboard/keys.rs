@@ -10,7 +10,7 @@ use maud::{Markup, html};
 use switchboard_actors::ids::ApiKeyId;
 
 use super::layout::{page as shell, problem, respond, when};
-use super::session::{Viewer, fields};
+use super::session::{Viewer, fields, form_body};
 use crate::auth::{Scope, Scopes};
 use crate::http::AppState;
 
@@ -153,22 +153,11 @@ pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Response {
     .await
 }
 
-async fn form_of(req: Request) -> std::collections::HashMap<String, String> {
-    let body = axum::body::to_bytes(req.into_body(), 64 * 1024)
-        .await
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    fields(&body)
-}
-
 pub async fn create(State(state): State<AppState>, viewer: Viewer, req: Request) -> Response {
     if !may_manage(&viewer) {
         return forbidden(&viewer);
     }
-    let body = axum::body::to_bytes(req.into_body(), 64 * 1024)
-        .await
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
+    let body = form_body(req).await;
     let form = fields(&body);
     if !viewer.checks(&form) {
         return viewer.refused();
@@ -273,7 +262,7 @@ pub async fn revoke(
     if !may_manage(&viewer) {
         return forbidden(&viewer);
     }
-    if !viewer.checks(&form_of(req).await) {
+    if !viewer.checks(&fields(&form_body(req).await)) {
         return viewer.refused();
     }
     let not_found = || {

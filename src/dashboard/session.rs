@@ -56,6 +56,17 @@ impl Viewer {
     }
 }
 
+/// Largest form body a dashboard page takes.
+const FORM_LIMIT: usize = 64 * 1024;
+
+/// A request's form body as text (empty when it cannot be read: no field then checks).
+pub async fn form_body(req: Request) -> String {
+    axum::body::to_bytes(req.into_body(), FORM_LIMIT)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
 /// A form body's fields.
 pub fn fields(body: &str) -> HashMap<String, String> {
     url::form_urlencoded::parse(body.as_bytes())
@@ -282,11 +293,7 @@ pub async fn sign_out(State(state): State<AppState>, viewer: Viewer, req: Reques
     let token = cookie(req.headers(), SESSION_COOKIE)
         .unwrap_or_default()
         .to_string();
-    let body = axum::body::to_bytes(req.into_body(), 16 * 1024)
-        .await
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    if !viewer.checks(&fields(&body)) {
+    if !viewer.checks(&fields(&form_body(req).await)) {
         return viewer.refused();
     }
     if let Err(e) = state.store.end_dashboard_session(&hash_key(&token)).await {

@@ -8,6 +8,9 @@
 //! and its ledger entry) happens in one transaction. Write transactions `BEGIN IMMEDIATE`: the
 //! write lock is taken up front, so one that reads before it writes cannot fail on upgrade
 //! (SQLITE_BUSY_SNAPSHOT) when another writer commits in between.
+//!
+//! Past 600 lines: the connection pools, the virtual-time single connection and the write
+//! gate are one mechanism; the resources live in their own modules below.
 
 mod affiliates;
 mod agents;

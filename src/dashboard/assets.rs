@@ -1,12 +1,12 @@
 //! The dashboard's files, embedded at build time: its stylesheet and the vendored htmx with
-//! its server-sent-events extension (licences in `assets/vendor/`).
+//! its server-sent-events extension and the uPlot chart library (licences in `assets/vendor/`).
 
 use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// Path, content type, bytes.
-const FILES: [(&str, &str, &[u8]); 4] = [
+const FILES: [(&str, &str, &[u8]); 6] = [
     (
         "app.css",
         "text/css; charset=utf-8",
@@ -26,6 +26,16 @@ const FILES: [(&str, &str, &[u8]); 4] = [
         "vendor/htmx-ext-sse/sse.min.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/vendor/htmx-ext-sse/sse.min.js"),
+    ),
+    (
+        "vendor/uplot/uPlot.iife.min.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/vendor/uplot/uPlot.iife.min.js"),
+    ),
+    (
+        "vendor/uplot/uPlot.min.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../../assets/vendor/uplot/uPlot.min.css"),
     ),
 ];
 

@@ -18,6 +18,18 @@ const NAV: [(&str, &str); 4] = [
 /// A whole page: `title`, the navigation for a signed-in `viewer` (the current page marked),
 /// and `body`.
 pub fn page(viewer: Option<&Viewer>, title: &str, current: &str, body: Markup) -> Markup {
+    page_with(viewer, title, current, &[], &[], body)
+}
+
+/// A whole page that also loads the `styles` and `scripts` (files under `/app/assets/`).
+pub fn page_with(
+    viewer: Option<&Viewer>,
+    title: &str,
+    current: &str,
+    styles: &[&str],
+    scripts: &[&str],
+    body: Markup,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -26,7 +38,9 @@ pub fn page(viewer: Option<&Viewer>, title: &str, current: &str, body: Markup) -
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false}"#;
                 title { (title) " · Switchboard" }
+                @for style in styles { link rel="stylesheet" href=(style); }
                 link rel="stylesheet" href="/app/assets/app.css";
+                @for script in scripts { script src=(script) defer {} }
                 script src="/app/assets/vendor/htmx/htmx.min.js" defer {}
                 script src="/app/assets/app.js" defer {}
             }

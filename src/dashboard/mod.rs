@@ -7,6 +7,10 @@
 //!   write carries.
 //! - [`layout`]: the page shell and the shared pieces (tables, empty states, errors).
 //! - [`pages`]: campaigns, calls and one call.
+//! - [`campaign`]: one campaign (progress, commands, settings, audit events), with
+//!   [`campaign_form`] (the settings form as a PATCH body) and [`chart`] (admissions and
+//!   outcomes over time).
+//! - [`contacts`]: a campaign's contacts, why each is or is not dialled, and the CSV upload.
 //! - [`live`]: the calls under way, updated through server-sent events.
 //! - [`keys`]: the settings page of API keys (create with scopes and expiry, shown once; list;
 //!   revoke).
@@ -17,7 +21,7 @@
 //! a 404 page.
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -26,6 +30,10 @@ use axum::routing::{get, post};
 use crate::http::AppState;
 
 mod assets;
+mod campaign;
+mod campaign_form;
+mod chart;
+mod contacts;
 mod keys;
 mod layout;
 mod live;
@@ -45,7 +53,18 @@ pub fn router() -> Router<AppState> {
             get(session::sign_in_page).post(session::sign_in),
         )
         .route("/sign-out", post(session::sign_out))
-        .route("/campaigns", get(pages::campaigns))
+        .route("/campaigns", get(pages::campaigns).post(campaign::create))
+        .route("/campaigns/{id}", get(campaign::show))
+        .route("/campaigns/{id}/summary", get(campaign::summary))
+        .route("/campaigns/{id}/settings", post(campaign::save))
+        .route(
+            "/campaigns/{id}/contacts",
+            get(contacts::list)
+                .post(contacts::upload)
+                // The upload's own limit (`max_csv_body_bytes`) applies as it streams in.
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route("/campaigns/{id}/{command}", post(campaign::command))
         .route("/calls", get(pages::calls))
         .route("/calls/{id}", get(pages::call))
         .route("/live", get(live::page))

@@ -44,7 +44,7 @@ pub async fn not_found(viewer: Option<Viewer>) -> Response {
     )
 }
 
-fn unavailable(viewer: &Viewer, error: impl std::fmt::Display) -> Response {
+pub(super) fn unavailable(viewer: &Viewer, error: impl std::fmt::Display) -> Response {
     tracing::error!(%error, "a dashboard page could not be read");
     problem(
         Some(viewer),
@@ -55,7 +55,7 @@ fn unavailable(viewer: &Viewer, error: impl std::fmt::Display) -> Response {
 }
 
 /// Contacts per state as a stacked bar, with its legend in words.
-fn progress(contacts: &Value, total: i64) -> Markup {
+pub(super) fn progress(contacts: &Value, total: i64) -> Markup {
     let states: Vec<(&str, i64)> = contacts
         .as_object()
         .into_iter()
@@ -79,8 +79,20 @@ fn progress(contacts: &Value, total: i64) -> Markup {
 }
 
 pub async fn campaigns(State(state): State<AppState>, viewer: Viewer) -> Response {
+    campaigns_with(&state, &viewer, StatusCode::OK, "", None).await
+}
+
+/// The campaigns, and the form that creates one (with `name` and its `error` when it was
+/// refused).
+pub(super) async fn campaigns_with(
+    state: &AppState,
+    viewer: &Viewer,
+    status: StatusCode,
+    name: &str,
+    error: Option<&str>,
+) -> Response {
     if !viewer.scopes.allows(Scope::CampaignsManage) {
-        return denied(&viewer, Scope::CampaignsManage);
+        return denied(viewer, Scope::CampaignsManage);
     }
     let page_of = Page {
         limit: ROWS,
@@ -92,30 +104,38 @@ pub async fn campaigns(State(state): State<AppState>, viewer: Viewer) -> Respons
         .await
     {
         Ok(listed) => listed,
-        Err(e) => return unavailable(&viewer, e),
+        Err(e) => return unavailable(viewer, e),
     };
     let mut rows = Vec::new();
     for c in listed.items {
-        match crate::http::campaigns::view(&state, viewer.workspace_id, c).await {
+        match crate::http::campaigns::view(state, viewer.workspace_id, c).await {
             Ok(v) => rows.push(serde_json::to_value(v).unwrap_or(Value::Null)),
-            Err(e) => return unavailable(&viewer, format!("{e:?}")),
+            Err(e) => return unavailable(viewer, format!("{e:?}")),
         }
     }
     let body = html! {
+        form.inline method="post" action="/app/campaigns" {
+            input type="hidden" name="csrf" value=(viewer.csrf);
+            label for="new-name" { "New campaign" }
+            input id="new-name" name="name" type="text" required maxlength="200" value=(name)
+                placeholder="Name" aria-describedby=[error.map(|_| "new-name-error")];
+            button type="submit" { "Create" }
+            @if let Some(e) = error { p.field-error id="new-name-error" { (e) } }
+        }
         @if rows.is_empty() {
-            (empty("campaigns", html! { "Create one with " code { "POST /campaigns" } ", then enroll contacts and launch it." }))
+            (empty("campaigns", html! { "Create one above (or with " code { "POST /campaigns" } "), then enroll contacts and launch it." }))
         } @else {
             table {
                 caption.sr-only { "Campaigns, newest first" }
                 thead { tr {
                     th scope="col" { "Name" } th scope="col" { "Status" } th scope="col" { "Contacts" }
-                    th scope="col" { "Attempts" } th scope="col" { "Spend" }
+                    th scope="col" { "Attempts" } th scope="col" { "Spend" } th scope="col" { "Last evaluation" }
                 } }
                 tbody {
                     @for c in &rows {
                         @let stats = &c["stats"];
                         tr {
-                            td { (c["name"].as_str().unwrap_or_default()) }
+                            td { a href=(format!("/app/campaigns/{}", c["id"].as_str().unwrap_or_default())) { (c["name"].as_str().unwrap_or_default()) } }
                             td { span class=(format!("status st-{}", c["status"].as_str().unwrap_or_default())) { (c["status"].as_str().unwrap_or_default()) } }
                             td { (progress(&stats["contacts"], stats["total_contacts"].as_i64().unwrap_or(0))) }
                             td.num { (stats["attempts"].as_i64().unwrap_or(0)) }
@@ -123,6 +143,7 @@ pub async fn campaigns(State(state): State<AppState>, viewer: Viewer) -> Respons
                                 (money(c["spent_cents"].as_i64().unwrap_or(0)))
                                 @if let Some(budget) = c["budget_cents"].as_i64() { " of " (money(budget)) }
                             }
+                            td { (super::campaign::evaluation(c["last_tick_result"].as_str())) }
                         }
                     }
                 }
@@ -131,8 +152,8 @@ pub async fn campaigns(State(state): State<AppState>, viewer: Viewer) -> Respons
         }
     };
     respond(
-        StatusCode::OK,
-        page(Some(&viewer), "Campaigns", "/app/campaigns", body),
+        status,
+        page(Some(viewer), "Campaigns", "/app/campaigns", body),
     )
 }
 

@@ -45,6 +45,21 @@ impl Viewer {
             .is_some_and(|t| constant_time_eq(t.as_bytes(), self.csrf.as_bytes()))
     }
 
+    /// Whether a submitted form (its fields in order) carries this session's CSRF token.
+    pub fn checks_pairs(&self, form: &[(String, String)]) -> bool {
+        form.iter()
+            .any(|(k, t)| k == "csrf" && constant_time_eq(t.as_bytes(), self.csrf.as_bytes()))
+    }
+
+    /// The API's view of this session's key, for the actions the page shares with the API.
+    pub fn auth(&self) -> crate::http::gate::Auth {
+        crate::http::gate::Auth {
+            workspace_id: self.workspace_id,
+            key_id: self.key_id,
+            scopes: self.scopes.clone(),
+        }
+    }
+
     /// The answer to a write without the right token.
     pub fn refused(&self) -> Response {
         problem(
@@ -65,6 +80,13 @@ pub async fn form_body(req: Request) -> String {
         .await
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default()
+}
+
+/// A form body's fields in order, repeated names kept (a group of checkboxes).
+pub fn pairs(body: &str) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect()
 }
 
 /// A form body's fields.

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
-use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
+use switchboard_actors::ids::{ApiKeyId, CampaignId, WorkspaceId};
 
 use super::{Store, StoreError, StoreResult, ts};
 use crate::auth::Scopes;
@@ -87,5 +87,50 @@ impl Store {
             .execute(&mut *self.conn().await?)
             .await?;
         Ok(())
+    }
+}
+
+/// A campaign's calls counted over time, in buckets of `step` seconds (each bucket keyed by the
+/// Unix time it starts at).
+#[derive(Debug, Default)]
+pub struct Timeline {
+    /// Calls admitted (created) per bucket.
+    pub admitted: Vec<(i64, i64)>,
+    /// Calls ended per bucket and outcome.
+    pub ended: Vec<(i64, String, i64)>,
+}
+
+impl Store {
+    /// The campaign's calls by when they were admitted and when, and how, they ended.
+    pub async fn campaign_timeline(
+        &self,
+        ws: WorkspaceId,
+        id: CampaignId,
+        step: i64,
+    ) -> StoreResult<Timeline> {
+        let step = step.max(1);
+        let mut conn = self.conn().await?;
+        let admitted: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT (CAST(strftime('%s', created_at) AS INTEGER) / ?1) * ?1 AS bucket, COUNT(*) \
+             FROM calls WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ?2 AND workspace_id = ?3) \
+             GROUP BY bucket ORDER BY bucket",
+        )
+        .bind(step)
+        .bind(id.as_uuid())
+        .bind(ws.as_uuid())
+        .fetch_all(&mut *conn)
+        .await?;
+        let ended: Vec<(i64, String, i64)> = sqlx::query_as(
+            "SELECT (CAST(strftime('%s', ended_at) AS INTEGER) / ?1) * ?1 AS bucket, \
+             COALESCE(outcome, 'unknown'), COUNT(*) \
+             FROM calls WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ?2 AND workspace_id = ?3) \
+             AND ended_at IS NOT NULL GROUP BY bucket, outcome ORDER BY bucket",
+        )
+        .bind(step)
+        .bind(id.as_uuid())
+        .bind(ws.as_uuid())
+        .fetch_all(&mut *conn)
+        .await?;
+        Ok(Timeline { admitted, ended })
     }
 }

@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::call_detail::{app_mixed, direct_call};
+use crate::calls::sim_app;
+use crate::campaigns::{agent, number};
 use crate::helpers::eventually;
 use crate::sip_ua::free_sip_port;
 
@@ -123,8 +125,15 @@ impl Browser {
     /// Waits until the element `css` holds `needle` (a submitted form's answer has replaced
     /// the page); its text.
     pub async fn wait_text(&self, css: &str, needle: &str) -> String {
+        self.wait_text_within(css, needle, Duration::from_secs(10))
+            .await
+    }
+
+    /// [`Browser::wait_text`], waiting up to `within`.
+    pub async fn wait_text_within(&self, css: &str, needle: &str, within: Duration) -> String {
         let mut last = String::new();
-        for _ in 0..100 {
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
             let found = self
                 .try_call(
                     reqwest::Method::POST,
@@ -395,5 +404,93 @@ async fn a_call_s_recording_plays_and_a_transcript_turn_seeks_it() {
         "seeked to {at} s; the turn starts at {caller_ms} ms"
     );
     check(&browser, "call-recording").await;
+    browser.quit().await;
+}
+
+#[tokio::test]
+async fn an_operator_creates_launches_and_watches_a_campaign_in_a_real_browser() {
+    let app = sim_app("answered=2,no_answer=1").await;
+    let agent = agent(&app, Some(120)).await;
+    let number = number(&app, "+972501230000", "active").await;
+    let browser = Browser::start(1280).await;
+    browser.go(&app.url("/app/sign-in")).await;
+    browser.type_in("#key", &app.key).await;
+    browser.click("form.card button").await;
+    browser.wait_url("/app/campaigns").await;
+    browser.type_in("#new-name", "Browser spring").await;
+    browser.click("form.inline button").await;
+    browser.wait_text("h1", "Browser spring").await;
+    let path = browser.url().await;
+    check(&browser, "campaign-new").await;
+
+    // Settings: a value the rules refuse is named beside its field, and the form keeps the rest.
+    browser
+        .click(&format!("#agent_id option[value='{agent}']"))
+        .await;
+    browser
+        .click(&format!("#from_phone_number_id option[value='{number}']"))
+        .await;
+    browser
+        .type_in(
+            "#calling_window",
+            r#"{"timezone": "UTC", "start": "00:00", "end": "24:00"}"#,
+        )
+        .await;
+    browser.type_in("#budget_cents", "lots").await;
+    browser.click("form.settings button[type=submit]").await;
+    browser
+        .wait_text("#budget_cents-error", "positive integer")
+        .await;
+    check(&browser, "campaign-settings-error").await;
+    browser
+        .run("document.getElementById('budget_cents').value = ''; document.getElementById('max_in_flight').value = '3'; document.getElementById('max_attempts').value = '1'; return true;")
+        .await;
+    browser.click("form.settings button[type=submit]").await;
+    browser.wait_text(".notice", "Saved").await;
+    let id = path.rsplit('/').next().unwrap();
+    let saved = app.get(&format!("/campaigns/{id}")).await;
+    assert_eq!(saved.body["agent_id"], agent.as_str(), "{}", saved.text);
+    assert_eq!(saved.body["max_in_flight"], 3);
+
+    // Contacts from a CSV file, through the form (with its progress bar); the report lists the
+    // invalid row.
+    let csv = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        csv.path(),
+        "phone_number,first_name\n+972501110001,Dana\n+972501110002,Eli\n+972501110003,Noa\nnope,X\n",
+    )
+    .unwrap();
+    browser.go(&format!("{path}/contacts")).await;
+    browser.type_in("#file", csv.path().to_str().unwrap()).await;
+    browser.click("form.upload button").await;
+    let report = browser.wait_text("#report", "enrolled").await;
+    assert!(report.contains("3 enrolled"), "{report}");
+    assert!(report.contains("1 invalid"), "{report}");
+    browser.wait_text("#contacts tbody", "+972501110003").await;
+    check(&browser, "campaign-upload").await;
+
+    // Launched, the page follows the campaign without a reload until every contact is done.
+    browser.go(&path).await;
+    browser.click("form[action$='/launch'] button").await;
+    browser.wait_text("#summary", "running").await;
+    browser
+        .run("document.body.dataset.loaded = 'once'; return true;")
+        .await;
+    browser
+        .wait_text_within("#summary", "Every contact is done", Duration::from_secs(40))
+        .await;
+    assert_eq!(
+        browser.run("return document.body.dataset.loaded;").await,
+        "once",
+        "the page was not reloaded"
+    );
+    let drawn = browser
+        .run("return document.querySelectorAll('#timeline canvas').length;")
+        .await;
+    assert_eq!(drawn, 1, "the chart is drawn");
+    check(&browser, "campaign-done").await;
+    browser.go(&format!("{path}/contacts")).await;
+    browser.wait_text("#contacts tbody", "+972501110003").await;
+    check(&browser, "campaign-contacts").await;
     browser.quit().await;
 }

@@ -12,7 +12,7 @@ use switchboard_actors::sim::SimConfig;
 use crate::campaigns::{agent, number};
 use crate::helpers::{TestApp, spawn_app_with};
 
-async fn sim_app(mix: &str) -> TestApp {
+pub(crate) async fn sim_app(mix: &str) -> TestApp {
     let mix = mix.parse().unwrap();
     let app = spawn_app_with(|c| {
         c.carrier = Carrier::Sim(SimConfig {

@@ -23,7 +23,7 @@ pub(crate) struct Page {
 }
 
 impl Page {
-    fn location(&self) -> &str {
+    pub(crate) fn location(&self) -> &str {
         self.headers
             .get("location")
             .and_then(|v| v.to_str().ok())
@@ -98,6 +98,35 @@ impl Session {
             .client
             .post(format!("{}{path}", self.base))
             .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        self.send(request).await
+    }
+
+    /// Posts a `multipart/form-data` form: `(name, file name, content)` in order.
+    pub(crate) async fn post_multipart(
+        &mut self,
+        path: &str,
+        parts: &[(&str, Option<&str>, &str)],
+    ) -> Page {
+        let boundary = "----switchboard-test-boundary";
+        let mut body = String::new();
+        for (name, file, content) in parts {
+            body.push_str(&format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\""
+            ));
+            if let Some(file) = file {
+                body.push_str(&format!("; filename=\"{file}\"\r\nContent-Type: text/csv"));
+            }
+            body.push_str(&format!("\r\n\r\n{content}\r\n"));
+        }
+        body.push_str(&format!("--{boundary}--\r\n"));
+        let request = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={boundary}"),
+            )
             .body(body);
         self.send(request).await
     }

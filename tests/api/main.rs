@@ -18,6 +18,7 @@ mod contacts;
 mod converse;
 mod crash;
 mod dashboard;
+mod dashboard_campaigns;
 mod dashboard_live;
 mod discovery;
 mod dispositions;

@@ -56,7 +56,7 @@ async fn preflight(
 }
 
 /// Runs a command against the state table; answers the campaign as it now is.
-async fn command(
+pub(crate) async fn command(
     state: &AppState,
     auth: &Auth,
     id: uuid::Uuid,

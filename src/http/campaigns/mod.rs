@@ -7,7 +7,10 @@
 //! - [`patch`]: PATCH and its field rules;
 //! - [`commands`]: launch, resume, pause, stop, archive (DELETE) and the audit events;
 //! - [`contacts`]: enrollment (JSON or CSV), the contact list and one contact with why it is or
-//!   is not being dialled now.
+//!   is not being dialled now;
+//! - [`staging`]: contacts on their way in (checked, spooled, fed to the store's transaction).
+//!
+//! The dashboard performs the same actions through the `pub(crate)` functions re-exported here.
 
 use axum::Json;
 use axum::extract::{FromRequest, Request, State};
@@ -43,6 +46,11 @@ use crate::store::{
 mod commands;
 mod contacts;
 mod patch;
+mod staging;
+
+pub(crate) use commands::command;
+pub(crate) use contacts::{EnrollReport, dialing_statuses, enroll_csv_upload};
+pub(crate) use patch::update_campaign;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -225,20 +233,29 @@ async fn create(
     auth: Auth,
     JsonObject(body): JsonObject,
 ) -> Result<(StatusCode, Json<CampaignView>), ApiError> {
-    check_fields(&body, &rules::WRITABLE_FIELDS)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(create_campaign(&state, &auth, &body).await?),
+    ))
+}
+
+/// Creates a `draft` campaign from `body` (`name` required, the PATCH rules for every field).
+pub(crate) async fn create_campaign(
+    state: &AppState,
+    auth: &Auth,
+    body: &Map<String, Value>,
+) -> Result<CampaignView, ApiError> {
+    check_fields(body, &rules::WRITABLE_FIELDS)?;
     if !body.contains_key("name") {
         return Err(ApiError::missing_field("name"));
     }
     let mut settings = CampaignSettings::defaults(String::new());
-    patch::apply_changes(&state, auth.workspace_id, &mut settings, &body).await?;
+    patch::apply_changes(state, auth.workspace_id, &mut settings, body).await?;
     let created = state
         .store
         .create_campaign(auth.workspace_id, &settings, auth.key_id)
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(view(&state, auth.workspace_id, created).await?),
-    ))
+    view(state, auth.workspace_id, created).await
 }
 
 fn listable_status_schema() -> utoipa::openapi::schema::Object {

@@ -248,10 +248,22 @@ async fn update(
     PathId(id): PathId,
     JsonObject(body): JsonObject,
 ) -> Result<Json<CampaignView>, ApiError> {
+    Ok(Json(
+        update_campaign(&state, &auth, CampaignId::from_uuid(id), &body).await?,
+    ))
+}
+
+/// PATCH of a campaign: `body`'s writable fields, each by its rule; answers the campaign as it
+/// now is.
+pub(crate) async fn update_campaign(
+    state: &AppState,
+    auth: &Auth,
+    id: CampaignId,
+    body: &Map<String, Value>,
+) -> Result<CampaignView, ApiError> {
     let ws = auth.workspace_id;
-    let id = CampaignId::from_uuid(id);
     let current = state.store.campaign(ws, id).await?.ok_or(NOT_FOUND)?;
-    check_fields(&body, &rules::WRITABLE_FIELDS)?;
+    check_fields(body, &rules::WRITABLE_FIELDS)?;
     if body.is_empty() {
         return Err(ApiError::bad_request(format!(
             "No writable field given. Writable fields: {}",
@@ -266,7 +278,7 @@ async fn update(
         )));
     }
     let mut settings = current.settings.clone();
-    let changed = apply_changes(&state, ws, &mut settings, &body).await?;
+    let changed = apply_changes(state, ws, &mut settings, body).await?;
     if !state
         .store
         .update_campaign_settings(ws, id, current.status, &settings, &changed, auth.key_id)
@@ -280,7 +292,7 @@ async fn update(
         state.engine.campaign_changed(id);
     }
     let updated = state.store.campaign(ws, id).await?.ok_or(NOT_FOUND)?;
-    Ok(Json(view(&state, ws, updated).await?))
+    view(state, ws, updated).await
 }
 
 #[cfg(test)]

@@ -194,6 +194,9 @@ pub struct Config {
     pub egress_allow: Vec<switchboard_sip::acl::IpNet>,
     /// Where flows' Google integrations are reached (Google's own APIs by default).
     pub google: crate::providers::GoogleUrls,
+    /// The service's own Google OAuth client, through which the dashboard connects accounts
+    /// (none: accounts are connected with `switchboard integration connect`).
+    pub google_client: Option<crate::providers::OAuthClient>,
     /// How long one request to an integration's provider may take (10 s).
     pub integration_timeout: Duration,
     /// The key that seals integrations' OAuth grants in the store (created on first use).
@@ -253,6 +256,7 @@ impl Default for Config {
             endpoints: Default::default(),
             egress_allow: Vec::new(),
             google: crate::providers::GoogleUrls::default(),
+            google_client: None,
             integration_timeout: crate::providers::runner::PROVIDER_TIMEOUT,
             secrets_key_file: PathBuf::from("switchboard.key"),
             carrier_accounts_enabled: true,
@@ -270,7 +274,9 @@ impl Config {
     /// Refuses settings that do not hold together, before anything starts.
     pub fn check(&self) -> anyhow::Result<()> {
         for (flag, url) in [
+            ("google-auth-url", &self.google.authorize),
             ("google-token-url", &self.google.token),
+            ("google-userinfo-url", &self.google.userinfo),
             ("google-calendar-url", &self.google.calendar),
             ("google-gmail-url", &self.google.gmail),
         ] {

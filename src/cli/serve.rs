@@ -210,6 +210,38 @@ pub struct ServeArgs {
         default_value = "https://oauth2.googleapis.com/token"
     )]
     pub google_token_url: String,
+    /// Google's OAuth 2.0 consent page, where the dashboard sends an operator connecting an
+    /// account.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_GOOGLE_AUTH_URL",
+        default_value = "https://accounts.google.com/o/oauth2/v2/auth"
+    )]
+    pub google_auth_url: String,
+    /// Google's OpenID Connect userinfo endpoint (which account was connected).
+    #[arg(
+        long,
+        env = "SWITCHBOARD_GOOGLE_USERINFO_URL",
+        default_value = "https://openidconnect.googleapis.com/v1/userinfo"
+    )]
+    pub google_userinfo_url: String,
+    /// The service's Google OAuth client id; with `--google-client-secret`, the dashboard
+    /// connects Google accounts itself (its redirect URI is
+    /// `<public URL>/app/settings/integrations/callback`).
+    #[arg(
+        long,
+        env = "SWITCHBOARD_GOOGLE_CLIENT_ID",
+        requires = "google_client_secret"
+    )]
+    pub google_client_id: Option<String>,
+    /// The service's Google OAuth client secret (better given in the environment).
+    #[arg(
+        long,
+        env = "SWITCHBOARD_GOOGLE_CLIENT_SECRET",
+        hide_env_values = true,
+        requires = "google_client_id"
+    )]
+    pub google_client_secret: Option<String>,
     /// The Google Calendar API v3 base.
     #[arg(
         long,
@@ -393,10 +425,20 @@ impl ServeArgs {
             public_url: self.public_url.clone(),
             egress_allow: self.egress_allow.clone(),
             google: crate::providers::GoogleUrls {
+                authorize: self.google_auth_url.clone(),
                 token: self.google_token_url.clone(),
+                userinfo: self.google_userinfo_url.clone(),
                 calendar: self.google_calendar_url.clone(),
                 gmail: self.google_gmail_url.clone(),
             },
+            google_client: self
+                .google_client_id
+                .clone()
+                .zip(self.google_client_secret.clone())
+                .map(|(client_id, client_secret)| crate::providers::OAuthClient {
+                    client_id,
+                    client_secret,
+                }),
             carrier_accounts_enabled: self.carrier_accounts_enabled,
             affiliate_hold_days: i64::from(self.affiliate_hold_days),
             ..Config::default()

@@ -8,10 +8,12 @@ use super::session::Viewer;
 use crate::auth::Scope;
 
 /// The main navigation: path, label.
-const NAV: [(&str, &str); 4] = [
+const NAV: [(&str, &str); 6] = [
     ("/app/campaigns", "Campaigns"),
     ("/app/calls", "Calls"),
     ("/app/live", "Live calls"),
+    ("/app/settings/integrations", "Integrations"),
+    ("/app/settings/webhooks", "Webhooks"),
     ("/app/settings/keys", "API keys"),
 ];
 

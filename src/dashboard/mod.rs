@@ -12,6 +12,9 @@
 //!   outcomes over time).
 //! - [`contacts`]: a campaign's contacts, why each is or is not dialled, and the CSV upload.
 //! - [`live`]: the calls under way, updated through server-sent events.
+//! - [`integrations`]: connected accounts, and connecting Google through its consent page
+//!   (OAuth authorization code with PKCE and a state bound to the session).
+//! - [`webhooks`]: the webhook signing secret (masked; revealed and rotated by a write).
 //! - [`keys`]: the settings page of API keys (create with scopes and expiry, shown once; list;
 //!   revoke).
 //!
@@ -34,14 +37,16 @@ mod campaign;
 mod campaign_form;
 mod chart;
 mod contacts;
+mod integrations;
 mod keys;
 mod layout;
 mod live;
 mod pages;
 mod session;
+mod webhooks;
 
 /// What every dashboard response says about how it may be used.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
     media-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The dashboard's routes, under `/app`.
@@ -70,6 +75,20 @@ pub fn router() -> Router<AppState> {
         .route("/live", get(live::page))
         .route("/live/events", get(live::events))
         .route("/settings/keys", get(keys::page).post(keys::create))
+        .route("/settings/webhooks", get(webhooks::show))
+        .route("/settings/webhooks/reveal", post(webhooks::reveal))
+        .route("/settings/webhooks/rotate", post(webhooks::rotate))
+        .route("/settings/integrations", get(integrations::list))
+        .route("/settings/integrations/connect", post(integrations::start))
+        .route(
+            "/settings/integrations/callback",
+            get(integrations::callback),
+        )
+        .route("/settings/integrations/finish", get(integrations::finish))
+        .route(
+            "/settings/integrations/{id}/disconnect",
+            post(integrations::disconnect),
+        )
         .route("/settings/keys/{id}/revoke", post(keys::revoke))
         .route("/assets/{*path}", get(assets::serve))
         .fallback(pages::not_found)
@@ -80,10 +99,14 @@ async fn secure(req: Request, next: Next) -> Response {
     let is_asset = req.uri().path().starts_with("/app/assets/");
     let mut response = next.run(req).await;
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    // A page may widen the policy for itself (the integrations page's forms lead to the
+    // provider's consent page); every other response gets this one.
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        );
+    }
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,

@@ -32,8 +32,12 @@ const EXPIRY_MARGIN: Duration = Duration::from_secs(60);
 /// Where Google's APIs are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GoogleUrls {
+    /// The OAuth 2.0 authorization endpoint (the consent page an operator is sent to).
+    pub authorize: String,
     /// The OAuth 2.0 token endpoint.
     pub token: String,
+    /// The OpenID Connect userinfo endpoint (which account consented).
+    pub userinfo: String,
     /// The Calendar API v3 base.
     pub calendar: String,
     /// The Gmail API v1 base.
@@ -43,7 +47,9 @@ pub struct GoogleUrls {
 impl Default for GoogleUrls {
     fn default() -> Self {
         GoogleUrls {
+            authorize: "https://accounts.google.com/o/oauth2/v2/auth".into(),
             token: "https://oauth2.googleapis.com/token".into(),
+            userinfo: "https://openidconnect.googleapis.com/v1/userinfo".into(),
             calendar: "https://www.googleapis.com/calendar/v3".into(),
             gmail: "https://gmail.googleapis.com/gmail/v1".into(),
         }
@@ -174,16 +180,7 @@ impl Google {
         ];
         self.refreshes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (status, text) = self
-            .exchange(
-                reqwest::Method::POST,
-                &self.urls.token,
-                None,
-                None,
-                Some(&form),
-            )
-            .await?;
-        let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let (status, answer) = self.token_endpoint(&form).await?;
         if !(200..300).contains(&status) {
             tokens.remove(&id);
             let error = answer["error"].as_str().unwrap_or_default();
@@ -215,8 +212,25 @@ impl Google {
         Ok(token)
     }
 
+    /// A form posted to the token endpoint: its status and JSON answer (`null` if not JSON).
+    pub(super) async fn token_endpoint(
+        &self,
+        form: &[(&str, &str)],
+    ) -> Result<(u16, Value), Failure> {
+        let (status, text) = self
+            .exchange(
+                reqwest::Method::POST,
+                &self.urls.token,
+                None,
+                None,
+                Some(form),
+            )
+            .await?;
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
     /// One request through the outbound URL policy: its status and body.
-    async fn exchange(
+    pub(super) async fn exchange(
         &self,
         method: reqwest::Method,
         url: &str,

@@ -109,7 +109,7 @@ impl Store {
         step: i64,
     ) -> StoreResult<Timeline> {
         let step = step.max(1);
-        let mut conn = self.conn().await?;
+        let mut conn = self.read_conn().await?;
         let admitted: Vec<(i64, i64)> = sqlx::query_as(
             "SELECT (CAST(strftime('%s', created_at) AS INTEGER) / ?1) * ?1 AS bucket, COUNT(*) \
              FROM calls WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ?2 AND workspace_id = ?3) \
@@ -132,5 +132,68 @@ impl Store {
         .fetch_all(&mut *conn)
         .await?;
         Ok(Timeline { admitted, ended })
+    }
+}
+
+/// An OAuth handshake the dashboard started, as its answer finds it.
+#[derive(Debug, Clone)]
+pub struct OAuthHandshake {
+    /// The SHA-256 of the session cookie that started it.
+    pub session_hash: Vec<u8>,
+    pub workspace_id: WorkspaceId,
+    pub provider: String,
+    pub verifier: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// Keeps a handshake under its state's hash until `expires_at` (and forgets expired ones).
+    pub async fn begin_oauth_handshake(
+        &self,
+        state_hash: &[u8; 32],
+        handshake: &OAuthHandshake,
+    ) -> StoreResult<()> {
+        let mut conn = self.conn().await?;
+        sqlx::query("DELETE FROM oauth_handshakes WHERE expires_at <= ?")
+            .bind(ts(self.now()))
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query(
+            "INSERT INTO oauth_handshakes (state_hash, session_hash, workspace_id, provider, verifier, expires_at) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&state_hash[..])
+        .bind(&handshake.session_hash)
+        .bind(handshake.workspace_id.as_uuid())
+        .bind(&handshake.provider)
+        .bind(&handshake.verifier)
+        .bind(ts(handshake.expires_at))
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Takes the handshake of a state: it answers once.
+    pub async fn take_oauth_handshake(
+        &self,
+        state_hash: &[u8; 32],
+    ) -> StoreResult<Option<OAuthHandshake>> {
+        let row = sqlx::query(
+            "DELETE FROM oauth_handshakes WHERE state_hash = ? \
+             RETURNING session_hash, workspace_id, provider, verifier, expires_at",
+        )
+        .bind(&state_hash[..])
+        .fetch_optional(&mut *self.conn().await?)
+        .await?;
+        row.map(|r| {
+            Ok(OAuthHandshake {
+                session_hash: r.try_get("session_hash")?,
+                workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
+                provider: r.try_get("provider")?,
+                verifier: r.try_get("verifier")?,
+                expires_at: r.try_get("expires_at")?,
+            })
+        })
+        .transpose()
     }
 }

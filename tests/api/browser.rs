@@ -494,3 +494,43 @@ async fn an_operator_creates_launches_and_watches_a_campaign_in_a_real_browser()
     check(&browser, "campaign-contacts").await;
     browser.quit().await;
 }
+
+#[tokio::test]
+async fn an_operator_connects_an_integration_through_the_oauth_stand_in_in_a_real_browser() {
+    use crate::google::{ACCOUNT, GoogleStandIn};
+    let google = GoogleStandIn::start().await;
+    let app = crate::helpers::spawn_app_with(|c| google.serve(c)).await;
+    let browser = Browser::start(1280).await;
+    browser.go(&app.url("/app/sign-in")).await;
+    browser.type_in("#key", &app.key).await;
+    browser.click("form.card button").await;
+    browser.wait_url("/app/campaigns").await;
+    browser.go(&app.url("/app/settings/integrations")).await;
+    browser.wait_text("main", "No integrations yet.").await;
+    check(&browser, "integrations").await;
+    // To Google's consent page and back: the session cookie (SameSite=Strict) is not sent on
+    // the way back from another site, and the handshake still finishes in this session.
+    browser.click("form[action$='/connect'] button").await;
+    let note = browser.wait_text(".notice", "Connected").await;
+    assert_eq!(note, format!("Connected {ACCOUNT} (Google Calendar)."));
+    assert!(
+        browser
+            .url()
+            .await
+            .contains("/app/settings/integrations?connected=")
+    );
+    browser.wait_text("table tbody", ACCOUNT).await;
+    assert_eq!(google.codes(), (1, 0));
+    check(&browser, "integrations-connected").await;
+
+    browser.go(&app.url("/app/settings/webhooks")).await;
+    browser.wait_text("main", "Signing secret").await;
+    check(&browser, "webhooks").await;
+    browser.click("form[action$='/reveal'] button").await;
+    let secret = browser.wait_text("code.secret", "whsec_").await;
+    assert_eq!(
+        app.get("/webhook-signing-secret").await.body["secret"],
+        secret.as_str()
+    );
+    browser.quit().await;
+}

@@ -54,7 +54,17 @@ struct Inner {
     requests: Vec<String>,
     /// The query of the last events listing.
     last_query: String,
+    /// Authorization codes handed out and not yet redeemed: code, PKCE challenge, redirect URI.
+    codes: Vec<(String, String, String)>,
+    /// The consent page's answer: none (consent), or an OAuth error (`access_denied`).
+    consent_error: Option<String>,
+    /// Codes redeemed, and codes refused (a wrong verifier or redirect URI).
+    redeemed: u64,
+    refused_codes: u64,
 }
+
+/// The account the consent page signs in as.
+pub const ACCOUNT: &str = "desk@example.com";
 
 #[derive(Clone)]
 pub struct GoogleStandIn {
@@ -71,6 +81,8 @@ impl GoogleStandIn {
             ..Inner::default()
         }));
         let app = axum::Router::new()
+            .route("/authorize", get(authorize))
+            .route("/userinfo", get(userinfo))
             .route("/token", post(token))
             .route("/calendar/v3/calendars/{calendar}", get(calendar))
             .route(
@@ -96,10 +108,16 @@ impl GoogleStandIn {
     pub fn serve(&self, config: &mut switchboard::config::Config) {
         let base = format!("http://{}", self.addr);
         config.google = GoogleUrls {
+            authorize: format!("{base}/authorize"),
+            userinfo: format!("{base}/userinfo"),
             token: format!("{base}/token"),
             calendar: format!("{base}/calendar/v3"),
             gmail: format!("{base}/gmail/v1"),
         };
+        config.google_client = Some(switchboard::providers::OAuthClient {
+            client_id: CLIENT_ID.into(),
+            client_secret: CLIENT_SECRET.into(),
+        });
         config.egress_allow = vec!["127.0.0.0/8".parse().unwrap()];
         config.integration_timeout = Duration::from_secs(1);
     }
@@ -109,6 +127,16 @@ impl GoogleStandIn {
     }
 
     /// Access tokens issued so far.
+    /// The consent page refuses with `error` (or consents again with `None`).
+    pub fn consent_error(&self, error: Option<&str>) {
+        self.with(|i| i.consent_error = error.map(str::to_owned));
+    }
+
+    /// Codes redeemed, and codes refused.
+    pub fn codes(&self) -> (u64, u64) {
+        self.with(|i| (i.redeemed, i.refused_codes))
+    }
+
     pub fn issued(&self) -> u64 {
         self.with(|i| i.issued)
     }
@@ -209,6 +237,39 @@ async fn token(State(inner): State<Shared>, body: String) -> Response {
             .unwrap_or_default()
     };
     let mut i = inner.lock().unwrap();
+    if field("grant_type") == "authorization_code"
+        && field("client_id") == CLIENT_ID
+        && field("client_secret") == CLIENT_SECRET
+    {
+        let code = field("code").to_string();
+        let Some(at) = i.codes.iter().position(|(c, _, _)| *c == code) else {
+            i.refused_codes += 1;
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(
+                    json!({"error": "invalid_grant", "error_description": "Malformed auth code."}),
+                ),
+            )
+                .into_response();
+        };
+        let (_, challenge, redirect_uri) = i.codes.remove(at);
+        // PKCE, RFC 7636 S256: BASE64URL(SHA256(code_verifier)) must be the challenge.
+        let digest = ring::digest::digest(&ring::digest::SHA256, field("code_verifier").as_bytes());
+        let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref());
+        if computed != challenge || field("redirect_uri") != redirect_uri {
+            i.refused_codes += 1;
+            return (StatusCode::BAD_REQUEST, Json(json!({"error": "invalid_grant", "error_description": "Bad code verifier or redirect URI."}))).into_response();
+        }
+        i.redeemed += 1;
+        i.issued += 1;
+        let token = format!("access-{}", i.issued);
+        i.tokens.push(token.clone());
+        return Json(
+            json!({"access_token": token, "refresh_token": REFRESH_TOKEN,
+            "expires_in": i.expires_in, "token_type": "Bearer"}),
+        )
+        .into_response();
+    }
     if field("grant_type") != "refresh_token"
         || field("client_id") != CLIENT_ID
         || field("client_secret") != CLIENT_SECRET
@@ -231,6 +292,44 @@ async fn token(State(inner): State<Shared>, body: String) -> Response {
     i.tokens.push(token.clone());
     Json(json!({"access_token": token, "expires_in": i.expires_in, "token_type": "Bearer"}))
         .into_response()
+}
+
+/// Google's consent page, consenting at once (or refusing as told): back to the redirect URI
+/// with a code bound to the PKCE challenge.
+async fn authorize(
+    State(inner): State<Shared>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let get = |k: &str| q.get(k).cloned().unwrap_or_default();
+    if get("client_id") != CLIENT_ID
+        || get("response_type") != "code"
+        || get("code_challenge_method") != "S256"
+        || get("code_challenge").len() != 43
+    {
+        return error(StatusCode::BAD_REQUEST, "invalid_request");
+    }
+    let mut target = url::Url::parse(&get("redirect_uri")).unwrap();
+    let mut i = inner.lock().unwrap();
+    match i.consent_error.clone() {
+        Some(e) => {
+            target.query_pairs_mut().append_pair("error", &e);
+        }
+        None => {
+            let code = format!("code-{}", i.codes.len() + i.redeemed as usize + 1);
+            i.codes
+                .push((code.clone(), get("code_challenge"), get("redirect_uri")));
+            target.query_pairs_mut().append_pair("code", &code);
+        }
+    }
+    target.query_pairs_mut().append_pair("state", &get("state"));
+    (StatusCode::FOUND, [("location", target.to_string())]).into_response()
+}
+
+async fn userinfo(State(inner): State<Shared>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorized(&inner, &headers, "GET userinfo".into()).await {
+        return r;
+    }
+    Json(json!({"sub": "1001", "email": ACCOUNT, "email_verified": true})).into_response()
 }
 
 async fn calendar(

@@ -20,6 +20,7 @@ mod crash;
 mod dashboard;
 mod dashboard_campaigns;
 mod dashboard_live;
+mod dashboard_settings;
 mod discovery;
 mod dispositions;
 mod dnc;

@@ -3,19 +3,22 @@
 
 use super::*;
 
-pub(super) async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
-    let dir = tempfile::tempdir()?;
-    let db_url = format!("sqlite://{}", dir.path().join("enroll.db").display());
-    let store = switchboard::Store::open(&db_url).await?;
-    let ws = store.create_workspace("bench", "IL").await?;
-    let (_, key) = store
-        .create_key(ws.id, "bench", &switchboard::auth::Scopes::All, None)
-        .await?;
+/// The service on a loopback port with its defaults, over `store`: its address, the sender that
+/// stops it, and its task.
+pub(super) async fn serve_in_process(
+    store: switchboard::Store,
+    database_url: String,
+    dir: &std::path::Path,
+) -> anyhow::Result<(
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let config = switchboard::Config {
-        database_url: db_url,
-        data_dir: dir.path().join("data"),
+        database_url,
+        data_dir: dir.join("data"),
         ..switchboard::Config::default()
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -29,6 +32,18 @@ pub(super) async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
             let _ = stopped.await;
         },
     ));
+    Ok((addr, stop, server))
+}
+
+pub(super) async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
+    let dir = tempfile::tempdir()?;
+    let db_url = format!("sqlite://{}", dir.path().join("enroll.db").display());
+    let store = switchboard::Store::open(&db_url).await?;
+    let ws = store.create_workspace("bench", "IL").await?;
+    let (_, key) = store
+        .create_key(ws.id, "bench", &switchboard::auth::Scopes::All, None)
+        .await?;
+    let (addr, stop, server) = serve_in_process(store, db_url, dir.path()).await?;
     switchboard::install_crypto();
     let client = reqwest::Client::new();
     let base = format!("http://{addr}");

@@ -22,6 +22,7 @@
 
 mod amd;
 mod converse;
+mod dashboard;
 mod enroll;
 mod flow_sim;
 mod measure;
@@ -79,6 +80,9 @@ enum Command {
     Amd(amd::AmdArgs),
     /// Time the flow simulator: a scripted dry run against a model that answers at once.
     FlowSim(flow_sim::FlowSimArgs),
+    /// Fetch every dashboard page from a store of a million contacts and 100,000 calls: answer
+    /// times, page weights, and how soon a live call reaches the open live page.
+    Dashboard(dashboard::DashboardArgs),
 }
 
 #[derive(clap::Args)]
@@ -204,6 +208,10 @@ fn main() -> anyhow::Result<()> {
         Command::FlowSim(args) => {
             let json = args.json.clone();
             (in_real_time(flow_sim::run(args))?, json)
+        }
+        Command::Dashboard(args) => {
+            let json = args.json.clone();
+            (in_real_time(dashboard::run(args))?, json)
         }
     };
     let (report, json_path) = report;

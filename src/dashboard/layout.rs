@@ -8,14 +8,42 @@ use super::session::Viewer;
 use crate::auth::Scope;
 
 /// The main navigation: path, label.
-const NAV: [(&str, &str); 6] = [
+const NAV: [(&str, &str); 4] = [
     ("/app/campaigns", "Campaigns"),
     ("/app/calls", "Calls"),
     ("/app/live", "Live calls"),
+    ("/app/agents", "Agents"),
+];
+
+/// The workspace's other pages and its settings.
+const MORE: [(&str, &str); 10] = [
+    ("/app/tools", "Tools"),
+    ("/app/sip-endpoints", "SIP endpoints"),
+    ("/app/numbers", "Numbers"),
+    ("/app/do-not-call", "Do not call"),
+    ("/app/dispositions", "Dispositions"),
+    ("/app/leads", "Leads"),
+    ("/app/billing", "Billing"),
     ("/app/settings/integrations", "Integrations"),
     ("/app/settings/webhooks", "Webhooks"),
     ("/app/settings/keys", "API keys"),
 ];
+
+fn links(items: &[(&str, &str)], current: &str) -> Markup {
+    html! {
+        ul {
+            @for (href, label) in items {
+                li {
+                    @if *href == current {
+                        a href=(href) aria-current="page" { (label) }
+                    } @else {
+                        a href=(href) { (label) }
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// A whole page: `title`, the navigation for a signed-in `viewer` (the current page marked),
 /// and `body`.
@@ -51,24 +79,15 @@ pub fn page_with(
                 header.top {
                     span.brand { "Switchboard" }
                     @if let Some(viewer) = viewer {
-                        nav aria-label="Main" {
-                            ul {
-                                @for (href, label) in NAV {
-                                    li {
-                                        @if href == current {
-                                            a href=(href) aria-current="page" { (label) }
-                                        } @else {
-                                            a href=(href) { (label) }
-                                        }
-                                    }
-                                }
-                            }
-                        }
+                        nav aria-label="Main" { (links(&NAV, current)) }
                         form.sign-out method="post" action="/app/sign-out" {
                             input type="hidden" name="csrf" value=(viewer.csrf);
                             button type="submit" { "Sign out" }
                         }
                     }
+                }
+                @if viewer.is_some() {
+                    nav.more aria-label="Workspace and settings" { (links(&MORE, current)) }
                 }
                 main id="main" tabindex="-1" {
                     h1 { (title) }

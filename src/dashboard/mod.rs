@@ -11,6 +11,10 @@
 //!   [`campaign_form`] (the settings form as a PATCH body) and [`chart`] (admissions and
 //!   outcomes over time).
 //! - [`contacts`]: a campaign's contacts, why each is or is not dialled, and the CSV upload.
+//! - [`agents`]: agents, the caller-ID opt-in, a flow's graph ([`flow_graph`]) and the flow
+//!   simulator.
+//! - [`workspace`]: tools (send test), SIP endpoints (the slug shown once), numbers,
+//!   do-not-call, dispositions, leads, billing.
 //! - [`live`]: the calls under way, updated through server-sent events.
 //! - [`integrations`]: connected accounts, and connecting Google through its consent page
 //!   (OAuth authorization code with PKCE and a state bound to the session).
@@ -32,11 +36,13 @@ use axum::routing::{get, post};
 
 use crate::http::AppState;
 
+mod agents;
 mod assets;
 mod campaign;
 mod campaign_form;
 mod chart;
 mod contacts;
+mod flow_graph;
 mod integrations;
 mod keys;
 mod layout;
@@ -44,6 +50,7 @@ mod live;
 mod pages;
 mod session;
 mod webhooks;
+mod workspace;
 
 /// What every dashboard response says about how it may be used.
 pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -72,6 +79,21 @@ pub fn router() -> Router<AppState> {
         .route("/campaigns/{id}/{command}", post(campaign::command))
         .route("/calls", get(pages::calls))
         .route("/calls/{id}", get(pages::call))
+        .route("/agents", get(agents::list))
+        .route("/agents/{id}", get(agents::show))
+        .route("/agents/{id}/simulate", post(agents::simulate))
+        .route("/agents/{id}/caller-id", post(agents::caller_id))
+        .route("/tools", get(workspace::tools))
+        .route("/tools/{id}/test", post(workspace::test_tool))
+        .route(
+            "/sip-endpoints",
+            get(workspace::endpoints).post(workspace::create_endpoint),
+        )
+        .route("/numbers", get(workspace::numbers))
+        .route("/do-not-call", get(workspace::do_not_call))
+        .route("/dispositions", get(workspace::dispositions))
+        .route("/leads", get(workspace::leads))
+        .route("/billing", get(workspace::billing))
         .route("/live", get(live::page))
         .route("/live/events", get(live::events))
         .route("/settings/keys", get(keys::page).post(keys::create))

@@ -120,28 +120,28 @@ pub struct PlayedCaller {
 pub struct FlowTestResult {
     /// The turns, each with the node the flow was in when it was written down.
     #[schema(value_type = Vec<Object>)]
-    transcript: Vec<Turn>,
+    pub(crate) transcript: Vec<Turn>,
     /// The nodes entered, with the reason for each transition.
     #[schema(value_type = Vec<Object>)]
-    path: Vec<PathStep>,
+    pub(crate) path: Vec<PathStep>,
     /// Every function the model called, tool and integration run: arguments, result, status.
     #[schema(value_type = Vec<Object>)]
-    dispatches: Vec<ToolEvent>,
+    pub(crate) dispatches: Vec<ToolEvent>,
     /// The values gathered, as `<node_id>.<name>` (`<node_id>.result` for a dispatch's
     /// result).
-    variables: Map<String, Value>,
+    pub(crate) variables: Map<String, Value>,
     /// The node the call ended in.
-    final_node: Option<String>,
+    pub(crate) final_node: Option<String>,
     /// `agent_hangup`, `caller_hangup` (the script ended), `transferred` or `time_limit`.
-    end_reason: String,
+    pub(crate) end_reason: String,
     /// The version run; null: the flow as it is now.
-    flow_version: Option<i64>,
-    dry_run: bool,
+    pub(crate) flow_version: Option<i64>,
+    pub(crate) dry_run: bool,
     /// With `replay_call_id`: each caller turn of the past call, where the original call and
     /// the replay heard it and answered it, and the first turn where they differ.
     #[schema(value_type = Option<Object>)]
     #[serde(skip_serializing_if = "Option::is_none")]
-    replay: Option<Value>,
+    pub(crate) replay: Option<Value>,
 }
 
 fn check_turns(turns: &[String]) -> Result<(), ApiError> {
@@ -209,11 +209,23 @@ async fn flow_test(
     PathId(id): PathId,
     JsonObject(body): JsonObject,
 ) -> Result<Json<Data<FlowTestResult>>, ApiError> {
+    Ok(Json(Data {
+        data: run_flow_test(&state, &auth, AgentId::from_uuid(id), body).await?,
+    }))
+}
+
+/// A run of the flow simulator with `body` as `POST /agents/{id}/flow/test` reads it.
+pub(crate) async fn run_flow_test(
+    state: &AppState,
+    auth: &Auth,
+    id: AgentId,
+    body: Map<String, Value>,
+) -> Result<FlowTestResult, ApiError> {
     let input: FlowTestInput = parse_fields(body, FIELDS)?;
     let mut caller = caller_of(&input)?;
     let agent = state
         .store
-        .agent(auth.workspace_id, AgentId::from_uuid(id))
+        .agent(auth.workspace_id, id)
         .await?
         .ok_or(ApiError::NotFound { resource: "Agent" })?;
     let flow = match input.flow_version {
@@ -299,17 +311,15 @@ async fn flow_test(
         })?;
     let replay = original
         .map(|(call, transcript)| crate::simulator::compare(call, &transcript, &done.transcript));
-    Ok(Json(Data {
-        data: FlowTestResult {
-            replay,
-            transcript: done.transcript,
-            path: done.path,
-            dispatches: done.events,
-            variables: done.values,
-            final_node: done.final_node,
-            end_reason: done.end_reason,
-            flow_version: input.flow_version,
-            dry_run: input.dry_run,
-        },
-    }))
+    Ok(FlowTestResult {
+        replay,
+        transcript: done.transcript,
+        path: done.path,
+        dispatches: done.events,
+        variables: done.values,
+        final_node: done.final_node,
+        end_reason: done.end_reason,
+        flow_version: input.flow_version,
+        dry_run: input.dry_run,
+    })
 }

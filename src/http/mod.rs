@@ -14,7 +14,7 @@ pub mod prometheus;
 pub mod routes;
 
 mod affiliates;
-mod agents;
+pub(crate) mod agents;
 mod billing;
 mod call_windows;
 mod calls;
@@ -22,14 +22,14 @@ pub(crate) mod campaigns;
 mod carrier_accounts;
 mod dispositions;
 mod dnc;
-mod flow_test;
+pub(crate) mod flow_test;
 mod integrations;
 mod leads;
 mod phone_numbers;
 pub(crate) mod recordings;
 mod shared_links;
-mod sip_endpoints;
-mod tools;
+pub(crate) mod sip_endpoints;
+pub(crate) mod tools;
 mod webhooks;
 
 use std::sync::Arc;

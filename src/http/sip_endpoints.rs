@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use switchboard_actors::ids::{AgentId, SipEndpointId};
 use switchboard_actors::slug::{SipSlug, SlugPrefix};
 use switchboard_sip::acl::{IpNet, IpNetError};
@@ -72,7 +73,7 @@ pub struct SipEndpointView {
     pub updated_at: DateTime<Utc>,
 }
 
-fn view(state: &AppState, e: SipEndpoint) -> SipEndpointView {
+pub(crate) fn view(state: &AppState, e: SipEndpoint) -> SipEndpointView {
     SipEndpointView {
         sip_uri: format!("sip:{}@{}", e.slug, state.config.sip_host),
         id: e.id,
@@ -248,6 +249,21 @@ async fn create(
     auth: Auth,
     JsonObject(body): JsonObject,
 ) -> Result<(StatusCode, Json<Data<SipEndpointView>>), ApiError> {
+    Ok((
+        StatusCode::CREATED,
+        Json(Data {
+            data: create_endpoint(&state, &auth, body).await?,
+        }),
+    ))
+}
+
+/// Creates an endpoint from `body` as `POST /sip-endpoints` reads it; its view, slug included
+/// (the one time the dashboard shows it whole).
+pub(crate) async fn create_endpoint(
+    state: &AppState,
+    auth: &Auth,
+    body: Map<String, Value>,
+) -> Result<SipEndpointView, ApiError> {
     let input: CreateInput = parse_fields(body, CREATE_FIELDS)?;
     let name = check_name(
         input
@@ -264,7 +280,7 @@ async fn create(
     let sources = check_sources(input.allowed_source_ips.into_option().flatten())?;
     let cap = check_cap(input.max_concurrent_calls.into_option().flatten())?;
     let agent = workspace_agent(
-        &state,
+        state,
         auth.workspace_id,
         "inbound_agent_id",
         input.inbound_agent_id,
@@ -291,14 +307,7 @@ async fn create(
             )
             .await?
         {
-            SipEndpointCreation::Created(e) => {
-                return Ok((
-                    StatusCode::CREATED,
-                    Json(Data {
-                        data: view(&state, e),
-                    }),
-                ));
-            }
+            SipEndpointCreation::Created(e) => return Ok(view(state, e)),
             SipEndpointCreation::DailyLimit => {
                 return Err(ApiError::Quota {
                     message: format!(

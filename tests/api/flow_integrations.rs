@@ -39,7 +39,7 @@ async fn connect_google(app: &TestApp, provider: &str, account: &str) -> Integra
 }
 
 /// A flow that checks the slot in `metadata` and says where the result sent it.
-fn routing(calendar: &str) -> Value {
+pub(crate) fn routing(calendar: &str) -> Value {
     json!({"nodes": [
         {"id": "start", "type": "start", "greeting": "Hi.", "is_literal": true, "next_step_id": "check"},
         {"id": "check", "type": "integration_call", "integration_id": calendar, "provider": "google_calendar",

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use switchboard_actors::ids::AgentId;
+use switchboard_actors::ids::{AgentId, WorkspaceId};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -375,6 +375,18 @@ async fn update(
     PathId(id): PathId,
     JsonObject(body): JsonObject,
 ) -> Result<Json<Agent>, ApiError> {
+    Ok(Json(
+        update_agent(&state, &auth, AgentId::from_uuid(id), body).await?,
+    ))
+}
+
+/// PATCH of an agent: the sent fields, by the same rules; answers the agent as it now is.
+pub(crate) async fn update_agent(
+    state: &AppState,
+    auth: &Auth,
+    id: AgentId,
+    body: Map<String, Value>,
+) -> Result<Agent, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request(format!(
             "No writable field given. Writable fields: {}",
@@ -383,17 +395,13 @@ async fn update(
     }
     let flow_sent = body.get("flow_config").is_some_and(|v| !v.is_null());
     let input = parse_input(body)?;
-    let Some(mut agent) = state
-        .store
-        .agent(auth.workspace_id, AgentId::from_uuid(id))
-        .await?
-    else {
+    let Some(mut agent) = state.store.agent(auth.workspace_id, id).await? else {
         return Err(ApiError::NotFound { resource: "Agent" });
     };
     apply(&mut agent, input);
     validate(&agent, &state.egress)?;
     if flow_sent {
-        check_flow_links(&state, &auth, &agent).await?;
+        check_flow_links(state, auth, &agent).await?;
     }
     let updated = state
         .store
@@ -401,9 +409,9 @@ async fn update(
         .await?
         .ok_or(ApiError::NotFound { resource: "Agent" })?;
     if flow_sent {
-        save_flow_version(&state, &auth, &updated).await?;
+        save_flow_version(state, auth, &updated).await?;
     }
-    Ok(Json(updated))
+    Ok(updated)
 }
 
 /// Deactivate an agent (it is kept, with `is_active` false)
@@ -428,13 +436,28 @@ async fn check_flow_links(state: &AppState, auth: &Auth, agent: &Agent) -> Resul
     let Some(flow) = &agent.flow_config else {
         return Ok(());
     };
+    let issues = flow_issues(state, auth.workspace_id, flow).await?;
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::FlowInvalid { issues })
+    }
+}
+
+/// What would stop `flow` from saving now: its graph's issues, and its integration_call
+/// nodes' against the workspace's integrations and tools (one issue per node, code and field).
+pub(crate) async fn flow_issues(
+    state: &AppState,
+    ws: WorkspaceId,
+    flow: &FlowConfig,
+) -> Result<Vec<crate::flows::FlowIssue>, ApiError> {
     let mut issues = crate::flows::graph_issues(flow);
     if flow.nodes.iter().any(|n| n.node_type == "integration_call") {
-        let integrations = state.store.list_integrations(auth.workspace_id).await?;
+        let integrations = state.store.list_integrations(ws).await?;
         let mut tool_params = std::collections::HashMap::new();
         for id in crate::flows::linked_tools(flow) {
             if let Ok(tool_id) = id.parse()
-                && let Some(tool) = state.store.tool(auth.workspace_id, tool_id).await?
+                && let Some(tool) = state.store.tool(ws, tool_id).await?
             {
                 tool_params.insert(id, crate::webhooks::parameter_names(&tool.config));
             }
@@ -447,14 +470,9 @@ async fn check_flow_links(state: &AppState, auth: &Auth, agent: &Agent) -> Resul
             },
         ));
     }
-    // One issue per (node, code, field).
     let mut seen = std::collections::HashSet::new();
     issues.retain(|i| seen.insert((i.node_id.clone(), i.code, i.field.clone())));
-    if issues.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::FlowInvalid { issues })
-    }
+    Ok(issues)
 }
 
 /// Every save of a flow is a new version.

@@ -26,6 +26,8 @@ use crate::webhooks::{self, Outcome, WebhookConfig, WebhookMethod};
 mod schema;
 mod test_delivery;
 
+pub(crate) use test_delivery::test_tool;
+
 use schema::{ToolCreate, ToolPatch, ToolTestBody};
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -161,9 +161,22 @@ async fn test(
     PathId(id): PathId,
     OptionalJsonObject(body): OptionalJsonObject,
 ) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        test_tool(&state, &auth, ToolId::from_uuid(id), body).await?,
+    ))
+}
+
+/// One test delivery of a webhook tool (`body` as `POST /tools/{id}/test` reads it); the
+/// answer's JSON, or the delivery's failure.
+pub(crate) async fn test_tool(
+    state: &AppState,
+    auth: &Auth,
+    id: ToolId,
+    body: Option<Map<String, Value>>,
+) -> Result<Value, ApiError> {
     let tool = state
         .store
-        .tool(auth.workspace_id, ToolId::from_uuid(id))
+        .tool(auth.workspace_id, id)
         .await?
         .ok_or(ApiError::NotFound { resource: "Tool" })?;
     if tool.tool_type != "webhook" {
@@ -176,7 +189,7 @@ async fn test(
             "The saved webhook configuration is not valid: save the tool's config again",
         )
     })?;
-    let (metadata, arguments) = test_inputs(&state, &auth, &tool, body).await?;
+    let (metadata, arguments) = test_inputs(state, auth, &tool, body).await?;
     let payload = webhooks::payload(&config, &metadata, &arguments);
     let started = std::time::Instant::now();
     let outcome = webhooks::deliver(&state.egress, &config, &payload).await;
@@ -222,13 +235,13 @@ async fn test(
         }
     };
     match outcome {
-        Outcome::Delivered { status, body } => Ok(Json(json!({
+        Outcome::Delivered { status, body } => Ok(json!({
             "success": true,
             "status_code": status,
             "response_body": body,
             "payload_sent": payload_sent,
             "delivery_id": delivery_id,
-        }))),
+        })),
         Outcome::Status { status, body } => Err(failure(
             StatusCode::BAD_GATEWAY,
             "DOWNSTREAM_HTTP_ERROR",

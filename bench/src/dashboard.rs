@@ -1,0 +1,282 @@
+//! `dashboard`: the dashboard's pages against a large store. A campaign of `--contacts`
+//! contacts with `--calls` ended calls (written straight into the SQLite file with `sqlite3`,
+//! spread over ten days), then every page fetched `--rounds` times through a signed-in
+//! session: the server's answer time (p50, p99, on loopback), and each page's weight, raw and
+//! gzip-compressed. Last, the live page: calls are put under way in the store while the
+//! page's event stream is open, and the time until the stream shows each one is measured.
+
+use super::*;
+
+#[derive(clap::Args)]
+pub(super) struct DashboardArgs {
+    /// Contacts in the campaign.
+    #[arg(long, default_value_t = 1_000_000)]
+    contacts: u64,
+    /// Ended calls in the workspace (all of the campaign).
+    #[arg(long, default_value_t = 100_000)]
+    calls: u64,
+    /// Times each page is fetched.
+    #[arg(long, default_value_t = 100)]
+    rounds: usize,
+    /// Live changes timed on the live page.
+    #[arg(long, default_value_t = 10)]
+    live_changes: usize,
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+fn sqlite(db: &std::path::Path, sql: &str) -> anyhow::Result<String> {
+    let out = std::process::Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output()
+        .context("sqlite3 (Debian's sqlite3) runs")?;
+    if !out.status.success() {
+        bail!("sqlite3: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn blob(id: uuid::Uuid) -> String {
+    format!("X'{}'", id.simple())
+}
+
+fn gzip_len(bytes: &[u8]) -> anyhow::Result<usize> {
+    let mut child = std::process::Command::new("gzip")
+        .arg("-c")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .context("gzip's input")?
+        .write_all(bytes)?;
+    Ok(child.wait_with_output()?.stdout.len())
+}
+
+/// Writes the contacts and calls straight into the store's file.
+fn seed(
+    db: &std::path::Path,
+    ws: uuid::Uuid,
+    campaign: uuid::Uuid,
+    args: &DashboardArgs,
+) -> anyhow::Result<()> {
+    let (ws, campaign) = (blob(ws), blob(campaign));
+    let contacts = format!(
+        "PRAGMA journal_mode=WAL; BEGIN;
+         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {count})
+         INSERT INTO contacts (id, campaign_id, phone_number, state, attempts, next_attempt_at, last_outcome, created_at, updated_at)
+         SELECT randomblob(16), {campaign}, printf('+9725%08d', i),
+           CASE i % 10 WHEN 0 THEN 'retired' WHEN 1 THEN 'exhausted' WHEN 2 THEN 'scheduled' WHEN 3 THEN 'excluded' ELSE 'pending' END,
+           CASE WHEN i % 10 < 3 THEN 1 ELSE 0 END,
+           CASE WHEN i % 10 >= 2 AND i % 10 != 3 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+1 day') END,
+           CASE WHEN i % 10 < 3 THEN 'no_answer' END,
+           strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-10 days'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-10 days')
+         FROM n;
+         UPDATE contacts SET excluded_reason = 'do_not_call' WHERE state = 'excluded';
+         COMMIT;",
+        count = args.contacts
+    );
+    sqlite(db, &contacts)?;
+    let calls = format!(
+        "BEGIN;
+         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {count})
+         INSERT INTO calls (id, workspace_id, direction, status, outcome, end_reason, from_number, to_number, campaign_id,
+           priority, max_duration_secs, cost_cents, duration_secs, queued_at, started_at, ended_at, created_at, updated_at)
+         SELECT randomblob(16), {ws}, 'outbound', 'ended',
+           CASE i % 4 WHEN 0 THEN 'answered' WHEN 1 THEN 'no_answer' WHEN 2 THEN 'busy' ELSE 'voicemail' END,
+           'completed', '+97250000001', printf('+9725%08d', i % {contacts}), {campaign}, 0, 300, 3, 40, t, t, e, t, e
+         FROM (SELECT i, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {count})) AS t,
+                      strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {count} - 40)) AS e FROM n);
+         UPDATE campaigns SET status = 'paused', started_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-10 days') WHERE id = {campaign};
+         COMMIT; ANALYZE;",
+        count = args.calls,
+        contacts = args.contacts.max(1)
+    );
+    sqlite(db, &calls)?;
+    Ok(())
+}
+
+/// A signed-in browser: its session cookie.
+async fn sign_in(client: &reqwest::Client, base: &str, key: &str) -> anyhow::Result<String> {
+    let form = client.get(format!("{base}/app/sign-in")).send().await?;
+    let cookie = form
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok()?.split(';').next().map(str::to_owned))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let page = form.text().await?;
+    let marker = "name=\"sign_in\" value=\"";
+    let start = page.find(marker).context("the sign-in form")? + marker.len();
+    let token = page[start..].split('"').next().unwrap_or_default();
+    let body = format!("sign_in={token}&key={key}");
+    let answer = client
+        .post(format!("{base}/app/sign-in"))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await?;
+    answer
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("sb_session="))
+        .and_then(|c| c.split(';').next())
+        .map(str::to_owned)
+        .context("no session cookie")
+}
+
+pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("dashboard.db");
+    let db_url = format!("sqlite://{}", db.display());
+    let store = switchboard::Store::open(&db_url).await?;
+    let ws = store.create_workspace("bench", "IL").await?;
+    let (_, key) = store
+        .create_key(ws.id, "bench", &switchboard::auth::Scopes::All, None)
+        .await?;
+    let campaign = store
+        .create_campaign(
+            ws.id,
+            &switchboard::store::CampaignSettings::defaults("Dashboard benchmark".into()),
+            switchboard_actors::ids::ApiKeyId::from_uuid(uuid::Uuid::nil()),
+        )
+        .await?;
+    drop(store);
+    let started = Instant::now();
+    seed(&db, ws.id.as_uuid(), campaign.id.as_uuid(), &args)?;
+    let seeded_secs = started.elapsed().as_secs_f64();
+    let call_id = sqlite(&db, "SELECT lower(hex(id)) FROM calls LIMIT 1 OFFSET 5000")?;
+    let call_id = uuid::Uuid::parse_str(&call_id)?;
+
+    let store = switchboard::Store::open(&db_url).await?;
+    let (addr, stop, server) = super::enroll::serve_in_process(store, db_url, dir.path()).await?;
+    let base = format!("http://{addr}");
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let cookie = sign_in(&client, &base, &key).await?;
+    let c = campaign.id;
+    let pages = [
+        ("campaigns", "/app/campaigns".to_string()),
+        ("campaign", format!("/app/campaigns/{c}")),
+        (
+            "campaign summary (polled)",
+            format!("/app/campaigns/{c}/summary"),
+        ),
+        ("contacts", format!("/app/campaigns/{c}/contacts")),
+        (
+            "contacts, far page",
+            format!("/app/campaigns/{c}/contacts?offset=900000"),
+        ),
+        (
+            "contacts by state",
+            format!("/app/campaigns/{c}/contacts?state=exhausted"),
+        ),
+        ("calls", "/app/calls".to_string()),
+        ("calls by status", "/app/calls?status=ended".to_string()),
+        ("call", format!("/app/calls/{call_id}")),
+        ("live calls", "/app/live".to_string()),
+        ("agents", "/app/agents".to_string()),
+        ("tools", "/app/tools".to_string()),
+        ("SIP endpoints", "/app/sip-endpoints".to_string()),
+        ("numbers", "/app/numbers".to_string()),
+        ("do not call", "/app/do-not-call".to_string()),
+        ("dispositions", "/app/dispositions".to_string()),
+        ("leads", "/app/leads".to_string()),
+        ("billing", "/app/billing".to_string()),
+        ("integrations", "/app/settings/integrations".to_string()),
+        ("webhooks", "/app/settings/webhooks".to_string()),
+        ("API keys", "/app/settings/keys".to_string()),
+    ];
+    let mut rows = Vec::new();
+    let mut worst_p99: f64 = 0.0;
+    let mut heaviest_gz = 0usize;
+    for (name, path) in &pages {
+        let mut times = Vec::with_capacity(args.rounds);
+        let mut body = Vec::new();
+        for _ in 0..args.rounds {
+            let t = Instant::now();
+            let answer = client
+                .get(format!("{base}{path}"))
+                .header("cookie", &cookie)
+                .send()
+                .await?;
+            let status = answer.status();
+            body = answer.bytes().await?.to_vec();
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            if !status.is_success() {
+                bail!("{path} answered {status}");
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let p99 = measure::percentile(&times, 0.99);
+        let gz = gzip_len(&body)?;
+        worst_p99 = worst_p99.max(p99);
+        heaviest_gz = heaviest_gz.max(gz);
+        rows.push(json!({"page": name, "path": path,
+            "p50_ms": round(measure::percentile(&times, 0.5)), "p99_ms": round(p99),
+            "max_ms": round(times.last().copied().unwrap_or(0.0)),
+            "bytes": body.len(), "gzip_bytes": gz}));
+    }
+
+    // The live page: a call put under way reaches the open stream.
+    let mut latencies = Vec::new();
+    let mut stream = client
+        .get(format!("{base}/app/live/events"))
+        .header("cookie", &cookie)
+        .send()
+        .await?;
+    let mut seen = String::new();
+    for n in 0..args.live_changes {
+        let number = format!("+97259{n:07}");
+        // Half a second apart, so changes land at every point of the stream's second.
+        tokio::time::sleep(Duration::from_millis(500 + 97 * n as u64)).await;
+        let t = Instant::now();
+        sqlite(
+            &db,
+            &format!(
+                "INSERT INTO calls (id, workspace_id, direction, status, from_number, to_number, priority, max_duration_secs, \
+             queued_at, started_at, answered_at, created_at, updated_at) VALUES (randomblob(16), {}, 'inbound', 'in_progress', \
+             '{number}', '+97250000001', 0, 300, strftime('%Y-%m-%dT%H:%M:%fZ'), strftime('%Y-%m-%dT%H:%M:%fZ'), \
+             strftime('%Y-%m-%dT%H:%M:%fZ'), strftime('%Y-%m-%dT%H:%M:%fZ'), strftime('%Y-%m-%dT%H:%M:%fZ'))",
+                blob(ws.id.as_uuid())
+            ),
+        )?;
+        let written = t.elapsed().as_secs_f64() * 1000.0;
+        loop {
+            let chunk = tokio::time::timeout(Duration::from_secs(5), stream.chunk())
+                .await
+                .context("the live stream stalled")??
+                .context("the live stream ended")?;
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains(&number) {
+                break;
+            }
+        }
+        latencies.push(t.elapsed().as_secs_f64() * 1000.0 - written);
+    }
+    latencies.sort_by(f64::total_cmp);
+    let _ = stop.send(());
+    let _ = server.await;
+    Ok(json!({
+        "benchmark": "dashboard",
+        "contacts": args.contacts,
+        "calls": args.calls,
+        "rounds": args.rounds,
+        "seeded_secs": round(seeded_secs),
+        "pages": rows,
+        "worst_p99_ms": round(worst_p99),
+        "heaviest_gzip_bytes": heaviest_gz,
+        "live_change_ms": {"p50": round(measure::percentile(&latencies, 0.5)),
+            "max": round(latencies.last().copied().unwrap_or(0.0))},
+        "targets": {"p99_ms": 100, "gzip_bytes": 200_000, "live_change_ms": 1000},
+        "met": worst_p99 < 100.0 && heaviest_gz < 200_000
+            && latencies.last().is_some_and(|l| *l < 1000.0),
+    }))
+}

@@ -264,7 +264,11 @@ impl InboundRouter for SipRouter {
             variables: Default::default(),
         };
         equip(&mut agent_plan, &self.store, &self.vendors, facts).await;
-        agent_plan.turns = TurnEvents::for_call(&self.store, call_id, &agent);
+        agent_plan.turns = Some(
+            self.vendors
+                .turns
+                .sink(call_id, TurnEvents::for_call(&self.store, call_id, &agent)),
+        );
         let plan = InboundPlan {
             call_id,
             workspace_id: route.workspace_id,

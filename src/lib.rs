@@ -48,6 +48,7 @@ pub mod http;
 pub mod inbound;
 pub mod jobs;
 pub mod lead_memory;
+pub mod live_turns;
 pub mod outbound;
 pub mod providers;
 pub mod secrets;
@@ -187,7 +188,9 @@ pub async fn serve(
         transcriber: transcriber(&config)?,
         egress,
         providers: providers.clone(),
+        turns: Default::default(),
     };
+    let live_turns = vendors.turns.clone();
     // The SIP server starts first: the SIP dialer places calls through it. Its inbound calls
     // run under the engine once it has started.
     let sip = start_sip(
@@ -234,6 +237,7 @@ pub async fn serve(
     state.endpoints = sip.as_ref().map(|s| s.endpoints.clone());
     state.model = model.clone();
     state.providers = Some(providers);
+    state.live_turns = live_turns;
     let metrics = metrics
         .map(|listener| http::prometheus::Listener::spawn(listener, state.clone()))
         .transpose()?;

@@ -79,7 +79,10 @@ impl OutboundDirectory for OutboundPort {
         };
         equip(&mut plan, &self.store, &self.vendors, facts).await;
         crate::flows::direct(&mut plan, &agent, flow_metadata, &variables);
-        plan.turns = TurnEvents::for_call(&self.store, request.call_id, &agent);
+        plan.turns = Some(self.vendors.turns.sink(
+            request.call_id,
+            TurnEvents::for_call(&self.store, request.call_id, &agent),
+        ));
         let mut planned = OutboundRoute {
             trunk,
             agent: plan,

@@ -42,6 +42,8 @@ pub struct Vendors {
     pub egress: crate::egress::Egress,
     /// What flows' integration_call nodes dispatch to.
     pub providers: std::sync::Arc<crate::providers::Providers>,
+    /// Where each call's latest turn is kept for the dashboard's live page.
+    pub turns: std::sync::Arc<crate::live_turns::LiveTurns>,
 }
 
 /// How long a vendor request may take.

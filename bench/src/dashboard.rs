@@ -27,6 +27,7 @@ pub(super) struct DashboardArgs {
 
 fn sqlite(db: &std::path::Path, sql: &str) -> anyhow::Result<String> {
     let out = std::process::Command::new("sqlite3")
+        .args(["-cmd", ".timeout 30000"])
         .arg(db)
         .arg(sql)
         .output()
@@ -88,7 +89,7 @@ fn seed(
            CASE i % 4 WHEN 0 THEN 'answered' WHEN 1 THEN 'no_answer' WHEN 2 THEN 'busy' ELSE 'voicemail' END,
            'completed', '+97250000001', printf('+9725%08d', i % {contacts}), {campaign}, 0, 300, 3, 40, t, t, e, t, e
          FROM (SELECT i, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {count})) AS t,
-                      strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {count} - 40)) AS e FROM n);
+                      strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {count}), '+40 seconds') AS e FROM n);
          UPDATE campaigns SET status = 'paused', started_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-10 days') WHERE id = {campaign};
          COMMIT; ANALYZE;",
         count = args.calls,
@@ -147,10 +148,14 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
             switchboard_actors::ids::ApiKeyId::from_uuid(uuid::Uuid::nil()),
         )
         .await?;
-    drop(store);
+    store.close().await;
     let started = Instant::now();
     seed(&db, ws.id.as_uuid(), campaign.id.as_uuid(), &args)?;
     let seeded_secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "seeded {} contacts and {} calls in {seeded_secs:.1} s",
+        args.contacts, args.calls
+    );
     let call_id = sqlite(&db, "SELECT lower(hex(id)) FROM calls LIMIT 1 OFFSET 5000")?;
     let call_id = uuid::Uuid::parse_str(&call_id)?;
 
@@ -219,6 +224,13 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
         let gz = gzip_len(&body)?;
         worst_p99 = worst_p99.max(p99);
         heaviest_gz = heaviest_gz.max(gz);
+        eprintln!(
+            "{name:<28} p50 {:>8.1} ms  p99 {:>8.1} ms  {:>7} B  gzip {:>6} B",
+            measure::percentile(&times, 0.5),
+            p99,
+            body.len(),
+            gz
+        );
         rows.push(json!({"page": name, "path": path,
             "p50_ms": round(measure::percentile(&times, 0.5)), "p99_ms": round(p99),
             "max_ms": round(times.last().copied().unwrap_or(0.0)),

@@ -18,7 +18,7 @@ use crate::auth::constant_time_eq;
 use crate::http::AppState;
 use crate::http::campaigns::{EnrollReport, dialing_statuses, enroll_csv_upload};
 use crate::http::error::ApiError;
-use crate::store::{CampaignRecord, Page};
+use crate::store::CampaignRecord;
 
 /// Contacts a page shows.
 const ROWS: i64 = 50;
@@ -28,7 +28,8 @@ const INVALID_SHOWN: usize = 200;
 #[derive(Deserialize)]
 pub struct ContactsQuery {
     state: Option<String>,
-    offset: Option<i64>,
+    /// Where the previous page ended.
+    after: Option<i64>,
 }
 
 fn upload_form(viewer: &Viewer, c: &CampaignRecord) -> Markup {
@@ -96,29 +97,20 @@ async fn render(
             "That state is not one a contact can have.",
         );
     }
-    let offset = q.offset.unwrap_or(0).max(0);
-    let listed = match state
+    let (items, last, total) = match state
         .store
-        .list_contacts(
-            viewer.workspace_id,
-            c.id,
-            parsed.flatten(),
-            Page {
-                limit: ROWS,
-                offset,
-            },
-        )
+        .contacts_after(viewer.workspace_id, c.id, parsed.flatten(), q.after, ROWS)
         .await
     {
         Ok(l) => l,
         Err(e) => return unavailable(viewer, e),
     };
-    let why = match dialing_statuses(state, c, &listed.items).await {
+    let why = match dialing_statuses(state, c, &items).await {
         Ok(w) => w,
         Err(e) => return unavailable(viewer, format!("{e:?}")),
     };
     let base = format!("/app/campaigns/{}/contacts", c.id);
-    let link = |offset: i64| format!("{base}?state={}&offset={offset}", filter.unwrap_or(""));
+    let link = |after: i64| format!("{base}?state={}&after={after}", filter.unwrap_or(""));
     let body = html! {
         p { a href=(format!("/app/campaigns/{}", c.id)) { "← " (c.settings.name) } }
         section aria-labelledby="upload-title" {
@@ -144,9 +136,9 @@ async fn render(
                 }
                 button type="submit" { "Filter" }
             }
-            @if listed.items.is_empty() {
+            @if items.is_empty() {
                 div.empty {
-                    @if filter.is_some() { p { "No contact is in that state." } }
+                    @if filter.is_some() || q.after.is_some() { p { "No more contacts here." } }
                     @else { p { "No contacts yet." } p { "Upload a CSV above, or send them with " code { "POST /campaigns/{id}/contacts" } "." } }
                 }
             } @else {
@@ -157,7 +149,7 @@ async fn render(
                         th scope="col" { "Last outcome" } th scope="col" { "Why it is or is not dialled now" }
                     } }
                     tbody {
-                        @for (k, w) in listed.items.iter().zip(&why) {
+                        @for (k, w) in items.iter().zip(&why) {
                             tr {
                                 td { (k.phone_number) }
                                 td { (k.state.replace('_', " ")) }
@@ -172,9 +164,9 @@ async fn render(
                     }
                 }
                 nav.pager aria-label="Contact pages" {
-                    span.muted { (offset + 1) "–" (offset + listed.items.len() as i64) " of " (listed.total) }
-                    @if offset > 0 { a href=(link((offset - ROWS).max(0))) { "Previous" } }
-                    @if offset + ROWS < listed.total { a href=(link(offset + ROWS)) { "Next" } }
+                    span.muted { (items.len()) " shown of " (total) }
+                    @if q.after.is_some() { a href=(format!("{base}?state={}", filter.unwrap_or(""))) { "First page" } }
+                    @if let Some(last) = last.filter(|_| items.len() as i64 == ROWS) { a href=(link(last)) { "Next" } }
                 }
             }
         }
@@ -230,7 +222,7 @@ pub async fn upload(
     };
     let q = ContactsQuery {
         state: None,
-        offset: None,
+        after: None,
     };
     render(
         &state,

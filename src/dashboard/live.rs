@@ -1,5 +1,5 @@
 //! Live calls: who is being called or talking, through which agent, in which state and for how
-//! long. The page subscribes to `/app/live/events` (server-sent events through htmx's
+//! long, and what was last said on it. The page subscribes to `/app/live/events` (server-sent events through htmx's
 //! extension); the stream reads the workspace's calls under way every second and sends the
 //! table again when it changed (durations move every second while a call is up). The session
 //! is checked again at every read: a revoked key or an expired session ends the stream.
@@ -21,7 +21,9 @@ use super::layout::{denied, page as shell, respond};
 use super::session::{Viewer, session_token};
 use crate::auth::Scope;
 use crate::http::AppState;
+use crate::live_turns::{LatestTurn, LiveTurns};
 use crate::store::CallRecord;
+use switchboard_actors::conversation::Speaker;
 
 /// Most calls the table shows.
 const SHOWN: i64 = 200;
@@ -33,7 +35,24 @@ fn seconds(since: DateTime<Utc>, now: DateTime<Utc>) -> String {
     format!("{}:{:02}", s / 60, s % 60)
 }
 
-fn table(calls: &[CallRecord], agents: &HashMap<AgentId, String>, now: DateTime<Utc>) -> Markup {
+/// A turn as the table shows it: who, and at most this many characters.
+const TURN_CHARS: usize = 160;
+
+fn saying(turn: Option<LatestTurn>) -> Markup {
+    html! {
+        @if let Some(t) = turn {
+            strong { (if t.role == Speaker::Agent { "Agent: " } else { "Caller: " }) }
+            (match t.text.char_indices().nth(TURN_CHARS) { Some((end, _)) => format!("{}…", &t.text[..end]), None => t.text })
+        } @else { span.muted { "—" } }
+    }
+}
+
+fn table(
+    calls: &[CallRecord],
+    agents: &HashMap<AgentId, String>,
+    turns: &LiveTurns,
+    now: DateTime<Utc>,
+) -> Markup {
     html! {
         @if calls.is_empty() {
             div.empty { p { "No calls under way. Calls appear here as they are placed or answered." } }
@@ -42,7 +61,7 @@ fn table(calls: &[CallRecord], agents: &HashMap<AgentId, String>, now: DateTime<
                 caption.sr-only { "Calls under way" }
                 thead { tr {
                     th scope="col" { "Who" } th scope="col" { "Direction" } th scope="col" { "Agent" }
-                    th scope="col" { "State" } th scope="col" { "For" }
+                    th scope="col" { "State" } th scope="col" { "For" } th scope="col" { "Last said" }
                 } }
                 tbody {
                     @for c in calls {
@@ -54,6 +73,7 @@ fn table(calls: &[CallRecord], agents: &HashMap<AgentId, String>, now: DateTime<
                             td { (c.agent_id.and_then(|a| agents.get(&a)).map(String::as_str).unwrap_or("—")) }
                             td { span class=(format!("status st-{}", c.status)) { (c.status) } }
                             td.num { (seconds(since, now)) }
+                            td.said { (saying(turns.latest(c.id))) }
                         }
                     }
                 }
@@ -75,7 +95,7 @@ async fn read(
             slot.insert(name.unwrap_or_default());
         }
     }
-    Ok(table(&calls, agents, state.store.now()))
+    Ok(table(&calls, agents, &state.live_turns, state.store.now()))
 }
 
 pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Response {
@@ -126,7 +146,11 @@ pub async fn events(
         |(state, ws, token, mut agents, last, mut wait)| async move {
             loop {
                 if wait {
-                    tokio::time::sleep(EVERY).await;
+                    // A turn or a call's end wakes the stream at once; durations move each second.
+                    tokio::select! {
+                        _ = tokio::time::sleep(EVERY) => {}
+                        _ = state.live_turns.changed() => {}
+                    }
                 }
                 wait = true;
                 // The session still stands (the key not revoked, the session not expired).

@@ -80,6 +80,8 @@ pub struct AppState {
     pub endpoints: Option<switchboard_actors::endpoint::Endpoints>,
     /// What flows' integration_call nodes dispatch to (the simulator's real runs).
     pub providers: Option<Arc<crate::providers::Providers>>,
+    /// Each call's latest turn, as its call actor hands it on (the live page).
+    pub live_turns: Arc<crate::live_turns::LiveTurns>,
 }
 
 impl AppState {
@@ -112,6 +114,7 @@ impl AppState {
             endpoints: None,
             model: None,
             providers: None,
+            live_turns: Default::default(),
         })
     }
 

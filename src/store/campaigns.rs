@@ -564,23 +564,23 @@ impl Store {
         for state in ContactState::ALL {
             stats.contacts.insert(state.as_str().to_owned(), 0);
         }
-        let rows: Vec<(String, i64, i64)> = sqlx::query_as("SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) GROUP BY state")
-            .bind(id.as_uuid())
-            .bind(ws.as_uuid())
-            .fetch_all(&mut *self.conn().await?)
-            .await?;
-        for (state, count, attempts) in rows {
+        // From the counts the contacts' triggers keep (migration 0023), not the contacts.
+        let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
+            "SELECT state, last_outcome, contacts, attempts FROM campaign_contact_counts \
+             WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND contacts > 0",
+        )
+        .bind(id.as_uuid())
+        .bind(ws.as_uuid())
+        .fetch_all(&mut *self.read_conn().await?)
+        .await?;
+        for (state, outcome, count, attempts) in rows {
             stats.total_contacts += count;
             stats.attempts += attempts;
-            stats.contacts.insert(state, count);
+            *stats.contacts.entry(state).or_insert(0) += count;
+            if !outcome.is_empty() {
+                *stats.last_outcomes.entry(outcome).or_insert(0) += count;
+            }
         }
-        let outcomes: Vec<(String, i64)> =
-            sqlx::query_as("SELECT last_outcome, COUNT(*) FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND last_outcome IS NOT NULL GROUP BY last_outcome")
-                .bind(id.as_uuid())
-                .bind(ws.as_uuid())
-                .fetch_all(&mut *self.conn().await?)
-                .await?;
-        stats.last_outcomes = outcomes.into_iter().collect();
         stats.call_outcomes = self.campaign_outcomes(ws, id).await?.into_iter().collect();
         Ok(stats)
     }

@@ -358,6 +358,57 @@ impl Store {
         Ok(Paged { items, total })
     }
 
+    /// A page of a campaign's contacts in the order they were enrolled, after `after` (the
+    /// cursor the previous page ended at): the contacts, the cursor of the last one, and how
+    /// many there are in all (from the kept counts). Reads only the page's rows, however deep.
+    pub async fn contacts_after(
+        &self,
+        ws: WorkspaceId,
+        campaign: CampaignId,
+        state: Option<ContactState>,
+        after: Option<i64>,
+        limit: i64,
+    ) -> StoreResult<(Vec<Contact>, Option<i64>, i64)> {
+        let mut conn = self.read_conn().await?;
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(SUM(contacts), 0) FROM campaign_contact_counts \
+             WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND (? IS NULL OR state = ?)",
+        )
+        .bind(campaign.as_uuid())
+        .bind(ws.as_uuid())
+        .bind(state.map(|s| s.as_str()))
+        .bind(state.map(|s| s.as_str()))
+        .fetch_one(&mut *conn)
+        .await?;
+        // One statement per shape, so that each walks its own index in rowid order.
+        let sql = match state {
+            Some(_) => {
+                "SELECT rowid AS cursor, * FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) \
+                        AND state = ? AND rowid > ? ORDER BY rowid LIMIT ?"
+            }
+            None => {
+                "SELECT rowid AS cursor, * FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) \
+                     AND rowid > ? ORDER BY rowid LIMIT ?"
+            }
+        };
+        let mut q = sqlx::query(sql).bind(campaign.as_uuid()).bind(ws.as_uuid());
+        if let Some(state) = state {
+            q = q.bind(state.as_str());
+        }
+        let rows = q
+            .bind(after.unwrap_or(0))
+            .bind(limit)
+            .fetch_all(&mut *conn)
+            .await?;
+        let mut last = None;
+        let mut items = Vec::with_capacity(rows.len());
+        for r in rows {
+            last = Some(r.try_get::<i64, _>("cursor")?);
+            items.push(contact_row(r)?);
+        }
+        Ok((items, last, total))
+    }
+
     /// A contact of a campaign of `ws`.
     pub async fn contact(
         &self,

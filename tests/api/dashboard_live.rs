@@ -120,3 +120,33 @@ async fn a_live_call_reaches_an_open_page_and_leaves_it_when_it_ends() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
 }
+
+#[tokio::test]
+async fn what_is_said_on_a_live_call_reaches_the_open_page_as_each_turn_ends() {
+    use crate::converse::{call_slug, conversing_app_with};
+    use crate::vendor::{Reply, VendorServer};
+    let vendor = VendorServer::start().await;
+    vendor.transcript("I would like to book a table.", Duration::ZERO);
+    vendor.reply(Reply::text(&["Of course, for how many?"]));
+    let s = conversing_app_with(&vendor, |_| {}).await;
+    let (_, _, slug) = endpoint(&s.app, json!({"vad_stop_secs": 0.5}), json!({})).await;
+    let mut web = Session::new(&s.app);
+    web.sign_in(&s.app.key).await;
+    let mut events = Events::open(&web, "/app/live/events").await;
+    let (ua, media) = call_slug(&s, &slug).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ua.stream_tone(media, 75).await;
+    let heard = events
+        .until(|d| d.contains("I would like to book a table."))
+        .await;
+    assert!(
+        heard.contains("<strong>Caller: </strong>I would like to book a table."),
+        "{heard}"
+    );
+    let answered = events
+        .until(|d| d.contains("Of course, for how many?"))
+        .await;
+    assert!(answered.contains("<strong>Agent: </strong>"), "{answered}");
+    ua.bye().await;
+    events.until(|d| d.contains("No calls under way")).await;
+}

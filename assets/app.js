@@ -43,3 +43,17 @@ document.addEventListener("htmx:xhr:progress", (event) => {
     bar.value = Math.round((event.detail.loaded * 100) / event.detail.total);
   }
 });
+
+// A table wider than the screen scrolls sideways; keyboard users reach it by Tab and scroll it
+// with the arrow keys.
+function focusableScrolls(root) {
+  if (!root.querySelectorAll) return;
+  root.querySelectorAll("table, .flow-scroll").forEach((el) => {
+    if (el.scrollWidth > el.clientWidth && !el.hasAttribute("tabindex")) {
+      el.setAttribute("tabindex", "0");
+    }
+  });
+}
+document.addEventListener("DOMContentLoaded", () => focusableScrolls(document));
+document.addEventListener("htmx:load", (event) => focusableScrolls(event.detail.elt));
+window.addEventListener("resize", () => focusableScrolls(document));

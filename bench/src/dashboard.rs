@@ -220,19 +220,19 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
             }
         }
         times.sort_by(f64::total_cmp);
-        let p99 = measure::percentile(&times, 0.99);
+        let p99 = measure::percentile(&times, 99.0);
         let gz = gzip_len(&body)?;
         worst_p99 = worst_p99.max(p99);
         heaviest_gz = heaviest_gz.max(gz);
         eprintln!(
             "{name:<28} p50 {:>8.1} ms  p99 {:>8.1} ms  {:>7} B  gzip {:>6} B",
-            measure::percentile(&times, 0.5),
+            measure::percentile(&times, 50.0),
             p99,
             body.len(),
             gz
         );
         rows.push(json!({"page": name, "path": path,
-            "p50_ms": round(measure::percentile(&times, 0.5)), "p99_ms": round(p99),
+            "p50_ms": round(measure::percentile(&times, 50.0)), "p99_ms": round(p99),
             "max_ms": round(times.last().copied().unwrap_or(0.0)),
             "bytes": body.len(), "gzip_bytes": gz}));
     }
@@ -285,7 +285,7 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
         "pages": rows,
         "worst_p99_ms": round(worst_p99),
         "heaviest_gzip_bytes": heaviest_gz,
-        "live_change_ms": {"p50": round(measure::percentile(&latencies, 0.5)),
+        "live_change_ms": {"p50": round(measure::percentile(&latencies, 50.0)),
             "max": round(latencies.last().copied().unwrap_or(0.0))},
         "targets": {"p99_ms": 100, "gzip_bytes": 200_000, "live_change_ms": 1000},
         "met": worst_p99 < 100.0 && heaviest_gz < 200_000

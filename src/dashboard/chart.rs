@@ -1,5 +1,5 @@
 //! A campaign's chart: its calls counted by when they were admitted and by when, and how,
-//! they ended, in about sixty buckets across its life so far. The page carries the numbers
+//! they ended, in at most 400 buckets across its life so far. The page carries the numbers
 //! twice: as the chart's data (drawn by the vendored uPlot from `app.js`) and as a table.
 
 use axum::response::Response;
@@ -16,12 +16,13 @@ use crate::http::AppState;
 pub const SCRIPTS: &[&str] = &["/app/assets/vendor/uplot/uPlot.iife.min.js"];
 pub const STYLES: &[&str] = &["/app/assets/vendor/uplot/uPlot.min.css"];
 
-/// The chart's buckets: about 60 across the campaign's life so far.
+/// The chart's buckets: the finest step that keeps the campaign's life so far within 400.
 fn step_for(span_secs: i64) -> i64 {
-    [10, 60, 300, 900, 3600, 3 * 3600, 6 * 3600, 86_400]
-        .into_iter()
-        .find(|step| span_secs / step <= 60)
-        .unwrap_or(7 * 86_400)
+    crate::store::TIMELINE_STEPS
+        .iter()
+        .map(|(step, _, _)| *step)
+        .find(|step| span_secs / step <= 400)
+        .unwrap_or(86_400)
 }
 
 /// Admissions and outcomes over time, as the chart's data and a table of the same numbers.
@@ -48,6 +49,7 @@ pub async fn timeline(state: &AppState, viewer: &Viewer, c: &Value) -> Result<Ma
         .campaign_timeline(viewer.workspace_id, id, step)
         .await
         .map_err(|e| unavailable(viewer, e))?;
+    // Buckets start at whole steps of UTC time, as the stored times' prefixes do.
     let first = start.timestamp() / step * step;
     // Two buckets at least, so the time axis has a span.
     let last = (end.timestamp() / step * step).max(first + step);
@@ -121,10 +123,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_chart_keeps_about_sixty_buckets() {
+    fn the_chart_keeps_at_most_four_hundred_buckets() {
         assert_eq!(step_for(30), 10);
-        assert_eq!(step_for(3_600), 60);
-        assert_eq!(step_for(86_400), 3600);
-        assert!(step_for(30 * 86_400) >= 6 * 3600);
+        assert_eq!(step_for(3_600), 10);
+        assert_eq!(step_for(86_400), 600);
+        assert_eq!(step_for(10 * 86_400), 3600);
+        assert_eq!(step_for(30 * 86_400), 86_400);
     }
 }

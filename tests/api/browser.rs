@@ -233,7 +233,57 @@ async fn an_operator_creates_launches_and_watches_a_campaign_in_a_real_browser()
     browser.go(&format!("{path}/contacts")).await;
     browser.wait_text("#contacts tbody", "+972501110003").await;
     check(&browser, "campaign-contacts").await;
+
+    // A form without the session's CSRF token is refused, and changes nothing.
+    browser.go(&app.url("/app/campaigns")).await;
+    browser
+        .run("document.querySelectorAll('form.inline input[name=csrf]').forEach(e => e.remove()); return true;")
+        .await;
+    browser.type_in("#new-name", "Forged").await;
+    browser.click("form.inline button").await;
+    browser.wait_text("main", "Form expired").await;
+    let listed = app.get("/campaigns").await.body;
+    assert_eq!(listed["data"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(saved_name(&app, id).await, "Browser spring");
+    // Another workspace's campaign is not there.
+    let (_, other_key) = app.other_workspace().await;
+    let foreign = app
+        .send(
+            reqwest::Method::POST,
+            "/campaigns",
+            Some(&other_key),
+            Some(json!({"name": "Theirs"})),
+        )
+        .await;
+    let foreign = foreign.body["id"].as_str().unwrap().to_string();
+    browser
+        .go(&app.url(&format!("/app/campaigns/{foreign}")))
+        .await;
+    browser.wait_text("main", "There is nothing here").await;
+    check(&browser, "not-found").await;
     browser.quit().await;
+
+    // The campaign's page fits a phone's width.
+    let phone = Browser::start(390).await;
+    phone.go(&app.url("/app/sign-in")).await;
+    phone.type_in("#key", &app.key).await;
+    phone.click("form.card button").await;
+    phone.wait_url("/app/campaigns").await;
+    phone.go(&path).await;
+    phone.wait_text("main", "Every contact is done").await;
+    let overflow = phone
+        .run("return document.documentElement.scrollWidth > window.innerWidth;")
+        .await;
+    assert_eq!(overflow, false, "the campaign page fits a phone's width");
+    check(&phone, "campaign-phone").await;
+    phone.quit().await;
+}
+
+async fn saved_name(app: &crate::helpers::TestApp, id: &str) -> String {
+    app.get(&format!("/campaigns/{id}")).await.body["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[tokio::test]

@@ -188,14 +188,20 @@ async fn a_campaign_is_created_edited_launched_and_followed_from_its_page() {
     // Launched: the page follows it while it runs, and the simulated carrier's calls show.
     let launched = s.post(&format!("{path}/launch"), &[("csrf", &csrf)]).await;
     assert_eq!(launched.status, StatusCode::SEE_OTHER, "{}", launched.text);
-    let done = eventually(Duration::from_secs(20), "both contacts are done", || {
-        let (app, id) = (&app, id.clone());
-        async move {
-            let c = app.get(&format!("/campaigns/{id}")).await.body;
-            let k = &c["stats"]["contacts"];
-            (k["retired"].as_i64()? + k["exhausted"].as_i64()? == 2).then_some(c)
-        }
-    })
+    let done = eventually(
+        Duration::from_secs(20),
+        "both contacts are done and the campaign completed",
+        || {
+            let (app, id) = (&app, id.clone());
+            async move {
+                let c = app.get(&format!("/campaigns/{id}")).await.body;
+                let k = &c["stats"]["contacts"];
+                (k["retired"].as_i64()? + k["exhausted"].as_i64()? == 2
+                    && c["status"] == "completed")
+                    .then_some(c)
+            }
+        },
+    )
     .await;
     let summary = s.get(&format!("{path}/summary")).await.text;
     assert!(summary.contains("data-chart="), "{summary}");

@@ -202,6 +202,8 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
     let mut rows = Vec::new();
     let mut worst_p99: f64 = 0.0;
     let mut heaviest_gz = 0usize;
+    // The chart is a fragment the campaign page loads after it, not a page.
+    let fragment = |name: &str| name.starts_with("campaign chart");
     for (name, path) in &pages {
         let mut times = Vec::with_capacity(args.rounds);
         let mut body = Vec::new();
@@ -222,7 +224,9 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
         times.sort_by(f64::total_cmp);
         let p99 = measure::percentile(&times, 99.0);
         let gz = gzip_len(&body)?;
-        worst_p99 = worst_p99.max(p99);
+        if !fragment(name) {
+            worst_p99 = worst_p99.max(p99);
+        }
         heaviest_gz = heaviest_gz.max(gz);
         eprintln!(
             "{name:<28} p50 {:>8.1} ms  p99 {:>8.1} ms  {:>7} B  gzip {:>6} B",

@@ -130,7 +130,6 @@ async fn view_json(
 /// The part of the page that follows the campaign: status, evaluation, progress, money, the
 /// commands, the chart. While the campaign is live it reloads itself every two seconds.
 async fn summary_part(
-    state: &AppState,
     viewer: &Viewer,
     c: &Value,
     problem: Option<&str>,
@@ -141,7 +140,6 @@ async fn summary_part(
     let live = matches!(status, CampaignStatus::Running | CampaignStatus::Scheduled)
         || status_text.starts_with("paused");
     let stats = &c["stats"];
-    let chart = super::chart::timeline(state, viewer, c).await?;
     let at = |k: &str| {
         c[k].as_str()
             .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
@@ -181,7 +179,6 @@ async fn summary_part(
                 }
                 a href=(format!("/app/campaigns/{id}/contacts")) { "Contacts and upload" }
             }
-            (chart)
         }
     })
 }
@@ -221,7 +218,7 @@ async fn render(
     shown: Shown<'_>,
 ) -> Response {
     let id = c["id"].as_str().unwrap_or_default().to_owned();
-    let summary = match summary_part(state, viewer, c, shown.problem).await {
+    let summary = match summary_part(viewer, c, shown.problem).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -246,6 +243,14 @@ async fn render(
         @if let Some(note) = shown.notice { div.notice role="status" { (note) } }
         @if let Some(d) = c["description"].as_str().filter(|d| !d.is_empty()) { p { (d) } }
         (summary)
+        section aria-labelledby="chart-title" {
+            h2 id="chart-title" { "Over time" }
+            // Counted apart from the page (every call of the campaign is read), and again every
+            // half minute while it is open.
+            div id="chart" hx-get=(format!("/app/campaigns/{id}/chart")) hx-trigger="load, every 30s" hx-swap="innerHTML" {
+                p.muted { "Counting the campaign's calls…" }
+            }
+        }
         section aria-labelledby="settings-title" {
             h2 id="settings-title" { "Settings" }
             @if editable {
@@ -350,6 +355,22 @@ pub async fn show(
     }
 }
 
+/// The chart of the campaign's calls over time, for the page to load after it.
+pub async fn chart(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Response {
+    let v = match load_view(&state, &viewer, &id).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    match super::chart::timeline(&state, &viewer, &v).await {
+        Ok(m) => axum::response::Html(m.into_string()).into_response(),
+        Err(r) => r,
+    }
+}
+
 /// The progress part alone, for the page to reload while the campaign is live.
 pub async fn summary(
     State(state): State<AppState>,
@@ -360,7 +381,7 @@ pub async fn summary(
         Ok(v) => v,
         Err(r) => return r,
     };
-    match summary_part(&state, &viewer, &v, None).await {
+    match summary_part(&viewer, &v, None).await {
         Ok(m) => axum::response::Html(m.into_string()).into_response(),
         Err(r) => r,
     }

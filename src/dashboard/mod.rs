@@ -68,6 +68,7 @@ pub fn router() -> Router<AppState> {
         .route("/campaigns", get(pages::campaigns).post(campaign::create))
         .route("/campaigns/{id}", get(campaign::show))
         .route("/campaigns/{id}/summary", get(campaign::summary))
+        .route("/campaigns/{id}/chart", get(campaign::chart))
         .route("/campaigns/{id}/settings", post(campaign::save))
         .route(
             "/campaigns/{id}/contacts",

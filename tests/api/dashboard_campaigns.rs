@@ -204,8 +204,9 @@ async fn a_campaign_is_created_edited_launched_and_followed_from_its_page() {
     )
     .await;
     let summary = s.get(&format!("{path}/summary")).await.text;
-    assert!(summary.contains("data-chart="), "{summary}");
-    assert!(summary.contains("&quot;admitted&quot;"), "{summary}");
+    let chart = s.get(&format!("{path}/chart")).await.text;
+    assert!(chart.contains("data-chart="), "{chart}");
+    assert!(chart.contains("&quot;admitted&quot;"), "{chart}");
     assert!(
         summary.contains(&format!(
             "<dt>Attempts</dt><dd>{}</dd>",

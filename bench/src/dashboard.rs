@@ -174,6 +174,10 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
             "campaign summary (polled)",
             format!("/app/campaigns/{c}/summary"),
         ),
+        (
+            "campaign chart (loaded after)",
+            format!("/app/campaigns/{c}/chart"),
+        ),
         ("contacts", format!("/app/campaigns/{c}/contacts")),
         (
             "contacts, far page",
@@ -249,6 +253,7 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
         .send()
         .await?;
     let mut seen = String::new();
+    let mut missed = 0usize;
     for n in 0..args.live_changes {
         let number = format!("+97259{n:07}");
         // Half a second apart, so changes land at every point of the stream's second.
@@ -265,17 +270,25 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
             ),
         )?;
         let written = t.elapsed().as_secs_f64() * 1000.0;
-        loop {
-            let chunk = tokio::time::timeout(Duration::from_secs(5), stream.chunk())
-                .await
-                .context("the live stream stalled")??
-                .context("the live stream ended")?;
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            if seen.contains(&number) {
-                break;
+        let shown = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match stream.chunk().await {
+                    Ok(Some(chunk)) => {
+                        seen.push_str(&String::from_utf8_lossy(&chunk));
+                        if seen.contains(&number) {
+                            return true;
+                        }
+                    }
+                    _ => return false,
+                }
             }
+        })
+        .await;
+        if shown == Ok(true) {
+            latencies.push(t.elapsed().as_secs_f64() * 1000.0 - written);
+        } else {
+            missed += 1;
         }
-        latencies.push(t.elapsed().as_secs_f64() * 1000.0 - written);
     }
     latencies.sort_by(f64::total_cmp);
     let _ = stop.send(());
@@ -289,10 +302,11 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
         "pages": rows,
         "worst_p99_ms": round(worst_p99),
         "heaviest_gzip_bytes": heaviest_gz,
+        "live_changes_missed": missed,
         "live_change_ms": {"p50": round(measure::percentile(&latencies, 50.0)),
             "max": round(latencies.last().copied().unwrap_or(0.0))},
         "targets": {"p99_ms": 100, "gzip_bytes": 200_000, "live_change_ms": 1000},
-        "met": worst_p99 < 100.0 && heaviest_gz < 200_000
+        "met": worst_p99 < 100.0 && heaviest_gz < 200_000 && missed == 0
             && latencies.last().is_some_and(|l| *l < 1000.0),
     }))
 }

@@ -241,6 +241,12 @@ pub async fn serve(
     let metrics = metrics
         .map(|listener| http::prometheus::Listener::spawn(listener, state.clone()))
         .transpose()?;
+    // Once `shutdown` resolves, streams that never end by themselves are told to.
+    let closing = state.closing.clone();
+    let shutdown = async move {
+        shutdown.await;
+        closing.cancel();
+    };
     let app = http::router(state);
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
     let analyst = model.map(|model| analysis::Analyst {

@@ -158,6 +158,25 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
     );
     let call_id = sqlite(&db, "SELECT lower(hex(id)) FROM calls LIMIT 1 OFFSET 5000")?;
     let call_id = uuid::Uuid::parse_str(&call_id)?;
+    // Where the far pages start: the 900,000th contact enrolled, and a call near the oldest.
+    let far_contact = sqlite(
+        &db,
+        &format!(
+            "SELECT rowid FROM contacts LIMIT 1 OFFSET {}",
+            args.contacts * 9 / 10
+        ),
+    )?;
+    let far_call = sqlite(
+        &db,
+        &format!(
+            "SELECT rowid FROM calls ORDER BY created_at LIMIT 1 OFFSET {}",
+            args.calls / 100
+        ),
+    )?;
+    let day = sqlite(
+        &db,
+        "SELECT substr(created_at, 1, 10) FROM calls LIMIT 1 OFFSET 50000",
+    )?;
 
     let store = switchboard::Store::open(&db_url).await?;
     let (addr, stop, server) = super::enroll::serve_in_process(store, db_url, dir.path()).await?;
@@ -181,7 +200,7 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
         ("contacts", format!("/app/campaigns/{c}/contacts")),
         (
             "contacts, far page",
-            format!("/app/campaigns/{c}/contacts?offset=900000"),
+            format!("/app/campaigns/{c}/contacts?after={far_contact}"),
         ),
         (
             "contacts by state",
@@ -189,6 +208,15 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
         ),
         ("calls", "/app/calls".to_string()),
         ("calls by status", "/app/calls?status=ended".to_string()),
+        ("calls, far page", format!("/app/calls?before={far_call}")),
+        ("calls by campaign", format!("/app/calls?campaign={c}")),
+        ("calls by day", format!("/app/calls?from={day}&to={day}")),
+        // No call matches these two: the whole filter is walked.
+        ("calls inbound", "/app/calls?direction=inbound".to_string()),
+        (
+            "calls by an agent",
+            format!("/app/calls?agent={}", uuid::Uuid::new_v4()),
+        ),
         ("call", format!("/app/calls/{call_id}")),
         ("live calls", "/app/live".to_string()),
         ("agents", "/app/agents".to_string()),
@@ -287,10 +315,22 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
         if shown == Ok(true) {
             latencies.push(t.elapsed().as_secs_f64() * 1000.0 - written);
         } else {
+            if missed == 0 {
+                let tail: String = seen
+                    .chars()
+                    .rev()
+                    .take(600)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                eprintln!("live change {n} not shown within 10 s; the stream last sent: {tail}");
+            }
             missed += 1;
         }
     }
     latencies.sort_by(f64::total_cmp);
+    drop(stream);
     let _ = stop.send(());
     let _ = server.await;
     Ok(json!({

@@ -150,6 +150,9 @@ async fn render(
             dt { "Caller-ID" } dd { (trust_words(a)) (caller_id_form(viewer, a)) }
             @if let Some(url) = &a.webhook_url { dt { "Webhook" } dd { code { (url) } } }
         }
+        @if viewer.scopes.allows(Scope::CallsRead) {
+            p { a href=(format!("/app/calls?agent={}", a.id)) { "Calls by this agent" } }
+        }
         @if let Some(graph) = flow {
             section aria-labelledby="flow-title" {
                 h2 id="flow-title" { "Flow" }

@@ -129,11 +129,7 @@ async fn view_json(
 
 /// The part of the page that follows the campaign: status, evaluation, progress, money, the
 /// commands, the chart. While the campaign is live it reloads itself every two seconds.
-async fn summary_part(
-    viewer: &Viewer,
-    c: &Value,
-    problem: Option<&str>,
-) -> Result<Markup, Response> {
+fn summary_part(viewer: &Viewer, c: &Value, problem: Option<&str>) -> Markup {
     let id = c["id"].as_str().unwrap_or_default();
     let status_text = c["status"].as_str().unwrap_or_default();
     let status = CampaignStatus::parse(status_text).unwrap_or(CampaignStatus::Draft);
@@ -145,7 +141,7 @@ async fn summary_part(
             .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
             .map(|t| when(&t.with_timezone(&Utc)))
     };
-    Ok(html! {
+    html! {
         section id="summary" aria-labelledby="progress-title"
             hx-get=[live.then(|| format!("/app/campaigns/{id}/summary"))]
             hx-trigger=[live.then_some("every 2s")] hx-swap="outerHTML" {
@@ -180,7 +176,7 @@ async fn summary_part(
                 a href=(format!("/app/campaigns/{id}/contacts")) { "Contacts and upload" }
             }
         }
-    })
+    }
 }
 
 async fn choices(state: &AppState, viewer: &Viewer) -> Result<Choices, Response> {
@@ -218,10 +214,7 @@ async fn render(
     shown: Shown<'_>,
 ) -> Response {
     let id = c["id"].as_str().unwrap_or_default().to_owned();
-    let summary = match summary_part(viewer, c, shown.problem).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+    let summary = summary_part(viewer, c, shown.problem);
     let choices = match choices(state, viewer).await {
         Ok(c) => c,
         Err(r) => return r,
@@ -249,6 +242,9 @@ async fn render(
             // half minute while it is open.
             div id="chart" hx-get=(format!("/app/campaigns/{id}/chart")) hx-trigger="load, every 30s" hx-swap="innerHTML" {
                 p.muted { "Counting the campaign's calls…" }
+            }
+            @if viewer.scopes.allows(Scope::CallsRead) {
+                p { a href=(format!("/app/calls?campaign={id}")) { "Every call of this campaign" } }
             }
         }
         section aria-labelledby="settings-title" {
@@ -361,14 +357,13 @@ pub async fn chart(
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Response {
-    let v = match load_view(&state, &viewer, &id).await {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    match super::chart::timeline(&state, &viewer, &v).await {
-        Ok(m) => axum::response::Html(m.into_string()).into_response(),
-        Err(r) => r,
-    }
+    fragment(
+        async {
+            let v = load_view(&state, &viewer, &id).await?;
+            super::chart::timeline(&state, &viewer, &v).await
+        }
+        .await,
+    )
 }
 
 /// The progress part alone, for the page to reload while the campaign is live.
@@ -377,11 +372,16 @@ pub async fn summary(
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> Response {
-    let v = match load_view(&state, &viewer, &id).await {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    match summary_part(&viewer, &v, None).await {
+    fragment(
+        load_view(&state, &viewer, &id)
+            .await
+            .map(|v| summary_part(&viewer, &v, None)),
+    )
+}
+
+/// A part of the page that htmx swaps in, or the page that says why it cannot be shown.
+fn fragment(part: Result<Markup, Response>) -> Response {
+    match part {
         Ok(m) => axum::response::Html(m.into_string()).into_response(),
         Err(r) => r,
     }

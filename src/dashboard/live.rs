@@ -2,7 +2,8 @@
 //! long, and what was last said on it. The page subscribes to `/app/live/events` (server-sent events through htmx's
 //! extension); the stream reads the workspace's calls under way every second and sends the
 //! table again when it changed (durations move every second while a call is up). The session
-//! is checked again at every read: a revoked key or an expired session ends the stream.
+//! is checked again at every read: a revoked key or an expired session ends the stream, and so
+//! does the service beginning to stop (it would otherwise wait on the open page forever).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -147,9 +148,11 @@ pub async fn events(
             loop {
                 if wait {
                     // A turn or a call's end wakes the stream at once; durations move each second.
+                    // The service stopping ends it.
                     tokio::select! {
                         _ = tokio::time::sleep(EVERY) => {}
                         _ = state.live_turns.changed() => {}
+                        _ = state.closing.cancelled() => return None,
                     }
                 }
                 wait = true;

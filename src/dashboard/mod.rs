@@ -6,7 +6,8 @@
 //!   session cookie; the key never reaches the page), signing out, and the CSRF token every
 //!   write carries.
 //! - [`layout`]: the page shell and the shared pieces (tables, empty states, errors).
-//! - [`pages`]: campaigns, calls and one call.
+//! - [`pages`]: the campaigns list, the landing page and the pages' shared parts.
+//! - [`calls`]: calls by status, direction, campaign, agent and day, and one call.
 //! - [`campaign`]: one campaign (progress, commands, settings, audit events), with
 //!   [`campaign_form`] (the settings form as a PATCH body) and [`chart`] (admissions and
 //!   outcomes over time).
@@ -38,6 +39,7 @@ use crate::http::AppState;
 
 mod agents;
 mod assets;
+mod calls;
 mod campaign;
 mod campaign_form;
 mod chart;
@@ -78,8 +80,8 @@ pub fn router() -> Router<AppState> {
                 .layer(DefaultBodyLimit::disable()),
         )
         .route("/campaigns/{id}/{command}", post(campaign::command))
-        .route("/calls", get(pages::calls))
-        .route("/calls/{id}", get(pages::call))
+        .route("/calls", get(calls::calls))
+        .route("/calls/{id}", get(calls::call))
         .route("/agents", get(agents::list))
         .route("/agents/{id}", get(agents::show))
         .route("/agents/{id}/simulate", post(agents::simulate))

@@ -82,6 +82,9 @@ pub struct AppState {
     pub providers: Option<Arc<crate::providers::Providers>>,
     /// Each call's latest turn, as its call actor hands it on (the live page).
     pub live_turns: Arc<crate::live_turns::LiveTurns>,
+    /// Cancelled when the service begins to stop: long-lived answers (the live page's stream)
+    /// end, so that draining the open connections does not wait for them.
+    pub closing: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -115,6 +118,7 @@ impl AppState {
             model: None,
             providers: None,
             live_turns: Default::default(),
+            closing: Default::default(),
         })
     }
 

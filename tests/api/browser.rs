@@ -64,10 +64,7 @@ async fn an_operator_signs_in_reads_a_call_and_manages_keys_in_a_real_browser() 
     // Readable at phone width too.
     browser.quit().await;
     let phone = Browser::start(390).await;
-    phone.go(&app.url("/app/sign-in")).await;
-    phone.type_in("#key", &app.key).await;
-    phone.click("form.card button").await;
-    phone.wait_url("/app/campaigns").await;
+    phone.sign_in(&app, &app.key).await;
     phone.go(&app.url(&format!("/app/calls/{call}"))).await;
     let overflow = phone
         .run("return document.documentElement.scrollWidth > window.innerWidth;")
@@ -105,10 +102,7 @@ async fn a_call_s_recording_plays_and_a_transcript_turn_seeks_it() {
     assert!(caller_ms > 1000, "{detail}");
 
     let browser = Browser::start(1280).await;
-    browser.go(&s.app.url("/app/sign-in")).await;
-    browser.type_in("#key", &s.app.key).await;
-    browser.click("form.card button").await;
-    browser.wait_url("/app/campaigns").await;
+    browser.sign_in(&s.app, &s.app.key).await;
     browser.go(&s.app.url(&format!("/app/calls/{id}"))).await;
     browser
         .wait_text("main", "I would like to book a table.")
@@ -154,10 +148,7 @@ async fn an_operator_creates_launches_and_watches_a_campaign_in_a_real_browser()
     let agent = agent(&app, Some(120)).await;
     let number = number(&app, "+972501230000", "active").await;
     let browser = Browser::start(1280).await;
-    browser.go(&app.url("/app/sign-in")).await;
-    browser.type_in("#key", &app.key).await;
-    browser.click("form.card button").await;
-    browser.wait_url("/app/campaigns").await;
+    browser.sign_in(&app, &app.key).await;
     browser.type_in("#new-name", "Browser spring").await;
     browser.click("form.inline button").await;
     browser.wait_text("h1", "Browser spring").await;
@@ -265,10 +256,7 @@ async fn an_operator_creates_launches_and_watches_a_campaign_in_a_real_browser()
 
     // The campaign's page fits a phone's width.
     let phone = Browser::start(390).await;
-    phone.go(&app.url("/app/sign-in")).await;
-    phone.type_in("#key", &app.key).await;
-    phone.click("form.card button").await;
-    phone.wait_url("/app/campaigns").await;
+    phone.sign_in(&app, &app.key).await;
     phone.go(&path).await;
     phone.wait_text("main", "Every contact is done").await;
     let overflow = phone
@@ -292,10 +280,7 @@ async fn an_operator_connects_an_integration_through_the_oauth_stand_in_in_a_rea
     let google = GoogleStandIn::start().await;
     let app = crate::helpers::spawn_app_with(|c| google.serve(c)).await;
     let browser = Browser::start(1280).await;
-    browser.go(&app.url("/app/sign-in")).await;
-    browser.type_in("#key", &app.key).await;
-    browser.click("form.card button").await;
-    browser.wait_url("/app/campaigns").await;
+    browser.sign_in(&app, &app.key).await;
     browser.go(&app.url("/app/settings/integrations")).await;
     browser.wait_text("main", "No integrations yet.").await;
     check(&browser, "integrations").await;
@@ -347,10 +332,7 @@ async fn agents_flows_and_the_workspace_pages_pass_axe_in_a_real_browser() {
     )
     .await;
     let browser = Browser::start(1280).await;
-    browser.go(&app.url("/app/sign-in")).await;
-    browser.type_in("#key", &app.key).await;
-    browser.click("form.card button").await;
-    browser.wait_url("/app/campaigns").await;
+    browser.sign_in(&app, &app.key).await;
     browser.go(&app.url("/app/agents")).await;
     browser.wait_text("main", "Router").await;
     check(&browser, "agents").await;

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::calls::sim_app;
 use crate::campaigns::{agent, number};
@@ -207,6 +207,33 @@ async fn a_campaign_is_created_edited_launched_and_followed_from_its_page() {
     let chart = s.get(&format!("{path}/chart")).await.text;
     assert!(chart.contains("data-chart="), "{chart}");
     assert!(chart.contains("&quot;admitted&quot;"), "{chart}");
+    // Every attempt counted once as admitted, and once by its outcome.
+    let data = chart
+        .split("data-chart=\"")
+        .nth(1)
+        .and_then(|d| d.split('"').next());
+    let data: Value = serde_json::from_str(&data.unwrap().replace("&quot;", "\"")).unwrap();
+    let sum = |label: &str| -> i64 {
+        data["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| (s["label"] == "admitted") == (label == "admitted"))
+            .flat_map(|s| {
+                s["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_i64().unwrap())
+            })
+            .sum()
+    };
+    let attempts = done["stats"]["attempts"].as_i64().unwrap();
+    assert_eq!(
+        (sum("admitted"), sum("ended")),
+        (attempts, attempts),
+        "{chart}"
+    );
     assert!(
         summary.contains(&format!(
             "<dt>Attempts</dt><dd>{}</dd>",
@@ -221,6 +248,37 @@ async fn a_campaign_is_created_edited_launched_and_followed_from_its_page() {
         exhausted.text
     );
     assert!(!exhausted.text.contains("not-a-number"));
+    // Its calls, and only its calls, on the calls page filtered by it.
+    let shown = s.get(&path).await.text;
+    assert!(
+        shown.contains(&format!("href=\"/app/calls?campaign={id}\"")),
+        "{shown}"
+    );
+    let its_calls = s.get(&format!("/app/calls?campaign={id}")).await.text;
+    let by_api = app
+        .get(&format!("/calls?campaign_id={id}&limit=100"))
+        .await
+        .body;
+    let ids: Vec<&str> = by_api["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids.len() as i64,
+        done["stats"]["attempts"].as_i64().unwrap()
+    );
+    assert_eq!(
+        its_calls.matches("href=\"/app/calls/").count(),
+        ids.len(),
+        "{its_calls}"
+    );
+    assert!(ids.iter().all(|c| its_calls.contains(c)));
+    assert!(
+        its_calls.contains("selected>Spring sale</option>"),
+        "{its_calls}"
+    );
 
     // Done: no command is left but the contacts, and the page says why.
     assert_eq!(done["status"], "completed");

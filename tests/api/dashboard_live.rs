@@ -150,3 +150,19 @@ async fn what_is_said_on_a_live_call_reaches_the_open_page_as_each_turn_ends() {
     ua.bye().await;
     events.until(|d| d.contains("No calls under way")).await;
 }
+
+#[tokio::test]
+async fn the_service_stops_while_a_live_page_is_open() {
+    let app = crate::helpers::spawn_app().await;
+    let mut web = Session::new(&app);
+    web.sign_in(&app.key).await;
+    let mut events = Events::open(&web, "/app/live/events").await;
+    let first = events.next(Duration::from_secs(5)).await.unwrap();
+    assert!(first.contains("No calls under way"), "{first}");
+    // Draining the open connections does not wait for the stream: it ends with the service.
+    let restarted = tokio::time::timeout(Duration::from_secs(10), app.restart(|_| {}))
+        .await
+        .expect("the service stops while a live page is open");
+    assert_eq!(events.next(Duration::from_secs(5)).await, None);
+    drop(restarted);
+}

@@ -19,6 +19,7 @@ mod converse;
 mod crash;
 mod dashboard;
 mod dashboard_agents;
+mod dashboard_calls;
 mod dashboard_campaigns;
 mod dashboard_live;
 mod dashboard_settings;

@@ -157,6 +157,14 @@ impl Browser {
         panic!("{css} never held {needle:?}; it held {last:?}");
     }
 
+    /// Signs in to `app` with `key` through the sign-in form, and waits for the first page.
+    pub async fn sign_in(&self, app: &crate::helpers::TestApp, key: &str) {
+        self.go(&app.url("/app/sign-in")).await;
+        self.type_in("#key", key).await;
+        self.click("form.card button").await;
+        self.wait_url("/app/campaigns").await;
+    }
+
     pub async fn go(&self, url: &str) {
         self.call(reqwest::Method::POST, "/url", Some(json!({"url": url})))
             .await;

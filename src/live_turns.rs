@@ -1,7 +1,8 @@
-//! The latest final turn of each call under way, for the dashboard's live page: every call's
-//! turn sink passes through here on its way to the webhooks (if its agent wants
-//! `transcript.final`), so a turn shows on an open live page as soon as it is final, and the
-//! page's stream is woken at once instead of at its next read.
+//! The latest turn of each call under way, for the dashboard's live page: every call's turn
+//! sink passes through here on its way to the webhooks (if its agent wants `transcript.final`),
+//! so a turn shows on an open live page as soon as it is final, and the agent's turn already
+//! while it is being said (from each sentence's start); the page's stream is woken at once
+//! instead of at its next read.
 //!
 //! Kept in memory only, one turn per call, and forgotten when the call ends (its sink is
 //! flushed then).
@@ -13,13 +14,15 @@ use async_trait::async_trait;
 use switchboard_actors::conversation::{Speaker, Turn, TurnSink};
 use switchboard_actors::ids::CallId;
 
-/// A call's latest final turn.
+/// A call's latest turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LatestTurn {
     pub role: Speaker,
     pub text: String,
-    /// Its number in the transcript, from 1.
+    /// Its number in the transcript, from 1 (a turn under way: the number it will have).
     pub number: u32,
+    /// Being said now: not final yet.
+    pub under_way: bool,
 }
 
 /// The latest turn of every call under way.
@@ -85,10 +88,31 @@ impl TurnSink for Sink {
                 role: turn.role,
                 text: turn.text.clone(),
                 number,
+                under_way: false,
             },
         );
         if let Some(next) = &self.next {
             next.final_turn(number, turn);
+        }
+    }
+
+    fn speaking(&self, text: &str) {
+        let number = match self.live.latest(self.call) {
+            Some(t) if t.under_way => t.number,
+            Some(t) => t.number + 1,
+            None => 1,
+        };
+        self.live.set(
+            self.call,
+            LatestTurn {
+                role: Speaker::Agent,
+                text: text.to_owned(),
+                number,
+                under_way: true,
+            },
+        );
+        if let Some(next) = &self.next {
+            next.speaking(text);
         }
     }
 
@@ -136,9 +160,25 @@ mod tests {
             Some(LatestTurn {
                 role: Speaker::User,
                 text: "I'd like a table.".into(),
-                number: 2
+                number: 2,
+                under_way: false,
             })
         );
+        // The agent's next turn shows while it is said, then as final.
+        sink.speaking("For how many?");
+        sink.speaking("For how many? And when?");
+        let saying = live.latest(call).unwrap();
+        assert_eq!(
+            (
+                saying.role,
+                saying.text.as_str(),
+                saying.number,
+                saying.under_way
+            ),
+            (Speaker::Agent, "For how many? And when?", 3, true)
+        );
+        sink.final_turn(3, &turn(Speaker::Agent, "For how many? And when?"));
+        assert!(!live.latest(call).unwrap().under_way);
         sink.flush().await;
         assert_eq!(live.latest(call), None);
     }

@@ -123,6 +123,12 @@ pub trait TurnSink: Send + Sync + std::fmt::Debug + 'static {
     /// on, not written here).
     fn final_turn(&self, number: u32, turn: &Turn);
 
+    /// The agent is saying `text` now: its turn under way, not final and not yet in the
+    /// transcript (what it has said of the turn so far, then what is playing or queued to
+    /// play). Told again as each sentence starts; the turn's `final_turn` follows. Nothing by
+    /// default.
+    fn speaking(&self, _text: &str) {}
+
     /// Resolves once every turn handed on so far has been dealt with (before the call's end
     /// is recorded, so its events come before `call.ended`).
     async fn flush(&self);

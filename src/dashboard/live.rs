@@ -1,7 +1,8 @@
 //! Live calls: who is being called or talking, through which agent, in which state and for how
-//! long, and what was last said on it. The page subscribes to `/app/live/events` (server-sent events through htmx's
-//! extension); the stream reads the workspace's calls under way every second and sends the
-//! table again when it changed (durations move every second while a call is up). The session
+//! long, and what is being said or was last said on it. The page subscribes to `/app/live/events` (server-sent events through htmx's
+//! extension); the stream reads the workspace's calls under way four times a second and sends
+//! the table again when it changed (a call placed, ringing or answered shows within a quarter
+//! of a second; durations move every second while a call is up). The session
 //! is checked again at every read: a revoked key or an expired session ends the stream, and so
 //! does the service beginning to stop (it would otherwise wait on the open page forever).
 
@@ -29,21 +30,37 @@ use switchboard_actors::conversation::Speaker;
 /// Most calls the table shows.
 const SHOWN: i64 = 200;
 /// How often the stream reads the calls.
-const EVERY: Duration = Duration::from_secs(1);
+const EVERY: Duration = Duration::from_millis(250);
 
 fn seconds(since: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let s = (now - since).num_seconds().max(0);
     format!("{}:{:02}", s / 60, s % 60)
 }
 
-/// A turn as the table shows it: who, and at most this many characters.
+/// A turn as the table shows it: who, and at most this many characters (of a final turn its
+/// start; of a turn being said its latest words).
 const TURN_CHARS: usize = 160;
+
+fn shortened(text: &str, under_way: bool) -> String {
+    let chars = text.chars().count();
+    if chars <= TURN_CHARS {
+        text.to_owned()
+    } else if under_way {
+        format!(
+            "…{}",
+            text.chars().skip(chars - TURN_CHARS).collect::<String>()
+        )
+    } else {
+        format!("{}…", text.chars().take(TURN_CHARS).collect::<String>())
+    }
+}
 
 fn saying(turn: Option<LatestTurn>) -> Markup {
     html! {
         @if let Some(t) = turn {
             strong { (if t.role == Speaker::Agent { "Agent: " } else { "Caller: " }) }
-            (match t.text.char_indices().nth(TURN_CHARS) { Some((end, _)) => format!("{}…", &t.text[..end]), None => t.text })
+            (shortened(&t.text, t.under_way))
+            @if t.under_way { " " span.muted { "(speaking)" } }
         } @else { span.muted { "—" } }
     }
 }
@@ -147,7 +164,8 @@ pub async fn events(
         |(state, ws, token, mut agents, last, mut wait)| async move {
             loop {
                 if wait {
-                    // A turn or a call's end wakes the stream at once; durations move each second.
+                    // A turn or a call's end wakes the stream at once; other changes are read
+                    // within a quarter of a second.
                     // The service stopping ends it.
                     tokio::select! {
                         _ = tokio::time::sleep(EVERY) => {}
@@ -176,4 +194,19 @@ pub async fn events(
         },
     );
     Ok(Sse::new(updates).keep_alive(KeepAlive::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_turn_shows_its_start_once_final_and_its_latest_words_while_said() {
+        let text = format!("{}{}", "a".repeat(150), "b".repeat(50));
+        let done = shortened(&text, false);
+        assert_eq!(done, format!("{}{}…", "a".repeat(150), "b".repeat(10)));
+        let saying = shortened(&text, true);
+        assert_eq!(saying, format!("…{}{}", "a".repeat(110), "b".repeat(50)));
+        assert_eq!(shortened("Hello", true), "Hello");
+    }
 }

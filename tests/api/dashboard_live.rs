@@ -143,10 +143,21 @@ async fn what_is_said_on_a_live_call_reaches_the_open_page_as_each_turn_ends() {
         heard.contains("<strong>Caller: </strong>I would like to book a table."),
         "{heard}"
     );
-    let answered = events
+    // The agent's answer shows while it is being said, then as its final turn.
+    let saying = events
         .until(|d| d.contains("Of course, for how many?"))
         .await;
-    assert!(answered.contains("<strong>Agent: </strong>"), "{answered}");
+    assert!(
+        saying.contains("<strong>Agent: </strong>Of course, for how many? <span class=\"muted\">(speaking)</span>"),
+        "{saying}"
+    );
+    let answered = events
+        .until(|d| d.contains("Of course, for how many?") && !d.contains("(speaking)"))
+        .await;
+    assert!(
+        answered.contains("<strong>Agent: </strong>Of course, for how many?</td>"),
+        "{answered}"
+    );
     ua.bye().await;
     events.until(|d| d.contains("No calls under way")).await;
 }

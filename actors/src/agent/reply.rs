@@ -88,6 +88,15 @@ impl Reply {
         !self.queued.is_empty()
     }
 
+    /// The turn as it is being said: what was played of it, then what is playing or queued.
+    pub fn under_way(&self) -> String {
+        let mut text = self.said.clone();
+        for q in &self.queued {
+            append(&mut text, &q.text);
+        }
+        text
+    }
+
     /// Takes a new sentence; its index.
     pub fn add_sentence(&mut self) -> u32 {
         self.sentences += 1;

@@ -461,9 +461,16 @@ impl<'a> Agent<'a> {
     /// Sentence `index` is ready: what is due plays, in order.
     fn ready(&mut self, index: u32, clip: Option<Clip>) {
         let now_ms = self.now_ms();
+        let mut started = false;
         for (clip, tag) in self.reply.ready(index, clip, self.generation, now_ms) {
             self.line.play(clip, tag);
             self.agent_speaking = true;
+            started = true;
+        }
+        // What is being said goes out as it starts (the live page shows it), before the turn
+        // is final.
+        if started && let Some(sink) = &self.plan.turns {
+            sink.speaking(&self.reply.under_way());
         }
     }
 

@@ -1,8 +1,8 @@
 //! The latest turn of each call under way, for the dashboard's live page: every call's turn
 //! sink passes through here on its way to the webhooks (if its agent wants `transcript.final`),
-//! so a turn shows on an open live page as soon as it is final, and the agent's turn already
-//! while it is being said (from each sentence's start); the page's stream is woken at once
-//! instead of at its next read.
+//! so a turn shows on an open live page as soon as it is final, and already while it is being
+//! said (the agent's from each sentence's start, the caller's words as each utterance is
+//! transcribed); the page's stream is woken at once instead of at its next read.
 //!
 //! Kept in memory only, one turn per call, and forgotten when the call ends (its sink is
 //! flushed then).
@@ -96,23 +96,23 @@ impl TurnSink for Sink {
         }
     }
 
-    fn speaking(&self, text: &str) {
+    fn speaking(&self, role: Speaker, text: &str) {
         let number = match self.live.latest(self.call) {
-            Some(t) if t.under_way => t.number,
+            Some(t) if t.under_way && t.role == role => t.number,
             Some(t) => t.number + 1,
             None => 1,
         };
         self.live.set(
             self.call,
             LatestTurn {
-                role: Speaker::Agent,
+                role,
                 text: text.to_owned(),
                 number,
                 under_way: true,
             },
         );
         if let Some(next) = &self.next {
-            next.speaking(text);
+            next.speaking(role, text);
         }
     }
 
@@ -165,8 +165,8 @@ mod tests {
             })
         );
         // The agent's next turn shows while it is said, then as final.
-        sink.speaking("For how many?");
-        sink.speaking("For how many? And when?");
+        sink.speaking(Speaker::Agent, "For how many?");
+        sink.speaking(Speaker::Agent, "For how many? And when?");
         let saying = live.latest(call).unwrap();
         assert_eq!(
             (
@@ -179,6 +179,13 @@ mod tests {
         );
         sink.final_turn(3, &turn(Speaker::Agent, "For how many? And when?"));
         assert!(!live.latest(call).unwrap().under_way);
+        // The caller's words show as each utterance is heard, before their turn ends.
+        sink.speaking(Speaker::User, "Four,");
+        let heard = live.latest(call).unwrap();
+        assert_eq!(
+            (heard.role, heard.number, heard.under_way),
+            (Speaker::User, 4, true)
+        );
         sink.flush().await;
         assert_eq!(live.latest(call), None);
     }

@@ -123,11 +123,11 @@ pub trait TurnSink: Send + Sync + std::fmt::Debug + 'static {
     /// on, not written here).
     fn final_turn(&self, number: u32, turn: &Turn);
 
-    /// The agent is saying `text` now: its turn under way, not final and not yet in the
-    /// transcript (what it has said of the turn so far, then what is playing or queued to
-    /// play). Told again as each sentence starts; the turn's `final_turn` follows. Nothing by
-    /// default.
-    fn speaking(&self, _text: &str) {}
+    /// `role` is saying `text` now: a turn under way, not final and not yet in the transcript.
+    /// The agent: what it has said of its turn so far, then what is playing or queued to play,
+    /// told as each sentence starts. The caller: their words so far, told as each utterance of
+    /// the turn is transcribed. The turn's `final_turn` follows. Nothing by default.
+    fn speaking(&self, _role: Speaker, _text: &str) {}
 
     /// Resolves once every turn handed on so far has been dealt with (before the call's end
     /// is recorded, so its events come before `call.ended`).

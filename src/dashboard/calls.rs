@@ -315,51 +315,65 @@ pub async fn call(
         Ok(None) => return not_found(Some(viewer)).await,
         Err(e) => return unavailable(&viewer, e),
     };
-    let c = crate::http::recordings::present(&state, detail.call.clone());
+    let mut c = crate::http::recordings::present(&state, detail.call.clone());
+    // The player fetches the signed link from this page's own origin: the public URL the link
+    // is made with may name another host than the one the operator reached (a proxy's), which
+    // the page's policy (`media-src 'self'`) would refuse.
+    let public = state.public_url();
+    c.recording_url = c.recording_url.map(|url| match url.strip_prefix(&public) {
+        Some(path) if path.starts_with('/') => path.to_owned(),
+        _ => url,
+    });
     let title = if c.direction == "inbound" {
         format!("Call from {}", c.from_number)
     } else {
         format!("Call to {}", c.to_number)
     };
     let body = html! {
-        dl.facts {
-            dt { "Direction" } dd { (c.direction) }
-            dt { "From" } dd { (c.from_number) }
-            dt { "To" } dd { (c.to_number) }
-            dt { "Status" } dd { (c.status) @if let Some(o) = &c.outcome { " · " (o) } }
-            dt { "End reason" } dd { (c.end_reason.as_deref().unwrap_or("—")) }
-            dt { "Answered by" } dd { (c.answered_by.as_deref().unwrap_or("—")) }
-            dt { "Codec" } dd { (c.codec.as_deref().unwrap_or("—")) }
-            dt { "SIP code" } dd { (c.sip_code.map(|s| s.to_string()).unwrap_or_else(|| "—".into())) }
-            dt { "Duration" } dd { (c.duration_secs) " s" }
-            dt { "Cost" } dd { (money(c.cost_cents)) }
-            dt { "Created" } dd { (when(&c.created_at)) }
-        }
-        @if let Some(url) = &c.recording_url {
-            section aria-labelledby="recording" {
-                h2 id="recording" { "Recording" }
-                audio id="player" controls preload="metadata" src=(url) { "Your browser cannot play the recording." }
+        // Side by side on a wide screen: the facts and the player (kept in view), then the
+        // transcript whose turns seek it.
+        div.call-layout {
+            div.call-side {
+                dl.facts {
+                    dt { "Direction" } dd { (c.direction) }
+                    dt { "From" } dd { (c.from_number) }
+                    dt { "To" } dd { (c.to_number) }
+                    dt { "Status" } dd { (c.status) @if let Some(o) = &c.outcome { " · " (o) } }
+                    dt { "End reason" } dd { (c.end_reason.as_deref().unwrap_or("—")) }
+                    dt { "Answered by" } dd { (c.answered_by.as_deref().unwrap_or("—")) }
+                    dt { "Codec" } dd { (c.codec.as_deref().unwrap_or("—")) }
+                    dt { "SIP code" } dd { (c.sip_code.map(|s| s.to_string()).unwrap_or_else(|| "—".into())) }
+                    dt { "Duration" } dd { (c.duration_secs) " s" }
+                    dt { "Cost" } dd { (money(c.cost_cents)) }
+                    dt { "Created" } dd { (when(&c.created_at)) }
+                }
+                @if let Some(url) = &c.recording_url {
+                    section aria-labelledby="recording" {
+                        h2 id="recording" { "Recording" }
+                        audio id="player" controls preload="metadata" src=(url) { "Your browser cannot play the recording." }
+                    }
+                }
             }
-        }
-        section aria-labelledby="transcript" {
-            h2 id="transcript" { "Transcript" }
-            @if detail.transcript.is_empty() {
-                p.muted { "Nothing was said on this call." }
-            } @else {
-                ol.transcript {
-                    @for t in &detail.transcript {
-                        @let who = if t.role == Speaker::Agent { "Agent" } else { "Caller" };
-                        li class=(if t.role == Speaker::Agent { "agent" } else { "caller" }) {
-                            @if c.recording_url.is_some() {
-                                button.seek type="button" data-seek-ms=(t.start_ms)
-                                    aria-label=(format!("Play the recording from {}", clock(t.start_ms))) { (clock(t.start_ms)) }
-                            } @else {
-                                span.at { (clock(t.start_ms)) }
+            section.call-main aria-labelledby="transcript" {
+                h2 id="transcript" { "Transcript" }
+                @if detail.transcript.is_empty() {
+                    p.muted { "Nothing was said on this call." }
+                } @else {
+                    ol.transcript {
+                        @for t in &detail.transcript {
+                            @let who = if t.role == Speaker::Agent { "Agent" } else { "Caller" };
+                            li class=(if t.role == Speaker::Agent { "agent" } else { "caller" }) {
+                                @if c.recording_url.is_some() {
+                                    button.seek type="button" data-seek-ms=(t.start_ms)
+                                        aria-label=(format!("Play the recording from {}", clock(t.start_ms))) { (clock(t.start_ms)) }
+                                } @else {
+                                    span.at { (clock(t.start_ms)) }
+                                }
+                                " "
+                                strong { (who) }
+                                @if let Some(node) = &t.node { " " span.node { "in " (node) } }
+                                p { (t.text) @if t.interrupted { " " em { "(interrupted)" } } }
                             }
-                            " "
-                            strong { (who) }
-                            @if let Some(node) = &t.node { " " span.node { "in " (node) } }
-                            p { (t.text) @if t.interrupted { " " em { "(interrupted)" } } }
                         }
                     }
                 }
@@ -401,6 +415,18 @@ pub async fn call(
                 (None, Some(AnalysisStatus::Failed)) => p.muted { "The analysis failed: " (detail.analysis_error.as_deref().unwrap_or("no reason was given")) },
                 (None, Some(AnalysisStatus::Pending)) => p.muted { "The analysis is under way." },
                 (None, _) => p.muted { "No analysis yet: the call has not ended." },
+            }
+            @if let Some(found) = detail.extracted.as_ref().filter(|f| !f.is_empty()) {
+                dl.facts.extracted {
+                    @for (name, value) in found {
+                        dt { (name) }
+                        dd { @match value {
+                            serde_json::Value::Null => span.muted { "not found" },
+                            serde_json::Value::String(s) => (s),
+                            other => (other.to_string()),
+                        } }
+                    }
+                }
             }
         }
     };

@@ -170,10 +170,12 @@ fn summary_part(viewer: &Viewer, c: &Value, problem: Option<&str>) -> Markup {
                 @for (_, path, label) in allowed(status) {
                     form method="post" action=(format!("/app/campaigns/{id}/{path}")) {
                         input type="hidden" name="csrf" value=(viewer.csrf);
-                        button type="submit" class=[(*path == "stop").then_some("danger")] { (label) }
+                        // Ids that stay the same across the part's reloads: htmx gives the focus back
+                        // to the element of the same id after each swap.
+                        button type="submit" id=(format!("command-{path}")) class=[(*path == "stop").then_some("danger")] { (label) }
                     }
                 }
-                a href=(format!("/app/campaigns/{id}/contacts")) { "Contacts and upload" }
+                a id="contacts-link" href=(format!("/app/campaigns/{id}/contacts")) { "Contacts and upload" }
             }
         }
     }

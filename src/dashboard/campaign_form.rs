@@ -194,8 +194,18 @@ pub fn form(
             }
         }
     };
-    let select = |field: &str, label: &str, options: Vec<(String, String)>| -> Markup {
+    let select = |field: &str, label: &str, mut options: Vec<(String, String)>| -> Markup {
         let current = shown(&values[field]);
+        // The value it holds is always offered, even when it is not among the choices listed
+        // (the newest 100), so that saving another field keeps it.
+        if !current.is_empty() && !options.iter().any(|(v, _)| *v == current) {
+            let named = match field {
+                "agent_id" => values["agent"]["name"].as_str(),
+                "from_phone_number_id" => values["from_phone_number"]["number"].as_str(),
+                _ => None,
+            };
+            options.insert(0, (current.clone(), named.unwrap_or(&current).to_owned()));
+        }
         html! {
             div.field {
                 label for=(field) { (label) }

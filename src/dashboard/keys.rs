@@ -300,7 +300,7 @@ pub async fn revoke(
         );
     }
     if let Err(e) = state.store.revoke_key(id).await {
-        tracing::error!(error = %e, "a key could not be revoked");
+        return super::pages::unavailable(&viewer, e);
     }
     Redirect::to("/app/settings/keys").into_response()
 }

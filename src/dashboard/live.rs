@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use futures_util::stream::{self, Stream};
 use maud::{Markup, html};
@@ -123,15 +123,14 @@ pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Response {
     let mut agents = HashMap::new();
     let now = match read(&state, viewer.workspace_id, &mut agents).await {
         Ok(now) => now,
-        Err(e) => {
-            tracing::error!(error = %e, "live calls could not be read");
-            return StatusCode::SERVICE_UNAVAILABLE.into_response();
-        }
+        Err(e) => return super::pages::unavailable(&viewer, e),
     };
     let body = html! {
         script src="/app/assets/vendor/htmx-ext-sse/sse.min.js" defer {}
         p.muted { "Updated as calls change, without reloading." }
-        div hx-ext="sse" sse-connect="/app/live/events" sse-swap="calls" aria-live="polite" {
+        // Not a live region: its durations change every second, and a screen reader would read
+        // the table out again each time. The table is there to be read at will.
+        div hx-ext="sse" sse-connect="/app/live/events" sse-swap="calls" {
             (now)
         }
     };

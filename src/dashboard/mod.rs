@@ -118,6 +118,9 @@ pub fn router() -> Router<AppState> {
         .route("/assets/{*path}", get(assets::serve))
         .fallback(pages::not_found)
         .layer(middleware::from_fn(secure))
+        // Pages, fragments and assets go gzip-compressed to a browser that takes it (the live
+        // page's event stream is left as it is: compressing it would hold its events back).
+        .layer(tower_http::compression::CompressionLayer::new())
 }
 
 async fn secure(req: Request, next: Next) -> Response {

@@ -6,7 +6,6 @@
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use chrono::Utc;
 use maud::{Markup, html};
 use serde_json::{Map, Value};
 use switchboard_actors::ids::ToolId;
@@ -279,7 +278,7 @@ pub async fn do_not_call(State(state): State<AppState>, viewer: Viewer) -> Respo
     }
     let entries = match state
         .store
-        .list_dnc_entries(viewer.workspace_id, Utc::now(), ROWS)
+        .list_dnc_entries(viewer.workspace_id, state.store.now(), ROWS)
         .await
     {
         Ok(e) => e,

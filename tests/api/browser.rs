@@ -107,6 +107,15 @@ async fn a_call_s_recording_plays_and_a_transcript_turn_seeks_it() {
     browser
         .wait_text("main", "I would like to book a table.")
         .await;
+    // The player's link is to this origin, whatever host the public URL names.
+    let src = browser
+        .run("return document.getElementById('player').getAttribute('src');")
+        .await;
+    assert!(
+        src.as_str()
+            .is_some_and(|s| s.starts_with("/calls/") && s.contains("/recording?sig=")),
+        "{src}"
+    );
     // The player loads the recording through its signed link and plays: its time moves.
     let played = browser
         .call(

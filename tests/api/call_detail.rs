@@ -386,6 +386,19 @@ async fn the_analysis_lands_a_stop_disposition_that_retires_a_campaign_contact()
     assert_eq!(call["disposition_source"], "analysis");
     assert_eq!(call["analysis_attempts"], 1);
     assert!(call["analyzed_at"].is_string());
+    // The dashboard's call page shows the summary and each parameter found, or not.
+    let mut web = crate::dashboard::Session::new(&app);
+    web.sign_in(&app.key).await;
+    let page = web.get(&format!("/app/calls/{id}")).await.text;
+    assert!(
+        page.contains("booked a viewing on Monday at ten."),
+        "{page}"
+    );
+    assert!(page.contains("<dt>budget</dt><dd>1200 EUR</dd>"), "{page}");
+    assert!(
+        page.contains("<dt>moveInDate</dt><dd><span class=\"muted\">not found</span></dd>"),
+        "{page}"
+    );
     let events = app
         .get(&format!(
             "/webhook-deliveries?call_id={id}&type=call.analyzed"

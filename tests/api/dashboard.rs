@@ -378,4 +378,16 @@ async fn a_call_shows_its_facts_and_another_workspace_sees_a_404() {
     assert_eq!(css.headers["content-type"], "text/css; charset=utf-8");
     let htmx = o.get("/app/assets/vendor/htmx/htmx.min.js").await;
     assert_eq!(htmx.status, StatusCode::OK);
+    // Pages and assets go compressed to a browser that takes gzip.
+    for path in ["/app/calls", "/app/assets/vendor/htmx/htmx.min.js"] {
+        let zipped = reqwest::Client::new()
+            .get(app.url(path))
+            .header("cookie", o.cookie_header())
+            .header("accept-encoding", "gzip")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(zipped.status(), StatusCode::OK, "{path}");
+        assert_eq!(zipped.headers()["content-encoding"], "gzip", "{path}");
+    }
 }

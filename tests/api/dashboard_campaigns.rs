@@ -371,3 +371,51 @@ async fn a_campaign_is_created_edited_launched_and_followed_from_its_page() {
         "Spring sale"
     );
 }
+
+#[tokio::test]
+async fn the_settings_form_keeps_an_agent_beyond_the_choices_it_lists() {
+    let app = sim_app("answered=1").await;
+    // The form lists the first 100 agents; the campaign's is the 101st.
+    for _ in 0..100 {
+        agent(&app, Some(120)).await;
+    }
+    app.clock.advance(Duration::from_secs(1));
+    let resp = app
+        .post(
+            "/agents",
+            json!({"name": "Latest", "max_call_duration_secs": 60}),
+        )
+        .await;
+    assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
+    let latest = resp.body["id"].as_str().unwrap().to_owned();
+    let campaign = app
+        .post("/campaigns", json!({"name": "Far", "agent_id": latest}))
+        .await;
+    assert_eq!(campaign.status, StatusCode::CREATED, "{}", campaign.text);
+    let id = campaign.body["id"].as_str().unwrap();
+    let mut s = Session::new(&app);
+    s.sign_in(&app.key).await;
+    let page = s.get(&format!("/app/campaigns/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    assert!(
+        page.text.contains(&format!(
+            "<option value=\"{latest}\" selected>Latest</option>"
+        )),
+        "the campaign's agent is offered, chosen: {}",
+        page.text
+    );
+    // Saved as a browser sends the form (every field, the agent as chosen): it stays.
+    let csrf = page.hidden("csrf");
+    let saved = s
+        .post(
+            &format!("/app/campaigns/{id}/settings"),
+            &[("csrf", &csrf), ("name", "Far away"), ("agent_id", &latest)],
+        )
+        .await;
+    assert_eq!(saved.status, StatusCode::OK, "{}", saved.text);
+    let stored = app.get(&format!("/campaigns/{id}")).await.body;
+    assert_eq!(
+        (stored["name"].as_str(), stored["agent_id"].as_str()),
+        (Some("Far away"), Some(latest.as_str()))
+    );
+}

@@ -22,11 +22,14 @@ impl Events {
             .get(format!("{}{path}", web.base))
             .header("cookie", web.cookie_header())
             .header("accept", "text/event-stream")
+            .header("accept-encoding", "gzip")
             .send()
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(response.headers()["content-type"], "text/event-stream");
+        // Pages are compressed; the stream is not (each event goes out as it comes).
+        assert!(!response.headers().contains_key("content-encoding"));
         Events {
             response,
             buffer: String::new(),

@@ -559,6 +559,56 @@ async fn a_sip_call_books_an_event_and_emails_a_confirmation() {
         "You're booked, and a confirmation is on its way. Goodbye!"
     );
     assert_eq!(last["node"], "confirm");
+
+    // The dashboard's call page: the SIP facts, the path through the flow, each integration's
+    // run, and the turn's node.
+    // An inbound call: its codec is known; a SIP code is the far end's answer to a call placed.
+    assert_eq!(detail["codec"], "pcmu", "{detail}");
+    let mut web = crate::dashboard::Session::new(&s.app);
+    web.sign_in(&s.app.key).await;
+    let page = web.get(&format!("/app/calls/{id}")).await.text;
+    for fact in [
+        format!(
+            "<dt>End reason</dt><dd>{}</dd>",
+            detail["end_reason"].as_str().unwrap()
+        ),
+        format!(
+            "<dt>Codec</dt><dd>{}</dd>",
+            detail["codec"].as_str().unwrap_or("—")
+        ),
+        format!(
+            "<dt>SIP code</dt><dd>{}</dd>",
+            detail["sip_code"]
+                .as_i64()
+                .map_or("—".to_owned(), |c| c.to_string())
+        ),
+        format!(
+            "<dt>Answered by</dt><dd>{}</dd>",
+            detail["answered_by"].as_str().unwrap_or("—")
+        ),
+    ] {
+        assert!(page.contains(&fact), "{fact} in {page}");
+    }
+    let path = page.split("id=\"path\"").nth(1).expect("the flow path");
+    let mut at = 0;
+    for node in ["start", "ask", "check", "book", "mail", "confirm"] {
+        at += path[at..]
+            .find(&format!("<strong>{node}</strong>"))
+            .unwrap_or_else(|| panic!("{node} after the one before it in {path}"));
+    }
+    assert!(
+        page.contains("<td>google_calendar.create_event</td><td>succeeded</td>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<td>gmail.send_email</td><td>succeeded</td>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<span class=\"node\">in confirm</span>"),
+        "{page}"
+    );
+    assert!(page.contains("A meeting was booked."), "{page}");
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::machine::Detection;
 use super::session::Agent;
 use super::work::Work;
+use crate::conversation::Speaker;
 use crate::turns::APOLOGY_LINE;
 use crate::vendors::{Transcript, VendorError};
 
@@ -59,12 +60,21 @@ impl Agent<'_> {
             .mind
             .as_ref()
             .map_or(Duration::ZERO, |m| m.unfinished_grace);
-        if let Err(e) = self.listening.heard(result, Instant::now(), grace) {
-            let at = self.now_ms();
-            self.conversation
-                .vendor_failed("transcriber", "speech to text failed", &e, at);
-            if !self.listening.speaking {
-                self.say(APOLOGY_LINE);
+        match self.listening.heard(result, Instant::now(), grace) {
+            // The caller's words so far go out before their turn ends (the live page).
+            Ok(()) => {
+                let words = self.listening.heard_so_far();
+                if let Some(sink) = self.plan.turns.as_ref().filter(|_| !words.is_empty()) {
+                    sink.speaking(Speaker::User, words);
+                }
+            }
+            Err(e) => {
+                let at = self.now_ms();
+                self.conversation
+                    .vendor_failed("transcriber", "speech to text failed", &e, at);
+                if !self.listening.speaking {
+                    self.say(APOLOGY_LINE);
+                }
             }
         }
     }

@@ -50,6 +50,11 @@ impl Listening {
         self.heard_from.get_or_insert(now_ms);
     }
 
+    /// Their words so far this turn.
+    pub fn heard_so_far(&self) -> &str {
+        &self.heard
+    }
+
     /// The caller stopped speaking.
     pub fn speech_stopped(&mut self, now_ms: u64) {
         self.speaking = false;

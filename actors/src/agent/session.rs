@@ -14,7 +14,7 @@ use super::reply::Reply;
 use super::work::{Abort, Voice, Work, WorkRx, WorkTx, work_queue};
 use super::{AgentEnd, AgentPlan, EndReason, Speech};
 use crate::call_tools::CallParties;
-use crate::conversation::Conversation;
+use crate::conversation::{Conversation, Speaker};
 use crate::turns::{FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, STILL_THERE_LINE};
 use crate::vendors::ChatMessage;
 
@@ -470,7 +470,7 @@ impl<'a> Agent<'a> {
         // What is being said goes out as it starts (the live page shows it), before the turn
         // is final.
         if started && let Some(sink) = &self.plan.turns {
-            sink.speaking(&self.reply.under_way());
+            sink.speaking(Speaker::Agent, &self.reply.under_way());
         }
     }
 

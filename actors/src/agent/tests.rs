@@ -136,12 +136,23 @@ async fn a_caller_talking_over_the_greeting_keeps_only_its_words_played() {
         ]
     );
     // Each turn is told once final, in the order they happened.
+    let speaking = told.speaking();
     let told = told.turns();
     let numbers: Vec<u32> = told.iter().map(|t| t.0).collect();
     assert_eq!(numbers, [1, 2, 3]);
     assert_eq!(told[0].2, 600);
     assert_eq!(told[1].2, 1600 + TRANSCRIBE);
     assert_eq!(told[2].2, answered_at + spoken_ms("Ada, from Acme."));
+    // Each turn is told as under way before that: the greeting as it starts to play, the
+    // caller's words once transcribed, the answer as it starts.
+    assert_eq!(
+        speaking,
+        [
+            (Speaker::Agent, GREETING.to_owned(), SYNTH),
+            (Speaker::User, "Who is this?".to_owned(), 1600 + TRANSCRIBE),
+            (Speaker::Agent, "Ada, from Acme.".to_owned(), answered_at),
+        ]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -140,7 +140,7 @@ async fn endpoints_page(
     state: &AppState,
     viewer: &Viewer,
     status: StatusCode,
-    created: Option<Result<&crate::http::sip_endpoints::SipEndpointView, String>>,
+    created: Option<Result<&crate::http::sip_endpoints::SipEndpointView, &ApiError>>,
 ) -> Response {
     if !viewer.scopes.allows(Scope::PhoneNumbersSearch) {
         return denied(viewer, Scope::PhoneNumbersSearch);
@@ -157,25 +157,45 @@ async fn endpoints_page(
         Err(e) => return unavailable(viewer, e),
     };
     let host = &state.config.sip_host;
+    // A refusal of one of the form's fields is said beside it; any other above the form.
+    let refused = match &created {
+        Some(Err(e)) => Some((
+            super::campaign_form::error_field(e)
+                .filter(|f| ["name", "inbound_agent_id"].contains(f)),
+            super::campaign_form::error_words(e),
+        )),
+        _ => None,
+    };
+    let beside = |field: &str| {
+        refused
+            .as_ref()
+            .filter(|(f, _)| *f == Some(field))
+            .map(|(_, words)| words.clone())
+    };
+    let described = |field: &str| beside(field).map(|_| format!("{field}-error"));
     let body = html! {
-        @match &created {
-            Some(Ok(e)) => div.notice role="status" {
+        @match (&created, &refused) {
+            (Some(Ok(e)), _) => div.notice role="status" {
                 p { strong { "Your endpoint's address. Copy it now: the slug in it is the caller's only credential and is not shown again." } }
                 p { code.secret { (e.sip_uri) } }
             },
-            Some(Err(message)) => p.problem role="alert" { (message) },
-            None => {},
+            (_, Some((None, words))) => p.problem role="alert" { (words) },
+            _ => {},
         }
         @if viewer.scopes.allows(Scope::PhoneNumbersConfigure) {
             form.inline method="post" action="/app/sip-endpoints" {
                 input type="hidden" name="csrf" value=(viewer.csrf);
                 label for="ep-name" { "New endpoint" }
-                input id="ep-name" name="name" type="text" required maxlength="100" placeholder="Name";
+                input id="ep-name" name="name" type="text" required maxlength="100" placeholder="Name"
+                    aria-invalid=[beside("name").map(|_| "true")] aria-describedby=[described("name")];
+                @if let Some(words) = beside("name") { p.field-error id="name-error" { (words) } }
                 label for="ep-agent" { "Agent" }
-                select id="ep-agent" name="inbound_agent_id" {
+                select id="ep-agent" name="inbound_agent_id"
+                    aria-invalid=[beside("inbound_agent_id").map(|_| "true")] aria-describedby=[described("inbound_agent_id")] {
                     option value="" { "None" }
                     @for a in &agents { option value=(a.id) { (a.name) } }
                 }
+                @if let Some(words) = beside("inbound_agent_id") { p.field-error id="inbound_agent_id-error" { (words) } }
                 button type="submit" { "Create" }
             }
         }
@@ -234,7 +254,7 @@ pub async fn create_endpoint(
     match crate::http::sip_endpoints::create_endpoint(&state, &viewer.auth(), body).await {
         Ok(view) => endpoints_page(&state, &viewer, StatusCode::CREATED, Some(Ok(&view))).await,
         Err(ApiError::Internal(e)) => unavailable(&viewer, e),
-        Err(e) => endpoints_page(&state, &viewer, e.status_code(), Some(Err(e.to_string()))).await,
+        Err(e) => endpoints_page(&state, &viewer, e.status_code(), Some(Err(&e))).await,
     }
 }
 
@@ -415,7 +435,7 @@ pub async fn billing(State(state): State<AppState>, viewer: Viewer) -> Response 
         }
         h2 { "Ledger" }
         @if ledger.items.is_empty() {
-            p.muted { "No entries yet." }
+            p.muted { "No entries yet. Credit the balance with " code { "POST /billing/top-up" } " (or turn on automatic top-up) before placing calls." }
         } @else {
             table {
                 caption.sr-only { "Ledger, newest first" }

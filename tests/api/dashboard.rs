@@ -391,3 +391,42 @@ async fn a_call_shows_its_facts_and_another_workspace_sees_a_404() {
         assert_eq!(zipped.headers()["content-encoding"], "gzip", "{path}");
     }
 }
+
+/// The session cookie of a sign-in's answer.
+fn session_cookie(answer: &Page) -> String {
+    answer
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .find(|c| c.starts_with("sb_session="))
+        .expect("a session cookie")
+}
+
+#[tokio::test]
+async fn a_session_ends_after_twelve_hours_and_its_cookie_is_secure_over_https() {
+    let app = crate::helpers::spawn_app_with(|c| {
+        c.public_url = Some("https://switchboard.example".into());
+    })
+    .await;
+    let mut s = Session::new(&app);
+    let signed = s.sign_in(&app.key).await;
+    let cookie = session_cookie(&signed);
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    assert!(cookie.contains("Max-Age=43200"), "{cookie}");
+    assert_eq!(s.get("/app/calls").await.status, StatusCode::OK);
+    // Still standing a minute before the twelve hours are up, gone after.
+    app.clock
+        .advance(std::time::Duration::from_secs(12 * 3600 - 60));
+    assert_eq!(s.get("/app/calls").await.status, StatusCode::OK);
+    app.clock.advance(std::time::Duration::from_secs(120));
+    let gone = s.get("/app/calls").await;
+    assert_eq!(gone.status, StatusCode::SEE_OTHER);
+    assert_eq!(gone.location(), "/app/sign-in");
+
+    // Served over plain http, the cookie is not marked Secure (the browser would drop it).
+    let plain = spawn_app().await;
+    let mut p = Session::new(&plain);
+    let cookie = session_cookie(&p.sign_in(&plain.key).await);
+    assert!(!cookie.contains("Secure"), "{cookie}");
+}

@@ -216,6 +216,21 @@ async fn tools_are_tested_and_sip_slugs_are_shown_once_from_the_workspace_pages(
         .post("/app/sip-endpoints", &[("csrf", &csrf), ("name", " ")])
         .await;
     assert_eq!(blank.status, StatusCode::BAD_REQUEST, "{}", blank.text);
+    // Said beside the name, in the API's words.
+    assert!(
+        blank
+            .text
+            .contains("aria-invalid=\"true\" aria-describedby=\"name-error\""),
+        "{}",
+        blank.text
+    );
+    assert!(
+        blank
+            .text
+            .contains("<p class=\"field-error\" id=\"name-error\">"),
+        "{}",
+        blank.text
+    );
 
     for page in [
         "/app/numbers",

@@ -351,6 +351,7 @@ async fn a_campaign_is_created_edited_launched_and_followed_from_its_page() {
     for page in [
         path.clone(),
         format!("{path}/summary"),
+        format!("{path}/chart"),
         format!("{path}/contacts"),
     ] {
         assert_eq!(
@@ -366,6 +367,23 @@ async fn a_campaign_is_created_edited_launched_and_followed_from_its_page() {
         )
         .await;
     assert_eq!(foreign.status, StatusCode::NOT_FOUND);
+    // Nor can it command the campaign or enroll into it.
+    for command in ["launch", "pause", "resume", "stop"] {
+        let refused = other
+            .post(&format!("{path}/{command}"), &[("csrf", &other_csrf)])
+            .await;
+        assert_eq!(refused.status, StatusCode::NOT_FOUND, "{command}");
+    }
+    let upload = other
+        .post_multipart(
+            &format!("{path}/contacts"),
+            &[
+                ("csrf", None, &other_csrf),
+                ("file", Some("c.csv"), "phone_number\n+972525550999\n"),
+            ],
+        )
+        .await;
+    assert_eq!(upload.status, StatusCode::NOT_FOUND, "{}", upload.text);
     assert_eq!(
         app.get(&format!("/campaigns/{id}")).await.body["name"],
         "Spring sale"

@@ -1,8 +1,8 @@
 //! `dashboard`: the dashboard's pages against a large store. A campaign of `--contacts`
 //! contacts with `--calls` ended calls (written straight into the SQLite file with `sqlite3`,
-//! spread over ten days), then every page fetched `--rounds` times through a signed-in
-//! session: the server's answer time (p50, p99, on loopback), and each page's weight, raw and
-//! gzip-compressed. Last, the live page: calls are put under way in the store while the
+//! spread over ten days) and 60 other campaigns, then every page fetched `--rounds` times
+//! through a signed-in session that takes gzip: the server's answer time (p50, p99, on
+//! loopback), and each page's weight as served (gzip-compressed) and inflated. Last, the live page: calls are put under way in the store while the
 //! page's event stream is open, and the time until the stream shows each one is measured.
 
 use super::*;

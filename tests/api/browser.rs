@@ -87,11 +87,20 @@ async fn a_call_s_recording_plays_and_a_transcript_turn_seeks_it() {
     ]));
     let s = conversing_app_with(&vendor, |_| {}).await;
     let (_, _, slug) = endpoint(&s.app, json!({"vad_stop_secs": 0.5}), json!({})).await;
+    // The live page, open before the call, follows it without a reload.
+    let browser = Browser::start(1280).await;
+    browser.sign_in(&s.app, &s.app.key).await;
+    browser.go(&s.app.url("/app/live")).await;
+    browser.wait_text("main", "No calls under way").await;
     let (ua, media) = call_slug(&s, &slug).await;
+    browser.wait_text("main", "in_progress").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     ua.stream_tone(media, 75).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    browser.wait_text("main", "Agent: Of course.").await;
+    check(&browser, "live-call").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     ua.bye().await;
+    browser.wait_text("main", "No calls under way").await;
     let call = ended_call(&s.app, 1).await;
     let id = call["id"].as_str().unwrap().to_string();
     let detail = s.app.get(&format!("/calls/{id}")).await.body;
@@ -101,8 +110,6 @@ async fn a_call_s_recording_plays_and_a_transcript_turn_seeks_it() {
         .unwrap_or_else(|| panic!("a caller turn: {detail}"));
     assert!(caller_ms > 1000, "{detail}");
 
-    let browser = Browser::start(1280).await;
-    browser.sign_in(&s.app, &s.app.key).await;
     browser.go(&s.app.url(&format!("/app/calls/{id}"))).await;
     browser
         .wait_text("main", "I would like to book a table.")

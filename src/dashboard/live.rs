@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -31,6 +31,8 @@ use switchboard_actors::conversation::Speaker;
 const SHOWN: i64 = 200;
 /// How often the stream reads the calls.
 const EVERY: Duration = Duration::from_millis(250);
+/// How often the stream asks whether the session still stands.
+const SESSION_EVERY: Duration = Duration::from_secs(1);
 
 fn seconds(since: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let s = (now - since).num_seconds().max(0);
@@ -140,6 +142,22 @@ pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Response {
     )
 }
 
+/// What a live page's stream keeps between its reads.
+struct Follow {
+    state: AppState,
+    ws: WorkspaceId,
+    /// The session cookie's token, checked again as the stream goes on.
+    token: [u8; 32],
+    /// Agents' names, read once each.
+    agents: HashMap<AgentId, String>,
+    /// The table last sent.
+    last: String,
+    /// Wait before the next read (not before the first).
+    wait: bool,
+    /// When the session was last found standing.
+    checked: Option<Instant>,
+}
+
 /// The stream of the table, sent when it changed.
 pub async fn events(
     State(state): State<AppState>,
@@ -150,48 +168,49 @@ pub async fn events(
         return Err(denied(&viewer, Scope::CallsRead));
     }
     let token = session_token(&headers).unwrap_or_default();
-    let start = (
+    let start = Follow {
         state,
-        viewer.workspace_id,
+        ws: viewer.workspace_id,
         token,
-        HashMap::new(),
-        String::new(),
-        false,
-    );
-    let updates = stream::unfold(
-        start,
-        |(state, ws, token, mut agents, last, mut wait)| async move {
-            loop {
-                if wait {
-                    // A turn or a call's end wakes the stream at once; other changes are read
-                    // within a quarter of a second.
-                    // The service stopping ends it.
-                    tokio::select! {
-                        _ = tokio::time::sleep(EVERY) => {}
-                        _ = state.live_turns.changed() => {}
-                        _ = state.closing.cancelled() => return None,
-                    }
-                }
-                wait = true;
-                // The session still stands (the key not revoked, the session not expired).
-                match state.store.dashboard_session(&token).await {
-                    Ok(Some(s)) if s.workspace_id == ws => {}
-                    _ => return None,
-                }
-                let html = match read(&state, ws, &mut agents).await {
-                    Ok(markup) => markup.into_string(),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "live calls could not be read");
-                        continue;
-                    }
-                };
-                if html != last {
-                    let event = Event::default().event("calls").data(html.clone());
-                    return Some((Ok(event), (state, ws, token, agents, html, true)));
+        agents: HashMap::new(),
+        last: String::new(),
+        wait: false,
+        checked: None,
+    };
+    let updates = stream::unfold(start, |mut f| async move {
+        loop {
+            if f.wait {
+                // A turn or a call's end wakes the stream at once; other changes are read
+                // within a quarter of a second. The service stopping ends it.
+                tokio::select! {
+                    _ = tokio::time::sleep(EVERY) => {}
+                    _ = f.state.live_turns.changed() => {}
+                    _ = f.state.closing.cancelled() => return None,
                 }
             }
-        },
-    );
+            f.wait = true;
+            // The session still stands (the key not revoked, the session not expired): asked
+            // once a second, not at every read.
+            if f.checked.is_none_or(|at| at.elapsed() >= SESSION_EVERY) {
+                match f.state.store.dashboard_session(&f.token).await {
+                    Ok(Some(s)) if s.workspace_id == f.ws => f.checked = Some(Instant::now()),
+                    _ => return None,
+                }
+            }
+            let html = match read(&f.state, f.ws, &mut f.agents).await {
+                Ok(markup) => markup.into_string(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "live calls could not be read");
+                    continue;
+                }
+            };
+            if html != f.last {
+                f.last.clone_from(&html);
+                let event = Event::default().event("calls").data(html);
+                return Some((Ok(event), f));
+            }
+        }
+    });
     Ok(Sse::new(updates).keep_alive(KeepAlive::default()))
 }
 

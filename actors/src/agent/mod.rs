@@ -34,6 +34,7 @@ pub mod line;
 mod listening;
 mod machine;
 mod reply;
+mod saying;
 mod session;
 pub mod text;
 mod tools;
@@ -45,6 +46,8 @@ mod flow_tests;
 mod scripted;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod told;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::line::{Clip, Line, LineEvent};
 use super::{EndReason, Speech, SpeechError};
 use crate::call_tools::{CallParties, CallTools, ToolRun};
-use crate::conversation::{Speaker, ToolEvent, ToolStatus, Turn, TurnSink};
+use crate::conversation::{ToolEvent, ToolStatus};
 use crate::vendors::{
     ChatEvent, ChatModel, ChatRequest, ChatStream, ToolCall, ToolSpec, Transcriber, Transcript,
     VendorError,
@@ -534,57 +534,6 @@ impl CallTools for StandInTools {
             content: r#"{"booked":true}"#.into(),
         }
     }
-}
-
-/// A turn sink that keeps each turn with when it was told, and each turn under way.
-#[derive(Debug)]
-pub struct Told {
-    start: Instant,
-    pub turns: Mutex<Vec<(u32, Turn, u64)>>,
-    pub speaking: Mutex<Vec<(Speaker, String, u64)>>,
-}
-
-impl Told {
-    pub fn new() -> Arc<Told> {
-        Arc::new(Told {
-            start: Instant::now(),
-            turns: Mutex::new(Vec::new()),
-            speaking: Mutex::new(Vec::new()),
-        })
-    }
-
-    pub fn turns(&self) -> Vec<(u32, Turn, u64)> {
-        self.turns.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Each turn under way as it was told: who, what so far, when.
-    pub fn speaking(&self) -> Vec<(Speaker, String, u64)> {
-        self.speaking
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-}
-
-#[async_trait]
-impl TurnSink for Told {
-    fn final_turn(&self, number: u32, turn: &Turn) {
-        let at = ms_since(self.start);
-        self.turns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((number, turn.clone(), at));
-    }
-
-    fn speaking(&self, role: Speaker, text: &str) {
-        let at = ms_since(self.start);
-        self.speaking
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((role, text.to_owned(), at));
-    }
-
-    async fn flush(&self) {}
 }
 
 /// A mind of stand-ins: `model`, a transcription in 150 ms, and `director`; no tools.

@@ -14,7 +14,7 @@ use super::reply::Reply;
 use super::work::{Abort, Voice, Work, WorkRx, WorkTx, work_queue};
 use super::{AgentEnd, AgentPlan, EndReason, Speech};
 use crate::call_tools::CallParties;
-use crate::conversation::{Conversation, Speaker};
+use crate::conversation::Conversation;
 use crate::turns::{FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, STILL_THERE_LINE};
 use crate::vendors::ChatMessage;
 
@@ -437,66 +437,6 @@ impl<'a> Agent<'a> {
         None
     }
 
-    /// Says one of the agent's own lines: the next sentence of the reply under way, or a
-    /// reply of its own.
-    pub(super) fn say(&mut self, text: &str) {
-        if !self.reply.in_progress() {
-            self.reply = Reply::line();
-        }
-        let index = self.reply.add_sentence();
-        self.voice(index, text.to_string());
-    }
-
-    /// Voices sentence `index` of the reply: synthesized on its own task, or handed to a text
-    /// line as it is.
-    pub(super) fn voice(&mut self, index: u32, text: String) {
-        match &self.voice {
-            Some(voice) => self
-                .work
-                .synthesize(&self.speech, voice, index, self.generation, text),
-            None => self.ready(index, Some(Clip { text, audio: None })),
-        }
-    }
-
-    /// Sentence `index` is ready: what is due plays, in order.
-    fn ready(&mut self, index: u32, clip: Option<Clip>) {
-        let now_ms = self.now_ms();
-        let mut started = false;
-        for (clip, tag) in self.reply.ready(index, clip, self.generation, now_ms) {
-            self.line.play(clip, tag);
-            self.agent_speaking = true;
-            started = true;
-        }
-        // What is being said goes out as it starts (the live page shows it), before the turn
-        // is final.
-        if started && let Some(sink) = &self.plan.turns {
-            sink.speaking(Speaker::Agent, &self.reply.under_way());
-        }
-    }
-
-    /// Ends the agent's turn if it has been said; the call's end if the model hung up then
-    /// (or a voicemail message could not be said).
-    pub(super) fn reply_said(&mut self) -> Option<EndReason> {
-        let now_ms = self.now_ms();
-        if !self
-            .reply
-            .said(&mut self.conversation, &mut self.history, now_ms)
-        {
-            return None;
-        }
-        if self.reply.end_call {
-            return Some(EndReason::AgentHangup);
-        }
-        if self.transfer_to.is_some() {
-            return self.transfer_when_said();
-        }
-        if self.machine.detection == Detection::LeavingMessage && !self.agent_speaking {
-            // The message could not be synthesized: nothing was left.
-            return Some(EndReason::AnsweringMachine);
-        }
-        None
-    }
-
     /// The other party speaks (or goes on after a pause): the agent yields, and what it was
     /// about to say is dropped.
     fn caller_speaks(&mut self) {
@@ -508,19 +448,6 @@ impl<'a> Agent<'a> {
         }
         self.line.clear();
         self.interrupt();
-    }
-
-    /// Cuts the agent's reply short: everything of its generation is stale, and what was
-    /// played of it is written down as interrupted (now, or when the line reports the cut).
-    fn interrupt(&mut self) {
-        self.generation += 1;
-        self.writer = None;
-        self.reply.flush_tools(&mut self.history);
-        if !self.reply.playing() {
-            let now_ms = self.now_ms();
-            self.reply
-                .finish(&mut self.conversation, &mut self.history, now_ms, true);
-        }
     }
 
     /// Without a model to answer with: the fallback line, once, when the caller has spoken.

@@ -11,9 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::director::PromptAgent;
 use super::scripted::{
-    ScriptedLine, StandInModel, StandInSpeech, StandInTools, Step, Told, spoken_ms, stand_in_mind,
+    ScriptedLine, StandInModel, StandInSpeech, StandInTools, Step, spoken_ms, stand_in_mind,
 };
 use super::text::text_line;
+use super::told::Told;
 use super::{AgentEnd, AgentPlan, AmdPlan, EndReason, Mind, Speech, converse};
 use crate::call_tools::CallParties;
 use crate::conversation::{Speaker, Turn};

@@ -8,6 +8,8 @@ use std::time::Duration;
 use switchboard_actors::money::Cents;
 use switchboard_actors::sim::SimConfig;
 
+pub use crate::edge::vendors::VendorSettings;
+
 /// Which carrier places outbound calls.
 #[derive(Debug, Clone, Default)]
 pub enum Carrier {
@@ -79,43 +81,6 @@ pub enum Tts {
     Tones,
 }
 
-/// An OpenAI-compatible model endpoint: a chat model (`--llm-*`) or speech to text (`--stt-*`).
-/// The URL is the operator's, so it is not held to the outbound URL policy webhooks obey.
-#[derive(Clone, PartialEq, Eq)]
-pub struct VendorSettings {
-    /// The API base, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
-    pub base_url: String,
-    /// Sent as the bearer token; never logged or shown.
-    pub api_key: Option<String>,
-    pub model: String,
-}
-
-impl std::fmt::Debug for VendorSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VendorSettings")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
-            .field("model", &self.model)
-            .finish()
-    }
-}
-
-impl VendorSettings {
-    /// Refuses a base URL that is not `http` or `https`, and an empty model; `flag` names the
-    /// setting in the message.
-    fn check(&self, flag: &str) -> anyhow::Result<()> {
-        let url = url::Url::parse(&self.base_url)
-            .map_err(|e| anyhow::anyhow!("--{flag}-url is not a URL: {e}"))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            anyhow::bail!("--{flag}-url must be http or https");
-        }
-        if self.model.trim().is_empty() {
-            anyhow::bail!("--{flag}-model is empty");
-        }
-        Ok(())
-    }
-}
-
 /// Settings of a running service.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -181,7 +146,7 @@ pub struct Config {
     /// Speech to text of what callers say; none without `--stt-url`.
     pub stt: Option<VendorSettings>,
     /// How long a model vendor's request may take (`--vendor-*-timeout-*`).
-    pub vendor_timeouts: crate::vendors::Timeouts,
+    pub vendor_timeouts: crate::edge::vendors::Timeouts,
     /// The address clients reach the HTTP API at, for links the service hands out (recording
     /// URLs); by default `http://<http listen address>`.
     pub public_url: Option<String>,
@@ -193,10 +158,10 @@ pub struct Config {
     /// Private ranges webhooks may reach anyway (none by default: only public addresses).
     pub egress_allow: Vec<switchboard_sip::acl::IpNet>,
     /// Where flows' Google integrations are reached (Google's own APIs by default).
-    pub google: crate::providers::GoogleUrls,
+    pub google: crate::edge::google::GoogleUrls,
     /// The service's own Google OAuth client, through which the dashboard connects accounts
     /// (none: accounts are connected with `switchboard integration connect`).
-    pub google_client: Option<crate::providers::OAuthClient>,
+    pub google_client: Option<crate::edge::google::OAuthClient>,
     /// How long one request to an integration's provider may take (10 s).
     pub integration_timeout: Duration,
     /// The key that seals integrations' OAuth grants in the store (created on first use).
@@ -250,14 +215,14 @@ impl Default for Config {
             tts: Tts::Auto,
             llm: None,
             stt: None,
-            vendor_timeouts: crate::vendors::Timeouts::default(),
+            vendor_timeouts: crate::edge::vendors::Timeouts::default(),
             public_url: None,
             inbound_max_call_secs: 3600,
             endpoints: Default::default(),
             egress_allow: Vec::new(),
-            google: crate::providers::GoogleUrls::default(),
+            google: crate::edge::google::GoogleUrls::default(),
             google_client: None,
-            integration_timeout: crate::providers::runner::PROVIDER_TIMEOUT,
+            integration_timeout: crate::runtime::integrations::PROVIDER_TIMEOUT,
             secrets_key_file: PathBuf::from("switchboard.key"),
             carrier_accounts_enabled: true,
             affiliate_hold_days: 30,

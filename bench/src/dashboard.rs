@@ -140,7 +140,12 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
     let store = switchboard::Store::open(&db_url).await?;
     let ws = store.create_workspace("bench", "IL").await?;
     let (_, key) = store
-        .create_key(ws.id, "bench", &switchboard::auth::Scopes::All, None)
+        .create_key(
+            ws.id,
+            "bench",
+            &switchboard::domain::auth::Scopes::All,
+            None,
+        )
         .await?;
     let campaign = store
         .create_campaign(

@@ -41,10 +41,15 @@ pub(super) async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
     let store = switchboard::Store::open(&db_url).await?;
     let ws = store.create_workspace("bench", "IL").await?;
     let (_, key) = store
-        .create_key(ws.id, "bench", &switchboard::auth::Scopes::All, None)
+        .create_key(
+            ws.id,
+            "bench",
+            &switchboard::domain::auth::Scopes::All,
+            None,
+        )
         .await?;
     let (addr, stop, server) = serve_in_process(store, db_url, dir.path()).await?;
-    switchboard::install_crypto();
+    switchboard::edge::tls::install_crypto();
     let client = reqwest::Client::new();
     let base = format!("http://{addr}");
     let created: Value = serde_json::from_slice(

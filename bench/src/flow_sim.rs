@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use switchboard::simulator::{Caller, Simulation, simulate};
+use switchboard::runtime::simulator::{Caller, Simulation, simulate};
 use switchboard::store::{Agent, AgentType, FlowConfig};
 use switchboard_actors::vendors::{
     ChatEvent, ChatMessage, ChatModel, ChatRequest, ChatStream, ToolCall, VendorError,

@@ -39,7 +39,7 @@ use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
-use switchboard::simulation::{VirtualRun, all_day};
+use switchboard::runtime::simulation::{VirtualRun, all_day};
 use switchboard_actors::campaign::CampaignStatus;
 use switchboard_actors::contact::ContactState;
 use switchboard_actors::ids::CampaignId;
@@ -227,7 +227,7 @@ fn main() -> anyhow::Result<()> {
 fn in_real_time(
     run: impl std::future::Future<Output = anyhow::Result<Value>>,
 ) -> anyhow::Result<Value> {
-    switchboard::install_crypto();
+    switchboard::edge::tls::install_crypto();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?

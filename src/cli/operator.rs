@@ -8,17 +8,17 @@ use serde_json::json;
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::phone::PhoneNumber;
 
-use super::{
+use super::args::{
     AffiliateCommand, BillingCommand, CarrierAccountCommand, Command, IntegrationCommand,
     KeyCommand, NumberCommand, SigningSecretCommand, WorkspaceCommand,
 };
-use crate::auth::Scopes;
+use crate::domain::auth::Scopes;
+use crate::domain::trunks::{ACCOUNT_NAME_MAX, PROVIDER_MAX, read_trunk, read_trunk_update};
 use crate::store::{AccountUpdate, CarrierAccountUpdate, Store, TrunkUpdate};
-use crate::trunks::{ACCOUNT_NAME_MAX, PROVIDER_MAX, read_trunk, read_trunk_update};
 
 /// A carrier account's name or provider from its flag.
 fn account_label(flag: &str, raw: &str, max: usize) -> anyhow::Result<String> {
-    crate::trunks::account_label(raw, max).map_err(|rule| anyhow::anyhow!("{flag} {rule}"))
+    crate::domain::trunks::account_label(raw, max).map_err(|rule| anyhow::anyhow!("{flag} {rule}"))
 }
 
 fn print(json: bool, value: serde_json::Value, text: String) {
@@ -54,8 +54,14 @@ pub async fn run_operator(
             json,
         }) => {
             workspace_must_exist(store, workspace).await?;
-            if !crate::flows::CATALOG.iter().any(|(p, _)| *p == provider) {
-                let known: Vec<&str> = crate::flows::CATALOG.iter().map(|(p, _)| *p).collect();
+            if !crate::runtime::flows::CATALOG
+                .iter()
+                .any(|(p, _)| *p == provider)
+            {
+                let known: Vec<&str> = crate::runtime::flows::CATALOG
+                    .iter()
+                    .map(|(p, _)| *p)
+                    .collect();
                 bail!("--provider must be one of {}", known.join(", "));
             }
             let account = account.trim();
@@ -70,7 +76,7 @@ pub async fn run_operator(
                     {
                         bail!("--client-id, --client-secret and --refresh-token must not be empty");
                     }
-                    Some(crate::providers::OAuthGrant {
+                    Some(crate::edge::google::OAuthGrant {
                         client_id,
                         client_secret,
                         refresh_token,
@@ -79,8 +85,8 @@ pub async fn run_operator(
                 (None, None, None) => None,
                 _ => bail!("--client-id, --client-secret and --refresh-token go together"),
             };
-            let secrets = crate::secrets::Secrets::load_or_create(secrets_key_file)?;
-            let i = crate::providers::connect(
+            let secrets = crate::domain::secrets::Secrets::load_or_create(secrets_key_file)?;
+            let i = crate::runtime::integrations::connect(
                 store,
                 &secrets,
                 workspace,

@@ -372,7 +372,7 @@ impl ServeArgs {
                 self.carrier
             );
         }
-        crate::trunks::read_trunk(value)
+        crate::domain::trunks::read_trunk(value)
             .map(Some)
             .context("--outbound-trunk")
     }
@@ -416,7 +416,7 @@ impl ServeArgs {
             },
             llm: vendor(&self.llm_url, &self.llm_api_key, &self.llm_model),
             stt: vendor(&self.stt_url, &self.stt_api_key, &self.stt_model),
-            vendor_timeouts: crate::vendors::Timeouts {
+            vendor_timeouts: crate::edge::vendors::Timeouts {
                 connect: Duration::from_millis(self.vendor_connect_timeout_ms),
                 first_byte: Duration::from_millis(self.vendor_first_byte_timeout_ms),
                 idle: Duration::from_millis(self.vendor_idle_timeout_ms),
@@ -424,7 +424,7 @@ impl ServeArgs {
             },
             public_url: self.public_url.clone(),
             egress_allow: self.egress_allow.clone(),
-            google: crate::providers::GoogleUrls {
+            google: crate::edge::google::GoogleUrls {
                 authorize: self.google_auth_url.clone(),
                 token: self.google_token_url.clone(),
                 userinfo: self.google_userinfo_url.clone(),
@@ -435,10 +435,12 @@ impl ServeArgs {
                 .google_client_id
                 .clone()
                 .zip(self.google_client_secret.clone())
-                .map(|(client_id, client_secret)| crate::providers::OAuthClient {
-                    client_id,
-                    client_secret,
-                }),
+                .map(
+                    |(client_id, client_secret)| crate::edge::google::OAuthClient {
+                        client_id,
+                        client_secret,
+                    },
+                ),
             carrier_accounts_enabled: self.carrier_accounts_enabled,
             affiliate_hold_days: i64::from(self.affiliate_hold_days),
             ..Config::default()
@@ -485,9 +487,21 @@ mod tests {
         assert_eq!(stt.api_key.as_deref(), Some("sk-stt-secret"));
         assert!(config.check().is_ok());
         assert!(!format!("{config:?}").contains("sk-stt-secret"));
-        assert!(crate::chat_model(&config).unwrap().is_some());
-        assert!(crate::transcriber(&config).unwrap().is_some());
-        assert!(crate::chat_model(&Config::default()).unwrap().is_none());
+        assert!(
+            crate::runtime::vendors::chat_model(&config)
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            crate::runtime::vendors::transcriber(&config)
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            crate::runtime::vendors::chat_model(&Config::default())
+                .unwrap()
+                .is_none()
+        );
 
         let bad = serve_config(&["--llm-url", "ftp://models.example"]);
         assert!(bad.check().unwrap_err().to_string().contains("--llm-url"));

@@ -14,7 +14,7 @@ use switchboard_actors::ids::AgentId;
 use super::layout::{denied, empty, page, problem, respond};
 use super::pages::{not_found, unavailable};
 use super::session::{Viewer, fields, form_body};
-use crate::auth::Scope;
+use crate::domain::auth::Scope;
 use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::store::{Agent, AgentType, Page};

@@ -16,7 +16,7 @@ use switchboard_actors::ids::{AgentId, CallId, CampaignId};
 use super::layout::{denied, empty, money, page, respond, when};
 use super::pages::{not_found, unavailable};
 use super::session::Viewer;
-use crate::auth::Scope;
+use crate::domain::auth::Scope;
 use crate::http::AppState;
 use crate::store::{AnalysisStatus, CallFilter};
 

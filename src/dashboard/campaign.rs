@@ -16,7 +16,7 @@ use super::campaign_form::{self, Choices};
 use super::layout::{denied, money, page_with, respond, when};
 use super::pages::{not_found, progress, unavailable};
 use super::session::{Viewer, form_body, pairs};
-use crate::auth::Scope;
+use crate::domain::auth::Scope;
 use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::store::{CampaignRecord, Page};

@@ -14,7 +14,7 @@ use super::campaign::load;
 use super::layout::{page, problem, respond, when};
 use super::pages::unavailable;
 use super::session::Viewer;
-use crate::auth::constant_time_eq;
+use crate::domain::auth::constant_time_eq;
 use crate::http::AppState;
 use crate::http::campaigns::{EnrollReport, dialing_statuses, enroll_csv_upload};
 use crate::http::error::ApiError;

@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use maud::{Markup, html};
 use serde_json::Value;
 
-use crate::flows::FlowIssue;
+use crate::runtime::flows::FlowIssue;
 
 /// A node as the graph draws it.
 struct Node {

@@ -21,12 +21,13 @@ use switchboard_actors::ids::IntegrationId;
 use super::layout::{denied, page, respond, when};
 use super::pages::unavailable;
 use super::session::{Viewer, fields, form_body, session_token};
-use crate::auth::{Scope, constant_time_eq, hash_key};
+use crate::domain::auth::{Scope, constant_time_eq, hash_key};
+use crate::edge::google::OAuthGrant;
+use crate::edge::google::client::Failure;
+use crate::edge::google::oauth::{Handshake, authorize_url, scopes};
 use crate::http::AppState;
-use crate::providers::google::Failure;
-use crate::providers::oauth::{Handshake, authorize_url, scopes};
-use crate::providers::runner::connect;
-use crate::providers::{OAuthGrant, Providers};
+use crate::runtime::integrations::Providers;
+use crate::runtime::integrations::connect;
 use crate::store::OAuthHandshake;
 
 const PAGE: &str = "/app/settings/integrations";
@@ -338,7 +339,7 @@ fn words(failure: &Failure) -> String {
 async fn redeem(
     state: &AppState,
     providers: &Providers,
-    client: &crate::providers::OAuthClient,
+    client: &crate::edge::google::OAuthClient,
     kept: &OAuthHandshake,
     code: &str,
 ) -> Result<IntegrationId, String> {

@@ -11,7 +11,7 @@ use switchboard_actors::ids::ApiKeyId;
 
 use super::layout::{page as shell, problem, respond, when};
 use super::session::{Viewer, fields, form_body};
-use crate::auth::{Scope, Scopes};
+use crate::domain::auth::{Scope, Scopes};
 use crate::http::AppState;
 
 fn may_manage(viewer: &Viewer) -> bool {

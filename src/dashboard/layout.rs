@@ -5,7 +5,7 @@ use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
 use super::session::Viewer;
-use crate::auth::Scope;
+use crate::domain::auth::Scope;
 
 /// The main navigation: path, label.
 const NAV: [(&str, &str); 4] = [

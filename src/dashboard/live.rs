@@ -21,9 +21,9 @@ use switchboard_actors::ids::{AgentId, WorkspaceId};
 
 use super::layout::{denied, page as shell, respond};
 use super::session::{Viewer, session_token};
-use crate::auth::Scope;
+use crate::domain::auth::Scope;
 use crate::http::AppState;
-use crate::live_turns::{LatestTurn, LiveTurns};
+use crate::runtime::live_turns::{LatestTurn, LiveTurns};
 use crate::store::CallRecord;
 use switchboard_actors::conversation::Speaker;
 

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::layout::{denied, empty, money, page, problem, respond};
 use super::session::Viewer;
-use crate::auth::Scope;
+use crate::domain::auth::Scope;
 use crate::http::AppState;
 use crate::store::Page;
 
@@ -16,7 +16,7 @@ use crate::store::Page;
 const ROWS: i64 = 50;
 
 /// The first page the key may see.
-pub fn landing(scopes: &crate::auth::Scopes) -> &'static str {
+pub fn landing(scopes: &crate::domain::auth::Scopes) -> &'static str {
     if scopes.allows(Scope::CampaignsManage) {
         "/app/campaigns"
     } else if scopes.allows(Scope::CallsRead) {

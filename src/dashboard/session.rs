@@ -20,7 +20,7 @@ use maud::html;
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 
 use super::layout::{page, problem, respond};
-use crate::auth::{Scopes, constant_time_eq, hash_key};
+use crate::domain::auth::{Scopes, constant_time_eq, hash_key};
 use crate::http::AppState;
 use crate::store::KeyCheck;
 

@@ -11,7 +11,7 @@ use maud::html;
 use super::layout::{denied, page, respond, when};
 use super::pages::unavailable;
 use super::session::{Viewer, fields, form_body};
-use crate::auth::Scope;
+use crate::domain::auth::Scope;
 use crate::http::AppState;
 
 const PAGE: &str = "/app/settings/webhooks";
@@ -46,7 +46,7 @@ async fn render(state: &AppState, viewer: &Viewer, shown: Shown) -> Response {
     let text = secret.expose();
     let masked = format!(
         "{}{}{}",
-        crate::signing::SECRET_PREFIX,
+        crate::domain::signing::SECRET_PREFIX,
         "•".repeat(12),
         &text[text.len().saturating_sub(4)..]
     );
@@ -54,7 +54,7 @@ async fn render(state: &AppState, viewer: &Viewer, shown: Shown) -> Response {
         @if shown == Shown::Rotated {
             div.notice role="status" { "A new secret is in use: every delivery from now on is signed with it. Update your receivers." }
         }
-        p { "Agent webhook deliveries carry " code { (crate::agent_webhooks::SIGNATURE_HEADER) } ": the hex HMAC-SHA256 of "
+        p { "Agent webhook deliveries carry " code { (crate::edge::webhooks::signed::SIGNATURE_HEADER) } ": the hex HMAC-SHA256 of "
             code { "{timestamp}.{body}" } " keyed with this secret, so a receiver can tell them from forgeries." }
         dl.facts {
             dt { "Signing secret" }

@@ -13,7 +13,7 @@ use switchboard_actors::ids::ToolId;
 use super::layout::{denied, empty, money, page, respond, when};
 use super::pages::{not_found, unavailable};
 use super::session::{Viewer, fields, form_body};
-use crate::auth::Scope;
+use crate::domain::auth::Scope;
 use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::store::{LeadFilter, Page};
@@ -81,7 +81,7 @@ async fn tools_page(
                             td { (t.name) }
                             td { (t.tool_type) }
                             td { (if t.is_active { "yes" } else { "no" }) }
-                            td { @if let Some(url) = t.config["url"].as_str() { code { (crate::webhooks::logged_url(url)) } } }
+                            td { @if let Some(url) = t.config["url"].as_str() { code { (crate::edge::webhooks::logged_url(url)) } } }
                             td {
                                 @if testing && t.tool_type == "webhook" {
                                     form method="post" action=(format!("/app/tools/{}/test", t.id)) {

@@ -15,7 +15,7 @@ use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, Q, parse_fields};
 use super::gate::Auth;
 use super::openapi::{body_schema, patch_body, schema_json, with_bounds};
-use crate::billing::PaymentError;
+use crate::domain::payments::PaymentError;
 use crate::store::{BillingAccount, BillingSettingsUpdate, LedgerEntry};
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::money::Cents;
@@ -382,8 +382,12 @@ async fn settings(
         });
     }
     // The new settings may already call for a top-up (balance below the new threshold).
-    if let Err(err) =
-        crate::billing::auto_topup(&state.store, state.payments.as_ref(), auth.workspace_id).await
+    if let Err(err) = crate::runtime::charges::auto_topup(
+        &state.store,
+        state.payments.as_ref(),
+        auth.workspace_id,
+    )
+    .await
     {
         tracing::warn!(workspace = %auth.workspace_id, error = %err, "auto top-up after a settings change failed");
     }

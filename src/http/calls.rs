@@ -384,7 +384,7 @@ async fn disposition(
             "no such disposition in this workspace",
         ));
     }
-    let result = crate::engine::land_disposition(
+    let result = crate::runtime::engine::land_disposition(
         &state.store,
         &state.engine,
         ws,

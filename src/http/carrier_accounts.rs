@@ -24,11 +24,11 @@ use super::extract::{
 };
 use super::gate::Auth;
 use super::openapi::body_schema;
+use crate::domain::trunks::{self, ACCOUNT_NAME_MAX, PROVIDER_MAX, PasswordUpdate};
 use crate::store::{
     AccountUpdate, CarrierAccount, CarrierAccountUpdate, NumberRemoval, PhoneNumberRecord,
     TrunkLookup, TrunkUpdate,
 };
-use crate::trunks::{self, ACCOUNT_NAME_MAX, PROVIDER_MAX, PasswordUpdate};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

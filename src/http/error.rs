@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use crate::auth::Scope;
+use crate::domain::auth::Scope;
 use crate::store::{StoreError, UniqueRule};
 
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +109,7 @@ pub enum ApiError {
     /// lists each problem.
     #[error("The flow is invalid: {} issue(s)", .issues.len())]
     FlowInvalid {
-        issues: Vec<crate::flows::FlowIssue>,
+        issues: Vec<crate::runtime::flows::FlowIssue>,
     },
     /// 503 SIP_NOT_RUNNING: the service runs no SIP client, so trunks cannot be probed.
     #[error("SIP is not running on this service, so trunks cannot be tested")]
@@ -283,8 +283,8 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<crate::webhooks::InvalidField> for ApiError {
-    fn from(err: crate::webhooks::InvalidField) -> Self {
+impl From<crate::edge::webhooks::InvalidField> for ApiError {
+    fn from(err: crate::edge::webhooks::InvalidField) -> Self {
         Self::InvalidField {
             field: err.field,
             rule: err.rule,

@@ -1,4 +1,4 @@
-//! `POST /agents/{id}/flow/test`: the flow simulator (see [`crate::simulator`]).
+//! `POST /agents/{id}/flow/test`: the flow simulator (see [`crate::runtime::simulator`]).
 
 use axum::Json;
 use axum::extract::State;
@@ -16,8 +16,8 @@ use super::error::ApiError;
 use super::extract::{Data, JsonObject, PathId, parse_fields};
 use super::gate::Auth;
 use super::openapi::{body_schema, create_body, schema_json, strip_null, with_bounds};
-use crate::call_tools::{CallFacts, Toolbox};
-use crate::simulator::{Caller, MAX_TURNS, Simulation, SimulationError, simulate};
+use crate::runtime::call_tools::{CallFacts, Toolbox};
+use crate::runtime::simulator::{Caller, MAX_TURNS, Simulation, SimulationError, simulate};
 use crate::store::AgentType;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -259,7 +259,7 @@ pub(crate) async fn run_flow_test(
                 .call_detail(auth.workspace_id, CallId::from_uuid(call))
                 .await?
                 .ok_or(ApiError::NotFound { resource: "Call" })?;
-            let turns = crate::simulator::caller_turns(&detail.transcript);
+            let turns = crate::runtime::simulator::caller_turns(&detail.transcript);
             if turns.is_empty() {
                 return Err(ApiError::CodedConflict {
                     code: "NOTHING_TO_REPLAY",
@@ -309,8 +309,9 @@ pub(crate) async fn run_flow_test(
             },
             SimulationError::Failed(why) => ApiError::Internal(anyhow::anyhow!(why)),
         })?;
-    let replay = original
-        .map(|(call, transcript)| crate::simulator::compare(call, &transcript, &done.transcript));
+    let replay = original.map(|(call, transcript)| {
+        crate::runtime::simulator::compare(call, &transcript, &done.transcript)
+    });
     Ok(FlowTestResult {
         replay,
         transcript: done.transcript,

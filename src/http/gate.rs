@@ -25,7 +25,7 @@ use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 use super::AppState;
 use super::error::ApiError;
 use super::routes::Access;
-use crate::auth::{Scope, Scopes};
+use crate::domain::auth::{Scope, Scopes};
 use crate::store::KeyCheck;
 
 /// The authenticated caller, available to handlers of scoped routes.

@@ -44,8 +44,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApiBuilder};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::billing::PaymentProvider;
 use crate::config::Config;
+use crate::domain::payments::PaymentProvider;
 use crate::store::Store;
 use switchboard_actors::engine::Engine;
 
@@ -67,11 +67,11 @@ pub struct AppState {
     /// Signs recording URLs.
     pub recording_key: Arc<[u8]>,
     /// Makes calls' `recording_url` (from `recording_key` and the public URL).
-    links: crate::signing::RecordingLinks,
+    links: crate::domain::signing::RecordingLinks,
     /// The outbound URL policy (webhooks).
-    pub egress: crate::egress::Egress,
+    pub egress: crate::edge::egress::Egress,
     /// Probes carrier accounts' trunks (SIP OPTIONS); `None` while no SIP client runs.
-    pub trunk_prober: Option<Arc<dyn crate::trunks::TrunkProber>>,
+    pub trunk_prober: Option<Arc<dyn crate::domain::trunks::TrunkProber>>,
     /// The SIP server's figures for `/metrics`, when it runs.
     pub sip: Option<switchboard_sip::server::SipMonitor>,
     /// The chat model flows are simulated with (`--llm-url`).
@@ -79,9 +79,9 @@ pub struct AppState {
     /// The SIP endpoints' actors, told when an endpoint changes; when SIP runs.
     pub endpoints: Option<switchboard_actors::endpoint::Endpoints>,
     /// What flows' integration_call nodes dispatch to (the simulator's real runs).
-    pub providers: Option<Arc<crate::providers::Providers>>,
+    pub providers: Option<Arc<crate::runtime::integrations::Providers>>,
     /// Each call's latest turn, as its call actor hands it on (the live page).
-    pub live_turns: Arc<crate::live_turns::LiveTurns>,
+    pub live_turns: Arc<crate::runtime::live_turns::LiveTurns>,
     /// Cancelled when the service begins to stop: long-lived answers (the live page's stream)
     /// end, so that draining the open connections does not wait for them.
     pub closing: tokio_util::sync::CancellationToken,
@@ -94,13 +94,15 @@ impl AppState {
         engine: Engine,
         payments: Arc<dyn PaymentProvider>,
         recording_key: Arc<[u8]>,
-        trunk_prober: Option<Arc<dyn crate::trunks::TrunkProber>>,
+        trunk_prober: Option<Arc<dyn crate::domain::trunks::TrunkProber>>,
     ) -> anyhow::Result<Self> {
         let (_, openapi) = api().split_for_parts();
         let routes = routes::RouteTable::from_openapi(serde_json::to_value(&openapi)?)?;
-        let egress = crate::egress::Egress::system(config.egress_allow.clone());
-        let links =
-            crate::signing::RecordingLinks::new(recording_key.clone(), &public_url(&config));
+        let egress = crate::edge::egress::Egress::system(config.egress_allow.clone());
+        let links = crate::domain::signing::RecordingLinks::new(
+            recording_key.clone(),
+            &public_url(&config),
+        );
         Ok(Self {
             store,
             limiter: Arc::new(gate::RateLimiter::new(config.rate_limit_per_minute)),
@@ -128,7 +130,7 @@ impl AppState {
     }
 
     /// Makes calls' `recording_url`.
-    pub fn recording_links(&self) -> &crate::signing::RecordingLinks {
+    pub fn recording_links(&self) -> &crate::domain::signing::RecordingLinks {
         &self.links
     }
 }

@@ -353,7 +353,7 @@ fn describe(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Scope;
+    use crate::domain::auth::Scope;
 
     /// The documented statuses, in order.
     fn statuses(op: &Map<String, Value>) -> Vec<String> {

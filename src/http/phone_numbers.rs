@@ -19,7 +19,7 @@ use super::error::ApiError;
 use super::extract::{Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
 use super::gate::Auth;
 use super::openapi::body_schema;
-use crate::billing::ChargeError;
+use crate::runtime::charges::ChargeError;
 use crate::store::{PhoneNumberRecord, StoreError};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -266,7 +266,7 @@ async fn purchase(
     }
     let cents = state.config.number_monthly_cents;
     let description = format!("Phone number {number}: first month");
-    crate::billing::charge(
+    crate::runtime::charges::charge(
         &state.store,
         state.payments.as_ref(),
         ws,

@@ -21,7 +21,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::error::ApiError;
 use super::extract::Q;
-use crate::signing::{RecordingLinks, sign};
+use crate::domain::signing::{RecordingLinks, sign};
 use crate::store::CallRecord;
 
 /// How long a fetched download link works.
@@ -36,7 +36,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Checks `sig` (hex) against `message` in constant time.
 fn verify(key: &[u8], message: &str, sig: Option<&str>) -> Result<(), ApiError> {
     match sig {
-        Some(sig) if crate::signing::verify(key, message.as_bytes(), sig) => Ok(()),
+        Some(sig) if crate::domain::signing::verify(key, message.as_bytes(), sig) => Ok(()),
         _ => Err(ApiError::InvalidSignature),
     }
 }
@@ -132,7 +132,7 @@ async fn download(
     if expires < state.store.now().timestamp() {
         return Err(ApiError::InvalidSignature);
     }
-    let path = crate::inbound::recording_path(&state.config.data_dir, id);
+    let path = crate::runtime::inbound::recording_path(&state.config.data_dir, id);
     let Ok(mut file) = tokio::fs::File::open(&path).await else {
         return Err(ApiError::NotFound {
             resource: "Recording",

@@ -20,7 +20,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::auth::Scope;
+use crate::domain::auth::Scope;
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

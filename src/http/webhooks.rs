@@ -16,7 +16,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{ListResponse, Pagination, PathId, Q, one_of};
 use super::gate::Auth;
-use crate::signing::SigningSecret;
+use crate::domain::signing::SigningSecret;
 use crate::store::{DeliveryFilter, DeliveryStatus, StoreResult, WebhookDelivery};
 
 pub fn router() -> OpenApiRouter<AppState> {

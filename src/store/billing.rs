@@ -30,7 +30,7 @@ pub struct BillingAccount {
     pub balance_cents: i64,
     pub currency: String,
     pub billing_email: String,
-    pub payment_method: Option<crate::billing::PaymentMethod>,
+    pub payment_method: Option<crate::domain::payments::PaymentMethod>,
     pub is_suspended: bool,
     pub auto_topup_enabled: bool,
     pub auto_topup_amount_cents: i64,
@@ -61,7 +61,7 @@ impl Store {
             balance_cents: r.try_get("balance_cents")?,
             currency: r.try_get("currency")?,
             billing_email: r.try_get("billing_email")?,
-            payment_method: method_id.map(|id| crate::billing::PaymentMethod {
+            payment_method: method_id.map(|id| crate::domain::payments::PaymentMethod {
                 id,
                 label: method_label.unwrap_or_default(),
             }),
@@ -233,7 +233,7 @@ impl Store {
     pub async fn set_payment_method(
         &self,
         ws: WorkspaceId,
-        method: Option<&crate::billing::PaymentMethod>,
+        method: Option<&crate::domain::payments::PaymentMethod>,
     ) -> StoreResult<()> {
         sqlx::query("UPDATE workspaces SET payment_method_id = ?, payment_method_label = ?, updated_at = ? WHERE id = ?")
             .bind(method.map(|m| m.id.as_str()))

@@ -1,7 +1,7 @@
 //! A call's detail: what its conversation left (transcript, tool events, vendor failures), cut
 //! to caps and written in the transaction that ends the call ([`StoredConversation`], used by
 //! `engine_calls`), and its end-of-call analysis: a persisted job (`analysis_*` columns, run by
-//! [`crate::analysis`]) whose summary and extracted values `GET /calls/{id}` shows.
+//! [`crate::runtime::analysis`]) whose summary and extracted values `GET /calls/{id}` shows.
 //!
 //! The caps keep one call's row to a few hundred KiB whatever a conversation holds: a turn's
 //! text and a tool's response preview are cut (ending in [`TRUNCATED`]), and turns and events

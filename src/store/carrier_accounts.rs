@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use super::numbers::{NUMBER_COLUMNS, NUMBER_FROM};
 use super::{Page, Paged, PhoneNumberRecord, Store, StoreResult, corrupt, sql, ts};
-use crate::trunks::{PasswordUpdate, ShownTrunk, TrunkStatus};
+use crate::domain::trunks::{PasswordUpdate, ShownTrunk, TrunkStatus};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CarrierAccount {

@@ -6,7 +6,7 @@ use sqlx::Row;
 use switchboard_actors::ids::{ApiKeyId, CampaignId, WorkspaceId};
 
 use super::{Store, StoreError, StoreResult, ts};
-use crate::auth::Scopes;
+use crate::domain::auth::Scopes;
 
 /// A live session, as a request sees it: its key's workspace and scopes as they are now.
 #[derive(Debug, Clone)]

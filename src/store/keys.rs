@@ -6,7 +6,7 @@ use sqlx::Row;
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 
 use super::{Store, StoreError, StoreResult, ts};
-use crate::auth::{self, Scopes};
+use crate::domain::auth::{self, Scopes};
 
 /// A key as listed (never with its secret).
 #[derive(Debug, Clone, Serialize)]

@@ -198,7 +198,7 @@ pub struct Store {
     outbox: Arc<tokio::sync::Notify>,
     /// How calls show their `recording_url` in webhook events (the API's way); set by a
     /// serving store, absent in virtual runs.
-    links: Option<crate::signing::RecordingLinks>,
+    links: Option<crate::domain::signing::RecordingLinks>,
     /// A chat model is configured: an answered call that ends with a transcript gets a pending
     /// end-of-call analysis (else it is skipped).
     analysis: bool,
@@ -370,7 +370,7 @@ impl Store {
 
     /// The store of a service whose calls show recording links made by `links` (in webhook
     /// events as in the API).
-    pub fn with_recording_links(self, links: crate::signing::RecordingLinks) -> Self {
+    pub fn with_recording_links(self, links: crate::domain::signing::RecordingLinks) -> Self {
         Self {
             links: Some(links),
             ..self

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use super::carrier_accounts::status_column;
 use super::{Page, Paged, Store, StoreError, StoreResult, classify, opt_id, sql, ts};
-use crate::trunks::{TrunkStatus, sip_outbound_configured};
+use crate::domain::trunks::{TrunkStatus, sip_outbound_configured};
 
 /// The carrier account a number is on (embedded).
 #[derive(Debug, Clone, Serialize, ToSchema)]

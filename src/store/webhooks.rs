@@ -24,7 +24,7 @@ use utoipa::ToSchema;
 
 use super::calls::call_row;
 use super::{Page, Paged, ScriptQuery, Store, StoreResult, corrupt, sql, ts};
-use crate::signing::{RecordingLinks, SigningSecret};
+use crate::domain::signing::{RecordingLinks, SigningSecret};
 
 /// The status of a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

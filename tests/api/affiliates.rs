@@ -3,7 +3,7 @@
 use chrono::{Duration, Utc};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use switchboard::auth::Scopes;
+use switchboard::domain::auth::Scopes;
 use switchboard::{Config, Store};
 
 use crate::cli::switchboard;

@@ -197,9 +197,9 @@ async fn the_ledger_lists_newest_first_and_adds_up_to_the_balance_after_charges(
             StatusCode::OK
         );
     }
-    let charged = switchboard::billing::charge(
+    let charged = switchboard::runtime::charges::charge(
         &app.store,
-        &switchboard::billing::LocalPaymentProvider,
+        &switchboard::domain::payments::LocalPaymentProvider,
         app.workspace_id,
         switchboard_actors::money::Cents::new(1234),
         "call",

@@ -31,7 +31,7 @@ async fn a_workspace_in_an_unmapped_country_defaults_to_utc() {
         .expect("workspace");
     let (_, key) = app
         .store
-        .create_key(ws.id, "k", &switchboard::auth::Scopes::All, None)
+        .create_key(ws.id, "k", &switchboard::domain::auth::Scopes::All, None)
         .await
         .expect("key");
     let resp = app

@@ -4,8 +4,8 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use switchboard::domain::trunks::TrunkStatus;
 use switchboard::store::TrunkLookup;
-use switchboard::trunks::TrunkStatus;
 
 use crate::campaigns::number;
 use crate::cli::switchboard;

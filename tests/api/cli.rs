@@ -168,7 +168,7 @@ async fn the_first_serve_creates_a_default_workspace_and_prints_a_working_key() 
     })
     .await
     .expect("key printed in time");
-    switchboard::install_crypto();
+    switchboard::edge::tls::install_crypto();
     let client = reqwest::Client::new();
     let (client, url, key) = (&client, &format!("http://127.0.0.1:{port}/campaigns"), &key);
     let resp = eventually(

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use switchboard::auth::Scopes;
+use switchboard::domain::auth::Scopes;
 use switchboard::store::{Agent, CampaignSettings, NewContact, StatusChange, Store};
 use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
 use switchboard_actors::ids::CampaignId;
@@ -101,7 +101,7 @@ async fn killing_the_service_mid_campaign_never_redials_an_attempt_nor_loses_a_c
     // The last run goes to the end.
     let port = free_port();
     let _child = serve(&db, dir.path(), port);
-    switchboard::install_crypto();
+    switchboard::edge::tls::install_crypto();
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/campaigns/{}", c);
     completed(&client, &url, &secret, Duration::from_secs(240)).await;
@@ -177,7 +177,7 @@ pub async fn running_campaign(
     let mut s = CampaignSettings::defaults("Crash".into());
     s.agent_id = Some(agent.id);
     s.from_phone_number_id = Some(number.id);
-    s.calling_window = Some(switchboard::simulation::all_day("UTC"));
+    s.calling_window = Some(switchboard::runtime::simulation::all_day("UTC"));
     tune(&mut s);
     let c = store.create_campaign(ws.id, &s, key.id).await.unwrap();
     let contacts: Vec<NewContact> = (0..contacts)

@@ -301,7 +301,7 @@ async fn keys_are_created_once_shown_and_revoked_with_the_csrf_token() {
         .create_key(
             app.workspace_id,
             "narrow",
-            &switchboard::auth::Scopes::parse("calls:read").unwrap(),
+            &switchboard::domain::auth::Scopes::parse("calls:read").unwrap(),
             None,
         )
         .await

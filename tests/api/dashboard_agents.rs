@@ -5,8 +5,8 @@
 
 use reqwest::StatusCode;
 use serde_json::json;
-use switchboard::providers::connect;
-use switchboard::secrets::Secrets;
+use switchboard::domain::secrets::Secrets;
+use switchboard::runtime::integrations::connect;
 
 use crate::campaigns::agent;
 use crate::dashboard::Session;

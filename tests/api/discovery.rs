@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use switchboard::auth::Scopes;
+use switchboard::domain::auth::Scopes;
 
 use crate::helpers::{Resp, TestApp, spawn_app, spawn_app_with};
 

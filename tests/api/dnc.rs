@@ -10,7 +10,7 @@ use crate::helpers::{TestApp, spawn_app};
 async fn agent(app: &TestApp, ws: WorkspaceId, name: &str) -> AgentId {
     let (_, key) = app
         .store
-        .create_key(ws, "agents", &switchboard::auth::Scopes::All, None)
+        .create_key(ws, "agents", &switchboard::domain::auth::Scopes::All, None)
         .await
         .expect("key");
     let created = app

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use switchboard::providers::connect;
-use switchboard::secrets::Secrets;
+use switchboard::domain::secrets::Secrets;
+use switchboard::runtime::integrations::connect;
 use switchboard::store::Integration;
 
 use crate::converse::{call_slug, conversing_app_with};
@@ -685,7 +685,7 @@ async fn the_operator_connects_an_account_with_its_grant_sealed_and_reconnects_i
         .unwrap()
         .open(&sealed, integration.as_uuid().as_bytes())
         .unwrap();
-    let grant: switchboard::providers::OAuthGrant = serde_json::from_slice(&plain).unwrap();
+    let grant: switchboard::edge::google::OAuthGrant = serde_json::from_slice(&plain).unwrap();
     assert_eq!(grant, crate::google::grant());
     // A grant is all three parts or none.
     let (ok, out) = connect(&["--client-id", " "]);

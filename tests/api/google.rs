@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use switchboard::providers::{GoogleUrls, OAuthGrant};
+use switchboard::edge::google::{GoogleUrls, OAuthGrant};
 
 pub const CLIENT_ID: &str = "client-1.apps.example.com";
 pub const CLIENT_SECRET: &str = "client-secret-1";
@@ -114,7 +114,7 @@ impl GoogleStandIn {
             calendar: format!("{base}/calendar/v3"),
             gmail: format!("{base}/gmail/v1"),
         };
-        config.google_client = Some(switchboard::providers::OAuthClient {
+        config.google_client = Some(switchboard::edge::google::OAuthClient {
             client_id: CLIENT_ID.into(),
             client_secret: CLIENT_SECRET.into(),
         });

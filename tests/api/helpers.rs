@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use switchboard::auth::Scopes;
+use switchboard::domain::auth::Scopes;
 use switchboard::{Config, Store};
 use switchboard_actors::clock::AdjustableClock;
 use switchboard_actors::ids::WorkspaceId;
@@ -96,7 +96,7 @@ pub async fn spawn_on(
     configure: impl FnOnce(&mut Config),
 ) -> TestApp {
     init_tracing();
-    switchboard::install_crypto();
+    switchboard::edge::tls::install_crypto();
     let dir = tempfile::tempdir().expect("temp dir");
     serve_store(store, clock, db_url, dir, None, configure).await
 }
@@ -108,7 +108,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
 /// The service with its SIP server on `sip` (bound by the caller, on port 0).
 pub async fn spawn_app_on(sip: Option<SipSockets>, configure: impl FnOnce(&mut Config)) -> TestApp {
     init_tracing();
-    switchboard::install_crypto();
+    switchboard::edge::tls::install_crypto();
     let dir = tempfile::tempdir().expect("temp dir");
     let db_url = format!("sqlite://{}", dir.path().join("switchboard.db").display());
     let clock = Arc::new(AdjustableClock::default());

@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value, json};
-use switchboard::lead_memory::{HEADING, recall};
+use switchboard::runtime::lead_memory::{HEADING, recall};
 use switchboard::store::LeadFields;
 use switchboard_actors::conversation::{Conversation, Speaker, Turn};
 use switchboard_actors::ids::{AgentId, CallId, SipEndpointId, WorkspaceId};

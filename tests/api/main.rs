@@ -26,6 +26,7 @@ mod dashboard_settings;
 mod discovery;
 mod dispositions;
 mod dnc;
+mod docs;
 mod engine;
 mod engine_retries;
 mod flow_integrations;

@@ -9,7 +9,7 @@ use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 /// Gives a workspace a saved payment method (billing's own setup endpoint is tested with
 /// billing).
 async fn give_payment_method(app: &TestApp, ws: WorkspaceId) {
-    let method = switchboard::billing::PaymentMethod {
+    let method = switchboard::domain::payments::PaymentMethod {
         id: "pm_test".into(),
         label: "test".into(),
     };

@@ -5,11 +5,11 @@ use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use switchboard::simulation::{DialerWrap, VirtualRun};
+use switchboard::runtime::simulation::{DialerWrap, VirtualRun};
 use switchboard_actors::engine::EngineConfig;
 use switchboard_actors::sim::SimConfig;
 
-pub use switchboard::simulation::{all_day, hours, min_dial_gap, peak_concurrency};
+pub use switchboard::runtime::simulation::{all_day, hours, min_dial_gap, peak_concurrency};
 
 pub const DAY: Duration = Duration::from_secs(86_400);
 

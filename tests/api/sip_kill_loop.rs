@@ -301,7 +301,7 @@ async fn killing_a_sip_campaign_at_the_invite_the_answer_and_the_ack_loses_and_l
     // The last run settles the campaign.
     let http = free_sip_port();
     let _child = serve(&db, dir.path(), http, sip, &trunk);
-    switchboard::install_crypto();
+    switchboard::edge::tls::install_crypto();
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{http}");
     let url = format!("{base}/campaigns/{}", c);

@@ -65,7 +65,7 @@ pub async fn fetch_recording(app: &TestApp, call: &Value) -> Vec<u8> {
         .expect("recording_url")
         .to_string();
     assert!(url.contains("/recording?sig="), "{url}");
-    switchboard::install_crypto();
+    switchboard::edge::tls::install_crypto();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

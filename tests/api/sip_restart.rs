@@ -39,13 +39,13 @@ struct Killable {
 impl Killable {
     /// The service dialling out through `gateway`, up, with an agent and a calling number.
     async fn start(gateway: Gateway) -> (Killable, String, String) {
-        switchboard::install_crypto();
+        switchboard::edge::tls::install_crypto();
         let dir = tempfile::tempdir().unwrap();
         let db = format!("sqlite://{}", dir.path().join("crash.db").display());
         let store = Store::open(&db).await.unwrap();
         let ws = store.create_workspace("crash", "IL").await.unwrap();
         let (_, key) = store
-            .create_key(ws.id, "test", &switchboard::auth::Scopes::All, None)
+            .create_key(ws.id, "test", &switchboard::domain::auth::Scopes::All, None)
             .await
             .unwrap();
         store

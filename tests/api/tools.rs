@@ -512,7 +512,7 @@ async fn failed_deliveries_answer_502_or_504_and_redirects_are_not_followed() {
     assert!(preview.starts_with("ok[2J"), "{}", &preview[..10]);
     assert_eq!(
         preview.chars().count(),
-        switchboard::webhooks::PREVIEW_CHARS
+        switchboard::edge::webhooks::PREVIEW_CHARS
     );
 
     // Function tools are not delivered.

@@ -20,7 +20,7 @@ use axum::routing::post;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use switchboard::config::VendorSettings;
-use switchboard::vendors::{Endpoint, OpenAiChat, OpenAiTranscriber, Timeouts};
+use switchboard::edge::vendors::{Endpoint, OpenAiChat, OpenAiTranscriber, Timeouts};
 use switchboard_actors::agent::Speech;
 use switchboard_actors::vendors::{
     ChatEvent, ChatMessage, ChatModel, ChatRequest, ToolCall, ToolSpec, Transcriber, Usage,
@@ -589,9 +589,9 @@ async fn speech_is_transcribed_through_a_wav_upload() {
 
 #[tokio::test]
 async fn the_stand_in_speaks_as_long_as_the_text() {
-    switchboard::install_crypto();
+    switchboard::edge::tls::install_crypto();
     let vendor = VendorServer::start().await;
-    let speech = switchboard::speech::OpenAiSpeech {
+    let speech = switchboard::edge::speech::OpenAiSpeech {
         base_url: vendor.base_url.clone(),
         api_key: None,
         model: "tts-test".into(),

@@ -158,7 +158,7 @@ pub(crate) struct Outcome {
 /// 0.2 s).
 fn agent_vad() -> (Vad, f64) {
     let agent = switchboard::store::Agent::new("bench".into());
-    let vad = Vad::new(switchboard::inbound::vad_settings(&agent));
+    let vad = Vad::new(switchboard::runtime::inbound::vad_settings(&agent));
     (vad, (agent.vad_stop_secs / 2.0).max(0.2))
 }
 

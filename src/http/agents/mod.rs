@@ -23,10 +23,10 @@ use super::gate::Auth;
 use super::openapi::{
     body_schema, create_body, json_schema, patch_body, schema_json, strip_null, with_bounds,
 };
+use crate::edge::webhooks;
 use crate::store::{
     Agent, AgentType, AnsweringMachineDetection, ExtractionParameter, FlowConfig, FlowNode,
 };
-use crate::webhooks;
 
 mod schema;
 mod validate;
@@ -450,21 +450,21 @@ pub(crate) async fn flow_issues(
     state: &AppState,
     ws: WorkspaceId,
     flow: &FlowConfig,
-) -> Result<Vec<crate::flows::FlowIssue>, ApiError> {
-    let mut issues = crate::flows::graph_issues(flow);
+) -> Result<Vec<crate::runtime::flows::FlowIssue>, ApiError> {
+    let mut issues = crate::runtime::flows::graph_issues(flow);
     if flow.nodes.iter().any(|n| n.node_type == "integration_call") {
         let integrations = state.store.list_integrations(ws).await?;
         let mut tool_params = std::collections::HashMap::new();
-        for id in crate::flows::linked_tools(flow) {
+        for id in crate::runtime::flows::linked_tools(flow) {
             if let Ok(tool_id) = id.parse()
                 && let Some(tool) = state.store.tool(ws, tool_id).await?
             {
-                tool_params.insert(id, crate::webhooks::parameter_names(&tool.config));
+                tool_params.insert(id, crate::edge::webhooks::parameter_names(&tool.config));
             }
         }
-        issues.extend(crate::flows::integration_issues(
+        issues.extend(crate::runtime::flows::integration_issues(
             flow,
-            &crate::flows::FlowContext {
+            &crate::runtime::flows::FlowContext {
                 integrations: &integrations,
                 tool_params: &tool_params,
             },

@@ -47,7 +47,7 @@ pub(super) fn integer(field: &str, value: i64, Integer(min, max): Integer) -> Re
 pub(super) fn check_url(
     field: &str,
     url: &str,
-    egress: &crate::egress::Egress,
+    egress: &crate::edge::egress::Egress,
 ) -> Result<(), ApiError> {
     if url.chars().count() > WEBHOOK_URL_MAX {
         return Err(invalid(
@@ -161,7 +161,10 @@ pub(super) fn check_amd(amd: &AnsweringMachineDetection) -> Result<(), ApiError>
 }
 
 /// Every bound of the Agent object.
-pub(super) fn validate(agent: &Agent, egress: &crate::egress::Egress) -> Result<(), ApiError> {
+pub(super) fn validate(
+    agent: &Agent,
+    egress: &crate::edge::egress::Egress,
+) -> Result<(), ApiError> {
     chars("name", &agent.name, NAME)?;
     chars("system_prompt", &agent.system_prompt, SYSTEM_PROMPT)?;
     chars("description", &agent.description, DESCRIPTION)?;

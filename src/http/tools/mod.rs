@@ -20,8 +20,8 @@ use super::extract::{
 };
 use super::gate::Auth;
 use super::openapi::body_schema;
+use crate::edge::webhooks::{self, Outcome, WebhookConfig, WebhookMethod};
 use crate::store::{Delivery, NewTool, Tool, ToolInsert, ToolUpdate};
-use crate::webhooks::{self, Outcome, WebhookConfig, WebhookMethod};
 
 mod schema;
 mod test_delivery;

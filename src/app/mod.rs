@@ -1,0 +1,1 @@
+//! The service's operations, called alike by the REST API, the dashboard and the CLI.

@@ -1,0 +1,15 @@
+//! The service's own values beneath the store: every layer may use them, and they import
+//! nothing of the service.
+//!
+//! - [`auth`]: API keys (generated, hashed, compared in constant time) and scopes.
+//! - [`secrets`]: secrets kept in the store, sealed under the service's key.
+//! - [`signing`]: HMAC-SHA256 signatures: recording links and webhook deliveries.
+//! - [`trunks`]: SIP trunks on carrier accounts as the service manages them: their status, the
+//!   port that probes them, how they are shown and read from a flag.
+//! - [`payments`]: payment methods and the payment-provider port.
+
+pub mod auth;
+pub mod payments;
+pub mod secrets;
+pub mod signing;
+pub mod trunks;

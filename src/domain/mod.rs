@@ -7,9 +7,11 @@
 //! - [`trunks`]: SIP trunks on carrier accounts as the service manages them: their status, the
 //!   port that probes them, how they are shown and read from a flag.
 //! - [`payments`]: payment methods and the payment-provider port.
+//! - [`schema`]: JSON Schema pieces typed values carry into the OpenAPI document.
 
 pub mod auth;
 pub mod payments;
+pub mod schema;
 pub mod secrets;
 pub mod signing;
 pub mod trunks;

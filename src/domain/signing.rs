@@ -13,8 +13,6 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use switchboard_actors::ids::CallId;
 
-use crate::store::CallRecord;
-
 fn mac(key: &[u8], message: &[u8]) -> Hmac<Sha256> {
     // HMAC takes keys of any length, so this cannot fail.
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
@@ -70,14 +68,6 @@ impl RecordingLinks {
     pub fn url(&self, id: CallId) -> String {
         let sig = sign(&self.key, Self::message(id).as_bytes());
         format!("{}/calls/{id}/recording?sig={sig}", self.base_url)
-    }
-
-    /// A call as clients see it: with its `recording_url` when it has a recording.
-    pub fn present(&self, mut call: CallRecord) -> CallRecord {
-        if call.recorded {
-            call.recording_url = Some(self.url(call.id));
-        }
-        call
     }
 }
 

@@ -6,15 +6,11 @@
 //! **Invariant:** a trunk's password leaves the service only towards the carrier (digest
 //! authentication): [`ShownTrunk`] has none, and `Trunk` never serializes it.
 
-use std::borrow::Cow;
-
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchboard_sip::trunk::{GatewayProbe, Secret, Trunk, TrunkError};
 use utoipa::ToSchema;
-use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::Schema;
 
 /// Sends SIP OPTIONS to a trunk's gateways. The running SIP server implements it; without one,
 /// nothing can be probed.
@@ -192,42 +188,6 @@ impl Serialize for ShownTrunk {
             has_password: self.has_password,
         }
         .serialize(serializer)
-    }
-}
-
-/// The schema of a shown trunk, from `Trunk`'s: `password` replaced by `has_password`.
-impl utoipa::PartialSchema for ShownTrunk {
-    fn schema() -> RefOr<Schema> {
-        use crate::http::openapi::{json_schema, schema_json};
-        let mut schema = schema_json(&<Trunk as utoipa::PartialSchema>::schema());
-        if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-            properties.remove("password");
-            properties.insert(
-                "has_password".into(),
-                serde_json::json!({"type": "boolean", "description": "Whether a password is stored (it is never shown)."}),
-            );
-        }
-        if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
-            required.push("has_password".into());
-        }
-        if let Some(object) = schema.as_object_mut() {
-            object.insert(
-                "description".into(),
-                "A SIP trunk as shown: every field but the password, and whether one is stored."
-                    .into(),
-            );
-        }
-        json_schema(schema)
-    }
-}
-
-impl ToSchema for ShownTrunk {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("TrunkView")
-    }
-
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        <Trunk as ToSchema>::schemas(schemas);
     }
 }
 

@@ -338,6 +338,54 @@ async fn remove_number(
     }
 }
 
+/// The schema of a shown trunk, from `Trunk`'s: `password` replaced by `has_password`.
+impl utoipa::PartialSchema for crate::domain::trunks::ShownTrunk {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use crate::http::openapi::{json_schema, schema_json};
+        let mut schema =
+            schema_json(&<switchboard_sip::trunk::Trunk as utoipa::PartialSchema>::schema());
+        if let Some(properties) = schema
+            .get_mut("properties")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            properties.remove("password");
+            properties.insert(
+                "has_password".into(),
+                serde_json::json!({"type": "boolean", "description": "Whether a password is stored (it is never shown)."}),
+            );
+        }
+        if let Some(required) = schema
+            .get_mut("required")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            required.push("has_password".into());
+        }
+        if let Some(object) = schema.as_object_mut() {
+            object.insert(
+                "description".into(),
+                "A SIP trunk as shown: every field but the password, and whether one is stored."
+                    .into(),
+            );
+        }
+        json_schema(schema)
+    }
+}
+
+impl utoipa::ToSchema for crate::domain::trunks::ShownTrunk {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("TrunkView")
+    }
+
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        <switchboard_sip::trunk::Trunk as ToSchema>::schemas(schemas);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

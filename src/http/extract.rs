@@ -236,14 +236,7 @@ impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for Q<T> {
     }
 }
 
-/// The schema of a string parameter that takes one of `values` (the type's own list, so the
-/// document and the parser cannot disagree).
-pub fn one_of(values: impl IntoIterator<Item = &'static str>) -> utoipa::openapi::schema::Object {
-    utoipa::openapi::schema::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(values))
-        .build()
-}
+pub use crate::domain::schema::one_of;
 
 pub const DEFAULT_LIMIT: i64 = 50;
 pub const MAX_LIMIT: i64 = 100;

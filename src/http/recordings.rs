@@ -43,7 +43,7 @@ fn verify(key: &[u8], message: &str, sig: Option<&str>) -> Result<(), ApiError> 
 
 /// A call as the API shows it: with its `recording_url` when it has a recording.
 pub fn present(state: &AppState, call: CallRecord) -> CallRecord {
-    state.recording_links().present(call)
+    call.presented(state.recording_links())
 }
 
 #[derive(Deserialize, IntoParams)]

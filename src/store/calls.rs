@@ -20,7 +20,7 @@ use super::{
 };
 
 fn status_schema() -> utoipa::openapi::schema::Object {
-    crate::http::extract::one_of(CallStatus::ALL.map(CallStatus::as_str))
+    crate::domain::schema::one_of(CallStatus::ALL.map(CallStatus::as_str))
 }
 
 /// A call as the API shows it.
@@ -96,6 +96,17 @@ pub struct CallRecord {
     pub ended_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+impl CallRecord {
+    /// The call as clients see it: with its `recording_url` (signed by `links`) when it has a
+    /// recording.
+    pub fn presented(mut self, links: &crate::domain::signing::RecordingLinks) -> Self {
+        if self.recorded {
+            self.recording_url = Some(links.url(self.id));
+        }
+        self
+    }
 }
 
 /// The `WHERE` of a call listing: the workspace, then each filter given.

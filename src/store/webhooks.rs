@@ -225,7 +225,7 @@ pub(super) fn call_events(
             .ok_or_else(|| corrupt("calls.agent_id", "missing on a call with an event"))?;
         let call_id = call.id;
         let call = match links {
-            Some(links) => links.present(call),
+            Some(links) => call.presented(links),
             None => call,
         };
         let data = serde_json::to_value(call).map_err(|e| corrupt("call", e))?;

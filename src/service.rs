@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::app::state::App;
 use crate::config::Config;
 use crate::domain::payments::PaymentProvider;
 use crate::domain::trunks::TrunkProber;
@@ -50,7 +51,7 @@ pub async fn serve(
         .with_default_trunk(config.default_trunk())
         .with_recording_links(crate::domain::signing::RecordingLinks::new(
             recording_key.clone(),
-            &http::public_url(&config),
+            &crate::app::state::public_url(&config),
         ))
         .with_analysis(model.is_some());
     let config = Arc::new(config);
@@ -107,29 +108,31 @@ pub async fn serve(
     // client, once the server runs; without one the route answers 503 SIP_NOT_RUNNING.
     let trunk_prober: Option<Arc<dyn TrunkProber>> =
         client.clone().map(|c| Arc::new(c) as Arc<dyn TrunkProber>);
-    let mut state = http::AppState::new(
+    let mut app = App::new(
         store.clone(),
         config.clone(),
         engine.clone(),
         payments,
         recording_key,
         trunk_prober,
-    )?;
-    state.sip = sip.as_ref().map(|s| s.server.monitor());
-    state.endpoints = sip.as_ref().map(|s| s.endpoints.clone());
-    state.model = model.clone();
-    state.providers = Some(providers);
-    state.live_turns = live_turns;
+    );
+    app.sip = sip.as_ref().map(|s| s.server.monitor());
+    app.endpoints = sip.as_ref().map(|s| s.endpoints.clone());
+    app.model = model.clone();
+    app.providers = Some(providers);
+    app.live_turns = live_turns;
+    let (_, openapi) = http::router::api().split_for_parts();
+    let state = http::state::AppState::new(app.clone(), serde_json::to_value(&openapi)?)?;
     let metrics = metrics
         .map(|listener| http::prometheus::Listener::spawn(listener, state.clone()))
         .transpose()?;
     // Once `shutdown` resolves, streams that never end by themselves are told to.
-    let closing = state.closing.clone();
+    let closing = app.closing.clone();
     let shutdown = async move {
         shutdown.await;
         closing.cancel();
     };
-    let app = http::router(state);
+    let app = http::router::router(state, crate::dashboard::router().with_state(app));
     let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
     let analyst = model.map(|model| crate::runtime::analysis::Analyst {
         store: store.clone(),

@@ -1,1 +1,25 @@
-//! The service's operations, called alike by the REST API, the dashboard and the CLI.
+//! The service's operations, called alike by the REST API, the dashboard and the operator CLI:
+//! what each does and refuses is decided here, once; the doors only translate (HTTP and the
+//! spec's codes, HTML forms, command-line flags).
+//!
+//! - [`state`]: [`state::App`], the service as every operation reaches it.
+//! - [`auth`]: who an operation runs for.
+//! - [`error`]: [`error::AppError`], what an operation refuses or fails with.
+//! - [`fields`]: rules every body obeys (only writable fields).
+//! - [`limits`]: the API's rate limit.
+//! - [`flow_test`]: a flow agent tried on the text line.
+//! - [`sip_endpoints`]: creating a SIP endpoint.
+//! - [`tools`]: a webhook tool's test delivery.
+//! - [`agents`]: saving an agent, its flow checked.
+//! - [`campaigns`]: creating, changing, commanding campaigns and enrolling their contacts.
+
+pub mod agents;
+pub mod auth;
+pub mod campaigns;
+pub mod error;
+pub mod fields;
+pub mod flow_test;
+pub mod limits;
+pub mod sip_endpoints;
+pub mod state;
+pub mod tools;

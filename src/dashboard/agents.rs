@@ -14,14 +14,15 @@ use switchboard_actors::ids::AgentId;
 use super::layout::{denied, empty, page, problem, respond};
 use super::pages::{not_found, unavailable};
 use super::session::{Viewer, fields, form_body};
+use crate::app::error::AppError;
+use crate::app::state::App;
 use crate::domain::auth::Scope;
-use crate::http::AppState;
-use crate::http::error::ApiError;
+use crate::http::error::app_status;
 use crate::store::{Agent, AgentType, Page};
 
 const PAGE: &str = "/app/agents";
 
-async fn load(state: &AppState, viewer: &Viewer, id: &str) -> Result<Agent, Response> {
+async fn load(state: &App, viewer: &Viewer, id: &str) -> Result<Agent, Response> {
     if !viewer.scopes.allows(Scope::AgentsRead) {
         return Err(denied(viewer, Scope::AgentsRead));
     }
@@ -60,7 +61,7 @@ fn trust_words(a: &Agent) -> &'static str {
     }
 }
 
-pub async fn list(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn list(State(state): State<App>, viewer: Viewer) -> Response {
     if !viewer.scopes.allows(Scope::AgentsRead) {
         return denied(&viewer, Scope::AgentsRead);
     }
@@ -108,11 +109,7 @@ pub async fn list(State(state): State<AppState>, viewer: Viewer) -> Response {
     respond(StatusCode::OK, page(Some(&viewer), "Agents", PAGE, body))
 }
 
-pub async fn show(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Path(id): Path<String>,
-) -> Response {
+pub async fn show(State(state): State<App>, viewer: Viewer, Path(id): Path<String>) -> Response {
     match load(&state, &viewer, &id).await {
         Ok(a) => render(&state, &viewer, &a, StatusCode::OK, None).await,
         Err(r) => r,
@@ -120,7 +117,7 @@ pub async fn show(
 }
 
 async fn render(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     a: &Agent,
     status: StatusCode,
@@ -129,7 +126,8 @@ async fn render(
     let flow = match (&a.agent_type, &a.flow_config) {
         (AgentType::Flow, Some(flow)) => {
             let issues =
-                match crate::http::agents::flow_issues(state, viewer.workspace_id, flow).await {
+                match crate::app::agents::save::flow_issues(state, viewer.workspace_id, flow).await
+                {
                     Ok(i) => i,
                     Err(e) => return unavailable(viewer, format!("{e:?}")),
                 };
@@ -198,7 +196,7 @@ fn simulator_form(viewer: &Viewer, a: &Agent) -> Markup {
 }
 
 /// The simulation's answer, in words: how it ended, the path, the transcript, the dispatches.
-fn simulation(result: &crate::http::flow_test::FlowTestResult) -> Markup {
+fn simulation(result: &crate::app::flow_test::FlowTestResult) -> Markup {
     html! {
         div.notice role="status" {
             "Ended in " strong { (result.final_node.as_deref().unwrap_or("—")) } " (" (result.end_reason.replace('_', " ")) ")"
@@ -236,7 +234,7 @@ fn simulation(result: &crate::http::flow_test::FlowTestResult) -> Markup {
 
 /// Runs the simulator from the page's form, as `POST /agents/{id}/flow/test` runs it.
 pub async fn simulate(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -271,22 +269,22 @@ pub async fn simulate(
         Some(text) => serde_json::from_str::<Value>(text)
             .ok()
             .filter(Value::is_object)
-            .ok_or_else(|| ApiError::invalid_field("metadata", "must be a JSON object")),
+            .ok_or_else(|| AppError::invalid_field("metadata", "must be a JSON object")),
     };
     let outcome = match metadata {
         Ok(metadata) => {
             let body = json!({"turns": turns, "metadata": metadata,
                 "dry_run": form.contains_key("dry_run")});
             let body = body.as_object().cloned().unwrap_or_default();
-            crate::http::flow_test::run_flow_test(&state, &viewer.auth(), a.id, body).await
+            crate::app::flow_test::run_flow_test(&state, &viewer.auth(), a.id, body).await
         }
         Err(e) => Err(e),
     };
     let (status, markup) = match outcome {
         Ok(result) => (StatusCode::OK, simulation(&result)),
-        Err(ApiError::Internal(e)) => return unavailable(&viewer, e),
+        Err(AppError::Internal(e)) => return unavailable(&viewer, e),
         Err(e) => (
-            e.status_code(),
+            app_status(&e),
             html! { p.problem role="alert" { (e.to_string()) } },
         ),
     };
@@ -311,7 +309,7 @@ pub async fn simulate(
 
 /// The caller-ID opt-in, through the same rules as `PATCH /agents/{id}`.
 pub async fn caller_id(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Path(id): Path<String>,
     req: Request,
@@ -330,9 +328,9 @@ pub async fn caller_id(
     let trust = form.get("trust").map(String::as_str) == Some("true");
     let mut body = Map::new();
     body.insert("lead_memory_trust_caller_id".into(), Value::Bool(trust));
-    match crate::http::agents::update_agent(&state, &viewer.auth(), a.id, body).await {
+    match crate::app::agents::save::update_agent(&state, &viewer.auth(), a.id, body).await {
         Ok(_) => Redirect::to(&format!("{PAGE}/{}", a.id)).into_response(),
-        Err(ApiError::Internal(e)) => unavailable(&viewer, e),
-        Err(e) => problem(Some(&viewer), e.status_code(), "Not saved", &e.to_string()),
+        Err(AppError::Internal(e)) => unavailable(&viewer, e),
+        Err(e) => problem(Some(&viewer), app_status(&e), "Not saved", &e.to_string()),
     }
 }

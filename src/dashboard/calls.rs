@@ -16,8 +16,8 @@ use switchboard_actors::ids::{AgentId, CallId, CampaignId};
 use super::layout::{denied, empty, money, page, respond, when};
 use super::pages::{not_found, unavailable};
 use super::session::Viewer;
+use crate::app::state::App;
 use crate::domain::auth::Scope;
-use crate::http::AppState;
 use crate::store::{AnalysisStatus, CallFilter};
 
 /// Most calls a page of the list shows.
@@ -133,7 +133,7 @@ fn midnight(day: NaiveDate) -> DateTime<Utc> {
 }
 
 pub async fn calls(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Query(q): Query<CallsQuery>,
 ) -> Response {
@@ -295,11 +295,7 @@ fn clock(ms: u64) -> String {
     format!("{}:{:02}", ms / 60_000, (ms / 1000) % 60)
 }
 
-pub async fn call(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Path(id): Path<String>,
-) -> Response {
+pub async fn call(State(state): State<App>, viewer: Viewer, Path(id): Path<String>) -> Response {
     if !viewer.scopes.allows(Scope::CallsRead) {
         return denied(&viewer, Scope::CallsRead);
     }
@@ -315,7 +311,7 @@ pub async fn call(
         Ok(None) => return not_found(Some(viewer)).await,
         Err(e) => return unavailable(&viewer, e),
     };
-    let mut c = crate::http::recordings::present(&state, detail.call.clone());
+    let mut c = detail.call.clone().presented(state.recording_links());
     // The player fetches the signed link from this page's own origin: the public URL the link
     // is made with may name another host than the one the operator reached (a proxy's), which
     // the page's policy (`media-src 'self'`) would refuse.

@@ -16,9 +16,10 @@ use super::campaign_form::{self, Choices};
 use super::layout::{denied, money, page_with, respond, when};
 use super::pages::{not_found, progress, unavailable};
 use super::session::{Viewer, form_body, pairs};
+use crate::app::error::AppError;
+use crate::app::state::App;
 use crate::domain::auth::Scope;
-use crate::http::AppState;
-use crate::http::error::ApiError;
+use crate::http::error::app_status;
 use crate::store::{CampaignRecord, Page};
 
 /// The last evaluation's result, in words.
@@ -89,7 +90,7 @@ fn allowed(
 
 /// A campaign of the viewer's workspace by the id in the address, or the page that says why not.
 pub(super) async fn load(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     id: &str,
 ) -> Result<CampaignRecord, Response> {
@@ -111,17 +112,13 @@ pub(super) async fn load(
 }
 
 /// [`load`], and the campaign's view as JSON.
-async fn load_view(state: &AppState, viewer: &Viewer, id: &str) -> Result<Value, Response> {
+async fn load_view(state: &App, viewer: &Viewer, id: &str) -> Result<Value, Response> {
     let c = load(state, viewer, id).await?;
     view_json(state, viewer, c).await
 }
 
-async fn view_json(
-    state: &AppState,
-    viewer: &Viewer,
-    c: CampaignRecord,
-) -> Result<Value, Response> {
-    crate::http::campaigns::view(state, viewer.workspace_id, c)
+async fn view_json(state: &App, viewer: &Viewer, c: CampaignRecord) -> Result<Value, Response> {
+    crate::app::campaigns::view::view(state, viewer.workspace_id, c)
         .await
         .map(|v| serde_json::to_value(v).unwrap_or(Value::Null))
         .map_err(|e| unavailable(viewer, format!("{e:?}")))
@@ -181,7 +178,7 @@ fn summary_part(viewer: &Viewer, c: &Value, problem: Option<&str>) -> Markup {
     }
 }
 
-async fn choices(state: &AppState, viewer: &Viewer) -> Result<Choices, Response> {
+async fn choices(state: &App, viewer: &Viewer) -> Result<Choices, Response> {
     let all = Page {
         limit: 100,
         offset: 0,
@@ -205,11 +202,11 @@ struct Shown<'a> {
     /// A note that something was done.
     notice: Option<&'a str>,
     /// What the settings form holds when it was refused, and why.
-    form: Option<(&'a Value, &'a ApiError)>,
+    form: Option<(&'a Value, &'a AppError)>,
 }
 
 async fn render(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     status: StatusCode,
     c: &Value,
@@ -278,7 +275,7 @@ async fn render(
 }
 
 /// The campaign's page with a note that something was done.
-async fn noticed(state: &AppState, viewer: &Viewer, c: &Value, note: &str) -> Response {
+async fn noticed(state: &App, viewer: &Viewer, c: &Value, note: &str) -> Response {
     let shown = Shown {
         notice: Some(note),
         ..Shown::default()
@@ -287,7 +284,7 @@ async fn noticed(state: &AppState, viewer: &Viewer, c: &Value, note: &str) -> Re
 }
 
 /// The newest audit events, newest first.
-async fn recent_events(state: &AppState, viewer: &Viewer, id: &str) -> Result<Markup, Response> {
+async fn recent_events(state: &App, viewer: &Viewer, id: &str) -> Result<Markup, Response> {
     const SHOWN: i64 = 25;
     let Ok(id) = uuid::Uuid::parse_str(id).map(CampaignId::from_uuid) else {
         return Ok(html! {});
@@ -342,11 +339,7 @@ async fn recent_events(state: &AppState, viewer: &Viewer, id: &str) -> Result<Ma
     })
 }
 
-pub async fn show(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Path(id): Path<String>,
-) -> Response {
+pub async fn show(State(state): State<App>, viewer: Viewer, Path(id): Path<String>) -> Response {
     match load_view(&state, &viewer, &id).await {
         Ok(v) => render(&state, &viewer, StatusCode::OK, &v, Shown::default()).await,
         Err(r) => r,
@@ -354,11 +347,7 @@ pub async fn show(
 }
 
 /// The chart of the campaign's calls over time, for the page to load after it.
-pub async fn chart(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Path(id): Path<String>,
-) -> Response {
+pub async fn chart(State(state): State<App>, viewer: Viewer, Path(id): Path<String>) -> Response {
     fragment(
         async {
             let v = load_view(&state, &viewer, &id).await?;
@@ -369,11 +358,7 @@ pub async fn chart(
 }
 
 /// The progress part alone, for the page to reload while the campaign is live.
-pub async fn summary(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Path(id): Path<String>,
-) -> Response {
+pub async fn summary(State(state): State<App>, viewer: Viewer, Path(id): Path<String>) -> Response {
     fragment(
         load_view(&state, &viewer, &id)
             .await
@@ -392,16 +377,16 @@ fn fragment(part: Result<Markup, Response>) -> Response {
 /// The answer to an API error on a campaign's page: its own page for a missing campaign, else
 /// the campaign again with the message.
 async fn refused(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     id: &str,
-    e: ApiError,
+    e: AppError,
     form: Option<&Value>,
 ) -> Response {
-    if matches!(e, ApiError::NotFound { .. }) {
+    if matches!(e, AppError::NotFound { .. }) {
         return not_found(Some(viewer.clone())).await;
     }
-    if let ApiError::Internal(_) = e {
+    if let AppError::Internal(_) = e {
         return unavailable(viewer, format!("{e:?}"));
     }
     let v = match load_view(state, viewer, id).await {
@@ -419,12 +404,12 @@ async fn refused(
             ..Shown::default()
         },
     };
-    render(state, viewer, e.status_code(), &v, shown).await
+    render(state, viewer, app_status(&e), &v, shown).await
 }
 
 /// Launch, resume, pause or stop.
 pub async fn command(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Path((id, action)): Path<(String, String)>,
     req: Request,
@@ -440,7 +425,9 @@ pub async fn command(
         Ok(c) => c,
         Err(r) => return r,
     };
-    match crate::http::campaigns::command(&state, &viewer.auth(), c.id.as_uuid(), *command).await {
+    match crate::app::campaigns::commands::command(&state, &viewer.auth(), c.id.as_uuid(), *command)
+        .await
+    {
         Ok(v) => match v.message.clone() {
             Some(message) => {
                 let v = serde_json::to_value(v).unwrap_or(Value::Null);
@@ -454,7 +441,7 @@ pub async fn command(
 
 /// Saves the settings form through the PATCH rules.
 pub async fn save(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Path(id): Path<String>,
     req: Request,
@@ -485,7 +472,7 @@ pub async fn save(
     if body.is_empty() {
         return noticed(&state, &viewer, &current, "Nothing changed.").await;
     }
-    match crate::http::campaigns::update_campaign(&state, &viewer.auth(), c.id, &body).await {
+    match crate::app::campaigns::patch::update_campaign(&state, &viewer.auth(), c.id, &body).await {
         Ok(v) => {
             let v = serde_json::to_value(v).unwrap_or(Value::Null);
             let fields: Vec<&str> = body.keys().map(String::as_str).collect();
@@ -497,7 +484,7 @@ pub async fn save(
 }
 
 /// Creates a draft campaign with a name, then opens it.
-pub async fn create(State(state): State<AppState>, viewer: Viewer, req: Request) -> Response {
+pub async fn create(State(state): State<App>, viewer: Viewer, req: Request) -> Response {
     if !viewer.scopes.allows(Scope::CampaignsManage) {
         return denied(&viewer, Scope::CampaignsManage);
     }
@@ -512,9 +499,9 @@ pub async fn create(State(state): State<AppState>, viewer: Viewer, req: Request)
         .unwrap_or_default();
     let mut body = Map::new();
     body.insert("name".into(), Value::String(name.clone()));
-    match crate::http::campaigns::create_campaign(&state, &viewer.auth(), &body).await {
+    match crate::app::campaigns::view::create_campaign(&state, &viewer.auth(), &body).await {
         Ok(v) => Redirect::to(&format!("/app/campaigns/{}", v.id)).into_response(),
-        Err(ApiError::Internal(e)) => unavailable(&viewer, e),
+        Err(AppError::Internal(e)) => unavailable(&viewer, e),
         Err(e) => {
             super::pages::campaigns_with(
                 &state,

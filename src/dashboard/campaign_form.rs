@@ -7,7 +7,8 @@ use maud::{Markup, html};
 use serde_json::{Map, Value};
 use switchboard_actors::campaign::{self as rules, RegulatoryBasis};
 
-use crate::http::error::ApiError;
+use crate::app::error::AppError;
+
 use crate::store::{Agent, Disposition, PhoneNumberRecord};
 
 /// The choices the form offers: the workspace's agents, numbers and dispositions.
@@ -42,7 +43,7 @@ const NULLABLE_TEXT: [&str; 6] = [
 pub fn changes(
     pairs: &[(String, String)],
     current: &Value,
-) -> Result<Map<String, Value>, ApiError> {
+) -> Result<Map<String, Value>, AppError> {
     let one = |name: &str| {
         pairs
             .iter()
@@ -115,7 +116,7 @@ pub fn changes(
             Value::Null
         } else {
             serde_json::from_str::<Value>(&v).map_err(|e| {
-                ApiError::invalid_field(
+                AppError::invalid_field(
                     "calling_window",
                     format!("must be a JSON object or empty (the workspace's window): {e}"),
                 )
@@ -133,9 +134,9 @@ fn number_or_text(v: String) -> Value {
 }
 
 /// Where an error belongs: the field it names, else the form as a whole.
-pub fn error_field(e: &ApiError) -> Option<&str> {
+pub fn error_field(e: &AppError) -> Option<&str> {
     match e {
-        ApiError::InvalidField { field, .. } | ApiError::MissingField { field } => {
+        AppError::InvalidField { field, .. } | AppError::MissingField { field } => {
             Some(field.as_str())
         }
         _ => None,
@@ -143,9 +144,9 @@ pub fn error_field(e: &ApiError) -> Option<&str> {
 }
 
 /// An error in words, as the page shows it beside its field.
-pub fn error_words(e: &ApiError) -> String {
+pub fn error_words(e: &AppError) -> String {
     match e {
-        ApiError::InvalidField { rule, .. } => {
+        AppError::InvalidField { rule, .. } => {
             let mut words = rule.clone();
             if let Some(first) = words.get_mut(..1) {
                 first.make_ascii_uppercase();

@@ -10,7 +10,7 @@ use switchboard_actors::ids::CampaignId;
 
 use super::pages::unavailable;
 use super::session::Viewer;
-use crate::http::AppState;
+use crate::app::state::App;
 
 /// The chart's script and style, on the pages that draw it.
 pub const SCRIPTS: &[&str] = &["/app/assets/vendor/uplot/uPlot.iife.min.js"];
@@ -26,7 +26,7 @@ fn step_for(span_secs: i64) -> i64 {
 }
 
 /// Admissions and outcomes over time, as the chart's data and a table of the same numbers.
-pub async fn timeline(state: &AppState, viewer: &Viewer, c: &Value) -> Result<Markup, Response> {
+pub async fn timeline(state: &App, viewer: &Viewer, c: &Value) -> Result<Markup, Response> {
     let time = |k: &str| {
         c[k].as_str()
             .and_then(|s| DateTime::parse_from_rfc3339(s).ok())

@@ -14,10 +14,12 @@ use super::campaign::load;
 use super::layout::{page, problem, respond, when};
 use super::pages::unavailable;
 use super::session::Viewer;
+use crate::app::campaigns::contacts::dialing_statuses;
+use crate::app::campaigns::enroll::{EnrollReport, enroll_csv_upload};
+use crate::app::error::AppError;
+use crate::app::state::App;
 use crate::domain::auth::constant_time_eq;
-use crate::http::AppState;
-use crate::http::campaigns::{EnrollReport, dialing_statuses, enroll_csv_upload};
-use crate::http::error::ApiError;
+use crate::http::error::app_status;
 use crate::store::CampaignRecord;
 
 /// Contacts a page shows.
@@ -80,7 +82,7 @@ fn report(r: &EnrollReport) -> Markup {
 }
 
 async fn render(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     c: &CampaignRecord,
     q: &ContactsQuery,
@@ -183,7 +185,7 @@ async fn render(
 }
 
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Path(id): Path<String>,
     Query(q): Query<ContactsQuery>,
@@ -197,7 +199,7 @@ pub async fn list(
 /// The upload's answer: the contacts page with the report (the page's script swaps in its
 /// `main`).
 pub async fn upload(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -210,8 +212,8 @@ pub async fn upload(
     let enrolled = enroll(&state, &viewer, &c, req).await;
     let (status, outcome) = match enrolled {
         Err(Refusal::Csrf) => return viewer.refused(),
-        Err(Refusal::Api(ApiError::Internal(e))) => return unavailable(&viewer, e),
-        Err(Refusal::Api(e)) => (e.status_code(), Err(e.to_string())),
+        Err(Refusal::Api(AppError::Internal(e))) => return unavailable(&viewer, e),
+        Err(Refusal::Api(e)) => (app_status(&e), Err(e.to_string())),
         Ok(r) => (StatusCode::OK, Ok(r)),
     };
     // htmx swaps in only a success; a refusal's page says why all the same.
@@ -237,24 +239,24 @@ pub async fn upload(
 
 enum Refusal {
     Csrf,
-    Api(ApiError),
+    Api(AppError),
 }
 
 /// Reads the form: its CSRF token first, then the file, streamed into the enrollment.
 async fn enroll(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     c: &CampaignRecord,
     req: Request,
 ) -> Result<EnrollReport, Refusal> {
     use axum::extract::FromRequest;
     let mut form = Multipart::from_request(req, state).await.map_err(|e| {
-        Refusal::Api(ApiError::bad_request(format!(
+        Refusal::Api(AppError::bad_request(format!(
             "The upload is not a form: {e}"
         )))
     })?;
     let unreadable = |e: axum::extract::multipart::MultipartError| {
-        Refusal::Api(ApiError::bad_request(format!(
+        Refusal::Api(AppError::bad_request(format!(
             "The upload could not be read: {e}"
         )))
     };
@@ -282,7 +284,7 @@ async fn enroll(
         }
     }
     Err(if token_ok {
-        Refusal::Api(ApiError::missing_field("file"))
+        Refusal::Api(AppError::missing_field("file"))
     } else {
         Refusal::Csrf
     })

@@ -21,11 +21,11 @@ use switchboard_actors::ids::IntegrationId;
 use super::layout::{denied, page, respond, when};
 use super::pages::unavailable;
 use super::session::{Viewer, fields, form_body, session_token};
+use crate::app::state::App;
 use crate::domain::auth::{Scope, constant_time_eq, hash_key};
 use crate::edge::google::OAuthGrant;
 use crate::edge::google::client::Failure;
 use crate::edge::google::oauth::{Handshake, authorize_url, scopes};
-use crate::http::AppState;
 use crate::runtime::integrations::Providers;
 use crate::runtime::integrations::connect;
 use crate::store::OAuthHandshake;
@@ -42,12 +42,12 @@ fn provider_name(provider: &str) -> &str {
     }
 }
 
-fn redirect_uri(state: &AppState) -> String {
+fn redirect_uri(state: &App) -> String {
     format!("{}{PAGE}/callback", state.public_url())
 }
 
 async fn render(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     status: StatusCode,
     notice: Option<&str>,
@@ -149,7 +149,7 @@ pub struct ListQuery {
 }
 
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Query(q): Query<ListQuery>,
 ) -> Response {
@@ -173,7 +173,7 @@ pub async fn list(
 }
 
 /// Starts a handshake and sends the browser to Google's consent page.
-pub async fn start(State(state): State<AppState>, viewer: Viewer, req: Request) -> Response {
+pub async fn start(State(state): State<App>, viewer: Viewer, req: Request) -> Response {
     let session = session_token(req.headers());
     let form = fields(&form_body(req).await);
     if !viewer.checks(&form) {
@@ -269,7 +269,7 @@ pub async fn callback(Query(answer): Query<Answer>) -> Response {
 /// Checks the answer against the session's handshake, redeems the code and connects the
 /// account.
 pub async fn finish(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     headers: HeaderMap,
     Query(answer): Query<Answer>,
@@ -337,7 +337,7 @@ fn words(failure: &Failure) -> String {
 /// The code and verifier traded for a refresh token, the account it belongs to asked, and
 /// the integration connected (the same row again for an account connected before); its id.
 async fn redeem(
-    state: &AppState,
+    state: &App,
     providers: &Providers,
     client: &crate::edge::google::OAuthClient,
     kept: &OAuthHandshake,
@@ -379,7 +379,7 @@ async fn redeem(
 }
 
 pub async fn disconnect(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Path(id): Path<String>,
     req: Request,

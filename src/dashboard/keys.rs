@@ -11,8 +11,8 @@ use switchboard_actors::ids::ApiKeyId;
 
 use super::layout::{page as shell, problem, respond, when};
 use super::session::{Viewer, fields, form_body};
+use crate::app::state::App;
 use crate::domain::auth::{Scope, Scopes};
-use crate::http::AppState;
 
 fn may_manage(viewer: &Viewer) -> bool {
     matches!(viewer.scopes, Scopes::All)
@@ -36,7 +36,7 @@ struct Draft {
 }
 
 async fn render(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     status: StatusCode,
     draft: &Draft,
@@ -138,7 +138,7 @@ async fn render(
     )
 }
 
-pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn page(State(state): State<App>, viewer: Viewer) -> Response {
     if !may_manage(&viewer) {
         return forbidden(&viewer);
     }
@@ -153,7 +153,7 @@ pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Response {
     .await
 }
 
-pub async fn create(State(state): State<AppState>, viewer: Viewer, req: Request) -> Response {
+pub async fn create(State(state): State<App>, viewer: Viewer, req: Request) -> Response {
     if !may_manage(&viewer) {
         return forbidden(&viewer);
     }
@@ -254,7 +254,7 @@ pub async fn create(State(state): State<AppState>, viewer: Viewer, req: Request)
 }
 
 pub async fn revoke(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Path(id): Path<String>,
     req: Request,

@@ -21,8 +21,8 @@ use switchboard_actors::ids::{AgentId, WorkspaceId};
 
 use super::layout::{denied, page as shell, respond};
 use super::session::{Viewer, session_token};
+use crate::app::state::App;
 use crate::domain::auth::Scope;
-use crate::http::AppState;
 use crate::runtime::live_turns::{LatestTurn, LiveTurns};
 use crate::store::CallRecord;
 use switchboard_actors::conversation::Speaker;
@@ -104,7 +104,7 @@ fn table(
 
 /// The calls under way, with their agents' names (kept in `agents` across reads).
 async fn read(
-    state: &AppState,
+    state: &App,
     ws: WorkspaceId,
     agents: &mut HashMap<AgentId, String>,
 ) -> Result<Markup, crate::store::StoreError> {
@@ -118,7 +118,7 @@ async fn read(
     Ok(table(&calls, agents, &state.live_turns, state.store.now()))
 }
 
-pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn page(State(state): State<App>, viewer: Viewer) -> Response {
     if !viewer.scopes.allows(Scope::CallsRead) {
         return denied(&viewer, Scope::CallsRead);
     }
@@ -144,7 +144,7 @@ pub async fn page(State(state): State<AppState>, viewer: Viewer) -> Response {
 
 /// What a live page's stream keeps between its reads.
 struct Follow {
-    state: AppState,
+    state: App,
     ws: WorkspaceId,
     /// The session cookie's token, checked again as the stream goes on.
     token: [u8; 32],
@@ -160,7 +160,7 @@ struct Follow {
 
 /// The stream of the table, sent when it changed.
 pub async fn events(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Response> {

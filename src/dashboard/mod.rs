@@ -35,7 +35,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
 
-use crate::http::AppState;
+use crate::app::state::App;
 
 mod agents;
 mod assets;
@@ -59,7 +59,7 @@ pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src '
     media-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The dashboard's routes, under `/app`.
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<App> {
     Router::new()
         .route("/", get(pages::home))
         .route(

@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::layout::{denied, empty, money, page, problem, respond};
 use super::session::Viewer;
+use crate::app::state::App;
 use crate::domain::auth::Scope;
-use crate::http::AppState;
 use crate::store::Page;
 
 /// Most rows a list page shows.
@@ -74,14 +74,14 @@ pub(super) fn progress(contacts: &Value, total: i64) -> Markup {
     }
 }
 
-pub async fn campaigns(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn campaigns(State(state): State<App>, viewer: Viewer) -> Response {
     campaigns_with(&state, &viewer, StatusCode::OK, "", None).await
 }
 
 /// The campaigns, and the form that creates one (with `name` and its `error` when it was
 /// refused).
 pub(super) async fn campaigns_with(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     status: StatusCode,
     name: &str,
@@ -104,7 +104,7 @@ pub(super) async fn campaigns_with(
     };
     let mut rows = Vec::new();
     for c in listed.items {
-        match crate::http::campaigns::view(state, viewer.workspace_id, c).await {
+        match crate::app::campaigns::view::view(state, viewer.workspace_id, c).await {
             Ok(v) => rows.push(serde_json::to_value(v).unwrap_or(Value::Null)),
             Err(e) => return unavailable(viewer, format!("{e:?}")),
         }

@@ -20,8 +20,8 @@ use maud::html;
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 
 use super::layout::{page, problem, respond};
+use crate::app::state::App;
 use crate::domain::auth::{Scopes, constant_time_eq, hash_key};
-use crate::http::AppState;
 use crate::store::KeyCheck;
 
 const SESSION_COOKIE: &str = "sb_session";
@@ -52,8 +52,8 @@ impl Viewer {
     }
 
     /// The API's view of this session's key, for the actions the page shares with the API.
-    pub fn auth(&self) -> crate::http::gate::Auth {
-        crate::http::gate::Auth {
+    pub fn auth(&self) -> crate::app::auth::Auth {
+        crate::app::auth::Auth {
             workspace_id: self.workspace_id,
             key_id: self.key_id,
             scopes: self.scopes.clone(),
@@ -117,8 +117,8 @@ fn random_token() -> String {
 }
 
 /// A cookie for `/app`: HttpOnly, SameSite=Strict, Secure over https.
-fn set_cookie(state: &AppState, name: &str, value: &str, max_age: i64) -> HeaderValue {
-    let secure = crate::http::public_url(&state.config).starts_with("https://");
+fn set_cookie(state: &App, name: &str, value: &str, max_age: i64) -> HeaderValue {
+    let secure = crate::app::state::public_url(&state.config).starts_with("https://");
     let text = format!(
         "{name}={value}; Path=/app; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
         if secure { "; Secure" } else { "" }
@@ -126,25 +126,25 @@ fn set_cookie(state: &AppState, name: &str, value: &str, max_age: i64) -> Header
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-impl axum::extract::OptionalFromRequestParts<AppState> for Viewer {
+impl axum::extract::OptionalFromRequestParts<App> for Viewer {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        state: &AppState,
+        state: &App,
     ) -> Result<Option<Self>, Self::Rejection> {
         Ok(
-            <Viewer as FromRequestParts<AppState>>::from_request_parts(parts, state)
+            <Viewer as FromRequestParts<App>>::from_request_parts(parts, state)
                 .await
                 .ok(),
         )
     }
 }
 
-impl FromRequestParts<AppState> for Viewer {
+impl FromRequestParts<App> for Viewer {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, state: &App) -> Result<Self, Response> {
         let sign_in = || Redirect::to("/app/sign-in").into_response();
         let Some(token) = cookie(&parts.headers, SESSION_COOKIE) else {
             return Err(sign_in());
@@ -192,7 +192,7 @@ fn sign_in_form(token: &str, error: Option<&str>) -> maud::Markup {
 }
 
 /// The sign-in form, with a fresh token in it and its cookie.
-pub async fn sign_in_page(State(state): State<AppState>) -> Response {
+pub async fn sign_in_page(State(state): State<App>) -> Response {
     let token = random_token();
     let mut response = respond(StatusCode::OK, sign_in_form(&token, None));
     response.headers_mut().append(
@@ -203,7 +203,7 @@ pub async fn sign_in_page(State(state): State<AppState>) -> Response {
 }
 
 /// Exchanges a key for a session.
-pub async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
+pub async fn sign_in(State(state): State<App>, req: Request) -> Response {
     let source = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -311,7 +311,7 @@ pub async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
 }
 
 /// Ends the session.
-pub async fn sign_out(State(state): State<AppState>, viewer: Viewer, req: Request) -> Response {
+pub async fn sign_out(State(state): State<App>, viewer: Viewer, req: Request) -> Response {
     let token = cookie(req.headers(), SESSION_COOKIE)
         .unwrap_or_default()
         .to_string();

@@ -11,8 +11,8 @@ use maud::html;
 use super::layout::{denied, page, respond, when};
 use super::pages::unavailable;
 use super::session::{Viewer, fields, form_body};
+use crate::app::state::App;
 use crate::domain::auth::Scope;
-use crate::http::AppState;
 
 const PAGE: &str = "/app/settings/webhooks";
 
@@ -24,7 +24,7 @@ enum Shown {
     Rotated,
 }
 
-async fn render(state: &AppState, viewer: &Viewer, shown: Shown) -> Response {
+async fn render(state: &App, viewer: &Viewer, shown: Shown) -> Response {
     if !viewer.scopes.allows(Scope::WebhooksManage) {
         return denied(viewer, Scope::WebhooksManage);
     }
@@ -81,18 +81,18 @@ async fn render(state: &AppState, viewer: &Viewer, shown: Shown) -> Response {
     )
 }
 
-pub async fn show(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn show(State(state): State<App>, viewer: Viewer) -> Response {
     render(&state, &viewer, Shown::Masked).await
 }
 
-pub async fn reveal(State(state): State<AppState>, viewer: Viewer, req: Request) -> Response {
+pub async fn reveal(State(state): State<App>, viewer: Viewer, req: Request) -> Response {
     if !viewer.checks(&fields(&form_body(req).await)) {
         return viewer.refused();
     }
     render(&state, &viewer, Shown::Revealed).await
 }
 
-pub async fn rotate(State(state): State<AppState>, viewer: Viewer, req: Request) -> Response {
+pub async fn rotate(State(state): State<App>, viewer: Viewer, req: Request) -> Response {
     if !viewer.checks(&fields(&form_body(req).await)) {
         return viewer.refused();
     }

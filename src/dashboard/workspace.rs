@@ -13,9 +13,10 @@ use switchboard_actors::ids::ToolId;
 use super::layout::{denied, empty, money, page, respond, when};
 use super::pages::{not_found, unavailable};
 use super::session::{Viewer, fields, form_body};
+use crate::app::error::AppError;
+use crate::app::state::App;
 use crate::domain::auth::Scope;
-use crate::http::AppState;
-use crate::http::error::ApiError;
+use crate::http::error::app_status;
 use crate::store::{LeadFilter, Page};
 
 /// Rows a list shows.
@@ -39,10 +40,10 @@ pub fn masked(slug: &str) -> String {
 }
 
 async fn tools_page(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     status: StatusCode,
-    result: Option<(&str, Result<Value, ApiError>)>,
+    result: Option<(&str, Result<Value, AppError>)>,
 ) -> Response {
     if !viewer.scopes.allows(Scope::ToolsRead) {
         return denied(viewer, Scope::ToolsRead);
@@ -65,7 +66,7 @@ async fn tools_page(
                 },
                 Err(e) => div.problem role="alert" {
                     p { "Test of " (name) ": " (e.to_string()) }
-                    @if let Some(details) = e.body().get("details").and_then(Value::as_str) { p { (details) } }
+                    @if let AppError::Webhook { extra, .. } = e && let Some(details) = extra.get("details").and_then(Value::as_str) { p { (details) } }
                 },
             }
         }
@@ -100,13 +101,13 @@ async fn tools_page(
     respond(status, page(Some(viewer), "Tools", "/app/tools", body))
 }
 
-pub async fn tools(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn tools(State(state): State<App>, viewer: Viewer) -> Response {
     tools_page(&state, &viewer, StatusCode::OK, None).await
 }
 
 /// One test delivery, answered on the tools page.
 pub async fn test_tool(
-    State(state): State<AppState>,
+    State(state): State<App>,
     viewer: Viewer,
     Path(id): Path<String>,
     req: Request,
@@ -125,22 +126,22 @@ pub async fn test_tool(
         Ok(None) => return not_found(Some(viewer)).await,
         Err(e) => return unavailable(&viewer, e),
     };
-    let outcome = crate::http::tools::test_tool(&state, &viewer.auth(), id, None).await;
-    if let Err(ApiError::Internal(e)) = outcome {
+    let outcome = crate::app::tools::test_tool(&state, &viewer.auth(), id, None).await;
+    if let Err(AppError::Internal(e)) = outcome {
         return unavailable(&viewer, e);
     }
     let status = match &outcome {
         Ok(_) => StatusCode::OK,
-        Err(e) => e.status_code(),
+        Err(e) => app_status(e),
     };
     tools_page(&state, &viewer, status, Some((&name, outcome))).await
 }
 
 async fn endpoints_page(
-    state: &AppState,
+    state: &App,
     viewer: &Viewer,
     status: StatusCode,
-    created: Option<Result<&crate::http::sip_endpoints::SipEndpointView, &ApiError>>,
+    created: Option<Result<&crate::app::sip_endpoints::SipEndpointView, &AppError>>,
 ) -> Response {
     if !viewer.scopes.allows(Scope::PhoneNumbersSearch) {
         return denied(viewer, Scope::PhoneNumbersSearch);
@@ -226,16 +227,12 @@ async fn endpoints_page(
     )
 }
 
-pub async fn endpoints(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn endpoints(State(state): State<App>, viewer: Viewer) -> Response {
     endpoints_page(&state, &viewer, StatusCode::OK, None).await
 }
 
 /// Creates an endpoint as `POST /sip-endpoints` does, and shows its slug this once.
-pub async fn create_endpoint(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    req: Request,
-) -> Response {
+pub async fn create_endpoint(State(state): State<App>, viewer: Viewer, req: Request) -> Response {
     let form = fields(&form_body(req).await);
     if !viewer.checks(&form) {
         return viewer.refused();
@@ -251,14 +248,14 @@ pub async fn create_endpoint(
     if let Some(agent) = form.get("inbound_agent_id").filter(|a| !a.is_empty()) {
         body.insert("inbound_agent_id".into(), Value::String(agent.clone()));
     }
-    match crate::http::sip_endpoints::create_endpoint(&state, &viewer.auth(), body).await {
+    match crate::app::sip_endpoints::create_endpoint(&state, &viewer.auth(), body).await {
         Ok(view) => endpoints_page(&state, &viewer, StatusCode::CREATED, Some(Ok(&view))).await,
-        Err(ApiError::Internal(e)) => unavailable(&viewer, e),
-        Err(e) => endpoints_page(&state, &viewer, e.status_code(), Some(Err(&e))).await,
+        Err(AppError::Internal(e)) => unavailable(&viewer, e),
+        Err(e) => endpoints_page(&state, &viewer, app_status(&e), Some(Err(&e))).await,
     }
 }
 
-pub async fn numbers(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn numbers(State(state): State<App>, viewer: Viewer) -> Response {
     if !viewer.scopes.allows(Scope::PhoneNumbersSearch) {
         return denied(&viewer, Scope::PhoneNumbersSearch);
     }
@@ -292,7 +289,7 @@ pub async fn numbers(State(state): State<AppState>, viewer: Viewer) -> Response 
     )
 }
 
-pub async fn do_not_call(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn do_not_call(State(state): State<App>, viewer: Viewer) -> Response {
     if !viewer.scopes.allows(Scope::DoNotCallRead) {
         return denied(&viewer, Scope::DoNotCallRead);
     }
@@ -332,7 +329,7 @@ pub async fn do_not_call(State(state): State<AppState>, viewer: Viewer) -> Respo
     )
 }
 
-pub async fn dispositions(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn dispositions(State(state): State<App>, viewer: Viewer) -> Response {
     if !viewer.scopes.allows(Scope::DispositionsRead) {
         return denied(&viewer, Scope::DispositionsRead);
     }
@@ -357,7 +354,7 @@ pub async fn dispositions(State(state): State<AppState>, viewer: Viewer) -> Resp
     )
 }
 
-pub async fn leads(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn leads(State(state): State<App>, viewer: Viewer) -> Response {
     if !viewer.scopes.allows(Scope::LeadsRead) {
         return denied(&viewer, Scope::LeadsRead);
     }
@@ -397,7 +394,7 @@ pub async fn leads(State(state): State<AppState>, viewer: Viewer) -> Response {
     )
 }
 
-pub async fn billing(State(state): State<AppState>, viewer: Viewer) -> Response {
+pub async fn billing(State(state): State<App>, viewer: Viewer) -> Response {
     if !viewer.scopes.allows(Scope::BillingRead) {
         return denied(&viewer, Scope::BillingRead);
     }

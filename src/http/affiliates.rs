@@ -9,10 +9,10 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::Data;
-use super::gate::Auth;
+use super::state::AppState;
+use crate::app::auth::Auth;
 use crate::store::{AffiliateSummary, SubAffiliateRow};
 
 pub fn router() -> OpenApiRouter<AppState> {

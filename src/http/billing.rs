@@ -10,11 +10,12 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, Q, parse_fields};
-use super::gate::Auth;
 use super::openapi::{body_schema, patch_body, schema_json, with_bounds};
+use super::state::AppState;
+use crate::app::auth::Auth;
+use crate::app::error::AppError;
 use crate::domain::payments::PaymentError;
 use crate::store::{BillingAccount, BillingSettingsUpdate, LedgerEntry};
 use switchboard_actors::ids::WorkspaceId;
@@ -180,12 +181,12 @@ fn check_range(field: &str, value: i64, min: i64, max: i64) -> Result<i64, ApiEr
     Ok(value)
 }
 
-fn payment_error(err: PaymentError) -> ApiError {
+fn payment_error(err: PaymentError) -> AppError {
     match err {
-        PaymentError::Declined(message) => ApiError::Billing {
+        PaymentError::Declined(message) => AppError::Billing {
             message: format!("Payment declined: {message}"),
         },
-        PaymentError::Unavailable(_) => ApiError::Internal(err.into()),
+        PaymentError::Unavailable(_) => AppError::Internal(err.into()),
     }
 }
 
@@ -194,9 +195,7 @@ async fn account(state: &AppState, ws: WorkspaceId) -> Result<BillingAccount, Ap
         .store
         .billing_account(ws)
         .await?
-        .ok_or(ApiError::NotFound {
-            resource: "Workspace",
-        })
+        .ok_or(ApiError::not_found("Workspace"))
 }
 
 /// Billing status
@@ -267,9 +266,10 @@ async fn top_up(
         .ok_or_else(|| ApiError::missing_field("amount_cents"))?;
     let amount = check_range("amount_cents", amount, TOP_UP_MIN_CENTS, TOP_UP_MAX_CENTS)?;
     let Some(method) = account(&state, auth.workspace_id).await?.payment_method else {
-        return Err(ApiError::Billing {
+        return Err(AppError::Billing {
             message: "No payment method on file; add one with POST /billing/payment-method".into(),
-        });
+        }
+        .into());
     };
     let reference = state
         .payments
@@ -286,9 +286,7 @@ async fn top_up(
             Some(&reference),
         )
         .await?
-        .ok_or(ApiError::NotFound {
-            resource: "Workspace",
-        })?;
+        .ok_or(ApiError::not_found("Workspace"))?;
     state.engine.funds_changed(auth.workspace_id);
     Ok(Json(TopUpResult {
         success: true,
@@ -352,11 +350,12 @@ async fn settings(
         .auto_topup_enabled
         .unwrap_or(current.auto_topup_enabled);
     if input.auto_topup_enabled == Some(true) && current.payment_method.is_none() {
-        return Err(ApiError::Billing {
+        return Err(AppError::Billing {
             message:
                 "Auto top-up needs a payment method; add one with POST /billing/payment-method"
                     .into(),
-        });
+        }
+        .into());
     }
     if enabled && amount.unwrap_or(current.auto_topup_amount_cents) == 0 {
         return Err(ApiError::invalid_field(
@@ -377,9 +376,7 @@ async fn settings(
         .update_billing_settings(auth.workspace_id, &change)
         .await?
     {
-        return Err(ApiError::NotFound {
-            resource: "Workspace",
-        });
+        return Err(ApiError::not_found("Workspace"));
     }
     // The new settings may already call for a top-up (balance below the new threshold).
     if let Err(err) = crate::runtime::charges::auto_topup(

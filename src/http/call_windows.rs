@@ -14,11 +14,11 @@ use utoipa_axum::routes;
 
 use utoipa::ToSchema;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::JsonObject;
-use super::gate::Auth;
 use super::openapi::body_schema;
+use super::state::AppState;
+use crate::app::auth::Auth;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_window, put_window))
@@ -50,9 +50,7 @@ pub async fn workspace_window(
         .store
         .workspace_window(ws)
         .await?
-        .ok_or(ApiError::NotFound {
-            resource: "Workspace",
-        })
+        .ok_or(ApiError::not_found("Workspace"))
 }
 
 /// The schema of `days`: at least one of the names `DayOfWeek` reads (`mon` .. `sun`).

@@ -19,13 +19,14 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::{
     JsonObject, ListResponse, Pagination, PathId, Q, parse_fields, replayed, request_hash,
 };
-use super::gate::Auth;
 use super::openapi::body_schema;
+use super::state::AppState;
+use crate::app::auth::Auth;
+use crate::app::error::AppError;
 use crate::store::{
     CallDetail, CallFilter, CallInsert, CallRecord, DispositionSet, DispositionSource, NewCall,
 };
@@ -192,9 +193,10 @@ async fn create(
         .is_blocked(ws, to.as_str(), Some(agent_id), now)
         .await?
     {
-        return Err(ApiError::DoNotCall {
+        return Err(AppError::DoNotCall {
             number: to.as_str().to_owned(),
-        });
+        }
+        .into());
     }
     let spec = CallSpec {
         id: CallId::new(),
@@ -229,7 +231,7 @@ async fn create(
             call,
             request_hash: first,
         } => replayed(call, first.as_deref(), &request_hash),
-        CallInsert::InsufficientFunds(funds) => Err(ApiError::Billing {
+        CallInsert::InsufficientFunds(funds) => Err(AppError::Billing {
             message: if funds.is_suspended {
                 "The workspace is suspended; no calls are placed".into()
             } else {
@@ -240,7 +242,7 @@ async fn create(
                     spec.reserved_cents
                 )
             },
-        }),
+        }.into()),
     }
 }
 
@@ -348,7 +350,7 @@ async fn get_one(
         .store
         .call_detail(auth.workspace_id, CallId::from_uuid(id))
         .await?
-        .ok_or(ApiError::NotFound { resource: "Call" })?;
+        .ok_or(ApiError::not_found("Call"))?;
     detail.call = super::recordings::present(&state, detail.call);
     Ok(Json(detail))
 }
@@ -376,7 +378,7 @@ async fn disposition(
     let disposition = DispositionId::from_uuid(required(input.disposition_id, "disposition_id")?);
     let id = CallId::from_uuid(id);
     if state.store.call(ws, id).await?.is_none() {
-        return Err(ApiError::NotFound { resource: "Call" });
+        return Err(ApiError::not_found("Call"));
     }
     if state.store.disposition(ws, disposition).await?.is_none() {
         return Err(ApiError::invalid_field(
@@ -393,14 +395,15 @@ async fn disposition(
         DispositionSource::Api,
     )
     .await?
-    .ok_or(ApiError::NotFound { resource: "Call" })?;
+    .ok_or(ApiError::not_found("Call"))?;
     match result {
         DispositionSet::Set(call) | DispositionSet::Unchanged(call) => {
             Ok(Json(super::recordings::present(&state, call)))
         }
-        DispositionSet::Conflict(_) => Err(ApiError::Conflict {
+        DispositionSet::Conflict(_) => Err(AppError::Conflict {
             message: "Another disposition is already set on this call".into(),
-        }),
+        }
+        .into()),
         DispositionSet::NotAnswered(call) => Err(ApiError::bad_request(format!(
             "A disposition lands on an answered call; this call is {}{}",
             call.status,

@@ -17,13 +17,14 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::{
     JsonObject, ListResponse, Pagination, Patch, PathId, PathIds, Q, parse_fields,
 };
-use super::gate::Auth;
 use super::openapi::body_schema;
+use super::state::AppState;
+use crate::app::auth::Auth;
+use crate::app::error::AppError;
 use crate::domain::trunks::{self, ACCOUNT_NAME_MAX, PROVIDER_MAX, PasswordUpdate};
 use crate::store::{
     AccountUpdate, CarrierAccount, CarrierAccountUpdate, NumberRemoval, PhoneNumberRecord,
@@ -106,7 +107,7 @@ fn switch_on(state: &AppState) -> Result<(), ApiError> {
     if state.config.carrier_accounts_enabled {
         Ok(())
     } else {
-        Err(ApiError::CarrierAccountsDisabled)
+        Err(AppError::CarrierAccountsDisabled.into())
     }
 }
 
@@ -142,8 +143,8 @@ async fn list(
     )))
 }
 
-fn account_missing() -> ApiError {
-    ApiError::CodedNotFound {
+fn account_missing() -> AppError {
+    AppError::CodedNotFound {
         code: "CARRIER_ACCOUNT_NOT_FOUND",
         message: "Carrier account not found".into(),
     }
@@ -163,7 +164,7 @@ async fn get_one(
         .carrier_account(auth.workspace_id, id)
         .await?
         .map(Json)
-        .ok_or_else(account_missing)
+        .ok_or_else(|| account_missing().into())
 }
 
 /// Register a carrier account, with its SIP trunk or without one (`untested`)
@@ -241,7 +242,7 @@ async fn update(
         .await?
     {
         AccountUpdate::Updated(account) => Ok(Json(*account)),
-        AccountUpdate::NotFound => Err(account_missing()),
+        AccountUpdate::NotFound => Err(account_missing().into()),
         AccountUpdate::Invalid(err) => Err(trunk_invalid(err)),
     }
 }
@@ -259,23 +260,23 @@ async fn test_trunk(
 ) -> Result<Json<TrunkTest>, ApiError> {
     switch_on(&state)?;
     let tested = match state.store.carrier_trunk(auth.workspace_id, id).await? {
-        TrunkLookup::NoAccount => return Err(account_missing()),
+        TrunkLookup::NoAccount => return Err(account_missing().into()),
         TrunkLookup::NoTrunk => {
-            return Err(ApiError::CodedConflict {
+            return Err(AppError::CodedConflict {
                 code: "TRUNK_NOT_CONFIGURED",
                 message: "This carrier account has no SIP trunk to test; set one with PATCH /carrier-accounts/{id}".into(),
-            });
+            }.into());
         }
         TrunkLookup::Trunk(tested) => tested,
     };
-    let prober = state.trunk_prober.as_ref().ok_or(ApiError::SipNotRunning)?;
+    let prober = state.trunk_prober.as_ref().ok_or(AppError::SipNotRunning)?;
     let probes = prober.probe(&tested.trunk).await;
     let (status, reason) = trunks::assess(&probes);
     let account = state
         .store
         .record_trunk_test(auth.workspace_id, id, &tested, status, reason.as_deref())
         .await?
-        .ok_or_else(|| ApiError::CodedConflict {
+        .ok_or_else(|| AppError::CodedConflict {
             code: "TRUNK_CHANGED",
             message: "The trunk changed while it was being tested; test it again".into(),
         })?;
@@ -301,7 +302,7 @@ async fn numbers(
         .await?
         .is_none()
     {
-        return Err(account_missing());
+        return Err(account_missing().into());
     }
     Ok(Json(ListResponse::new(
         state
@@ -330,11 +331,12 @@ async fn remove_number(
         .await?
     {
         NumberRemoval::Removed => Ok(Json(json!({"success": true, "id": number}))),
-        NumberRemoval::AccountNotFound => Err(account_missing()),
-        NumberRemoval::NumberNotFound => Err(ApiError::CodedNotFound {
+        NumberRemoval::AccountNotFound => Err(account_missing().into()),
+        NumberRemoval::NumberNotFound => Err(AppError::CodedNotFound {
             code: "NUMBER_NOT_FOUND",
             message: "That number is not on this carrier account".into(),
-        }),
+        }
+        .into()),
     }
 }
 

@@ -9,11 +9,11 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::{Data, JsonObject, PathId, parse_fields};
-use super::gate::Auth;
 use super::openapi::body_schema;
+use super::state::AppState;
+use crate::app::auth::Auth;
 use crate::store::{DeleteOutcome, Disposition};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -122,9 +122,7 @@ async fn get_one(
         .store
         .disposition(auth.workspace_id, DispositionId::from_uuid(id))
         .await?;
-    found.map(Json).ok_or(ApiError::NotFound {
-        resource: "Disposition",
-    })
+    found.map(Json).ok_or(ApiError::not_found("Disposition"))
 }
 
 /// Create a disposition
@@ -187,9 +185,7 @@ async fn update(
             position,
         )
         .await?;
-    updated.map(Json).ok_or(ApiError::NotFound {
-        resource: "Disposition",
-    })
+    updated.map(Json).ok_or(ApiError::not_found("Disposition"))
 }
 
 /// Delete a disposition (protected ones cannot be deleted)
@@ -206,9 +202,7 @@ async fn delete(
         .await?
     {
         DeleteOutcome::Deleted => Ok(Json(serde_json::json!({"success": true, "id": id}))),
-        DeleteOutcome::NotFound => Err(ApiError::NotFound {
-            resource: "Disposition",
-        }),
+        DeleteOutcome::NotFound => Err(ApiError::not_found("Disposition")),
         DeleteOutcome::Protected => Err(ApiError::bad_request(
             "This disposition is protected and cannot be deleted",
         )),

@@ -17,11 +17,11 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
-use super::gate::Auth;
 use super::openapi::body_schema;
+use super::state::AppState;
+use crate::app::auth::Auth;
 use crate::store::{DncEntry, DncUpdate, NewDncEntry};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -166,9 +166,7 @@ async fn list(
             .await?;
         return found
             .map(|e| Json(e).into_response())
-            .ok_or(ApiError::NotFound {
-                resource: "Do-not-call entry",
-            });
+            .ok_or(ApiError::not_found("Do-not-call entry"));
     }
     let page = Pagination {
         limit: query.limit,
@@ -194,9 +192,9 @@ async fn get_one(
         .store
         .dnc_entry(auth.workspace_id, DncEntryId::from_uuid(id))
         .await?;
-    found.map(Json).ok_or(ApiError::NotFound {
-        resource: "Do-not-call entry",
-    })
+    found
+        .map(Json)
+        .ok_or(ApiError::not_found("Do-not-call entry"))
 }
 
 /// Add a number to the do-not-call list
@@ -265,9 +263,7 @@ async fn update(
         .await?
         .is_none()
     {
-        return Err(ApiError::NotFound {
-            resource: "Do-not-call entry",
-        });
+        return Err(ApiError::not_found("Do-not-call entry"));
     }
     let reason = input.reason.as_deref().map(check_reason).transpose()?;
     let expires_at = match input.expires_at {
@@ -288,9 +284,9 @@ async fn update(
         .store
         .update_dnc_entry(auth.workspace_id, id, &change)
         .await?;
-    updated.map(Json).ok_or(ApiError::NotFound {
-        resource: "Do-not-call entry",
-    })
+    updated
+        .map(Json)
+        .ok_or(ApiError::not_found("Do-not-call entry"))
 }
 
 /// Remove a number from the do-not-call list

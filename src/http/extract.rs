@@ -6,13 +6,14 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::AppState;
 use super::error::ApiError;
+use super::state::AppState;
+use crate::app::error::AppError;
 
 /// Reads a request body up to `limit` bytes.
 pub async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
@@ -91,88 +92,9 @@ fn whole_numbers_as_integers(value: &mut Value) {
     }
 }
 
-/// Refuses keys outside `writable`, listing the writable fields.
-pub fn check_fields(
-    body: &Map<String, Value>,
-    writable: &'static [&'static str],
-) -> Result<(), ApiError> {
-    let unknown: Vec<String> = body
-        .keys()
-        .filter(|k| !writable.contains(&k.as_str()))
-        .cloned()
-        .collect();
-    if unknown.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::UnknownFields {
-            fields: unknown,
-            writable,
-        })
-    }
-}
+pub use crate::app::fields::check_fields;
 
-/// Checks the keys against `writable`, then deserializes, naming the field at fault.
-pub fn parse_fields<T: DeserializeOwned>(
-    body: Map<String, Value>,
-    writable: &'static [&'static str],
-) -> Result<T, ApiError> {
-    check_fields(&body, writable)?;
-    from_value(Value::Object(body))
-}
-
-/// Deserializes a value, naming the field at fault.
-pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(value).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner().to_string();
-        if path == "." || path.is_empty() {
-            ApiError::bad_request(first_upper(&inner))
-        } else {
-            ApiError::invalid_field(path, inner.to_string())
-        }
-    })
-}
-
-fn first_upper(s: &str) -> String {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().collect::<String>() + chars.as_str())
-        .unwrap_or_default()
-}
-
-/// A field of a partial update: absent, explicitly null, or a value.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum Patch<T> {
-    #[default]
-    Absent,
-    Null,
-    Value(T),
-}
-
-impl<T> Patch<T> {
-    pub fn is_absent(&self) -> bool {
-        matches!(self, Patch::Absent)
-    }
-
-    /// `None` when absent; `Some(None)` when null.
-    pub fn into_option(self) -> Option<Option<T>> {
-        match self {
-            Patch::Absent => None,
-            Patch::Null => Some(None),
-            Patch::Value(v) => Some(Some(v)),
-        }
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(match Option::<T>::deserialize(d)? {
-            None => Patch::Null,
-            Some(v) => Patch::Value(v),
-        })
-    }
-}
+pub use crate::app::fields::{Patch, from_value, parse_fields};
 
 /// One UUID path parameter (`{id}`); anything else is a 400 naming the parameter.
 pub struct PathId(pub Uuid);
@@ -202,9 +124,7 @@ impl FromRequestParts<AppState> for PathId {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         match uuid_params(parts, state).await?.as_slice() {
             [id] => Ok(PathId(*id)),
-            _ => Err(ApiError::Internal(anyhow::anyhow!(
-                "route expects one id parameter"
-            ))),
+            _ => Err(AppError::Internal(anyhow::anyhow!("route expects one id parameter")).into()),
         }
     }
 }
@@ -215,9 +135,7 @@ impl FromRequestParts<AppState> for PathIds {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         match uuid_params(parts, state).await?.as_slice() {
             [a, b] => Ok(PathIds(*a, *b)),
-            _ => Err(ApiError::Internal(anyhow::anyhow!(
-                "route expects two id parameters"
-            ))),
+            _ => Err(AppError::Internal(anyhow::anyhow!("route expects two id parameters")).into()),
         }
     }
 }
@@ -315,7 +233,7 @@ pub fn deleted(
     resource: &'static str,
 ) -> Result<axum::Json<serde_json::Value>, ApiError> {
     if !removed {
-        return Err(ApiError::NotFound { resource });
+        return Err(ApiError::not_found(resource));
     }
     Ok(axum::Json(serde_json::json!({"success": true, "id": id})))
 }

@@ -10,31 +10,22 @@
 //! [`super::routes::RouteTable`]); a route with no declared scope is public only if it declares
 //! an empty security requirement.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
-use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 
-use super::AppState;
 use super::error::ApiError;
 use super::routes::Access;
-use crate::domain::auth::{Scope, Scopes};
+use super::state::AppState;
+use crate::app::auth::Auth;
+use crate::app::error::AppError;
+use crate::app::limits::{Bucket, Charge};
+use crate::domain::auth::Scope;
 use crate::store::KeyCheck;
-
-/// The authenticated caller, available to handlers of scoped routes.
-#[derive(Debug, Clone)]
-pub struct Auth {
-    pub workspace_id: WorkspaceId,
-    pub key_id: ApiKeyId,
-    pub scopes: Scopes,
-}
 
 impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
@@ -45,84 +36,6 @@ impl FromRequestParts<AppState> for Auth {
             .get::<Auth>()
             .cloned()
             .ok_or(ApiError::MissingKey)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Bucket {
-    Key(ApiKeyId),
-    Source(IpAddr),
-}
-
-/// A fixed one-minute window per bucket, on the clock the caller reads (the store's, so the
-/// windows follow the service's notion of time).
-pub struct RateLimiter {
-    limit: u32,
-    windows: Mutex<HashMap<Bucket, (u64, u32)>>,
-}
-
-struct Charge {
-    limit: u32,
-    remaining: u32,
-    reset: u64,
-    allowed: bool,
-}
-
-impl RateLimiter {
-    pub fn new(limit: u32) -> Self {
-        Self {
-            limit,
-            windows: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Whether `bucket` has nothing left in the window of `now`: what its next request would
-    /// be told, without charging it.
-    fn spent(&self, bucket: Bucket, now: DateTime<Utc>) -> Option<Charge> {
-        let window = u64::try_from(now.timestamp()).unwrap_or(0) / 60;
-        let windows = self
-            .windows
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (w, n) = windows.get(&bucket)?;
-        (*w == window && *n >= self.limit).then_some(Charge {
-            limit: self.limit,
-            remaining: 0,
-            reset: (window + 1) * 60,
-            allowed: false,
-        })
-    }
-
-    /// Charges one request from `source` at `now` (the dashboard's sign-in); whether it may
-    /// go on.
-    pub fn allow_source(&self, source: IpAddr, now: DateTime<Utc>) -> bool {
-        self.charge(Bucket::Source(source), now).allowed
-    }
-
-    /// Charges one request to `bucket` at `now`.
-    fn charge(&self, bucket: Bucket, now: DateTime<Utc>) -> Charge {
-        let window = u64::try_from(now.timestamp()).unwrap_or(0) / 60;
-        let mut windows = self
-            .windows
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if windows.len() > 100_000 {
-            windows.retain(|_, (w, _)| *w == window);
-        }
-        let entry = windows.entry(bucket).or_insert((window, 0));
-        if entry.0 != window {
-            *entry = (window, 0);
-        }
-        let allowed = entry.1 < self.limit;
-        if allowed {
-            entry.1 += 1;
-        }
-        Charge {
-            limit: self.limit,
-            remaining: self.limit - entry.1,
-            reset: (window + 1) * 60,
-            allowed,
-        }
     }
 }
 
@@ -160,7 +73,7 @@ pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -
         None => None,
         Some(secret) => match state.store.check_key(secret).await {
             Ok(check) => Some(check),
-            Err(err) => return ApiError::Internal(err.into()).into_response(),
+            Err(err) => return AppError::Internal(err.into()).into_response(),
         },
     };
     let bucket = match &check {

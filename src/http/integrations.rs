@@ -8,10 +8,10 @@ use switchboard_actors::ids::{AgentId, IntegrationId};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::{Data, PathId};
-use super::gate::Auth;
+use super::state::AppState;
+use crate::app::auth::Auth;
 use crate::store::{FlowVersion, Integration};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -45,9 +45,7 @@ async fn disconnect(
         .store
         .disconnect_integration(auth.workspace_id, IntegrationId::from_uuid(id))
         .await?
-        .ok_or(ApiError::NotFound {
-            resource: "Integration",
-        })?;
+        .ok_or(ApiError::not_found("Integration"))?;
     Ok(Json(
         json!({"success": true, "id": done.id, "status": done.status}),
     ))
@@ -63,7 +61,7 @@ async fn flow_versions(
 ) -> Result<Json<Data<Vec<FlowVersion>>>, ApiError> {
     let agent = AgentId::from_uuid(id);
     if state.store.agent(auth.workspace_id, agent).await?.is_none() {
-        return Err(ApiError::NotFound { resource: "Agent" });
+        return Err(ApiError::not_found("Agent"));
     }
     Ok(Json(Data {
         data: state.store.flow_versions(auth.workspace_id, agent).await?,

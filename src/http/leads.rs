@@ -11,14 +11,14 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::dnc::NumberIn;
 use super::error::ApiError;
 use super::extract::{
     Data, JsonObject, ListResponse, Pagination, PathId, PathIds, Q, check_fields,
 };
-use super::gate::Auth;
 use super::openapi::body_schema;
+use super::state::AppState;
+use crate::app::auth::Auth;
 use crate::store::{Lead, LeadFields, LeadFilter, LeadTag};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -250,7 +250,7 @@ async fn create(
         .store
         .lead(auth.workspace_id, lead.id)
         .await?
-        .ok_or(ApiError::NotFound { resource: "Lead" })?;
+        .ok_or(ApiError::not_found("Lead"))?;
     Ok((StatusCode::CREATED, Json(lead)))
 }
 
@@ -318,7 +318,7 @@ async fn get_one(
         .lead(auth.workspace_id, LeadId::from_uuid(id))
         .await?
         .map(Json)
-        .ok_or(ApiError::NotFound { resource: "Lead" })
+        .ok_or(ApiError::not_found("Lead"))
 }
 
 /// Update a lead (only the sent fields change)
@@ -343,7 +343,7 @@ async fn update(
         .store
         .lead(auth.workspace_id, id)
         .await?
-        .ok_or(ApiError::NotFound { resource: "Lead" })?;
+        .ok_or(ApiError::not_found("Lead"))?;
     let mut fields = lead.fields;
     merge(&state, &auth, &body, &mut fields).await?;
     state
@@ -351,7 +351,7 @@ async fn update(
         .update_lead(auth.workspace_id, id, &fields)
         .await?
         .map(Json)
-        .ok_or(ApiError::NotFound { resource: "Lead" })
+        .ok_or(ApiError::not_found("Lead"))
 }
 
 /// Delete a lead (soft: it disappears from list and get)
@@ -367,7 +367,7 @@ async fn delete(
         .delete_lead(auth.workspace_id, LeadId::from_uuid(id))
         .await?
     {
-        return Err(ApiError::NotFound { resource: "Lead" });
+        return Err(ApiError::not_found("Lead"));
     }
     Ok(Json(json!({"success": true})))
 }
@@ -402,7 +402,7 @@ async fn tag(
     }
     let id = LeadId::from_uuid(id);
     if state.store.lead(auth.workspace_id, id).await?.is_none() {
-        return Err(ApiError::NotFound { resource: "Lead" });
+        return Err(ApiError::not_found("Lead"));
     }
     apply_tags(&state, &auth, id, &tags).await?;
     state
@@ -410,7 +410,7 @@ async fn tag(
         .lead(auth.workspace_id, id)
         .await?
         .map(Json)
-        .ok_or(ApiError::NotFound { resource: "Lead" })
+        .ok_or(ApiError::not_found("Lead"))
 }
 
 /// Take a tag off a lead
@@ -505,9 +505,7 @@ async fn get_tag(
         .lead_tag(auth.workspace_id, LeadTagId::from_uuid(id))
         .await?
         .map(Json)
-        .ok_or(ApiError::NotFound {
-            resource: "Lead tag",
-        })
+        .ok_or(ApiError::not_found("Lead tag"))
 }
 
 /// Rename or recolor a lead tag
@@ -536,9 +534,7 @@ async fn update_tag(
         )
         .await?
         .map(Json)
-        .ok_or(ApiError::NotFound {
-            resource: "Lead tag",
-        })
+        .ok_or(ApiError::not_found("Lead tag"))
 }
 
 /// Delete a lead tag (it comes off every lead)

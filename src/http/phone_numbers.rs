@@ -7,18 +7,20 @@ use std::collections::HashSet;
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
+use switchboard_actors::ids::{PhoneNumberId, WorkspaceId};
 use switchboard_actors::money::Cents;
 use switchboard_actors::phone::{PhoneNumber, parse_country};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::{Data, JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
-use super::gate::Auth;
 use super::openapi::body_schema;
+use super::state::AppState;
+use crate::app::agents::rules::workspace_agent;
+use crate::app::auth::Auth;
+use crate::app::error::AppError;
 use crate::runtime::charges::ChargeError;
 use crate::store::{PhoneNumberRecord, StoreError};
 
@@ -142,7 +144,7 @@ fn check_country(code: &str) -> Result<(), ApiError> {
 }
 
 fn israel() -> Result<phonenumber::country::Id, ApiError> {
-    parse_country("IL").map_err(|e| ApiError::Internal(e.into()))
+    parse_country("IL").map_err(|e| AppError::Internal(e.into()).into())
 }
 
 /// Search numbers available to buy
@@ -225,9 +227,7 @@ async fn get_one(
         .store
         .phone_number(auth.workspace_id, PhoneNumberId::from_uuid(id))
         .await?;
-    found.map(Json).ok_or(ApiError::NotFound {
-        resource: "Phone number",
-    })
+    found.map(Json).ok_or(ApiError::not_found("Phone number"))
 }
 
 /// Buy a phone number (Israeli numbers only; needs a payment method; charges the first month)
@@ -253,16 +253,15 @@ async fn purchase(
         .store
         .billing_account(ws)
         .await?
-        .ok_or(ApiError::NotFound {
-            resource: "Workspace",
-        })?;
+        .ok_or(ApiError::not_found("Workspace"))?;
     if account.payment_method.is_none() {
-        return Err(ApiError::Billing {
+        return Err(AppError::Billing {
             message: "A payment method is required to buy phone numbers; set one up first".into(),
-        });
+        }
+        .into());
     }
     if state.store.number_is_held(number.as_str()).await? {
-        return Err(held(&number));
+        return Err(held(&number).into());
     }
     let cents = state.config.number_monthly_cents;
     let description = format!("Phone number {number}: first month");
@@ -276,12 +275,10 @@ async fn purchase(
     )
     .await
     .map_err(|err| match err {
-        ChargeError::InsufficientBalance { .. } => ApiError::Billing {
+        ChargeError::InsufficientBalance { .. } => AppError::Billing {
             message: err.to_string(),
         },
-        ChargeError::NoWorkspace => ApiError::NotFound {
-            resource: "Workspace",
-        },
+        ChargeError::NoWorkspace => AppError::not_found("Workspace"),
         ChargeError::Store(e) => e.into(),
     })?;
     let delay = chrono::Duration::from_std(state.config.number_activation_delay)
@@ -299,7 +296,7 @@ async fn purchase(
         Ok(bought) => bought,
         Err(StoreError::Conflict { .. }) => {
             refund(&state, ws, cents, &number).await?;
-            return Err(held(&number));
+            return Err(held(&number).into());
         }
         Err(other) => {
             refund(&state, ws, cents, &number).await?;
@@ -317,8 +314,8 @@ async fn purchase(
     }))
 }
 
-fn held(number: &PhoneNumber) -> ApiError {
-    ApiError::Conflict {
+fn held(number: &PhoneNumber) -> AppError {
+    AppError::Conflict {
         message: format!("{number} is not available: it is already held"),
     }
 }
@@ -336,28 +333,6 @@ async fn refund(
         .apply_ledger_entry(ws, cents, "number_purchase_refund", &description, None)
         .await?;
     Ok(())
-}
-
-pub(super) async fn workspace_agent(
-    state: &AppState,
-    ws: WorkspaceId,
-    field: &str,
-    id: Patch<uuid::Uuid>,
-) -> Result<Option<Option<AgentId>>, ApiError> {
-    match id {
-        Patch::Absent => Ok(None),
-        Patch::Null => Ok(Some(None)),
-        Patch::Value(id) => {
-            let agent = AgentId::from_uuid(id);
-            if state.store.agent(ws, agent).await?.is_none() {
-                return Err(ApiError::invalid_field(
-                    field,
-                    format!("no agent {id} in this workspace"),
-                ));
-            }
-            Ok(Some(Some(agent)))
-        }
-    }
 }
 
 /// Assign agents to a phone number or rename it
@@ -383,9 +358,7 @@ async fn configure(
     let ws = auth.workspace_id;
     let id = PhoneNumberId::from_uuid(id);
     if state.store.phone_number(ws, id).await?.is_none() {
-        return Err(ApiError::NotFound {
-            resource: "Phone number",
-        });
+        return Err(ApiError::not_found("Phone number"));
     }
     if input
         .friendly_name
@@ -405,9 +378,7 @@ async fn configure(
         .store
         .configure_phone_number(ws, id, inbound, outbound, friendly_name)
         .await?;
-    updated.map(Json).ok_or(ApiError::NotFound {
-        resource: "Phone number",
-    })
+    updated.map(Json).ok_or(ApiError::not_found("Phone number"))
 }
 
 /// Release a phone number (it leaves the workspace and can be bought again)

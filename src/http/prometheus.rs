@@ -16,7 +16,7 @@ use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use switchboard_sip::admission::Refusal;
 
-use super::AppState;
+use super::state::AppState;
 
 /// The metrics listener, serving until [`Listener::stop`].
 pub struct Listener {

@@ -18,9 +18,10 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::Q;
+use super::state::AppState;
+use crate::app::error::AppError;
 use crate::domain::signing::{RecordingLinks, sign};
 use crate::store::CallRecord;
 
@@ -72,9 +73,7 @@ async fn recording(
         q.sig.as_deref(),
     )?;
     if !state.store.recording_ready(id).await? {
-        return Err(ApiError::NotFound {
-            resource: "Recording",
-        });
+        return Err(ApiError::not_found("Recording"));
     }
     let expires = state.store.now().timestamp() + LINK_SECS;
     let nonce = hex::encode(rand::random::<[u8; 8]>());
@@ -134,14 +133,12 @@ async fn download(
     }
     let path = crate::runtime::inbound::recording_path(&state.config.data_dir, id);
     let Ok(mut file) = tokio::fs::File::open(&path).await else {
-        return Err(ApiError::NotFound {
-            resource: "Recording",
-        });
+        return Err(ApiError::not_found("Recording"));
     };
     let size = file
         .metadata()
         .await
-        .map_err(|e| ApiError::Internal(e.into()))?
+        .map_err(|e| AppError::Internal(e.into()))?
         .len();
     let range = match headers.get(header::RANGE) {
         Some(value) => Some(parse_range(value, size)?),
@@ -151,11 +148,11 @@ async fn download(
     let len = if size == 0 { 0 } else { end - start + 1 };
     file.seek(SeekFrom::Start(start))
         .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
+        .map_err(|e| AppError::Internal(e.into()))?;
     let mut body = vec![0u8; len as usize];
     file.read_exact(&mut body)
         .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
+        .map_err(|e| AppError::Internal(e.into()))?;
     let mut resp = Response::new(Body::from(body));
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("audio/wav"));

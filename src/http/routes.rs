@@ -18,8 +18,8 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
+use super::state::AppState;
 use crate::domain::auth::Scope;
 
 /// Who may call a route.

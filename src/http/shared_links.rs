@@ -13,11 +13,11 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::{JsonObject, ListResponse, Pagination, PathId, Q, check_fields};
-use super::gate::Auth;
 use super::openapi::body_schema;
+use super::state::AppState;
+use crate::app::auth::Auth;
 use crate::store::SharedLink;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -75,9 +75,7 @@ fn view(state: &AppState, link: SharedLink) -> SharedLinkView {
 }
 
 fn missing() -> ApiError {
-    ApiError::NotFound {
-        resource: "Shared link",
-    }
+    ApiError::not_found("Shared link")
 }
 
 /// A shared link's fields; [`create`] reads the body.

@@ -12,10 +12,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::{ListResponse, Pagination, PathId, Q, one_of};
-use super::gate::Auth;
+use super::state::AppState;
+use crate::app::auth::Auth;
 use crate::domain::signing::SigningSecret;
 use crate::store::{DeliveryFilter, DeliveryStatus, StoreResult, WebhookDelivery};
 
@@ -116,9 +116,7 @@ async fn get_one(
         .webhook_delivery(auth.workspace_id, EventId::from_uuid(id))
         .await?
         .map(Json)
-        .ok_or(ApiError::NotFound {
-            resource: "Webhook delivery",
-        })
+        .ok_or(ApiError::not_found("Webhook delivery"))
 }
 
 /// The workspace's webhook signing secret.

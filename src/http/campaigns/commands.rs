@@ -1,9 +1,25 @@
 //! The campaign commands (launch, resume, pause, stop, DELETE = archive) through the spec's
 //! transition table, with the launch preflight, and the audit events they leave.
 
-use super::*;
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use switchboard_actors::campaign::Command;
+use switchboard_actors::ids::CampaignId;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(super) fn router() -> OpenApiRouter<AppState> {
+use crate::app::auth::Auth;
+use crate::http::error::ApiError;
+use crate::http::extract::{ListResponse, Pagination, PathId, Q};
+use crate::http::state::AppState;
+use crate::store::CampaignEvent;
+
+use crate::app::campaigns::commands::command;
+use crate::app::campaigns::view::{CampaignView, NOT_FOUND};
+
+pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(archive))
         .routes(routes!(launch))
@@ -13,102 +29,10 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(events))
 }
 
-async fn preflight(
-    state: &AppState,
-    ws: WorkspaceId,
-    c: &CampaignRecord,
-) -> Result<Option<String>, ApiError> {
-    let s = &c.settings;
-    let agent = match s.agent_id {
-        Some(id) => state.store.agent(ws, id).await?.map(|a| AgentFacts {
-            is_active: a.is_active,
-            max_call_duration_secs: a.max_call_duration_secs,
-        }),
-        None => None,
-    };
-    let number = match s.from_phone_number_id {
-        Some(id) => state.store.phone_number(ws, id).await?,
-        None => None,
-    };
-    let window = effective_window(state, ws, s).await?;
-    let check = Preflight {
-        agent_id_set: s.agent_id.is_some(),
-        agent,
-        from_number_id_set: s.from_phone_number_id.is_some(),
-        from_number: number.as_ref().map(|n| NumberFacts {
-            is_active: n.is_active,
-            status: n.status.clone(),
-            number: n.number.clone(),
-            trunk: None,
-        }),
-        window: &window,
-        now: state.store.now(),
-        starts_at: s.starts_at,
-        ends_at: s.ends_at,
-    }
-    .check();
-    match check {
-        Ok(()) => Ok(number.map(|n| n.number)),
-        Err(problem) => Err(ApiError::CampaignNotReady {
-            message: problem.to_string(),
-        }),
-    }
-}
-
-/// Runs a command against the state table; answers the campaign as it now is.
-pub(crate) async fn command(
-    state: &AppState,
-    auth: &Auth,
-    id: uuid::Uuid,
-    command: Command,
-) -> Result<CampaignView, ApiError> {
-    let ws = auth.workspace_id;
-    let id = CampaignId::from_uuid(id);
-    // A concurrent command may win the optimistic check; decide again from the fresh status.
-    for _ in 0..3 {
-        let current = state.store.campaign_any(ws, id).await?.ok_or(NOT_FOUND)?;
-        let transition = rules::transition(current.status, command).map_err(|e| match e {
-            TransitionError::Archived => NOT_FOUND,
-            other => ApiError::bad_request(other.to_string()),
-        })?;
-        let (to, event, from_number) = match transition {
-            Transition::Unchanged(message) => {
-                let mut v = view(state, ws, current).await?;
-                v.message = Some(message.to_owned());
-                return Ok(v);
-            }
-            Transition::Start(event) => {
-                let from_number = preflight(state, ws, &current).await?;
-                (
-                    rules::start_status(state.store.now(), current.settings.starts_at),
-                    event,
-                    from_number,
-                )
-            }
-            Transition::To(to) => (to, AuditEvent::of_command(to), None),
-        };
-        let change = StatusChange {
-            from: current.status,
-            to,
-            event,
-            actor: Some(auth.key_id),
-            from_number,
-        };
-        if state.store.change_campaign_status(ws, id, &change).await? {
-            state.engine.campaign_changed(id);
-            let now = state.store.campaign_any(ws, id).await?.ok_or(NOT_FOUND)?;
-            return view(state, ws, now).await;
-        }
-    }
-    Err(ApiError::Conflict {
-        message: "The campaign is changing status concurrently; retry".into(),
-    })
-}
-
 /// Launch a campaign (preflight: active from-number, agent with a duration cap, reachable calling window)
 #[utoipa::path(post, path = "/campaigns/{id}/launch", operation_id = "launchCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CampaignView), (status = 400), (status = 404), (status = 422)))]
-async fn launch(
+pub async fn launch(
     State(state): State<AppState>,
     auth: Auth,
     PathId(id): PathId,
@@ -119,7 +43,7 @@ async fn launch(
 /// Resume a paused campaign (same preflight as launch)
 #[utoipa::path(post, path = "/campaigns/{id}/resume", operation_id = "resumeCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CampaignView), (status = 400), (status = 404), (status = 422)))]
-async fn resume(
+pub async fn resume(
     State(state): State<AppState>,
     auth: Auth,
     PathId(id): PathId,
@@ -130,7 +54,7 @@ async fn resume(
 /// Pause a campaign (never lifted automatically)
 #[utoipa::path(post, path = "/campaigns/{id}/pause", operation_id = "pauseCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CampaignView), (status = 400), (status = 404)))]
-async fn pause(
+pub async fn pause(
     State(state): State<AppState>,
     auth: Auth,
     PathId(id): PathId,
@@ -141,7 +65,7 @@ async fn pause(
 /// Stop a campaign for good (it stays readable)
 #[utoipa::path(post, path = "/campaigns/{id}/stop", operation_id = "stopCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CampaignView), (status = 400), (status = 404)))]
-async fn stop(
+pub async fn stop(
     State(state): State<AppState>,
     auth: Auth,
     PathId(id): PathId,
@@ -150,7 +74,7 @@ async fn stop(
 }
 
 #[derive(Serialize, ToSchema)]
-struct Archived {
+pub struct Archived {
     success: bool,
     id: uuid::Uuid,
     status: &'static str,
@@ -159,7 +83,7 @@ struct Archived {
 /// Archive a campaign (from any status; frees its name)
 #[utoipa::path(delete, path = "/campaigns/{id}", operation_id = "archiveCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Archived), (status = 404)))]
-async fn archive(
+pub async fn archive(
     State(state): State<AppState>,
     auth: Auth,
     PathId(id): PathId,
@@ -175,7 +99,7 @@ async fn archive(
 /// A campaign's audit events, oldest first
 #[utoipa::path(get, path = "/campaigns/{id}/events", operation_id = "listCampaignEvents", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path), Pagination), responses((status = 200, body = ListResponse<CampaignEvent>), (status = 404)))]
-async fn events(
+pub async fn events(
     State(state): State<AppState>,
     auth: Auth,
     PathId(id): PathId,

@@ -3,27 +3,41 @@
 
 use axum::response::{IntoResponse, Response};
 
-use super::staging::{SpoolReader, Submitted, enroll_staged, parse_json_contacts, receive_csv};
-use super::*;
+use axum::Json;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::header;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::contact::ContactState;
+use switchboard_actors::ids::{CampaignId, ContactId};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(super) fn router() -> OpenApiRouter<AppState> {
+use crate::app::auth::Auth;
+use crate::http::error::ApiError;
+use crate::http::extract::{JsonObject, ListResponse, Pagination, PathId, PathIds, Q};
+use crate::http::openapi::body_schema;
+use crate::http::state::AppState;
+use crate::store::{Contact, EnrollCounts};
+
+use crate::app::campaigns::contacts::{ContactDetail, contact_status};
+use crate::app::campaigns::enroll::{
+    InvalidRow, MAX_JSON_CONTACTS, SpoolReader, Submitted, enroll_staged, parse_json_contacts,
+    receive, refuse_terminal,
+};
+use crate::app::campaigns::view::NOT_FOUND;
+use crate::app::error::AppError;
+
+pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_contacts, enroll))
         .routes(routes!(get_contact))
 }
 
-/// At most this many contacts in one JSON request.
-pub const MAX_JSON_CONTACTS: usize = 10_000;
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct InvalidRow {
-    /// 1-based position among the submitted contacts (CSV: data rows, after the header).
-    pub row: usize,
-    pub error: String,
-}
-
 #[derive(Debug, Serialize, ToSchema)]
-pub struct EnrollResult {
+struct EnrollResult {
     pub enrolled: i64,
     pub duplicates: i64,
     pub excluded_dnc: i64,
@@ -98,72 +112,12 @@ fn enroll_response(counts: EnrollCounts, invalid: SpoolReader) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// Contacts are not enrolled into a stopped, completed or archived campaign.
-fn refuse_terminal(campaign: &CampaignRecord) -> Result<(), ApiError> {
-    if campaign.status.is_terminal() {
-        return Err(ApiError::bad_request(format!(
-            "Campaign is {}; contacts cannot be enrolled",
-            campaign.status.as_str()
-        )));
-    }
-    Ok(())
-}
-
-/// What an upload enrolled, for a person to read: the counts and the first invalid rows.
-pub(crate) struct EnrollReport {
-    pub counts: EnrollCounts,
-    pub invalid: Vec<InvalidRow>,
-    pub invalid_total: usize,
-}
-
-/// Enrolls an uploaded CSV (the dashboard's form) exactly as `POST /campaigns/{id}/contacts`
-/// enrolls a `text/csv` body; answers the report with at most `shown` invalid rows.
-pub(crate) async fn enroll_csv_upload<S, E>(
-    state: &AppState,
-    auth: &Auth,
-    id: CampaignId,
-    declared: Option<u64>,
-    body: S,
-    shown: usize,
-) -> Result<EnrollReport, ApiError>
-where
-    S: futures_util::Stream<Item = Result<axum::body::Bytes, E>> + Unpin,
-    E: std::fmt::Display,
-{
-    let campaign = state
-        .store
-        .campaign(auth.workspace_id, id)
-        .await?
-        .ok_or(NOT_FOUND)?;
-    refuse_terminal(&campaign)?;
-    let received = super::staging::receive(state, declared, body).await?;
-    let (counts, invalid) = enroll_staged(state, auth, &campaign, Submitted::Csv(received)).await?;
-    if campaign.status != CampaignStatus::Draft {
-        state.engine.campaign_changed(campaign.id);
-    }
-    let rows = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<InvalidRow>> {
-        let mut bytes = b"[".to_vec();
-        std::io::Read::read_to_end(&mut invalid.into_buf_read(), &mut bytes)?;
-        bytes.push(b']');
-        Ok(serde_json::from_slice(&bytes)?)
-    })
-    .await
-    .map_err(|e| ApiError::Internal(anyhow::Error::new(e)))?
-    .map_err(|e| ApiError::Internal(anyhow::Error::new(e)))?;
-    let invalid_total = rows.len();
-    Ok(EnrollReport {
-        counts,
-        invalid: rows.into_iter().take(shown).collect(),
-        invalid_total,
-    })
-}
-
 /// Enroll contacts (JSON `{contacts: [...]}` up to 10,000, or a `text/csv` body)
 #[utoipa::path(post, path = "/campaigns/{id}/contacts", operation_id = "enrollCampaignContacts", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path)),
     request_body(content((ContactsBody = "application/json"), (String = "text/csv")), description = "JSON {contacts: [{phone_number, timezone?, lead_id?, variables?, metadata?}]} or text/csv with a phone_number column, all or nothing"),
     responses((status = 200, body = EnrollResult), (status = 400), (status = 404), (status = 413)))]
-async fn enroll(
+pub async fn enroll(
     State(state): State<AppState>,
     auth: Auth,
     PathId(id): PathId,
@@ -214,7 +168,7 @@ fn contact_state_schema() -> utoipa::openapi::schema::Object {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-struct ContactQuery {
+pub struct ContactQuery {
     /// pending, dialing, awaiting_disposition, scheduled, retired, exhausted or excluded.
     #[param(schema_with = contact_state_schema)]
     state: Option<String>,
@@ -227,7 +181,7 @@ struct ContactQuery {
 /// List a campaign's contacts
 #[utoipa::path(get, path = "/campaigns/{id}/contacts", operation_id = "listCampaignContacts", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path), ContactQuery), responses((status = 200, body = ListResponse<Contact>), (status = 404)))]
-async fn list_contacts(
+pub async fn list_contacts(
     State(state): State<AppState>,
     auth: Auth,
     PathId(id): PathId,
@@ -263,109 +217,6 @@ async fn list_contacts(
     )))
 }
 
-/// Why a contact is, or is not, being dialled now.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ContactStatus {
-    /// `call_in_progress`, `awaiting_disposition`, `retry_scheduled`, `outside_calling_window`,
-    /// `daily_cap_reached`, `waiting_for_a_slot`, `campaign_<status>`, `retired`, `exhausted`,
-    /// `excluded:<reason>`.
-    pub reason: String,
-    /// When that changes, if known.
-    pub until: Option<DateTime<Utc>>,
-    pub message: String,
-}
-
-/// A contact with its calls (every dial of every attempt) and why it is where it is.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ContactDetail {
-    #[serde(flatten)]
-    pub contact: Contact,
-    /// Every call placed for the contact, oldest first.
-    pub calls: Vec<CallRecord>,
-    pub dialing_status: ContactStatus,
-}
-
-async fn contact_status(
-    state: &AppState,
-    c: &CampaignRecord,
-    contact: &Contact,
-    calls: &[CallRecord],
-) -> Result<ContactStatus, ApiError> {
-    let window = effective_window(state, c.workspace_id, &c.settings).await?;
-    hold_of(
-        state,
-        c,
-        &window,
-        contact,
-        calls.last().and_then(|k| k.ended_at),
-    )
-}
-
-/// Why each of `contacts` (of campaign `c`) is, or is not, being dialled now.
-pub(crate) async fn dialing_statuses(
-    state: &AppState,
-    c: &CampaignRecord,
-    contacts: &[Contact],
-) -> Result<Vec<ContactStatus>, ApiError> {
-    let window = effective_window(state, c.workspace_id, &c.settings).await?;
-    let mut statuses = Vec::with_capacity(contacts.len());
-    for contact in contacts {
-        // Only a contact awaiting its disposition needs its last call (for when that ends).
-        let last_ended = if contact.state == ContactState::AwaitingDisposition.as_str() {
-            let calls = state
-                .store
-                .contact_calls(c.workspace_id, contact.id)
-                .await?;
-            calls.last().and_then(|k| k.ended_at)
-        } else {
-            None
-        };
-        statuses.push(hold_of(state, c, &window, contact, last_ended)?);
-    }
-    Ok(statuses)
-}
-
-fn hold_of(
-    state: &AppState,
-    c: &CampaignRecord,
-    window: &CallingWindow,
-    contact: &Contact,
-    last_call_ended_at: Option<DateTime<Utc>>,
-) -> Result<ContactStatus, ApiError> {
-    let campaign = CampaignFacts {
-        status: c.status,
-        window,
-        ends_at: c.settings.ends_at,
-        daily_window_date: c.daily_window_date,
-        daily_admitted_count: c.daily_admitted_count,
-        max_calls_per_day: c.settings.max_calls_per_day,
-        disposition_timeout: chrono::Duration::from_std(state.config.disposition_timeout)
-            .unwrap_or(chrono::Duration::MAX),
-    };
-    let Some(contact_state) = ContactState::parse(&contact.state) else {
-        return Err(ApiError::Internal(anyhow::anyhow!(
-            "contact {} has an unknown state {:?}",
-            contact.id,
-            contact.state
-        )));
-    };
-    let facts = ContactFacts {
-        state: contact_state,
-        attempts: contact.attempts,
-        excluded_reason: contact.excluded_reason.as_deref(),
-        next_attempt_at: contact.next_attempt_at,
-        timezone: contact.timezone.as_deref(),
-        phone_number: &contact.phone_number,
-        last_call_ended_at,
-    };
-    let hold = contact_hold(&campaign, &facts, state.store.now());
-    Ok(ContactStatus {
-        reason: hold.reason(),
-        until: hold.until(),
-        message: hold.message(c.last_tick_result.as_deref()),
-    })
-}
-
 /// Get one contact of a campaign, with its calls and why it is or is not being dialled now
 #[utoipa::path(get, path = "/campaigns/{id}/contacts/{contact_id}", operation_id = "getCampaignContact", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
     params(("id" = uuid::Uuid, Path), ("contact_id" = uuid::Uuid, Path)), responses((status = 200, body = ContactDetail), (status = 404)))]
@@ -383,9 +234,7 @@ async fn get_contact(
         .store
         .contact(auth.workspace_id, c.id, ContactId::from_uuid(contact_id))
         .await?
-        .ok_or(ApiError::NotFound {
-            resource: "Contact",
-        })?;
+        .ok_or(ApiError::not_found("Contact"))?;
     let calls = state
         .store
         .contact_calls(auth.workspace_id, contact.id)
@@ -396,4 +245,18 @@ async fn get_contact(
         calls,
         dialing_status,
     }))
+}
+
+/// Receives a CSV body into a spool (memory, then a temporary file), so that the upload's pace
+/// never holds the enrollment's transaction open. Past `max_csv_body_bytes` (the declared length
+/// or the bytes received) it is refused with 413.
+async fn receive_csv(
+    state: &crate::app::state::App,
+    req: Request,
+) -> Result<SpoolReader, AppError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    receive(state, declared, req.into_body().into_data_stream()).await
 }

@@ -12,21 +12,21 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extract::{
     JsonObject, ListResponse, OptionalJsonObject, Pagination, PathId, PathIds, Q, check_fields,
     replayed, request_hash,
 };
-use super::gate::Auth;
 use super::openapi::body_schema;
-use crate::edge::webhooks::{self, Outcome, WebhookConfig, WebhookMethod};
-use crate::store::{Delivery, NewTool, Tool, ToolInsert, ToolUpdate};
+use crate::app::auth::Auth;
+use crate::edge::webhooks::{self, WebhookMethod};
+use crate::http::state::AppState;
+use crate::store::{NewTool, Tool, ToolInsert, ToolUpdate};
 
 mod schema;
 mod test_delivery;
 
-pub(crate) use test_delivery::test_tool;
+use crate::app::tools::{DIRECTIONS, TEST_CONTEXT};
 
 use schema::{ToolCreate, ToolPatch, ToolTestBody};
 
@@ -53,17 +53,6 @@ const UPDATE_FIELDS: &[&str] = &["name", "description", "config", "is_active"];
 const DESCRIPTION_MAX: usize = 2000;
 /// The longest idempotency key, in characters.
 const IDEMPOTENCY_KEY_MAX: usize = 255;
-/// The keys of a test delivery's `context`.
-const TEST_CONTEXT: [&str; 6] = [
-    "call_id",
-    "call_direction",
-    "caller_number",
-    "callee_number",
-    "call_metadata",
-    "call_variables",
-];
-/// The call directions a test delivery's `context.call_direction` may name.
-const DIRECTIONS: [&str; 3] = ["inbound", "outbound", "web_call"];
 const MIGRATED: [&str; 3] = [
     "extraction_parameters",
     "static_parameters",
@@ -220,7 +209,7 @@ async fn list(
     if let Some(agent) = agent
         && state.store.agent(auth.workspace_id, agent).await?.is_none()
     {
-        return Err(ApiError::NotFound { resource: "Agent" });
+        return Err(ApiError::not_found("Agent"));
     }
     Ok(Json(ListResponse::new(
         state
@@ -244,7 +233,7 @@ async fn get_one(
         .tool(auth.workspace_id, ToolId::from_uuid(id))
         .await?
         .map(Json)
-        .ok_or(ApiError::NotFound { resource: "Tool" })
+        .ok_or(ApiError::not_found("Tool"))
 }
 
 /// Update a tool (config, when sent, is the complete configuration)
@@ -270,7 +259,7 @@ async fn update(
         .store
         .tool(ws, id)
         .await?
-        .ok_or(ApiError::NotFound { resource: "Tool" })?;
+        .ok_or(ApiError::not_found("Tool"))?;
     let webhook = tool.tool_type == "webhook";
     let mut change = ToolUpdate::default();
     if let Some(name) = str_field(&body, "name")? {
@@ -296,7 +285,7 @@ async fn update(
         .update_tool(ws, id, &change)
         .await?
         .map(Json)
-        .ok_or(ApiError::NotFound { resource: "Tool" })
+        .ok_or(ApiError::not_found("Tool"))
 }
 
 /// Deactivate a tool (soft delete)
@@ -315,7 +304,7 @@ async fn deactivate(
         .store
         .update_tool(auth.workspace_id, ToolId::from_uuid(id), &change)
         .await?
-        .ok_or(ApiError::NotFound { resource: "Tool" })?;
+        .ok_or(ApiError::not_found("Tool"))?;
     Ok(Json(json!({"success": true, "id": id, "is_active": false})))
 }
 
@@ -374,15 +363,13 @@ async fn attach(
         .attach_tool(ws, agent, tool, order, config_override.as_ref())
         .await?
     {
-        return Err(ApiError::NotFound {
-            resource: "Agent or tool",
-        });
+        return Err(ApiError::not_found("Agent or tool"));
     }
     let mut found = state
         .store
         .tool(ws, tool)
         .await?
-        .ok_or(ApiError::NotFound { resource: "Tool" })?;
+        .ok_or(ApiError::not_found("Tool"))?;
     found.execution_order = Some(order);
     found.config_override = config_override;
     Ok(Json(found))

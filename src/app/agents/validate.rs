@@ -2,14 +2,20 @@
 //! the flow's shape. Checked on the agent as it will be saved (the sent fields over the stored
 //! ones).
 
-use super::*;
+use std::collections::HashSet;
+
 use switchboard_actors::events::EventKind;
 
-pub(super) fn invalid(field: &str, rule: &str) -> ApiError {
-    ApiError::invalid_field(field, rule.to_string())
+use crate::app::agents::rules::*;
+use crate::app::error::AppError;
+use crate::edge::webhooks;
+use crate::store::{Agent, AgentType, AnsweringMachineDetection, FlowConfig};
+
+pub fn invalid(field: &str, rule: &str) -> AppError {
+    AppError::invalid_field(field, rule.to_string())
 }
 
-pub(super) fn chars(field: &str, value: &str, Chars(min, max): Chars) -> Result<(), ApiError> {
+pub fn chars(field: &str, value: &str, Chars(min, max): Chars) -> Result<(), AppError> {
     let n = value.chars().count();
     if n < min || n > max {
         let rule = if min == 0 {
@@ -22,7 +28,7 @@ pub(super) fn chars(field: &str, value: &str, Chars(min, max): Chars) -> Result<
     Ok(())
 }
 
-pub(super) fn number(field: &str, value: f64, Number(min, max): Number) -> Result<(), ApiError> {
+pub fn number(field: &str, value: f64, Number(min, max): Number) -> Result<(), AppError> {
     if !(min..=max).contains(&value) {
         return Err(invalid(
             field,
@@ -32,7 +38,7 @@ pub(super) fn number(field: &str, value: f64, Number(min, max): Number) -> Resul
     Ok(())
 }
 
-pub(super) fn integer(field: &str, value: i64, Integer(min, max): Integer) -> Result<(), ApiError> {
+pub fn integer(field: &str, value: i64, Integer(min, max): Integer) -> Result<(), AppError> {
     if !(min..=max).contains(&value) {
         return Err(invalid(
             field,
@@ -44,11 +50,7 @@ pub(super) fn integer(field: &str, value: i64, Integer(min, max): Integer) -> Re
 
 /// A webhook URL: at most 2048 characters and allowed by the outbound URL policy (its form and
 /// any literal address now; names are resolved when it is called).
-pub(super) fn check_url(
-    field: &str,
-    url: &str,
-    egress: &crate::edge::egress::Egress,
-) -> Result<(), ApiError> {
+fn check_url(field: &str, url: &str, egress: &crate::edge::egress::Egress) -> Result<(), AppError> {
     if url.chars().count() > WEBHOOK_URL_MAX {
         return Err(invalid(
             field,
@@ -61,7 +63,7 @@ pub(super) fn check_url(
         .map_err(|e| invalid(field, &e.to_string()))
 }
 
-pub(super) fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
+pub fn check_flow(flow: &FlowConfig) -> Result<(), AppError> {
     if flow.flow_config_version != FLOW_CONFIG_VERSION {
         return Err(invalid(
             "flow_config.flow_config_version",
@@ -122,7 +124,7 @@ pub(super) fn check_flow(flow: &FlowConfig) -> Result<(), ApiError> {
 }
 
 /// Each answering-machine detection parameter set is within its bounds ([`AMD_BOUNDS`]).
-pub(super) fn check_amd(amd: &AnsweringMachineDetection) -> Result<(), ApiError> {
+pub fn check_amd(amd: &AnsweringMachineDetection) -> Result<(), AppError> {
     let AnsweringMachineDetection {
         enabled: _,
         greet_early: _,
@@ -161,10 +163,7 @@ pub(super) fn check_amd(amd: &AnsweringMachineDetection) -> Result<(), ApiError>
 }
 
 /// Every bound of the Agent object.
-pub(super) fn validate(
-    agent: &Agent,
-    egress: &crate::edge::egress::Egress,
-) -> Result<(), ApiError> {
+pub fn validate(agent: &Agent, egress: &crate::edge::egress::Egress) -> Result<(), AppError> {
     chars("name", &agent.name, NAME)?;
     chars("system_prompt", &agent.system_prompt, SYSTEM_PROMPT)?;
     chars("description", &agent.description, DESCRIPTION)?;

@@ -1,7 +1,124 @@
-//! The request bodies of the agent routes as the OpenAPI document describes them, built from the
-//! same limits `validate` checks.
+//! Agents: create, list (optionally by `is_active`), get, partial update and deactivate.
+//! Every write is checked as a whole agent: the sent keys are merged over the stored agent (or
+//! the defaults on create) and the result must satisfy every bound documented on [`Agent`].
 
-use super::*;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use switchboard_actors::ids::AgentId;
+use utoipa::{IntoParams, PartialSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::app::auth::Auth;
+use crate::edge::webhooks;
+use crate::http::error::ApiError;
+use crate::http::extract::{JsonObject, ListResponse, Pagination, PathId, Q};
+use crate::http::openapi::{
+    body_schema, create_body, json_schema, patch_body, schema_json, strip_null, with_bounds,
+};
+use crate::http::state::AppState;
+use crate::store::{Agent, AnsweringMachineDetection, ExtractionParameter, FlowNode};
+
+use crate::app::agents::rules::*;
+use crate::app::agents::save::{create_agent, update_agent};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(get_one, update))
+        .routes(routes!(deactivate))
+}
+
+/// Query of `GET /agents`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AgentFilter {
+    /// Only active (`true`) or only inactive (`false`) agents.
+    is_active: Option<bool>,
+    #[param(minimum = 1, maximum = 100)]
+    limit: Option<i64>,
+    #[param(minimum = 0)]
+    offset: Option<i64>,
+}
+
+/// List agents
+#[utoipa::path(get, path = "/agents", operation_id = "listAgents", tag = "agents", security(("bearer" = ["agents:read"])),
+    params(AgentFilter), responses((status = 200, body = ListResponse<Agent>), (status = 400)))]
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    Q(filter): Q<AgentFilter>,
+) -> Result<Json<ListResponse<Agent>>, ApiError> {
+    let page = Pagination {
+        limit: filter.limit,
+        offset: filter.offset,
+    }
+    .page()?;
+    let agents = state
+        .store
+        .list_agents(auth.workspace_id, filter.is_active, page)
+        .await?;
+    Ok(Json(ListResponse::new(agents, page)))
+}
+
+/// Get an agent
+#[utoipa::path(get, path = "/agents/{id}", operation_id = "getAgent", tag = "agents", security(("bearer" = ["agents:read"])),
+    params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Agent), (status = 404)))]
+async fn get_one(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<Agent>, ApiError> {
+    let found = state
+        .store
+        .agent(auth.workspace_id, AgentId::from_uuid(id))
+        .await?;
+    found.map(Json).ok_or(ApiError::not_found("Agent"))
+}
+
+/// Create an agent
+#[utoipa::path(post, path = "/agents", operation_id = "createAgent", tag = "agents", security(("bearer" = ["agents:create"])),
+    request_body = AgentCreate, responses((status = 201, body = Agent), (status = 400)))]
+async fn create(
+    State(state): State<AppState>,
+    auth: Auth,
+    JsonObject(body): JsonObject,
+) -> Result<(StatusCode, Json<Agent>), ApiError> {
+    let created = create_agent(&state, &auth, body).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// Update an agent (only the sent fields change)
+#[utoipa::path(patch, path = "/agents/{id}", operation_id = "updateAgent", tag = "agents", security(("bearer" = ["agents:update"])),
+    params(("id" = uuid::Uuid, Path)), request_body = AgentPatch, responses((status = 200, body = Agent), (status = 400), (status = 404)))]
+async fn update(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+    JsonObject(body): JsonObject,
+) -> Result<Json<Agent>, ApiError> {
+    Ok(Json(
+        update_agent(&state, &auth, AgentId::from_uuid(id), body).await?,
+    ))
+}
+
+/// Deactivate an agent (it is kept, with `is_active` false)
+#[utoipa::path(post, path = "/agents/{id}/deactivate", operation_id = "deactivateAgent", tag = "agents", security(("bearer" = ["agents:update"])),
+    params(("id" = uuid::Uuid, Path)), responses((status = 200, body = Agent), (status = 404)))]
+async fn deactivate(
+    State(state): State<AppState>,
+    auth: Auth,
+    PathId(id): PathId,
+) -> Result<Json<Agent>, ApiError> {
+    let done = state
+        .store
+        .deactivate_agent(auth.workspace_id, AgentId::from_uuid(id))
+        .await?;
+    done.map(Json).ok_or(ApiError::not_found("Agent"))
+}
 
 body_schema!(
     /// The body of `POST /agents`: `name` required; a `flow` agent needs a flow with at least
@@ -13,21 +130,21 @@ body_schema!(
     AgentPatch = json(patch_schema())
 );
 
-pub(super) fn text(Chars(min, max): Chars) -> Value {
+fn text(Chars(min, max): Chars) -> Value {
     json!({"minLength": min, "maxLength": max})
 }
 
-pub(super) fn number_range(Number(min, max): Number) -> Value {
+fn number_range(Number(min, max): Number) -> Value {
     json!({"minimum": min, "maximum": max})
 }
 
-pub(super) fn integer_range(Integer(min, max): Integer) -> Value {
+fn integer_range(Integer(min, max): Integer) -> Value {
     json!({"minimum": min, "maximum": max})
 }
 
 /// A flow as [`check_flow`] reads it (node ids unique and `next_step_id` naming a node are
 /// rules between items, which a schema cannot state).
-pub(super) fn flow_schema() -> Value {
+fn flow_schema() -> Value {
     let node = with_bounds(
         schema_json(&<FlowNode as PartialSchema>::schema()),
         json!({"id": text(NODE_ID), "type": text(NODE_TYPE), "name": text(NODE_NAME)}),
@@ -56,7 +173,7 @@ pub(super) fn flow_schema() -> Value {
 
 /// The answering-machine detection object as [`check_amd`] reads it: every parameter an
 /// integer within its bounds or null, no other keys.
-pub(super) fn amd_schema() -> Value {
+fn amd_schema() -> Value {
     let bounds: Map<String, Value> = AMD_BOUNDS
         .iter()
         .map(|(key, bound)| (key.to_string(), integer_range(*bound)))
@@ -74,7 +191,7 @@ pub(super) fn amd_schema() -> Value {
 
 /// [`AgentInput`] with every bound [`validate`] checks on a field alone; null only where
 /// [`NULLABLE`] allows it.
-pub(super) fn input_schema() -> Value {
+fn input_schema() -> Value {
     let header_name = webhooks::header_name_pattern();
     let parameter = with_bounds(
         schema_json(&<ExtractionParameter as PartialSchema>::schema()),
@@ -137,7 +254,7 @@ pub(super) fn input_schema() -> Value {
 
 /// A body that makes the agent a `flow` agent: the flow it sends has at least one node (on
 /// create it must send one).
-pub(super) fn flow_rule(body: &mut Value, flow_required: bool) {
+fn flow_rule(body: &mut Value, flow_required: bool) {
     let required: &[&str] = if flow_required { &["flow_config"] } else { &[] };
     if let Value::Object(body) = body {
         body.insert(
@@ -154,13 +271,13 @@ pub(super) fn flow_rule(body: &mut Value, flow_required: bool) {
     }
 }
 
-pub(super) fn create_schema() -> Value {
+fn create_schema() -> Value {
     let mut body = schema_json(&create_body(json_schema(input_schema()), &["name"]));
     flow_rule(&mut body, true);
     body
 }
 
-pub(super) fn patch_schema() -> Value {
+fn patch_schema() -> Value {
     let mut body = schema_json(&patch_body(json_schema(input_schema()), WRITABLE));
     flow_rule(&mut body, false);
     body

@@ -3,30 +3,41 @@
 //! them in one transaction. Memory stays bounded whatever the upload's size: uploads and invalid
 //! rows spool to a temporary file past a few megabytes.
 
-use super::contacts::{InvalidRow, MAX_JSON_CONTACTS};
-use super::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::ids::{CampaignId, LeadId};
+use switchboard_actors::phone::PhoneNumber;
+use utoipa::ToSchema;
 
-pub(super) struct RawContact {
-    phone_number: String,
-    timezone: Option<String>,
-    lead_id: Option<String>,
-    variables: Map<String, Value>,
-    metadata: Map<String, Value>,
+use crate::app::auth::Auth;
+use crate::app::campaigns::view::NOT_FOUND;
+use crate::app::error::AppError;
+use crate::app::fields::check_fields;
+use crate::app::state::App;
+use crate::store::{CampaignRecord, ContactBatch, DncCheck, EnrollCounts, EnrollStep};
+
+pub struct RawContact {
+    pub phone_number: String,
+    pub timezone: Option<String>,
+    pub lead_id: Option<String>,
+    pub variables: Map<String, Value>,
+    pub metadata: Map<String, Value>,
 }
 
-pub(super) fn parse_json_contacts(
+pub fn parse_json_contacts(
     body: Map<String, Value>,
-) -> Result<Vec<Result<RawContact, String>>, ApiError> {
+) -> Result<Vec<Result<RawContact, String>>, AppError> {
     check_fields(&body, &["contacts"])?;
     let items = match body.get("contacts") {
         Some(Value::Array(items)) => items,
         Some(_) => {
-            return Err(ApiError::invalid_field("contacts", "must be an array"));
+            return Err(AppError::invalid_field("contacts", "must be an array"));
         }
-        None => return Err(ApiError::missing_field("contacts")),
+        None => return Err(AppError::missing_field("contacts")),
     };
     if items.len() > MAX_JSON_CONTACTS {
-        return Err(ApiError::bad_request(format!(
+        return Err(AppError::bad_request(format!(
             "Too many contacts: at most {MAX_JSON_CONTACTS} per request (send CSV for more)"
         )));
     }
@@ -64,24 +75,24 @@ pub(super) fn parse_json_contacts(
 
 /// The columns of a CSV header: `phone_number` (required), `timezone` and `lead_id`; every other
 /// named column is a variable.
-struct CsvColumns {
-    names: Vec<String>,
-    phone: usize,
-    timezone: Option<usize>,
-    lead: Option<usize>,
+pub struct CsvColumns {
+    pub names: Vec<String>,
+    pub phone: usize,
+    pub timezone: Option<usize>,
+    pub lead: Option<usize>,
 }
 
 impl CsvColumns {
-    fn of(header: Result<&csv::StringRecord, csv::Error>) -> Result<Self, ApiError> {
+    fn of(header: Result<&csv::StringRecord, csv::Error>) -> Result<Self, AppError> {
         let names: Vec<String> = header
-            .map_err(|e| ApiError::bad_request(format!("Invalid CSV header: {e}")))?
+            .map_err(|e| AppError::bad_request(format!("Invalid CSV header: {e}")))?
             .iter()
             .map(|h| h.trim().to_ascii_lowercase())
             .collect();
         let phone = names
             .iter()
             .position(|h| h == "phone_number")
-            .ok_or_else(|| ApiError::bad_request("CSV header must name a `phone_number` column"))?;
+            .ok_or_else(|| AppError::bad_request("CSV header must name a `phone_number` column"))?;
         let timezone = names.iter().position(|h| h == "timezone");
         let lead = names.iter().position(|h| h == "lead_id");
         Ok(Self {
@@ -121,15 +132,15 @@ impl CsvColumns {
 
 /// A contact that passed the checks that need no database: its number in E.164, its time zone,
 /// its lead id well formed; variables and metadata as JSON text.
-struct Checked {
-    phone_number: String,
-    timezone: Option<String>,
-    lead_id: Option<LeadId>,
-    variables: String,
-    metadata: String,
+pub struct Checked {
+    pub phone_number: String,
+    pub timezone: Option<String>,
+    pub lead_id: Option<LeadId>,
+    pub variables: String,
+    pub metadata: String,
 }
 
-fn check(c: RawContact, country: phonenumber::country::Id) -> Result<Checked, String> {
+pub fn check(c: RawContact, country: phonenumber::country::Id) -> Result<Checked, String> {
     let number = PhoneNumber::parse(&c.phone_number, country).map_err(|e| e.to_string())?;
     if let Some(tz) = &c.timezone {
         tz.parse::<chrono_tz::Tz>()
@@ -155,10 +166,10 @@ fn check(c: RawContact, country: phonenumber::country::Id) -> Result<Checked, St
 
 /// Bytes kept in memory up to [`Spool::MEMORY`], then in an unnamed temporary file (gone with
 /// the handle) in the data directory.
-struct Spool {
-    dir: std::path::PathBuf,
-    memory: Vec<u8>,
-    file: Option<std::io::BufWriter<std::fs::File>>,
+pub struct Spool {
+    pub dir: std::path::PathBuf,
+    pub memory: Vec<u8>,
+    pub file: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl Spool {
@@ -205,7 +216,7 @@ impl Spool {
     }
 }
 
-pub(super) enum SpoolReader {
+pub enum SpoolReader {
     Memory(Vec<u8>),
     File(Box<dyn std::io::BufRead + Send>),
 }
@@ -224,21 +235,21 @@ impl SpoolReader {
 /// [`ContactBatch`]es and invalid rows to `invalid` as the JSON of [`InvalidRow`]s. Memory holds
 /// at most [`Staging::PENDING`] rows, one batch and the spool's memory part, whatever the size of
 /// the upload.
-struct Staging {
-    country: phonenumber::country::Id,
-    pending: Vec<(usize, Result<Checked, String>)>,
-    batch: ContactBatch,
-    steps: tokio::sync::mpsc::Sender<std::io::Result<EnrollStep>>,
-    invalid: Spool,
-    invalid_rows: usize,
+pub struct Staging {
+    pub country: phonenumber::country::Id,
+    pub pending: Vec<(usize, Result<Checked, String>)>,
+    pub batch: ContactBatch,
+    pub steps: tokio::sync::mpsc::Sender<std::io::Result<EnrollStep>>,
+    pub invalid: Spool,
+    pub invalid_rows: usize,
 }
 
 /// Why staging stopped.
-enum Stopped {
+pub enum Stopped {
     /// The upload is refused: answer this.
-    Refused(ApiError),
+    Refused(AppError),
     /// The enrollment's transaction ended (its own error says why), or the staging failed.
-    Stopped(ApiError),
+    Stopped(AppError),
 }
 
 impl Staging {
@@ -257,7 +268,7 @@ impl Staging {
     fn send(&self, step: EnrollStep) -> Result<(), Stopped> {
         self.steps
             .blocking_send(Ok(step))
-            .map_err(|_| Stopped::Stopped(ApiError::Internal(anyhow::anyhow!("enrollment ended"))))
+            .map_err(|_| Stopped::Stopped(AppError::Internal(anyhow::anyhow!("enrollment ended"))))
     }
 
     /// Checks the pending rows' leads (one question for all of them) and moves the rows on: a
@@ -276,7 +287,7 @@ impl Staging {
             let (reply, answer) = tokio::sync::oneshot::channel();
             self.send(EnrollStep::Leads { ids, reply })?;
             answer.blocking_recv().map_err(|_| {
-                Stopped::Stopped(ApiError::Internal(anyhow::anyhow!("enrollment ended")))
+                Stopped::Stopped(AppError::Internal(anyhow::anyhow!("enrollment ended")))
             })?
         };
         let mut pending = std::mem::take(&mut self.pending);
@@ -328,32 +339,21 @@ impl Staging {
     }
 }
 
-fn staging_failed(e: std::io::Error) -> ApiError {
-    ApiError::Internal(anyhow::Error::new(e).context("staging an enrollment"))
+fn staging_failed(e: std::io::Error) -> AppError {
+    AppError::Internal(anyhow::Error::new(e).context("staging an enrollment"))
 }
 
 fn staging_stopped(e: std::io::Error) -> Stopped {
     Stopped::Stopped(staging_failed(e))
 }
 
-/// Receives a CSV body into a spool (memory, then a temporary file), so that the upload's pace
-/// never holds the enrollment's transaction open. Past `max_csv_body_bytes` (the declared length
-/// or the bytes received) it is refused with 413.
-pub(super) async fn receive_csv(state: &AppState, req: Request) -> Result<SpoolReader, ApiError> {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    receive(state, declared, req.into_body().into_data_stream()).await
-}
-
 /// Receives an upload's bytes (a request body, a form's file) into a spool; refused with 413 past
 /// `max_csv_body_bytes`, declared or received.
-pub(super) async fn receive<S, E>(
-    state: &AppState,
+pub async fn receive<S, E>(
+    state: &App,
     declared: Option<u64>,
     mut body: S,
-) -> Result<SpoolReader, ApiError>
+) -> Result<SpoolReader, AppError>
 where
     S: futures_util::Stream<Item = Result<axum::body::Bytes, E>> + Unpin,
     E: std::fmt::Display,
@@ -361,16 +361,16 @@ where
     use futures_util::StreamExt;
     let limit = state.config.max_csv_body_bytes;
     if declared.is_some_and(|n| n > limit as u64) {
-        return Err(ApiError::PayloadTooLarge { limit });
+        return Err(AppError::UploadTooLarge { limit });
     }
     let mut spool = Spool::new(&state.config.data_dir);
     let mut total = 0usize;
     while let Some(chunk) = body.next().await {
         let chunk =
-            chunk.map_err(|e| ApiError::bad_request(format!("Could not read the upload: {e}")))?;
+            chunk.map_err(|e| AppError::bad_request(format!("Could not read the upload: {e}")))?;
         total += chunk.len();
         if total > limit {
-            return Err(ApiError::PayloadTooLarge { limit });
+            return Err(AppError::UploadTooLarge { limit });
         }
         spool.write(&chunk).map_err(staging_failed)?;
     }
@@ -392,20 +392,20 @@ fn stage_csv(body: SpoolReader, staging: &mut Staging, max_rows: usize) -> Resul
             Ok(false) => return Ok(()),
             Ok(true) => columns.contact(&record),
             Err(e) if matches!(e.kind(), csv::ErrorKind::Io(_)) => {
-                return Err(Stopped::Stopped(ApiError::Internal(anyhow::Error::new(e))));
+                return Err(Stopped::Stopped(AppError::Internal(anyhow::Error::new(e))));
             }
             Err(e) => Err(format!("unreadable CSV row: {e}")),
         };
         row += 1;
         if row > max_rows {
-            return Err(Stopped::Refused(ApiError::TooManyRows { limit: max_rows }));
+            return Err(Stopped::Refused(AppError::TooManyRows { limit: max_rows }));
         }
         staging.push(row, contact)?;
     }
 }
 
 /// What a request submitted: a JSON body's contacts, or a received CSV.
-pub(super) enum Submitted {
+pub enum Submitted {
     Json(Vec<Result<RawContact, String>>),
     Csv(SpoolReader),
 }
@@ -413,12 +413,12 @@ pub(super) enum Submitted {
 /// Stages `submitted` on a blocking thread while [`Store::enroll_batches`] writes what it sends in
 /// one transaction; answers the counts and the invalid rows. A refused upload (its header, its
 /// size) rolls the transaction back and is the answer.
-pub(super) async fn enroll_staged(
-    state: &AppState,
+pub async fn enroll_staged(
+    state: &App,
     auth: &Auth,
     campaign: &CampaignRecord,
     submitted: Submitted,
-) -> Result<(EnrollCounts, SpoolReader), ApiError> {
+) -> Result<(EnrollCounts, SpoolReader), AppError> {
     let ws = auth.workspace_id;
     let country = state.store.default_country(ws).await?;
     let (steps, received) = tokio::sync::mpsc::channel(2);
@@ -464,7 +464,7 @@ pub(super) async fn enroll_staged(
         .await;
     let staged = staged
         .await
-        .map_err(|e| ApiError::Internal(anyhow::Error::new(e)))?;
+        .map_err(|e| AppError::Internal(anyhow::Error::new(e)))?;
     match (staged, stored) {
         (Err(Stopped::Refused(e)), _) => Err(e),
         (_, Err(e)) => Err(e.into()),
@@ -472,4 +472,74 @@ pub(super) async fn enroll_staged(
         (Err(Stopped::Stopped(e)), Ok(Some(_))) => Err(e),
         (Ok(invalid), Ok(Some(counts))) => Ok((counts, invalid)),
     }
+}
+
+/// At most this many contacts in one JSON request.
+pub const MAX_JSON_CONTACTS: usize = 10_000;
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InvalidRow {
+    /// 1-based position among the submitted contacts (CSV: data rows, after the header).
+    pub row: usize,
+    pub error: String,
+}
+
+/// Contacts are not enrolled into a stopped, completed or archived campaign.
+pub fn refuse_terminal(campaign: &CampaignRecord) -> Result<(), AppError> {
+    if campaign.status.is_terminal() {
+        return Err(AppError::bad_request(format!(
+            "Campaign is {}; contacts cannot be enrolled",
+            campaign.status.as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// What an upload enrolled, for a person to read: the counts and the first invalid rows.
+pub struct EnrollReport {
+    pub counts: EnrollCounts,
+    pub invalid: Vec<InvalidRow>,
+    pub invalid_total: usize,
+}
+
+/// Enrolls an uploaded CSV (the dashboard's form) exactly as `POST /campaigns/{id}/contacts`
+/// enrolls a `text/csv` body; answers the report with at most `shown` invalid rows.
+pub async fn enroll_csv_upload<S, E>(
+    state: &App,
+    auth: &Auth,
+    id: CampaignId,
+    declared: Option<u64>,
+    body: S,
+    shown: usize,
+) -> Result<EnrollReport, AppError>
+where
+    S: futures_util::Stream<Item = Result<axum::body::Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let campaign = state
+        .store
+        .campaign(auth.workspace_id, id)
+        .await?
+        .ok_or(NOT_FOUND)?;
+    refuse_terminal(&campaign)?;
+    let received = receive(state, declared, body).await?;
+    let (counts, invalid) = enroll_staged(state, auth, &campaign, Submitted::Csv(received)).await?;
+    if campaign.status != CampaignStatus::Draft {
+        state.engine.campaign_changed(campaign.id);
+    }
+    let rows = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<InvalidRow>> {
+        let mut bytes = b"[".to_vec();
+        std::io::Read::read_to_end(&mut invalid.into_buf_read(), &mut bytes)?;
+        bytes.push(b']');
+        Ok(serde_json::from_slice(&bytes)?)
+    })
+    .await
+    .map_err(|e| AppError::Internal(anyhow::Error::new(e)))?
+    .map_err(|e| AppError::Internal(anyhow::Error::new(e)))?;
+    let invalid_total = rows.len();
+    Ok(EnrollReport {
+        counts,
+        invalid: rows.into_iter().take(shown).collect(),
+        invalid_total,
+    })
 }

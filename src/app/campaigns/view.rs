@@ -1,0 +1,211 @@
+//! The campaign as the API shows it, and creating one (always `draft`).
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use switchboard_actors::campaign::{self as rules};
+use switchboard_actors::ids::WorkspaceId;
+use switchboard_actors::window::CallingWindow;
+use utoipa::ToSchema;
+
+use crate::app::auth::Auth;
+use crate::app::campaigns::patch::apply_changes;
+use crate::app::error::AppError;
+use crate::app::fields::check_fields;
+use crate::app::state::App;
+use crate::store::{
+    Agent, CampaignRecord, CampaignSettings, CampaignStats, Disposition, PhoneNumberRecord,
+};
+
+pub const NOT_FOUND: AppError = AppError::not_found("Campaign");
+
+/// `retry_rules`: a read-only view of the retry settings.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RetryRules {
+    pub max_attempts: i64,
+    pub max_infra_retries: i64,
+    pub retry_no_answer_seconds: i64,
+    pub retry_completed_seconds: i64,
+    pub randomize_retry_time: bool,
+    pub double_dial_enabled: bool,
+    pub double_dial_gap_seconds: i64,
+}
+
+/// The campaign object.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CampaignView {
+    pub id: uuid::Uuid,
+    pub company_id: uuid::Uuid,
+    pub name: String,
+    pub description: String,
+    /// draft, scheduled, running, paused, paused_insufficient_credit, paused_budget, paused_infra, paused_config, completed, stopped, archived.
+    pub status: String,
+    pub agent_id: Option<uuid::Uuid>,
+    pub agent: Option<Agent>,
+    pub from_phone_number_id: Option<uuid::Uuid>,
+    pub from_phone_number: Option<PhoneNumberRecord>,
+    /// Snapshot of the from-number taken at launch.
+    pub from_number: Option<String>,
+    pub regulatory_basis: Option<String>,
+    pub retry_rules: RetryRules,
+    /// `{timezone, days, start, end, use_contact_timezone}`; null uses the workspace's calling hours.
+    #[schema(value_type = Option<Object>)]
+    pub calling_window: Option<Value>,
+    pub stop_disposition_ids: Vec<uuid::Uuid>,
+    pub stop_dispositions: Vec<Disposition>,
+    pub stop_on_no_answer: bool,
+    pub stop_on_voicemail: bool,
+    pub stop_on_unclassified: bool,
+    /// 1-999 (default 3).
+    pub max_attempts: i64,
+    /// 0-20 (default 3).
+    pub max_infra_retries: i64,
+    /// 30-604800 (default 3600).
+    pub retry_no_answer_seconds: i64,
+    /// 60-604800 (default 86400).
+    pub retry_completed_seconds: i64,
+    pub randomize_retry_time: bool,
+    pub double_dial_enabled: bool,
+    /// 10-3600 (default 30).
+    pub double_dial_gap_seconds: i64,
+    /// 1-100000 (default 1000).
+    pub max_calls_per_day: i64,
+    /// 0-86400 (default 0).
+    pub min_seconds_between_calls: i64,
+    /// 1-8 (default 1).
+    pub max_in_flight: i64,
+    /// Positive cents, or null for no cap.
+    pub budget_cents: Option<i64>,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+    pub daily_admitted_count: i64,
+    pub daily_window_date: Option<NaiveDate>,
+    pub last_admitted_at: Option<DateTime<Utc>>,
+    pub estimate_cents: i64,
+    pub spent_cents: i64,
+    pub reserved_cents: i64,
+    pub last_tick_at: Option<DateTime<Utc>>,
+    pub last_tick_result: Option<String>,
+    pub last_error: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub total_leads: i64,
+    pub stats: CampaignStats,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub created_by: Option<uuid::Uuid>,
+    /// Set when a command changed nothing (`Already running`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+pub async fn view(
+    state: &App,
+    ws: WorkspaceId,
+    c: CampaignRecord,
+) -> Result<CampaignView, AppError> {
+    let s = c.settings;
+    let agent = match s.agent_id {
+        Some(id) => state.store.agent(ws, id).await?,
+        None => None,
+    };
+    let from_phone_number = match s.from_phone_number_id {
+        Some(id) => state.store.phone_number(ws, id).await?,
+        None => None,
+    };
+    let stop_dispositions = state
+        .store
+        .existing_dispositions(ws, &s.stop_disposition_ids)
+        .await?;
+    let stats = state.store.campaign_stats(ws, c.id).await?;
+    Ok(CampaignView {
+        id: c.id.as_uuid(),
+        company_id: ws.as_uuid(),
+        name: s.name,
+        description: s.description,
+        status: c.status.as_str().to_owned(),
+        agent_id: s.agent_id.map(|a| a.as_uuid()),
+        agent,
+        from_phone_number_id: s.from_phone_number_id.map(|p| p.as_uuid()),
+        from_phone_number,
+        from_number: c.from_number,
+        regulatory_basis: s.regulatory_basis.map(|b| b.as_str().to_owned()),
+        retry_rules: RetryRules {
+            max_attempts: s.max_attempts,
+            max_infra_retries: s.max_infra_retries,
+            retry_no_answer_seconds: s.retry_no_answer_seconds,
+            retry_completed_seconds: s.retry_completed_seconds,
+            randomize_retry_time: s.randomize_retry_time,
+            double_dial_enabled: s.double_dial_enabled,
+            double_dial_gap_seconds: s.double_dial_gap_seconds,
+        },
+        calling_window: s.calling_window.as_ref().map(CallingWindow::to_json),
+        stop_disposition_ids: s.stop_disposition_ids.iter().map(|d| d.as_uuid()).collect(),
+        stop_dispositions,
+        stop_on_no_answer: s.stop_on_no_answer,
+        stop_on_voicemail: s.stop_on_voicemail,
+        stop_on_unclassified: s.stop_on_unclassified,
+        max_attempts: s.max_attempts,
+        max_infra_retries: s.max_infra_retries,
+        retry_no_answer_seconds: s.retry_no_answer_seconds,
+        retry_completed_seconds: s.retry_completed_seconds,
+        randomize_retry_time: s.randomize_retry_time,
+        double_dial_enabled: s.double_dial_enabled,
+        double_dial_gap_seconds: s.double_dial_gap_seconds,
+        max_calls_per_day: s.max_calls_per_day,
+        min_seconds_between_calls: s.min_seconds_between_calls,
+        max_in_flight: s.max_in_flight,
+        budget_cents: s.budget_cents,
+        starts_at: s.starts_at,
+        ends_at: s.ends_at,
+        daily_admitted_count: c.daily_admitted_count,
+        daily_window_date: c.daily_window_date,
+        last_admitted_at: c.last_admitted_at,
+        estimate_cents: c.estimate_cents,
+        spent_cents: c.spent_cents,
+        reserved_cents: c.reserved_cents,
+        last_tick_at: c.last_tick_at,
+        last_tick_result: c.last_tick_result,
+        last_error: c.last_error,
+        started_at: c.started_at,
+        completed_at: c.completed_at,
+        total_leads: stats.total_contacts,
+        stats,
+        created_at: c.created_at,
+        updated_at: c.updated_at,
+        created_by: c.created_by.map(|k| k.as_uuid()),
+        message: None,
+    })
+}
+
+/// Creates a `draft` campaign from `body` (`name` required, the PATCH rules for every field).
+pub async fn create_campaign(
+    state: &App,
+    auth: &Auth,
+    body: &Map<String, Value>,
+) -> Result<CampaignView, AppError> {
+    check_fields(body, &rules::WRITABLE_FIELDS)?;
+    if !body.contains_key("name") {
+        return Err(AppError::missing_field("name"));
+    }
+    let mut settings = CampaignSettings::defaults(String::new());
+    apply_changes(state, auth.workspace_id, &mut settings, body).await?;
+    let created = state
+        .store
+        .create_campaign(auth.workspace_id, &settings, auth.key_id)
+        .await?;
+    view(state, auth.workspace_id, created).await
+}
+
+/// The calling window a campaign runs in: its own, else the workspace's, else the default.
+pub async fn effective_window(
+    state: &App,
+    ws: WorkspaceId,
+    settings: &CampaignSettings,
+) -> Result<CallingWindow, AppError> {
+    state
+        .store
+        .campaign_window(ws, settings)
+        .await?
+        .ok_or(AppError::not_found("Workspace"))
+}

@@ -12,8 +12,9 @@ use switchboard_actors::conversation::Speaker;
 use switchboard_actors::ids::AgentId;
 
 use super::layout::{denied, empty, page, problem, respond};
-use super::pages::{not_found, unavailable};
-use super::session::{Viewer, fields, form_body};
+use super::layout::{not_found, unavailable};
+use super::session::{fields, form_body};
+use super::viewer::Viewer;
 use crate::app::error::AppError;
 use crate::app::state::App;
 use crate::domain::auth::Scope;

@@ -14,8 +14,8 @@ use switchboard_actors::conversation::Speaker;
 use switchboard_actors::ids::{AgentId, CallId, CampaignId};
 
 use super::layout::{denied, empty, money, page, respond, when};
-use super::pages::{not_found, unavailable};
-use super::session::Viewer;
+use super::layout::{not_found, unavailable};
+use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
 use crate::store::{AnalysisStatus, CallFilter};

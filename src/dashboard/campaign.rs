@@ -14,51 +14,15 @@ use switchboard_actors::ids::CampaignId;
 
 use super::campaign_form::{self, Choices};
 use super::layout::{denied, money, page_with, respond, when};
-use super::pages::{not_found, progress, unavailable};
-use super::session::{Viewer, form_body, pairs};
+use super::layout::{not_found, unavailable};
+use super::pages::{evaluation, progress};
+use super::session::{form_body, pairs};
+use super::viewer::Viewer;
 use crate::app::error::AppError;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
 use crate::http::error::app_status;
 use crate::store::{CampaignRecord, Page};
-
-/// The last evaluation's result, in words.
-pub fn evaluation(result: Option<&str>) -> String {
-    let Some(result) = result else {
-        return "Not evaluated yet".into();
-    };
-    if let Some(n) = result.strip_prefix("admitted:") {
-        return format!("Admitted {n} contact(s) to be dialled");
-    }
-    match result {
-        "waiting_for_starts_at" => "Waiting for its start time",
-        "starts_at_reached" => "Its start time came; it is running",
-        "credit_restored" => "Credit was added; it is running again",
-        "insufficient_credit" => "Paused: the balance does not cover one more call",
-        "agent_unavailable" => "Paused: its agent is missing or inactive",
-        "agent_without_duration_cap" => "Paused: its agent has no maximum call duration",
-        "from_number_inactive" => "Paused: its caller number is not active",
-        "no_reachable_calling_window" => "Paused: its calling window never opens before it ends",
-        "all_contacts_done" => "Every contact is done",
-        "daily_cap_reached" => "The day's call cap is reached; it goes on tomorrow",
-        "max_in_flight" => "As many calls as it may place at once are under way",
-        "waiting_for_queue" => "Waiting for the last admitted call to be dialled",
-        "min_seconds_between_calls" => "Waiting the gap between calls",
-        "outside_calling_window" => "Outside its calling window",
-        "budget_reached" => "Paused: its budget cannot take one more call",
-        "budget_reserved_by_calls_in_flight" => {
-            "The budget is held by calls under way; it may free up when they end"
-        }
-        "status_changed" => "Its status changed during the evaluation",
-        "insufficient_credit_for_more" => "Admitted some; the balance ran short for more",
-        "funds_changed" => "Money changed during the evaluation; it looks again at once",
-        "waiting_for_calls" => "Nobody is due; calls are still under way",
-        "no_contacts_due" => "Nobody is due now",
-        "repeated_infra_errors" => "Paused: the carrier failed too many calls in a row",
-        other => return format!("Last evaluation: {other}"),
-    }
-    .into()
-}
 
 /// The commands the status allows, as the buttons that send them.
 const COMMANDS: [(Command, &str, &str); 4] = [
@@ -499,7 +463,7 @@ pub async fn create(State(state): State<App>, viewer: Viewer, req: Request) -> R
         .unwrap_or_default();
     let mut body = Map::new();
     body.insert("name".into(), Value::String(name.clone()));
-    match crate::app::campaigns::view::create_campaign(&state, &viewer.auth(), &body).await {
+    match crate::app::campaigns::patch::create_campaign(&state, &viewer.auth(), &body).await {
         Ok(v) => Redirect::to(&format!("/app/campaigns/{}", v.id)).into_response(),
         Err(AppError::Internal(e)) => unavailable(&viewer, e),
         Err(e) => {

@@ -8,8 +8,8 @@ use maud::{Markup, html};
 use serde_json::{Value, json};
 use switchboard_actors::ids::CampaignId;
 
-use super::pages::unavailable;
-use super::session::Viewer;
+use super::layout::unavailable;
+use super::viewer::Viewer;
 use crate::app::state::App;
 
 /// The chart's script and style, on the pages that draw it.

@@ -11,9 +11,9 @@ use serde::Deserialize;
 use switchboard_actors::contact::ContactState;
 
 use super::campaign::load;
+use super::layout::unavailable;
 use super::layout::{page, problem, respond, when};
-use super::pages::unavailable;
-use super::session::Viewer;
+use super::viewer::Viewer;
 use crate::app::campaigns::contacts::dialing_statuses;
 use crate::app::campaigns::enroll::{EnrollReport, enroll_csv_upload};
 use crate::app::error::AppError;

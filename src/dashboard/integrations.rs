@@ -18,9 +18,10 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use switchboard_actors::ids::IntegrationId;
 
+use super::layout::unavailable;
 use super::layout::{denied, page, respond, when};
-use super::pages::unavailable;
-use super::session::{Viewer, fields, form_body, session_token};
+use super::session::{fields, form_body, session_token};
+use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::{Scope, constant_time_eq, hash_key};
 use crate::edge::google::OAuthGrant;
@@ -392,7 +393,7 @@ pub async fn disconnect(
         return denied(&viewer, Scope::IntegrationsManage);
     }
     let Ok(id) = uuid::Uuid::parse_str(&id).map(IntegrationId::from_uuid) else {
-        return super::pages::not_found(Some(viewer)).await;
+        return super::layout::not_found(Some(viewer)).await;
     };
     match state
         .store
@@ -406,7 +407,7 @@ pub async fn disconnect(
             let note = format!("Disconnected {}.", done.account);
             render(&state, &viewer, StatusCode::OK, Some(&note), None).await
         }
-        Ok(None) => super::pages::not_found(Some(viewer)).await,
+        Ok(None) => super::layout::not_found(Some(viewer)).await,
         Err(e) => unavailable(&viewer, e),
     }
 }

@@ -10,7 +10,8 @@ use maud::{Markup, html};
 use switchboard_actors::ids::ApiKeyId;
 
 use super::layout::{page as shell, problem, respond, when};
-use super::session::{Viewer, fields, form_body};
+use super::session::{fields, form_body};
+use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::{Scope, Scopes};
 
@@ -300,7 +301,7 @@ pub async fn revoke(
         );
     }
     if let Err(e) = state.store.revoke_key(id).await {
-        return super::pages::unavailable(&viewer, e);
+        return super::layout::unavailable(&viewer, e);
     }
     Redirect::to("/app/settings/keys").into_response()
 }

@@ -4,7 +4,7 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
-use super::session::Viewer;
+use super::viewer::Viewer;
 use crate::domain::auth::Scope;
 
 /// The main navigation: path, label.
@@ -151,4 +151,36 @@ pub fn money(cents: i64) -> String {
     let sign = if cents < 0 { "-" } else { "" };
     let cents = cents.unsigned_abs();
     format!("{sign}${}.{:02}", cents / 100, cents % 100)
+}
+
+impl Viewer {
+    /// The answer to a write without the right token.
+    pub fn refused(&self) -> Response {
+        problem(
+            Some(self),
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "This form was not sent from this session's page. Reload the page and try again.",
+        )
+    }
+}
+
+/// An unknown address under `/app`.
+pub async fn not_found(viewer: Option<Viewer>) -> Response {
+    problem(
+        viewer.as_ref(),
+        StatusCode::NOT_FOUND,
+        "Not found",
+        "There is nothing here. It may belong to another workspace, or it was removed.",
+    )
+}
+
+pub fn unavailable(viewer: &Viewer, error: impl std::fmt::Display) -> Response {
+    tracing::error!(%error, "a dashboard page could not be read");
+    problem(
+        Some(viewer),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Unavailable",
+        "The service cannot read this right now. Try again shortly.",
+    )
 }

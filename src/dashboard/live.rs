@@ -20,7 +20,8 @@ use maud::{Markup, html};
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 
 use super::layout::{denied, page as shell, respond};
-use super::session::{Viewer, session_token};
+use super::session::session_token;
+use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
 use crate::runtime::live_turns::{LatestTurn, LiveTurns};
@@ -125,7 +126,7 @@ pub async fn page(State(state): State<App>, viewer: Viewer) -> Response {
     let mut agents = HashMap::new();
     let now = match read(&state, viewer.workspace_id, &mut agents).await {
         Ok(now) => now,
-        Err(e) => return super::pages::unavailable(&viewer, e),
+        Err(e) => return super::layout::unavailable(&viewer, e),
     };
     let body = html! {
         script src="/app/assets/vendor/htmx-ext-sse/sse.min.js" defer {}

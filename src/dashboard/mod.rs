@@ -5,6 +5,7 @@
 //! - [`session`]: signing in with an API key (exchanged for an HttpOnly, SameSite=Strict
 //!   session cookie; the key never reaches the page), signing out, and the CSRF token every
 //!   write carries.
+//! - [`viewer`]: the signed-in operator every page is for.
 //! - [`layout`]: the page shell and the shared pieces (tables, empty states, errors).
 //! - [`pages`]: the campaigns list, the landing page and the pages' shared parts.
 //! - [`calls`]: calls by status, direction, campaign, agent and day, and one call.
@@ -51,6 +52,7 @@ mod layout;
 mod live;
 mod pages;
 mod session;
+mod viewer;
 mod webhooks;
 mod workspace;
 
@@ -116,7 +118,7 @@ pub fn router() -> Router<App> {
         )
         .route("/settings/keys/{id}/revoke", post(keys::revoke))
         .route("/assets/{*path}", get(assets::serve))
-        .fallback(pages::not_found)
+        .fallback(layout::not_found)
         .layer(middleware::from_fn(secure))
         // Pages, fragments and assets go gzip-compressed to a browser that takes it (the live
         // page's event stream is left as it is: compressing it would hold its events back).

@@ -6,8 +6,8 @@ use axum::response::{Redirect, Response};
 use maud::{Markup, html};
 use serde_json::Value;
 
-use super::layout::{denied, empty, money, page, problem, respond};
-use super::session::Viewer;
+use super::layout::{denied, empty, money, page, respond, unavailable};
+use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
 use crate::store::Page;
@@ -28,26 +28,6 @@ pub fn landing(scopes: &crate::domain::auth::Scopes) -> &'static str {
 
 pub async fn home(viewer: Viewer) -> Redirect {
     Redirect::to(landing(&viewer.scopes))
-}
-
-/// An unknown address under `/app`.
-pub async fn not_found(viewer: Option<Viewer>) -> Response {
-    problem(
-        viewer.as_ref(),
-        StatusCode::NOT_FOUND,
-        "Not found",
-        "There is nothing here. It may belong to another workspace, or it was removed.",
-    )
-}
-
-pub(super) fn unavailable(viewer: &Viewer, error: impl std::fmt::Display) -> Response {
-    tracing::error!(%error, "a dashboard page could not be read");
-    problem(
-        Some(viewer),
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Unavailable",
-        "The service cannot read this right now. Try again shortly.",
-    )
 }
 
 /// Contacts per state as a stacked bar, with its legend in words.
@@ -139,7 +119,7 @@ pub(super) async fn campaigns_with(
                                 (money(c["spent_cents"].as_i64().unwrap_or(0)))
                                 @if let Some(budget) = c["budget_cents"].as_i64() { " of " (money(budget)) }
                             }
-                            td { (super::campaign::evaluation(c["last_tick_result"].as_str())) }
+                            td { (evaluation(c["last_tick_result"].as_str())) }
                         }
                     }
                 }
@@ -151,4 +131,42 @@ pub(super) async fn campaigns_with(
         status,
         page(Some(viewer), "Campaigns", "/app/campaigns", body),
     )
+}
+
+/// The last evaluation's result, in words.
+pub fn evaluation(result: Option<&str>) -> String {
+    let Some(result) = result else {
+        return "Not evaluated yet".into();
+    };
+    if let Some(n) = result.strip_prefix("admitted:") {
+        return format!("Admitted {n} contact(s) to be dialled");
+    }
+    match result {
+        "waiting_for_starts_at" => "Waiting for its start time",
+        "starts_at_reached" => "Its start time came; it is running",
+        "credit_restored" => "Credit was added; it is running again",
+        "insufficient_credit" => "Paused: the balance does not cover one more call",
+        "agent_unavailable" => "Paused: its agent is missing or inactive",
+        "agent_without_duration_cap" => "Paused: its agent has no maximum call duration",
+        "from_number_inactive" => "Paused: its caller number is not active",
+        "no_reachable_calling_window" => "Paused: its calling window never opens before it ends",
+        "all_contacts_done" => "Every contact is done",
+        "daily_cap_reached" => "The day's call cap is reached; it goes on tomorrow",
+        "max_in_flight" => "As many calls as it may place at once are under way",
+        "waiting_for_queue" => "Waiting for the last admitted call to be dialled",
+        "min_seconds_between_calls" => "Waiting the gap between calls",
+        "outside_calling_window" => "Outside its calling window",
+        "budget_reached" => "Paused: its budget cannot take one more call",
+        "budget_reserved_by_calls_in_flight" => {
+            "The budget is held by calls under way; it may free up when they end"
+        }
+        "status_changed" => "Its status changed during the evaluation",
+        "insufficient_credit_for_more" => "Admitted some; the balance ran short for more",
+        "funds_changed" => "Money changed during the evaluation; it looks again at once",
+        "waiting_for_calls" => "Nobody is due; calls are still under way",
+        "no_contacts_due" => "Nobody is due now",
+        "repeated_infra_errors" => "Paused: the carrier failed too many calls in a row",
+        other => return format!("Last evaluation: {other}"),
+    }
+    .into()
 }

@@ -17,59 +17,17 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Duration;
 use maud::html;
-use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 
 use super::layout::{page, problem, respond};
+use super::viewer::Viewer;
 use crate::app::state::App;
-use crate::domain::auth::{Scopes, constant_time_eq, hash_key};
+use crate::domain::auth::{constant_time_eq, hash_key};
 use crate::store::KeyCheck;
 
 const SESSION_COOKIE: &str = "sb_session";
 const SIGN_IN_COOKIE: &str = "sb_sign_in";
 /// How long a session lasts (less if its key expires sooner).
 const SESSION_HOURS: i64 = 12;
-
-/// The signed-in operator: the key's workspace and scopes, and the session's CSRF token.
-#[derive(Debug, Clone)]
-pub struct Viewer {
-    pub workspace_id: WorkspaceId,
-    pub key_id: ApiKeyId,
-    pub scopes: Scopes,
-    pub csrf: String,
-}
-
-impl Viewer {
-    /// Whether a submitted form carries this session's CSRF token.
-    pub fn checks(&self, form: &HashMap<String, String>) -> bool {
-        form.get("csrf")
-            .is_some_and(|t| constant_time_eq(t.as_bytes(), self.csrf.as_bytes()))
-    }
-
-    /// Whether a submitted form (its fields in order) carries this session's CSRF token.
-    pub fn checks_pairs(&self, form: &[(String, String)]) -> bool {
-        form.iter()
-            .any(|(k, t)| k == "csrf" && constant_time_eq(t.as_bytes(), self.csrf.as_bytes()))
-    }
-
-    /// The API's view of this session's key, for the actions the page shares with the API.
-    pub fn auth(&self) -> crate::app::auth::Auth {
-        crate::app::auth::Auth {
-            workspace_id: self.workspace_id,
-            key_id: self.key_id,
-            scopes: self.scopes.clone(),
-        }
-    }
-
-    /// The answer to a write without the right token.
-    pub fn refused(&self) -> Response {
-        problem(
-            Some(self),
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "This form was not sent from this session's page. Reload the page and try again.",
-        )
-    }
-}
 
 /// Largest form body a dashboard page takes.
 const FORM_LIMIT: usize = 64 * 1024;

@@ -8,9 +8,10 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use maud::html;
 
+use super::layout::unavailable;
 use super::layout::{denied, page, respond, when};
-use super::pages::unavailable;
-use super::session::{Viewer, fields, form_body};
+use super::session::{fields, form_body};
+use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
 

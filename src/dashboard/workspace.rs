@@ -11,8 +11,9 @@ use serde_json::{Map, Value};
 use switchboard_actors::ids::ToolId;
 
 use super::layout::{denied, empty, money, page, respond, when};
-use super::pages::{not_found, unavailable};
-use super::session::{Viewer, fields, form_body};
+use super::layout::{not_found, unavailable};
+use super::session::{fields, form_body};
+use super::viewer::Viewer;
 use crate::app::error::AppError;
 use crate::app::state::App;
 use crate::domain::auth::Scope;

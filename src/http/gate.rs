@@ -7,19 +7,19 @@
 //! included.
 //!
 //! **Invariant:** a route's scope comes from its own `#[utoipa::path]` declaration (see
-//! [`super::routes::RouteTable`]); a route with no declared scope is public only if it declares
+//! [`super::table::RouteTable`]); a route with no declared scope is public only if it declares
 //! an empty security requirement.
 
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::access::Access;
 use super::error::ApiError;
-use super::routes::Access;
 use super::state::AppState;
 use crate::app::auth::Auth;
 use crate::app::error::AppError;
@@ -141,30 +141,10 @@ fn authorize(access: Access, check: Option<KeyCheck>) -> Result<Option<Auth>, Ap
     }
 }
 
-/// The statuses [`authorize`] can answer on a route, for the OpenAPI document.
-pub fn refusals(access: Access) -> &'static [StatusCode] {
-    match access {
-        Access::Public => &[],
-        // The spec answers 403 on carrier-account routes for a key without the scope.
-        Access::Scoped(Scope::CarrierAccountsManage) => {
-            &[StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN]
-        }
-        Access::Scoped(_) => &[StatusCode::UNAUTHORIZED],
-    }
-}
-
 fn with_rate_headers(mut response: Response, charge: &Charge) -> Response {
     let headers = response.headers_mut();
     headers.insert("x-ratelimit-limit", HeaderValue::from(charge.limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(charge.remaining));
     headers.insert("x-ratelimit-reset", HeaderValue::from(charge.reset));
     response
-}
-
-/// Used by tests and the discovery document.
-pub fn scope_of(access: Access) -> Option<Scope> {
-    match access {
-        Access::Scoped(scope) => Some(scope),
-        Access::Public => None,
-    }
 }

@@ -7,6 +7,7 @@
 //! store, for plain reads), serialize. Only this layer knows status codes and JSON error
 //! bodies.
 
+pub mod access;
 pub mod error;
 pub mod extract;
 pub mod gate;
@@ -15,6 +16,7 @@ pub mod prometheus;
 pub mod router;
 pub mod routes;
 pub mod state;
+pub mod table;
 
 pub mod affiliates;
 pub mod agents;

@@ -6,7 +6,7 @@
 //! what the operation declares:
 //!
 //! - the gate: 429 on every route (the rate limit is charged before anything else), and the
-//!   key's refusals on a scoped route (see [`super::gate::refusals`]);
+//!   key's refusals on a scoped route (see [`super::access::refusals`]);
 //! - 500 on every route (the gate reads keys from the store even on public routes);
 //! - the extractors: 400 for a path, query or body that does not parse, 413 for a body over the
 //!   limit, 404 for a path naming something the workspace does not have.
@@ -20,8 +20,7 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::Schema;
 use utoipa::{PartialSchema, ToSchema};
 
-use super::gate;
-use super::routes::Access;
+use super::access::{Access, refusals};
 
 /// The body of every error: `{error, code, ...}`; some codes add keys (`details`,
 /// `required_scope`, `issues`, ...).
@@ -233,7 +232,7 @@ pub fn complete_operation(path: &str, op: &mut Map<String, Value>, access: Acces
         StatusCode::TOO_MANY_REQUESTS,
         StatusCode::INTERNAL_SERVER_ERROR,
     ];
-    statuses.extend_from_slice(gate::refusals(access));
+    statuses.extend_from_slice(refusals(access));
     let params = op
         .get("parameters")
         .and_then(Value::as_array)

@@ -12,11 +12,13 @@ use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApiBuilder};
 use utoipa_axum::router::OpenApiRouter;
 
 use super::state::AppState;
+use super::table::RouteTable;
 use super::{
     affiliates, agents, billing, call_windows, calls, campaigns, carrier_accounts, dispositions,
     dnc, flow_test, gate, integrations, leads, phone_numbers, recordings, routes, shared_links,
     sip_endpoints, tools, webhooks,
 };
+use crate::app::state::App;
 
 /// Every documented route, merged.
 pub fn api() -> OpenApiRouter<AppState> {
@@ -83,4 +85,16 @@ async fn record_metrics(req: Request, next: Next) -> Response {
     metrics::histogram!("switchboard_http_request_seconds", "method" => method, "route" => route)
         .record(started.elapsed().as_secs_f64());
     response
+}
+
+impl AppState {
+    /// The REST door over `app`, its route table read from `openapi` (the document of
+    /// [`api`]).
+    pub fn new(app: App, openapi: serde_json::Value) -> anyhow::Result<Self> {
+        Ok(Self {
+            app,
+            routes: std::sync::Arc::new(RouteTable::from_openapi(openapi)?),
+            metrics: super::prometheus::handle()?,
+        })
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::extract::FromRef;
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use super::routes::RouteTable;
+use super::table::RouteTable;
 use crate::app::state::App;
 
 #[derive(Clone)]
@@ -19,15 +19,9 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
 }
 
-impl AppState {
-    /// The REST door over `app`, its route table read from `openapi` (the document of
-    /// [`super::router::api`]).
-    pub fn new(app: App, openapi: serde_json::Value) -> anyhow::Result<Self> {
-        Ok(Self {
-            app,
-            routes: Arc::new(RouteTable::from_openapi(openapi)?),
-            metrics: super::prometheus::handle()?,
-        })
+impl FromRef<AppState> for App {
+    fn from_ref(state: &AppState) -> App {
+        state.app.clone()
     }
 }
 
@@ -36,11 +30,5 @@ impl Deref for AppState {
 
     fn deref(&self) -> &App {
         &self.app
-    }
-}
-
-impl FromRef<AppState> for App {
-    fn from_ref(state: &AppState) -> App {
-        state.app.clone()
     }
 }

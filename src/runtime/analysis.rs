@@ -474,7 +474,7 @@ pub async fn run(
         }
         return;
     };
-    crate::runtime::jobs::every(interval, stop, || async {
+    crate::runtime::schedule::every(interval, stop, || async {
         if let Err(err) = analyst.run_due().await {
             tracing::warn!(error = %err, "due analyses could not be read");
         }

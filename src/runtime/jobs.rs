@@ -2,9 +2,7 @@
 //! - activate purchased numbers whose regulatory review period has passed;
 //! - run due end-of-call analyses ([`crate::runtime::analysis`]).
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -26,30 +24,8 @@ pub async fn run(
     );
 }
 
-/// Runs `work` every `interval` until `stop` turns true; a run under way then is dropped.
-pub async fn every<F, Fut>(interval: Duration, mut stop: watch::Receiver<bool>, mut work: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let mut ticks = tokio::time::interval(interval);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = stop.changed() => return,
-        }
-        if *stop.borrow() {
-            return;
-        }
-        tokio::select! {
-            () = work() => {}
-            _ = stop.changed() => return,
-        }
-    }
-}
-
 async fn activate_numbers(store: Store, config: Arc<Config>, stop: watch::Receiver<bool>) {
-    every(config.job_interval, stop, || async {
+    crate::runtime::schedule::every(config.job_interval, stop, || async {
         match store.activate_due_numbers(store.now()).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(count = n, "purchased numbers activated"),

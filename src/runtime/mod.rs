@@ -14,6 +14,7 @@
 //! - [`charges`]: debits of a workspace's balance for calls and purchases.
 //! - [`jobs`]: background work: activating purchased numbers, end-of-call analyses.
 //! - [`analysis`]: the end-of-call analysis of answered calls.
+//! - [`schedule`]: work run on an interval until shutdown.
 //! - [`simulator`]: the flow simulator: a flow agent on the text line.
 //! - [`simulation`]: the engine and store against the simulated carrier under virtual time.
 
@@ -29,6 +30,7 @@ pub mod jobs;
 pub mod lead_memory;
 pub mod live_turns;
 pub mod outbound;
+pub mod schedule;
 pub mod simulation;
 pub mod simulator;
 pub mod vendors;

@@ -10,7 +10,7 @@ use switchboard_actors::ids::{PhoneNumberId, WorkspaceId};
 use switchboard_sip::trunk::{Secret, Trunk, TrunkError};
 use utoipa::ToSchema;
 
-use super::numbers::{NUMBER_COLUMNS, NUMBER_FROM};
+use super::numbers::{NUMBER_COLUMNS, NUMBER_FROM, status_column};
 use super::{Page, Paged, PhoneNumberRecord, Store, StoreResult, corrupt, sql, ts};
 use crate::domain::trunks::{PasswordUpdate, ShownTrunk, TrunkStatus};
 
@@ -92,12 +92,6 @@ pub enum TrunkLookup {
 const COLUMNS: &str = "ca.id, ca.name, ca.provider, ca.status, ca.status_reason, ca.tested_at, ca.trunk, \
      ca.trunk_password IS NOT NULL AS has_password, ca.created_at, ca.updated_at, \
      (SELECT COUNT(*) FROM phone_numbers n WHERE n.carrier_account_id = ca.id AND n.released_at IS NULL) AS number_count";
-
-/// A stored status.
-pub(crate) fn status_column(r: &SqliteRow, column: &str) -> StoreResult<TrunkStatus> {
-    let status: String = r.try_get(column)?;
-    TrunkStatus::parse(&status).ok_or_else(|| corrupt("carrier_accounts.status", status))
-}
 
 /// A stored trunk (JSON without the password).
 fn trunk_column(text: Option<String>) -> StoreResult<Option<Trunk>> {

@@ -77,8 +77,6 @@ use switchboard_actors::ports::TrunkLimits;
 use write_gate::WriteGate;
 pub(crate) use write_gate::{Lane, WriteTurn};
 
-use webhooks::{bind_events, call_events, insert_events_sql};
-
 pub use switchboard_actors::ids::WorkspaceId;
 
 /// Errors of the store layer.
@@ -537,7 +535,7 @@ pub(crate) type ScriptQuery =
 /// connection may be left inside the script's transaction, so it is not reused as it is. A
 /// pooled connection is closed (SQLite rolls the transaction back); the single connection of a
 /// virtual run is rolled back by its next user.
-struct ScriptGuard<'a> {
+pub(super) struct ScriptGuard<'a> {
     conn: Conn<'a>,
     abandoned: &'a std::sync::atomic::AtomicBool,
     armed: bool,
@@ -584,58 +582,7 @@ impl Store {
         Ok(script)
     }
 
-    /// Runs a script made with [`open_sql`], whose body ends with call-event lookups
-    /// (`CALL_EVENT_SQL`), and commits it with the events they found, in the same transaction:
-    /// only if `happened` says the script's change took place (e.g. `changed(0) == 1`). Two
-    /// round trips: the script, then the events' rows and the commit.
-    pub(crate) async fn atomic_emitting(
-        &self,
-        query: ScriptQuery,
-        happened: impl FnOnce(&Script) -> bool,
-    ) -> StoreResult<Script> {
-        self.atomic_emitting_in(Lane::Normal, query, happened).await
-    }
-
-    /// [`Store::atomic_emitting`], waiting for the write lock in `lane`.
-    pub(crate) async fn atomic_emitting_in(
-        &self,
-        lane: Lane,
-        query: ScriptQuery,
-        happened: impl FnOnce(&Script) -> bool,
-    ) -> StoreResult<Script> {
-        let mut guard = self.script_guard(lane).await?;
-        let mut script = Script::default();
-        if let Err(err) = run_script(&mut guard.conn, query, &mut script).await {
-            return Err(guard.roll_back(classify(err)).await);
-        }
-        // The first entry is BEGIN's.
-        if !script.changes.is_empty() {
-            script.changes.remove(0);
-        }
-        let events = if happened(&script) {
-            match call_events(&script.rows, self.links.as_ref(), self.now()) {
-                Ok(events) => events,
-                Err(err) => return Err(guard.roll_back(err).await),
-            }
-        } else {
-            Vec::new()
-        };
-        let commit = bind_events(
-            sqlx::query(sql(format!("{}COMMIT", insert_events_sql(events.len())))),
-            &events,
-        );
-        let mut tail = Script::default();
-        if let Err(err) = run_script(&mut guard.conn, commit, &mut tail).await {
-            return Err(guard.roll_back(classify(err)).await);
-        }
-        guard.armed = false;
-        if !events.is_empty() {
-            self.outbox_written();
-        }
-        Ok(script)
-    }
-
-    async fn script_guard(&self, lane: Lane) -> StoreResult<ScriptGuard<'_>> {
+    pub(super) async fn script_guard(&self, lane: Lane) -> StoreResult<ScriptGuard<'_>> {
         let turn = self.write_turn(lane).await;
         Ok(ScriptGuard {
             conn: self.conn().await?,
@@ -655,7 +602,7 @@ impl Store {
 impl ScriptGuard<'_> {
     /// Ends the transaction a failed script opened (harmless if none is open) and answers
     /// `err`.
-    async fn roll_back(&mut self, err: StoreError) -> StoreError {
+    pub(super) async fn roll_back(&mut self, err: StoreError) -> StoreError {
         use sqlx::Executor;
         let _ = self.conn.execute("ROLLBACK").await;
         self.armed = false;
@@ -664,7 +611,7 @@ impl ScriptGuard<'_> {
 }
 
 /// Runs `query`'s statements on `conn`, adding what each did to `script`.
-async fn run_script(
+pub(super) async fn run_script(
     conn: &mut SqliteConnection,
     query: ScriptQuery,
     script: &mut Script,

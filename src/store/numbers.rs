@@ -9,8 +9,7 @@ use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
 
-use super::carrier_accounts::status_column;
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, opt_id, sql, ts};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, corrupt, opt_id, sql, ts};
 use crate::domain::trunks::{TrunkStatus, sip_outbound_configured};
 
 /// The carrier account a number is on (embedded).
@@ -308,4 +307,10 @@ impl Store {
         self.retire_row("phone_numbers", "released_at", ws, id.as_uuid())
             .await
     }
+}
+
+/// A stored status.
+pub(crate) fn status_column(r: &SqliteRow, column: &str) -> StoreResult<TrunkStatus> {
+    let status: String = r.try_get(column)?;
+    TrunkStatus::parse(&status).ok_or_else(|| corrupt("carrier_accounts.status", status))
 }

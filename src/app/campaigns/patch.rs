@@ -207,3 +207,22 @@ pub async fn update_campaign(
     let updated = state.store.campaign(ws, id).await?.ok_or(NOT_FOUND)?;
     view(state, ws, updated).await
 }
+
+/// Creates a `draft` campaign from `body` (`name` required, the PATCH rules for every field).
+pub async fn create_campaign(
+    state: &App,
+    auth: &Auth,
+    body: &Map<String, Value>,
+) -> Result<CampaignView, AppError> {
+    check_fields(body, &rules::WRITABLE_FIELDS)?;
+    if !body.contains_key("name") {
+        return Err(AppError::missing_field("name"));
+    }
+    let mut settings = CampaignSettings::defaults(String::new());
+    apply_changes(state, auth.workspace_id, &mut settings, body).await?;
+    let created = state
+        .store
+        .create_campaign(auth.workspace_id, &settings, auth.key_id)
+        .await?;
+    view(state, auth.workspace_id, created).await
+}

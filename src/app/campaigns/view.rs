@@ -2,16 +2,12 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
-use serde_json::{Map, Value};
-use switchboard_actors::campaign::{self as rules};
+use serde_json::Value;
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::window::CallingWindow;
 use utoipa::ToSchema;
 
-use crate::app::auth::Auth;
-use crate::app::campaigns::patch::apply_changes;
 use crate::app::error::AppError;
-use crate::app::fields::check_fields;
 use crate::app::state::App;
 use crate::store::{
     Agent, CampaignRecord, CampaignSettings, CampaignStats, Disposition, PhoneNumberRecord,
@@ -176,25 +172,6 @@ pub async fn view(
         created_by: c.created_by.map(|k| k.as_uuid()),
         message: None,
     })
-}
-
-/// Creates a `draft` campaign from `body` (`name` required, the PATCH rules for every field).
-pub async fn create_campaign(
-    state: &App,
-    auth: &Auth,
-    body: &Map<String, Value>,
-) -> Result<CampaignView, AppError> {
-    check_fields(body, &rules::WRITABLE_FIELDS)?;
-    if !body.contains_key("name") {
-        return Err(AppError::missing_field("name"));
-    }
-    let mut settings = CampaignSettings::defaults(String::new());
-    apply_changes(state, auth.workspace_id, &mut settings, body).await?;
-    let created = state
-        .store
-        .create_campaign(auth.workspace_id, &settings, auth.key_id)
-        .await?;
-    view(state, auth.workspace_id, created).await
 }
 
 /// The calling window a campaign runs in: its own, else the workspace's, else the default.

@@ -13,7 +13,8 @@ use crate::http::error::ApiError;
 use crate::http::extract::{JsonObject, ListResponse, Pagination, PathId, Q};
 use crate::http::state::AppState;
 
-use crate::app::campaigns::view::{CampaignView, NOT_FOUND, create_campaign, view};
+use crate::app::campaigns::patch::create_campaign;
+use crate::app::campaigns::view::{CampaignView, NOT_FOUND, view};
 
 /// Create a campaign (always `draft`)
 #[utoipa::path(post, path = "/campaigns", operation_id = "createCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),

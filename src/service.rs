@@ -34,6 +34,41 @@ pub async fn serve(
         config.public_url = Some(format!("http://{}", listener.local_addr()?));
     }
     config.check()?;
+    let prepared = prepare(store, config).await?;
+    let running = start(prepared, sip).await?;
+    let (app, metrics) = doors(&running, metrics)?;
+    // Once `shutdown` resolves, streams that never end by themselves are told to.
+    let closing = running.app.closing.clone();
+    let shutdown = async move {
+        shutdown.await;
+        closing.cancel();
+    };
+    let background = Background::spawn(&running);
+    tracing::info!(addr = %listener.local_addr()?, "HTTP control plane listening");
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await?;
+    if let Some(metrics) = metrics {
+        metrics.stop().await;
+    }
+    drain(running, background).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The store and settings as every part runs on them, before anything starts.
+struct Prepared {
+    store: Store,
+    config: Arc<Config>,
+    recording_key: Arc<[u8]>,
+    model: Option<Arc<dyn switchboard_actors::vendors::ChatModel>>,
+}
+
+/// Reads the recording key and wires the store for what it shows and starts.
+async fn prepare(store: Store, config: Config) -> anyhow::Result<Prepared> {
     // Read before anything holds the store: calls show their recording links through it, in
     // webhook events as in the API.
     let recording_key: Arc<[u8]> = store
@@ -54,7 +89,36 @@ pub async fn serve(
             &crate::app::state::public_url(&config),
         ))
         .with_analysis(model.is_some());
-    let config = Arc::new(config);
+    Ok(Prepared {
+        store,
+        config: Arc::new(config),
+        recording_key,
+        model,
+    })
+}
+
+/// What runs once started: the SIP server, the engine, and the application over them.
+struct Running {
+    store: Store,
+    config: Arc<Config>,
+    engine: switchboard_actors::engine::Engine,
+    sip: Option<SipRunning>,
+    sip_stop: tokio_util::sync::CancellationToken,
+    app: App,
+}
+
+/// Starts the SIP server (first: the SIP dialer places calls through it), ends what a previous
+/// process left ringing, starts the engine, and builds the application over them.
+async fn start(
+    prepared: Prepared,
+    sip: Option<switchboard_sip::server::SipSockets>,
+) -> anyhow::Result<Running> {
+    let Prepared {
+        store,
+        config,
+        recording_key,
+        model,
+    } = prepared;
     let payments: Arc<dyn PaymentProvider> =
         Arc::new(crate::domain::payments::LocalPaymentProvider);
     let sip_stop = tokio_util::sync::CancellationToken::new();
@@ -75,8 +139,7 @@ pub async fn serve(
         turns: Default::default(),
     };
     let live_turns = vendors.turns.clone();
-    // The SIP server starts first: the SIP dialer places calls through it. Its inbound calls
-    // run under the engine once it has started.
+    // Inbound calls run under the engine once it has started.
     let sip = start_sip(
         &config, sip, &store, &payments, &speech, &vendors, &sip_stop,
     )
@@ -107,7 +170,7 @@ pub async fn serve(
     // What `POST /carrier-accounts/{id}/test` probes trunks with: the SIP server's OPTIONS
     // client, once the server runs; without one the route answers 503 SIP_NOT_RUNNING.
     let trunk_prober: Option<Arc<dyn TrunkProber>> =
-        client.clone().map(|c| Arc::new(c) as Arc<dyn TrunkProber>);
+        client.map(|c| Arc::new(c) as Arc<dyn TrunkProber>);
     let mut app = App::new(
         store.clone(),
         config.clone(),
@@ -118,62 +181,93 @@ pub async fn serve(
     );
     app.sip = sip.as_ref().map(|s| s.server.monitor());
     app.endpoints = sip.as_ref().map(|s| s.endpoints.clone());
-    app.model = model.clone();
+    app.model = model;
     app.providers = Some(providers);
     app.live_turns = live_turns;
+    Ok(Running {
+        store,
+        config,
+        engine,
+        sip,
+        sip_stop,
+        app,
+    })
+}
+
+/// The front doors over the application: the REST API with the dashboard beside it, and the
+/// metrics listener when one is bound.
+fn doors(
+    running: &Running,
+    metrics: Option<TcpListener>,
+) -> anyhow::Result<(axum::Router, Option<http::prometheus::Listener>)> {
     let (_, openapi) = http::router::api().split_for_parts();
-    let state = http::state::AppState::new(app.clone(), serde_json::to_value(&openapi)?)?;
+    let state = http::state::AppState::new(running.app.clone(), serde_json::to_value(&openapi)?)?;
     let metrics = metrics
         .map(|listener| http::prometheus::Listener::spawn(listener, state.clone()))
         .transpose()?;
-    // Once `shutdown` resolves, streams that never end by themselves are told to.
-    let closing = app.closing.clone();
-    let shutdown = async move {
-        shutdown.await;
-        closing.cancel();
-    };
-    let app = http::router::router(state, crate::dashboard::router().with_state(app));
-    let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
-    let analyst = model.map(|model| crate::runtime::analysis::Analyst {
-        store: store.clone(),
-        model,
-        engine: engine.clone(),
-    });
-    let jobs = tokio::spawn(crate::runtime::jobs::run(
-        store.clone(),
-        config.clone(),
-        analyst,
-        jobs_stopped,
-    ));
-    // Delivers agent webhook events, resuming whatever a previous run left pending.
-    let dispatcher_stop = tokio_util::sync::CancellationToken::new();
-    let dispatcher = tokio::spawn(crate::runtime::agent_webhooks::dispatcher::run(
-        store,
-        Egress::system(config.egress_allow.clone()),
-        crate::runtime::agent_webhooks::DispatcherSettings::of(&config),
-        dispatcher_stop.clone(),
-    ));
-    tracing::info!(addr = %listener.local_addr()?, "HTTP control plane listening");
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await?;
-    if let Some(metrics) = metrics {
-        metrics.stop().await;
+    let pages = crate::dashboard::router().with_state(running.app.clone());
+    Ok((http::router::router(state, pages), metrics))
+}
+
+/// The background work beside the requests: jobs (number activation, analyses) and the agent
+/// webhooks' dispatcher, each with the way to stop it.
+struct Background {
+    stop_jobs: tokio::sync::watch::Sender<bool>,
+    jobs: tokio::task::JoinHandle<()>,
+    dispatcher_stop: tokio_util::sync::CancellationToken,
+    dispatcher: tokio::task::JoinHandle<()>,
+}
+
+impl Background {
+    fn spawn(running: &Running) -> Self {
+        let (stop_jobs, jobs_stopped) = tokio::sync::watch::channel(false);
+        let analyst = running
+            .app
+            .model
+            .clone()
+            .map(|model| crate::runtime::analysis::Analyst {
+                store: running.store.clone(),
+                model,
+                engine: running.engine.clone(),
+            });
+        let jobs = tokio::spawn(crate::runtime::jobs::run(
+            running.store.clone(),
+            running.config.clone(),
+            analyst,
+            jobs_stopped,
+        ));
+        // Delivers agent webhook events, resuming whatever a previous run left pending.
+        let dispatcher_stop = tokio_util::sync::CancellationToken::new();
+        let dispatcher = tokio::spawn(crate::runtime::agent_webhooks::dispatcher::run(
+            running.store.clone(),
+            Egress::system(running.config.egress_allow.clone()),
+            crate::runtime::agent_webhooks::DispatcherSettings::of(&running.config),
+            dispatcher_stop.clone(),
+        ));
+        Self {
+            stop_jobs,
+            jobs,
+            dispatcher_stop,
+            dispatcher,
+        }
     }
+}
+
+/// Once the requests are drained: live calls end (with a BYE, their ends recorded), then the
+/// jobs, the engine, and last the dispatcher (the attempts under way finish; what is still
+/// pending waits in the outbox for the next start).
+async fn drain(running: Running, background: Background) {
     if let Some(SipRunning {
         server,
         live,
         endpoints,
         ..
-    }) = sip
+    }) = running.sip
     {
         server.shutdown().await;
-        // Live calls end with a BYE and record their end before the service stops: each holds
-        // a token of `live`, so the wait ends when the last one finishes (or after 5 s).
-        sip_stop.cancel();
+        // Each live call holds a token of `live`, so the wait ends when the last one finishes
+        // (or after 5 s).
+        running.sip_stop.cancel();
         live.close();
         let drained = tokio::time::timeout(std::time::Duration::from_secs(5), live.wait()).await;
         if drained.is_err() {
@@ -182,15 +276,11 @@ pub async fn serve(
         // Each endpoint writes the last call it has not written yet.
         endpoints.stop().await;
     }
-    let _ = stop_jobs.send(true);
-    let _ = jobs.await;
-    engine.stop().await;
-    // Last: the attempts under way finish; what is still pending waits in the outbox for the
-    // next start.
-    dispatcher_stop.cancel();
-    let _ = dispatcher.await;
-    tracing::info!("stopped");
-    Ok(())
+    let _ = background.stop_jobs.send(true);
+    let _ = background.jobs.await;
+    running.engine.stop().await;
+    background.dispatcher_stop.cancel();
+    let _ = background.dispatcher.await;
 }
 
 /// The SIP server once started: its live inbound calls, its endpoints' actors, and where the

@@ -4,8 +4,10 @@
 //!
 //! - [`state`]: [`state::App`], the service as every operation reaches it.
 //! - [`auth`]: who an operation runs for.
+//! - [`carrier_accounts`]: registering and changing carrier accounts.
 //! - [`error`]: [`error::AppError`], what an operation refuses or fails with.
 //! - [`fields`]: rules every body obeys (only writable fields).
+//! - [`keys`]: creating and revoking API keys.
 //! - [`limits`]: the API's rate limit.
 //! - [`flow_test`]: a flow agent tried on the text line.
 //! - [`sip_endpoints`]: creating a SIP endpoint.
@@ -16,9 +18,11 @@
 pub mod agents;
 pub mod auth;
 pub mod campaigns;
+pub mod carrier_accounts;
 pub mod error;
 pub mod fields;
 pub mod flow_test;
+pub mod keys;
 pub mod limits;
 pub mod sip_endpoints;
 pub mod state;

@@ -12,13 +12,23 @@ use super::args::{
     AffiliateCommand, BillingCommand, CarrierAccountCommand, Command, IntegrationCommand,
     KeyCommand, NumberCommand, SigningSecretCommand, WorkspaceCommand,
 };
+use crate::app::carrier_accounts;
+use crate::app::error::AppError;
+use crate::app::keys::NewKey;
 use crate::domain::auth::Scopes;
-use crate::domain::trunks::{ACCOUNT_NAME_MAX, PROVIDER_MAX, read_trunk, read_trunk_update};
-use crate::store::{AccountUpdate, CarrierAccountUpdate, Store, TrunkUpdate};
+use crate::domain::trunks::{read_trunk, read_trunk_update};
+use crate::store::{CarrierAccountUpdate, Store, TrunkUpdate};
 
-/// A carrier account's name or provider from its flag.
-fn account_label(flag: &str, raw: &str, max: usize) -> anyhow::Result<String> {
-    crate::domain::trunks::account_label(raw, max).map_err(|rule| anyhow::anyhow!("{flag} {rule}"))
+/// An operation's refusal as the command line says it: a field's rule under its flag
+/// (`--name must be ...`).
+fn flagged(e: AppError) -> anyhow::Error {
+    match e {
+        AppError::InvalidField { field, rule } => {
+            let flag = field.split('.').next().unwrap_or(&field).replace('_', "-");
+            anyhow::anyhow!("--{flag} {rule}")
+        }
+        other => anyhow::anyhow!(other),
+    }
 }
 
 fn print(json: bool, value: serde_json::Value, text: String) {
@@ -44,7 +54,24 @@ pub async fn run_operator(
 ) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) => unreachable!("serve is handled by main"),
-        Command::Integration(IntegrationCommand::Connect {
+        Command::Integration(command) => integration(store, command, secrets_key_file).await,
+        Command::Affiliate(command) => affiliate(store, command).await,
+        Command::CarrierAccount(command) => carrier_account(store, command).await,
+        Command::Workspace(command) => workspace_command(store, command).await,
+        Command::Key(command) => key(store, command).await,
+        Command::Number(command) => number(store, command).await,
+        Command::Billing(command) => billing(store, command).await,
+    }
+}
+
+/// Connects a flow integration for a workspace.
+async fn integration(
+    store: &Store,
+    command: IntegrationCommand,
+    secrets_key_file: &std::path::Path,
+) -> anyhow::Result<()> {
+    match command {
+        IntegrationCommand::Connect {
             workspace,
             provider,
             account,
@@ -52,7 +79,7 @@ pub async fn run_operator(
             client_secret,
             refresh_token,
             json,
-        }) => {
+        } => {
             workspace_must_exist(store, workspace).await?;
             if !crate::runtime::flows::CATALOG
                 .iter()
@@ -104,14 +131,21 @@ pub async fn run_operator(
                 ),
             );
         }
-        Command::Affiliate(AffiliateCommand::Enroll {
+    }
+    Ok(())
+}
+
+/// Affiliate partners: enrolment, referrals and revenue.
+async fn affiliate(store: &Store, command: AffiliateCommand) -> anyhow::Result<()> {
+    match command {
+        AffiliateCommand::Enroll {
             workspace,
             parent,
             commission_bps,
             override_bps,
             at,
             json,
-        }) => {
+        } => {
             workspace_must_exist(store, workspace).await?;
             if !(0..=10_000).contains(&commission_bps) || !(0..=10_000).contains(&override_bps) {
                 bail!("rates are basis points from 0 to 10000");
@@ -139,12 +173,12 @@ pub async fn run_operator(
                 format!("workspace {workspace} is a partner"),
             );
         }
-        Command::Affiliate(AffiliateCommand::Refer {
+        AffiliateCommand::Refer {
             referrer,
             customer,
             at,
             json,
-        }) => {
+        } => {
             workspace_must_exist(store, customer).await?;
             if !store.is_affiliate(referrer).await? {
                 bail!("the referrer {referrer} is not an enrolled partner");
@@ -164,12 +198,12 @@ pub async fn run_operator(
                 format!("{referrer} referred {customer}"),
             );
         }
-        Command::Affiliate(AffiliateCommand::Revenue {
+        AffiliateCommand::Revenue {
             customer,
             amount_cents,
             at,
             json,
-        }) => {
+        } => {
             workspace_must_exist(store, customer).await?;
             if amount_cents <= 0 {
                 bail!("--amount-cents must be positive");
@@ -183,46 +217,53 @@ pub async fn run_operator(
                 format!("{amount_cents} cents of revenue from {customer}"),
             );
         }
-        Command::CarrierAccount(CarrierAccountCommand::Add {
+    }
+    Ok(())
+}
+
+/// Carrier accounts and their SIP trunks, through the same operations as the API.
+async fn carrier_account(store: &Store, command: CarrierAccountCommand) -> anyhow::Result<()> {
+    match command {
+        CarrierAccountCommand::Add {
             workspace,
             name,
             provider,
             trunk,
             json,
-        }) => {
+        } => {
             workspace_must_exist(store, workspace).await?;
-            let name = account_label("--name", &name, ACCOUNT_NAME_MAX)?;
-            let provider = account_label("--provider", &provider, PROVIDER_MAX)?;
             let trunk = trunk
                 .as_deref()
                 .map(read_trunk)
                 .transpose()
                 .context("--trunk")?;
-            let account = store
-                .create_carrier_account(workspace, &name, &provider, trunk.as_ref())
-                .await?;
+            let account = carrier_accounts::create(store, workspace, &name, &provider, trunk)
+                .await
+                .map_err(flagged)?;
             print(
                 json,
                 serde_json::to_value(&account)?,
                 format!("carrier account {} created: {}", account.name, account.id),
             );
         }
-        Command::CarrierAccount(CarrierAccountCommand::Update {
+        CarrierAccountCommand::Update {
             workspace,
             id,
             name,
             provider,
             trunk,
             json,
-        }) => {
+        } => {
             workspace_must_exist(store, workspace).await?;
             let update = CarrierAccountUpdate {
                 name: name
-                    .map(|n| account_label("--name", &n, ACCOUNT_NAME_MAX))
-                    .transpose()?,
+                    .map(|n| carrier_accounts::name(&n))
+                    .transpose()
+                    .map_err(flagged)?,
                 provider: provider
-                    .map(|p| account_label("--provider", &p, PROVIDER_MAX))
-                    .transpose()?,
+                    .map(|p| carrier_accounts::provider(&p))
+                    .transpose()
+                    .map_err(flagged)?,
                 trunk: match trunk.as_deref().map(str::trim) {
                     None => None,
                     Some("null") => Some(TrunkUpdate::Remove),
@@ -238,13 +279,14 @@ pub async fn run_operator(
             if update.name.is_none() && update.provider.is_none() && update.trunk.is_none() {
                 bail!("nothing to change: give --name, --provider or --trunk");
             }
-            let account = match store.update_carrier_account(workspace, id, update).await? {
-                AccountUpdate::Updated(account) => account,
-                AccountUpdate::NotFound => {
-                    bail!("no carrier account {id} in workspace {workspace}")
-                }
-                AccountUpdate::Invalid(err) => bail!("--trunk: {err}"),
-            };
+            let account = carrier_accounts::update(store, workspace, id, update)
+                .await
+                .map_err(|e| match e {
+                    AppError::CodedNotFound { .. } => {
+                        anyhow::anyhow!("no carrier account {id} in workspace {workspace}")
+                    }
+                    other => flagged(other),
+                })?;
             print(
                 json,
                 serde_json::to_value(&account)?,
@@ -255,11 +297,11 @@ pub async fn run_operator(
                 ),
             );
         }
-        Command::CarrierAccount(CarrierAccountCommand::Show {
+        CarrierAccountCommand::Show {
             workspace,
             id,
             json,
-        }) => {
+        } => {
             workspace_must_exist(store, workspace).await?;
             let account = store
                 .carrier_account(workspace, id)
@@ -299,12 +341,12 @@ pub async fn run_operator(
                 ),
             );
         }
-        Command::CarrierAccount(CarrierAccountCommand::Assign {
+        CarrierAccountCommand::Assign {
             workspace,
             account,
             number,
             json,
-        }) => {
+        } => {
             workspace_must_exist(store, workspace).await?;
             if !store
                 .assign_number_to_account(workspace, account, number)
@@ -320,11 +362,18 @@ pub async fn run_operator(
                 format!("number {number} is on carrier account {account}"),
             );
         }
-        Command::Workspace(WorkspaceCommand::Create {
+    }
+    Ok(())
+}
+
+/// Workspaces and their webhook signing secrets.
+async fn workspace_command(store: &Store, command: WorkspaceCommand) -> anyhow::Result<()> {
+    match command {
+        WorkspaceCommand::Create {
             name,
             country,
             json,
-        }) => {
+        } => {
             let name = name.trim();
             if name.is_empty() {
                 bail!("--name must not be empty");
@@ -339,7 +388,7 @@ pub async fn run_operator(
                 format!("workspace {} created: {}", ws.name, ws.id),
             );
         }
-        Command::Workspace(WorkspaceCommand::SigningSecret(command)) => {
+        WorkspaceCommand::SigningSecret(command) => {
             let (workspace, json, rotate) = match command {
                 SigningSecretCommand::Show { workspace, json } => (workspace, json, false),
                 SigningSecretCommand::Rotate { workspace, json } => (workspace, json, true),
@@ -356,28 +405,36 @@ pub async fn run_operator(
                 secret.expose().to_owned(),
             );
         }
-        Command::Key(KeyCommand::Create {
+    }
+    Ok(())
+}
+
+/// API keys, through the same operations as the dashboard.
+async fn key(store: &Store, command: KeyCommand) -> anyhow::Result<()> {
+    match command {
+        KeyCommand::Create {
             workspace,
             scopes,
             expires_at,
             name,
             json,
-        }) => {
-            workspace_must_exist(store, workspace).await?;
+        } => {
             let scopes = Scopes::parse(&scopes)?;
-            if expires_at.is_some_and(|at| at <= Utc::now()) {
-                bail!("--expires-at is in the past");
-            }
-            let (key, secret) = store
-                .create_key(workspace, &name, &scopes, expires_at)
-                .await?;
+            let key = NewKey {
+                name: &name,
+                scopes: &scopes,
+                expires_at,
+            };
+            let (key, secret) = crate::app::keys::create(store, workspace, key)
+                .await
+                .map_err(flagged)?;
             print(
                 json,
                 json!({"id": key.id, "key": secret, "scopes": key.scopes, "expires_at": key.expires_at}),
                 format!("key {} created (shown once):\n{secret}", key.id),
             );
         }
-        Command::Key(KeyCommand::List { workspace, json }) => {
+        KeyCommand::List { workspace, json } => {
             workspace_must_exist(store, workspace).await?;
             let keys = store.list_keys(workspace).await?;
             let text = keys
@@ -394,8 +451,8 @@ pub async fn run_operator(
                 .join("\n");
             print(json, json!({"data": keys}), text);
         }
-        Command::Key(KeyCommand::Revoke { id, json }) => {
-            if !store.revoke_key(id).await? {
+        KeyCommand::Revoke { id, json } => {
+            if !crate::app::keys::revoke(store, id).await.map_err(flagged)? {
                 bail!("no active key {id}");
             }
             print(
@@ -404,12 +461,19 @@ pub async fn run_operator(
                 format!("key {id} revoked"),
             );
         }
-        Command::Number(NumberCommand::Add {
+    }
+    Ok(())
+}
+
+/// Numbers a workspace already owns.
+async fn number(store: &Store, command: NumberCommand) -> anyhow::Result<()> {
+    match command {
+        NumberCommand::Add {
             workspace,
             number,
             status,
             json,
-        }) => {
+        } => {
             workspace_must_exist(store, workspace).await?;
             if status != "active" && status != "pending_requirements" {
                 bail!("--status must be active or pending_requirements");
@@ -424,11 +488,18 @@ pub async fn run_operator(
                 format!("number {} added: {}", added.number, added.id),
             );
         }
-        Command::Billing(BillingCommand::Credit {
+    }
+    Ok(())
+}
+
+/// Credits to a workspace's balance.
+async fn billing(store: &Store, command: BillingCommand) -> anyhow::Result<()> {
+    match command {
+        BillingCommand::Credit {
             workspace,
             amount_cents,
             json,
-        }) => {
+        } => {
             if amount_cents == 0 {
                 bail!("--amount-cents must not be zero");
             }

@@ -179,7 +179,7 @@ pub async fn create(State(state): State<App>, viewer: Viewer, req: Request) -> R
         expires: form.get("expires").cloned().unwrap_or_default(),
     };
     let mut errors: Vec<(&str, String)> = Vec::new();
-    if draft.name.is_empty() || draft.name.chars().count() > 100 {
+    if draft.name.is_empty() || draft.name.chars().count() > crate::app::keys::NAME_MAX {
         errors.push(("name", "Give the key a name of 1 to 100 characters.".into()));
     }
     let scopes = if draft.scopes.is_empty() {
@@ -226,11 +226,12 @@ pub async fn create(State(state): State<App>, viewer: Viewer, req: Request) -> R
         )
         .await;
     };
-    match state
-        .store
-        .create_key(viewer.workspace_id, &draft.name, &scopes, expires)
-        .await
-    {
+    let key = crate::app::keys::NewKey {
+        name: &draft.name,
+        scopes: &scopes,
+        expires_at: expires,
+    };
+    match crate::app::keys::create(&state.store, viewer.workspace_id, key).await {
         Ok((_, secret)) => {
             render(
                 &state,
@@ -300,7 +301,7 @@ pub async fn revoke(
             "This is the key of your session: sign in with another key to revoke it.",
         );
     }
-    if let Err(e) = state.store.revoke_key(id).await {
+    if let Err(e) = crate::app::keys::revoke(&state.store, id).await {
         return super::layout::unavailable(&viewer, e);
     }
     Redirect::to("/app/settings/keys").into_response()

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use switchboard_actors::ids::PhoneNumberId;
-use switchboard_sip::trunk::{GatewayProbe, Trunk, TrunkError};
+use switchboard_sip::trunk::{GatewayProbe, Trunk};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -24,11 +24,12 @@ use super::extract::{
 use super::openapi::body_schema;
 use super::state::AppState;
 use crate::app::auth::Auth;
+use crate::app::carrier_accounts::{self, trunk_invalid};
 use crate::app::error::AppError;
-use crate::domain::trunks::{self, ACCOUNT_NAME_MAX, PROVIDER_MAX, PasswordUpdate};
+use crate::domain::trunks::{self, PasswordUpdate};
 use crate::store::{
-    AccountUpdate, CarrierAccount, CarrierAccountUpdate, NumberRemoval, PhoneNumberRecord,
-    TrunkLookup, TrunkUpdate,
+    CarrierAccount, CarrierAccountUpdate, NumberRemoval, PhoneNumberRecord, TrunkLookup,
+    TrunkUpdate,
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -87,20 +88,14 @@ pub struct TrunkTest {
 }
 
 /// A trunk rule broken, named from the body's top (`trunk.gateways[0].host`).
-fn trunk_invalid(err: TrunkError) -> ApiError {
-    ApiError::invalid_field(format!("trunk.{}", err.field), err.message)
-}
-
 /// What the body's trunk does with the stored password (`Keep` without a trunk object).
 fn sent_password(body: &Map<String, Value>) -> Result<PasswordUpdate, ApiError> {
     match body.get("trunk") {
-        Some(Value::Object(trunk)) => PasswordUpdate::sent(trunk).map_err(trunk_invalid),
+        Some(Value::Object(trunk)) => {
+            PasswordUpdate::sent(trunk).map_err(|e| trunk_invalid(e).into())
+        }
         _ => Ok(PasswordUpdate::Keep),
     }
-}
-
-fn label(field: &'static str, raw: &str, max: usize) -> Result<String, ApiError> {
-    trunks::account_label(raw, max).map_err(|rule| ApiError::invalid_field(field, rule))
 }
 
 fn switch_on(state: &AppState) -> Result<(), ApiError> {
@@ -143,13 +138,6 @@ async fn list(
     )))
 }
 
-fn account_missing() -> AppError {
-    AppError::CodedNotFound {
-        code: "CARRIER_ACCOUNT_NOT_FOUND",
-        message: "Carrier account not found".into(),
-    }
-}
-
 /// Get a carrier account
 #[utoipa::path(get, path = "/carrier-accounts/{id}", operation_id = "getCarrierAccount", tag = "carrier_accounts", security(("bearer" = ["carrier_accounts:manage"])),
     params(("id" = uuid::Uuid, Path)), responses((status = 200, body = CarrierAccount), (status = 403), (status = 404)))]
@@ -164,7 +152,7 @@ async fn get_one(
         .carrier_account(auth.workspace_id, id)
         .await?
         .map(Json)
-        .ok_or_else(|| account_missing().into())
+        .ok_or_else(|| carrier_accounts::missing().into())
 }
 
 /// Register a carrier account, with its SIP trunk or without one (`untested`)
@@ -182,20 +170,12 @@ async fn create(
     let provider = input
         .provider
         .ok_or_else(|| ApiError::missing_field("provider"))?;
-    let name = label("name", &name, ACCOUNT_NAME_MAX)?;
-    let provider = label("provider", &provider, PROVIDER_MAX)?;
     let trunk = match input.trunk {
-        Patch::Value(trunk) => {
-            trunk.validate().map_err(trunk_invalid)?;
-            Some(trunk)
-        }
+        Patch::Value(trunk) => Some(trunk),
         Patch::Absent | Patch::Null => None,
     };
-    let account = state
-        .store
-        .create_carrier_account(auth.workspace_id, &name, &provider, trunk.as_ref())
-        .await?;
-    tracing::info!(account = %account.id, trunk = trunk.is_some(), "carrier account created");
+    let account =
+        carrier_accounts::create(&state.store, auth.workspace_id, &name, &provider, trunk).await?;
     Ok((StatusCode::CREATED, Json(account)))
 }
 
@@ -219,13 +199,10 @@ async fn update(
     let password = sent_password(&body)?;
     let input: CarrierAccountInput = parse_fields(body, WRITABLE)?;
     let update = CarrierAccountUpdate {
-        name: input
-            .name
-            .map(|n| label("name", &n, ACCOUNT_NAME_MAX))
-            .transpose()?,
+        name: input.name.map(|n| carrier_accounts::name(&n)).transpose()?,
         provider: input
             .provider
-            .map(|p| label("provider", &p, PROVIDER_MAX))
+            .map(|p| carrier_accounts::provider(&p))
             .transpose()?,
         trunk: match input.trunk {
             Patch::Absent => None,
@@ -236,15 +213,9 @@ async fn update(
             }),
         },
     };
-    match state
-        .store
-        .update_carrier_account(auth.workspace_id, id, update)
-        .await?
-    {
-        AccountUpdate::Updated(account) => Ok(Json(*account)),
-        AccountUpdate::NotFound => Err(account_missing().into()),
-        AccountUpdate::Invalid(err) => Err(trunk_invalid(err)),
-    }
+    Ok(Json(
+        carrier_accounts::update(&state.store, auth.workspace_id, id, update).await?,
+    ))
 }
 
 /// Test a carrier account's SIP trunk: an OPTIONS to every gateway; the account becomes `active` when one answers, else `failing` with the reason
@@ -260,7 +231,7 @@ async fn test_trunk(
 ) -> Result<Json<TrunkTest>, ApiError> {
     switch_on(&state)?;
     let tested = match state.store.carrier_trunk(auth.workspace_id, id).await? {
-        TrunkLookup::NoAccount => return Err(account_missing().into()),
+        TrunkLookup::NoAccount => return Err(carrier_accounts::missing().into()),
         TrunkLookup::NoTrunk => {
             return Err(AppError::CodedConflict {
                 code: "TRUNK_NOT_CONFIGURED",
@@ -302,7 +273,7 @@ async fn numbers(
         .await?
         .is_none()
     {
-        return Err(account_missing().into());
+        return Err(carrier_accounts::missing().into());
     }
     Ok(Json(ListResponse::new(
         state
@@ -331,7 +302,7 @@ async fn remove_number(
         .await?
     {
         NumberRemoval::Removed => Ok(Json(json!({"success": true, "id": number}))),
-        NumberRemoval::AccountNotFound => Err(account_missing().into()),
+        NumberRemoval::AccountNotFound => Err(carrier_accounts::missing().into()),
         NumberRemoval::NumberNotFound => Err(AppError::CodedNotFound {
             code: "NUMBER_NOT_FOUND",
             message: "That number is not on this carrier account".into(),

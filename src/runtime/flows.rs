@@ -113,156 +113,182 @@ pub fn integration_issues(flow: &FlowConfig, ctx: &FlowContext<'_>) -> Vec<FlowI
                 message,
             })
         };
-        if node.extra.get("is_global").and_then(Value::as_bool) == Some(true) {
-            issue(
-                "is_global_not_allowed",
-                "is_global",
-                "integration_call nodes cannot be global (only conversation, transfer and end nodes can)".into(),
-            );
-        }
-        let integration = node
-            .extra
-            .get("integration_id")
-            .and_then(Value::as_str)
-            .and_then(|id| {
-                ctx.integrations
-                    .iter()
-                    .find(|i| i.id.to_string() == id && i.status == "connected")
-            });
-        let provider = node
-            .extra
-            .get("provider")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        match integration {
-            None => issue(
-                "integration_not_found",
-                "integration_id",
-                "integration_id must name a connected integration of this workspace".into(),
-            ),
-            Some(i) if i.provider != provider => issue(
-                "provider_mismatch",
-                "provider",
-                format!(
-                    "the integration is a {} integration, not `{provider}`",
-                    i.provider
-                ),
-            ),
-            Some(_) => {}
-        }
-        let action = node
-            .extra
-            .get("action")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let valid = CATALOG
-            .iter()
-            .any(|(p, actions)| *p == provider && actions.contains(&action));
-        if !valid {
-            let known: Vec<String> = CATALOG
-                .iter()
-                .flat_map(|(p, actions)| actions.iter().map(move |a| format!("{p}.{a}")))
-                .collect();
-            issue(
-                "action_invalid",
-                "action",
-                format!(
-                    "`{provider}.{action}` is not in the action catalog ({})",
-                    known.join(", ")
-                ),
-            );
-        }
-        for key in ["success_next_step_id", "error_next_step_id"] {
-            if let Some(next) = node.extra.get(key).and_then(Value::as_str)
-                && !nodes.contains_key(next)
-            {
-                issue(
-                    "transition_dangling",
-                    key,
-                    format!("`{next}` is not a node of this flow"),
-                );
-            }
-        }
-        if let Some(custom) = node.extra.get("custom").and_then(Value::as_array) {
-            for (i, c) in custom.iter().enumerate() {
-                if let Some(next) = c.get("next_step_id").and_then(Value::as_str)
-                    && !nodes.contains_key(next)
-                {
-                    issue(
-                        "transition_dangling",
-                        &format!("custom[{i}].next_step_id"),
-                        format!("`{next}` is not a node of this flow"),
-                    );
-                }
-            }
-        }
-        let args = match node.extra.get("args_template") {
-            None | Some(Value::Null) => continue,
-            Some(Value::Object(args)) => args,
-            Some(_) => {
-                issue(
-                    "args_template_invalid",
-                    "args_template",
-                    "must be an object".into(),
-                );
-                continue;
-            }
-        };
-        for (name, value) in args {
-            let field = format!("args_template.{name}");
-            let text = match arg_mode(value) {
-                Some(ArgMode::Literal(t)) | Some(ArgMode::AiExtract(t)) => t,
-                None => {
-                    issue(
-                        "args_template_invalid",
-                        &field,
-                        "must be a string, {type: literal, value} or {type: ai_extract, description}".into(),
-                    );
-                    continue;
-                }
-            };
-            for (source, arg) in tokens(text) {
-                if source == "metadata" {
-                    // A missing metadata key resolves to an empty string: never an error.
-                    continue;
-                }
-                let resolved = match nodes.get(source.as_str()) {
-                    Some(n) if n.node_type == "integration_call" => args_of(n)
-                        .and_then(|a| a.get(&arg))
-                        .is_some_and(|v| matches!(arg_mode(v), Some(ArgMode::AiExtract(_)))),
-                    // A conversation node's declared variables are extracted there too.
-                    Some(n) if n.node_type == "conversation" => n
-                        .extra
-                        .get("variables")
-                        .and_then(Value::as_array)
-                        .is_some_and(|vars| {
-                            vars.iter()
-                                .any(|v| v.get("name").and_then(Value::as_str) == Some(&arg))
-                        }),
-                    Some(n) if n.node_type == "tool_call" => n
-                        .extra
-                        .get("tool_id")
-                        .and_then(Value::as_str)
-                        .and_then(|t| ctx.tool_params.get(t))
-                        .is_some_and(|params| params.contains(&arg)),
-                    _ => false,
-                };
-                if !resolved {
-                    issue(
-                        "args_template_dangling_reference",
-                        &field,
-                        format!(
-                            "`{{{{{source}.{arg}}}}}` names no value: it must be an ai_extract argument of an integration_call node, an extraction parameter of a tool_call node's tool or a variable of a conversation node in this flow"
-                        ),
-                    );
-                }
-            }
-        }
+        link_issues(node, &nodes, ctx, &mut issue);
+        args_issues(node, &nodes, ctx, &mut issue);
     }
     // One issue per (node, code, field) is enough.
     let mut seen = HashSet::new();
     issues.retain(|i| seen.insert((i.node_id.clone(), i.code, i.field.clone())));
     issues
+}
+
+/// What an integration_call node's issue is told: its code, field and message.
+type Issue<'a> = dyn FnMut(&'static str, &str, String) + 'a;
+
+/// An integration_call node's links: not global, a connected integration of its provider, an
+/// action of the catalog, and transitions to nodes of the flow.
+fn link_issues(
+    node: &FlowNode,
+    nodes: &HashMap<&str, &FlowNode>,
+    ctx: &FlowContext<'_>,
+    issue: &mut Issue<'_>,
+) {
+    if node.extra.get("is_global").and_then(Value::as_bool) == Some(true) {
+        issue(
+                "is_global_not_allowed",
+                "is_global",
+                "integration_call nodes cannot be global (only conversation, transfer and end nodes can)".into(),
+            );
+    }
+    let integration = node
+        .extra
+        .get("integration_id")
+        .and_then(Value::as_str)
+        .and_then(|id| {
+            ctx.integrations
+                .iter()
+                .find(|i| i.id.to_string() == id && i.status == "connected")
+        });
+    let provider = node
+        .extra
+        .get("provider")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    match integration {
+        None => issue(
+            "integration_not_found",
+            "integration_id",
+            "integration_id must name a connected integration of this workspace".into(),
+        ),
+        Some(i) if i.provider != provider => issue(
+            "provider_mismatch",
+            "provider",
+            format!(
+                "the integration is a {} integration, not `{provider}`",
+                i.provider
+            ),
+        ),
+        Some(_) => {}
+    }
+    let action = node
+        .extra
+        .get("action")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let valid = CATALOG
+        .iter()
+        .any(|(p, actions)| *p == provider && actions.contains(&action));
+    if !valid {
+        let known: Vec<String> = CATALOG
+            .iter()
+            .flat_map(|(p, actions)| actions.iter().map(move |a| format!("{p}.{a}")))
+            .collect();
+        issue(
+            "action_invalid",
+            "action",
+            format!(
+                "`{provider}.{action}` is not in the action catalog ({})",
+                known.join(", ")
+            ),
+        );
+    }
+    for key in ["success_next_step_id", "error_next_step_id"] {
+        if let Some(next) = node.extra.get(key).and_then(Value::as_str)
+            && !nodes.contains_key(next)
+        {
+            issue(
+                "transition_dangling",
+                key,
+                format!("`{next}` is not a node of this flow"),
+            );
+        }
+    }
+    if let Some(custom) = node.extra.get("custom").and_then(Value::as_array) {
+        for (i, c) in custom.iter().enumerate() {
+            if let Some(next) = c.get("next_step_id").and_then(Value::as_str)
+                && !nodes.contains_key(next)
+            {
+                issue(
+                    "transition_dangling",
+                    &format!("custom[{i}].next_step_id"),
+                    format!("`{next}` is not a node of this flow"),
+                );
+            }
+        }
+    }
+}
+
+/// An integration_call node's `args_template`: each argument a literal or an ai_extract, and
+/// every `{{node.value}}` it mentions a value some node of the flow extracts.
+fn args_issues(
+    node: &FlowNode,
+    nodes: &HashMap<&str, &FlowNode>,
+    ctx: &FlowContext<'_>,
+    issue: &mut Issue<'_>,
+) {
+    let args = match node.extra.get("args_template") {
+        None | Some(Value::Null) => return,
+        Some(Value::Object(args)) => args,
+        Some(_) => {
+            issue(
+                "args_template_invalid",
+                "args_template",
+                "must be an object".into(),
+            );
+            return;
+        }
+    };
+    for (name, value) in args {
+        let field = format!("args_template.{name}");
+        let text = match arg_mode(value) {
+            Some(ArgMode::Literal(t)) | Some(ArgMode::AiExtract(t)) => t,
+            None => {
+                issue(
+                    "args_template_invalid",
+                    &field,
+                    "must be a string, {type: literal, value} or {type: ai_extract, description}"
+                        .into(),
+                );
+                continue;
+            }
+        };
+        for (source, arg) in tokens(text) {
+            if source == "metadata" {
+                // A missing metadata key resolves to an empty string: never an error.
+                continue;
+            }
+            let resolved = match nodes.get(source.as_str()) {
+                Some(n) if n.node_type == "integration_call" => args_of(n)
+                    .and_then(|a| a.get(&arg))
+                    .is_some_and(|v| matches!(arg_mode(v), Some(ArgMode::AiExtract(_)))),
+                // A conversation node's declared variables are extracted there too.
+                Some(n) if n.node_type == "conversation" => n
+                    .extra
+                    .get("variables")
+                    .and_then(Value::as_array)
+                    .is_some_and(|vars| {
+                        vars.iter()
+                            .any(|v| v.get("name").and_then(Value::as_str) == Some(&arg))
+                    }),
+                Some(n) if n.node_type == "tool_call" => n
+                    .extra
+                    .get("tool_id")
+                    .and_then(Value::as_str)
+                    .and_then(|t| ctx.tool_params.get(t))
+                    .is_some_and(|params| params.contains(&arg)),
+                _ => false,
+            };
+            if !resolved {
+                issue(
+                    "args_template_dangling_reference",
+                    &field,
+                    format!(
+                        "`{{{{{source}.{arg}}}}}` names no value: it must be an ai_extract argument of an integration_call node, an extraction parameter of a tool_call node's tool or a variable of a conversation node in this flow"
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// The issues of the flow's graph: what would stop it running (no start, an unknown node

@@ -5,10 +5,17 @@
 //! loopback), and each page's weight as served (gzip-compressed) and inflated. Last, the live page: calls are put under way in the store while the
 //! page's event stream is open, and the time until the stream shows each one is measured.
 
-use super::*;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::enroll::serve_in_process;
+use crate::measure::{percentile, round};
 
 #[derive(clap::Args)]
-pub(super) struct DashboardArgs {
+pub(crate) struct DashboardArgs {
     /// Contacts in the campaign.
     #[arg(long, default_value_t = 1_000_000)]
     contacts: u64,
@@ -133,7 +140,7 @@ async fn sign_in(client: &reqwest::Client, base: &str, key: &str) -> anyhow::Res
         .context("no session cookie")
 }
 
-pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
+pub(crate) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("dashboard.db");
     let db_url = format!("sqlite://{}", db.display());
@@ -195,7 +202,7 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
     )?;
 
     let store = switchboard::Store::open(&db_url).await?;
-    let (addr, stop, server) = super::enroll::serve_in_process(store, db_url, dir.path()).await?;
+    let (addr, stop, server) = serve_in_process(store, db_url, dir.path()).await?;
     let base = format!("http://{addr}");
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -278,7 +285,7 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
             }
         }
         times.sort_by(f64::total_cmp);
-        let p99 = measure::percentile(&times, 99.0);
+        let p99 = percentile(&times, 99.0);
         if !gzipped {
             bail!("{path} did not come gzip-compressed");
         }
@@ -290,13 +297,13 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
         heaviest_gz = heaviest_gz.max(gz);
         eprintln!(
             "{name:<28} p50 {:>8.1} ms  p99 {:>8.1} ms  {:>7} B  gzip {:>6} B",
-            measure::percentile(&times, 50.0),
+            percentile(&times, 50.0),
             p99,
             raw,
             gz
         );
         rows.push(json!({"page": name, "path": path,
-            "p50_ms": round(measure::percentile(&times, 50.0)), "p99_ms": round(p99),
+            "p50_ms": round(percentile(&times, 50.0)), "p99_ms": round(p99),
             "max_ms": round(times.last().copied().unwrap_or(0.0)),
             "bytes": raw, "gzip_bytes": gz}));
     }
@@ -371,7 +378,7 @@ pub(super) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
         "worst_p99_ms": round(worst_p99),
         "heaviest_gzip_bytes": heaviest_gz,
         "live_changes_missed": missed,
-        "live_change_ms": {"p50": round(measure::percentile(&latencies, 50.0)),
+        "live_change_ms": {"p50": round(percentile(&latencies, 50.0)),
             "max": round(latencies.last().copied().unwrap_or(0.0))},
         "targets": {"p99_ms": 100, "gzip_bytes": 200_000, "live_change_ms": 1000},
         "met": worst_p99 < 100.0 && heaviest_gz < 200_000 && missed == 0

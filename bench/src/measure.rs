@@ -1,5 +1,6 @@
-//! What the SIP benchmarks share: a process's CPU and memory from /proc (and its threads'),
-//! the machine's busy share, percentiles, the test audio, and the HTML report page.
+//! What the benchmarks share to measure and report: a process's CPU and memory from /proc (and
+//! its threads'), this process's peak memory, the machine's busy share, percentiles and
+//! rounding, the test audio, and the HTML report page.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,6 +11,11 @@ use serde_json::Value;
 
 /// USER_HZ on Linux: the unit of /proc CPU times.
 const TICK_HZ: f64 = 100.0;
+
+/// `x` to two decimals, as the reports give figures.
+pub fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
 
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -24,9 +30,9 @@ pub fn spread(values: &mut [f64]) -> Value {
     values.sort_by(|a, b| a.total_cmp(b));
     serde_json::json!({
         "n": values.len(),
-        "p50": crate::round(percentile(values, 50.0)),
-        "p99": crate::round(percentile(values, 99.0)),
-        "max": crate::round(values.last().copied().unwrap_or(0.0)),
+        "p50": round(percentile(values, 50.0)),
+        "p99": round(percentile(values, 99.0)),
+        "max": round(values.last().copied().unwrap_or(0.0)),
     })
 }
 
@@ -51,6 +57,14 @@ fn status_kib(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse::<f64>().ok()
+}
+
+/// Peak resident memory of this process, in MiB (Linux).
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 /// A process's CPU use between samples, in percent of one core.
@@ -122,7 +136,7 @@ pub fn thread_cpu(
             let used = t - before.get(name).copied().unwrap_or(0.0);
             (
                 name.clone(),
-                crate::round(used / TICK_HZ / secs.max(0.001) * 100.0),
+                round(used / TICK_HZ / secs.max(0.001) * 100.0),
             )
         })
         .filter(|(_, pct)| *pct > 0.0)

@@ -26,6 +26,8 @@ use switchboard_sip::amd::{
 use switchboard_sip::audio_codec::{self, CodecType};
 use switchboard_sip::vad::{Vad, VadChange};
 
+use crate::progress::Progress;
+
 mod output;
 
 const RATE: u32 = 8000;
@@ -291,7 +293,7 @@ fn detect(settings: AmdSettings, samples: &[i16]) -> Outcome {
 
 fn generate(dir: &Path, rng: &mut StdRng, variants: usize) -> anyhow::Result<Vec<Case>> {
     let mut cases = Vec::new();
-    let mut progress = crate::Progress::new();
+    let mut progress = Progress::new();
     let total = (GREETINGS.len() + ANSWERS.len()) * variants + 4 + 8;
     for (g, text) in GREETINGS.iter().enumerate() {
         for v in 0..variants {

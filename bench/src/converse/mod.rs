@@ -26,6 +26,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::{Mutex, oneshot};
 
 use crate::measure::{CpuMeter, spread};
+use crate::progress::Progress;
 use crate::rtp::{RtpOut, rtp_payload};
 use crate::sip_load::{Dialog, Invite};
 
@@ -269,8 +270,8 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
             async move { one_call(s, c, slug, done).await },
         ));
     }
-    let mut progress = crate::Progress::new();
-    let show = |progress: &mut crate::Progress| {
+    let mut progress = Progress::new();
+    let show = |progress: &mut Progress| {
         let t = &shared.totals;
         progress.show(
             t.done.load(Ordering::Relaxed) as i64,

@@ -20,6 +20,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use switchboard_sip::sdp::Codec;
 
+use crate::measure::round;
+use crate::progress::Progress;
+
 pub(crate) mod greeting;
 mod output;
 pub(crate) mod peer;
@@ -399,15 +402,15 @@ async fn sample(far: Arc<Far>, server: u32, out: Arc<Mutex<Vec<Value>>>, started
         }
         let (in_flight, talking) = far.live();
         out.lock().unwrap().push(json!({
-            "t": crate::round(started.elapsed().as_secs_f64()),
+            "t": round(started.elapsed().as_secs_f64()),
             "in_flight": in_flight,
             "talking": talking,
-            "server_cpu_percent": cpu.map(crate::round),
+            "server_cpu_percent": cpu.map(round),
             "server_rss_kib": rss,
             "server_rss_anon_kib": crate::measure::rss_anon_kib(server),
-            "bench_cpu_percent": bench_cpu.map(crate::round),
-            "peer_cpu_percent": peer_cpu.or(sipp_cpu).map(crate::round),
-            "machine_busy_percent": machine_busy.map(crate::round),
+            "bench_cpu_percent": bench_cpu.map(round),
+            "peer_cpu_percent": peer_cpu.or(sipp_cpu).map(round),
+            "machine_busy_percent": machine_busy.map(round),
         }));
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -426,7 +429,7 @@ async fn drive_direct(
     let started = Instant::now();
     let mut next = tokio::time::Instant::now();
     let mut tasks = Vec::with_capacity(total as usize);
-    let mut progress = crate::Progress::new();
+    let mut progress = Progress::new();
     for i in 0..total {
         tokio::time::sleep_until(next).await;
         next += interval;
@@ -533,7 +536,7 @@ async fn drive_campaigns(
         api.must(Method::POST, &format!("/campaigns/{id}/launch"), None)
             .await?;
     }
-    let mut progress = crate::Progress::new();
+    let mut progress = Progress::new();
     let end = started + Duration::from_secs_f64(args.duration);
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(250)).await;

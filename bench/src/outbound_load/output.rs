@@ -10,8 +10,7 @@ use switchboard_sip::sdp::Codec;
 use super::peer::{FarEnd, PeerCall};
 use super::server::ServerLog;
 use super::{Drive, OutboundLoadArgs, placed_at};
-use crate::measure::spread;
-use crate::round;
+use crate::measure::{round, spread};
 
 /// The charts of the HTML report.
 pub const CHARTS: &[crate::measure::Chart] = &[

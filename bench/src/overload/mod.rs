@@ -19,8 +19,8 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
+use crate::measure::round;
 use crate::measure::{spread, thread_cpu, thread_ticks};
-use crate::round;
 
 mod outbound;
 mod sipp;

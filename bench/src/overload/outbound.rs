@@ -14,6 +14,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use switchboard_sip::sdp::Codec;
 
+use crate::measure::round;
 use crate::outbound_load::create_campaign;
 use crate::outbound_load::greeting;
 use crate::outbound_load::peer::{Peer, PeerConfig};
@@ -299,7 +300,7 @@ fn campaign_report(
         let secs = to.saturating_duration_since(from).as_secs_f64().max(0.001);
         json!({
             "invites": count,
-            "per_sec": crate::round(count as f64 / secs),
+            "per_sec": round(count as f64 / secs),
             "refill_ms": crate::measure::spread(&mut refill),
         })
     };

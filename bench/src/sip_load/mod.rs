@@ -20,6 +20,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::UdpSocket;
 use tokio::sync::Mutex;
 
+use crate::progress::Progress;
+
 mod output;
 mod spawn;
 mod ua;
@@ -145,7 +147,7 @@ pub async fn run(mut args: SipLoadArgs) -> anyhow::Result<Value> {
     let interval = Duration::from_secs_f64(1.0 / args.rate.max(0.001));
     let mut calls = Vec::with_capacity(args.total as usize);
     let mut next = tokio::time::Instant::now();
-    let mut progress = crate::Progress::new();
+    let mut progress = Progress::new();
     for i in 0..args.total {
         tokio::time::sleep_until(next).await;
         next += interval;

@@ -25,12 +25,16 @@ mod converse;
 mod dashboard;
 mod enroll;
 mod flow_sim;
+mod greeting;
 mod measure;
 mod outbound_load;
 mod overload;
 mod progress;
 mod rtp;
 mod sip_load;
+mod sipp;
+mod spawn;
+mod ua;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -1,10 +1,11 @@
 //! What the benchmarks share to measure and report: a process's CPU and memory from /proc (and
-//! its threads'), this process's peak memory, the machine's busy share, percentiles and
-//! rounding, the test audio, and the HTML report page.
+//! its threads'), a server's sampled over a run, this process's peak memory, the machine's busy
+//! share, percentiles and rounding, the test audio, and the HTML report page.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
@@ -141,6 +142,26 @@ pub fn thread_cpu(
         })
         .filter(|(_, pct)| *pct > 0.0)
         .collect()
+}
+
+/// Samples the server's CPU (percent of one core) and RSS every half second.
+pub async fn sample_server(
+    pid: Option<u32>,
+    live: impl Fn() -> i64,
+    out: Arc<tokio::sync::Mutex<Vec<Value>>>,
+    started: Instant,
+) {
+    let mut meter = CpuMeter::new(pid);
+    loop {
+        let (cpu, rss) = meter.sample();
+        out.lock().await.push(serde_json::json!({
+            "t": started.elapsed().as_secs_f64(),
+            "live_calls": live(),
+            "cpu_percent": cpu,
+            "rss_kib": rss,
+        }));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// The whole machine's busy share between samples, in percent of all its cores.

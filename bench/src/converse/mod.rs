@@ -28,7 +28,7 @@ use tokio::sync::{Mutex, oneshot};
 use crate::measure::{CpuMeter, spread};
 use crate::progress::Progress;
 use crate::rtp::{RtpOut, rtp_payload};
-use crate::sip_load::{Dialog, Invite};
+use crate::ua::{Dialog, Invite};
 
 mod echo;
 mod report;
@@ -165,7 +165,7 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     );
     let bin = match &args.spawn {
         Some(bin) => bin.clone(),
-        None => crate::outbound_load::server::default_binary()?,
+        None => crate::spawn::default_binary()?,
     };
     let latencies = Latencies {
         stt: Duration::from_millis(args.stt_ms),
@@ -178,7 +178,7 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     let stand_in = StandIn::start(latencies).await?;
     let (line, made_by) = caller_line(args.wav.as_deref())?;
     let codec = Codec::Pcmu;
-    let speech = crate::outbound_load::greeting::frames(codec, &line);
+    let speech = crate::greeting::frames(codec, &line);
     let speech_pcm: Vec<Vec<i16>> = line
         .chunks(160)
         .map(|c| {
@@ -187,7 +187,7 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
             frame
         })
         .collect();
-    let silence = crate::outbound_load::greeting::frames(codec, &[0; 160])
+    let silence = crate::greeting::frames(codec, &[0; 160])
         .pop()
         .context("encoding silence")?;
     let base = &stand_in.base_url;
@@ -207,7 +207,7 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     }
     // Below the ephemeral range, where the callers' media sockets are.
     flags.extend(["--rtp-ports".into(), "20000-31999".into()]);
-    let mut server = crate::sip_load::spawn_switchboard(&bin, &flags).await?;
+    let mut server = crate::spawn::spawn_switchboard(&bin, &flags).await?;
     let pid = server.child.id().context("server pid")?;
     let endpoints = args.calls.min(ENDPOINTS);
     let (agents, routes) = agents_and_endpoints(&server, &args, endpoints).await?;
@@ -228,7 +228,7 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     let started = Instant::now();
     let samples = Arc::new(Mutex::new(Vec::<Value>::new()));
     let live = shared.clone();
-    let sampler = tokio::spawn(crate::sip_load::sample_server(
+    let sampler = tokio::spawn(crate::measure::sample_server(
         Some(pid),
         move || live.totals.live.load(Ordering::Relaxed),
         samples.clone(),
@@ -314,7 +314,7 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
 /// One agent per call, and the endpoints the calls take turns on (the first calls' agents
 /// are the endpoints' own; the others' are created alone and pointed to when their call comes).
 async fn agents_and_endpoints(
-    server: &crate::sip_load::Spawned,
+    server: &crate::spawn::Spawned,
     args: &ConverseArgs,
     endpoints: usize,
 ) -> anyhow::Result<(Vec<String>, Vec<(String, String)>)> {
@@ -343,10 +343,10 @@ async fn agents_and_endpoints(
             ]});
         }
         if c < endpoints {
-            routes.push(crate::sip_load::create_endpoint(server, &agent).await?);
+            routes.push(crate::spawn::create_endpoint(server, &agent).await?);
             agents.push(String::new());
         } else {
-            agents.push(crate::sip_load::create_agent(server, &agent).await?);
+            agents.push(crate::spawn::create_agent(server, &agent).await?);
         }
     }
     Ok((agents, routes))
@@ -356,10 +356,10 @@ async fn agents_and_endpoints(
 fn caller_line(wav: Option<&std::path::Path>) -> anyhow::Result<(Vec<i16>, &'static str)> {
     let (mut audio, made_by) = match wav {
         Some(path) => (crate::measure::load_wav(path, 8000)?, "wav"),
-        None => match crate::outbound_load::greeting::espeak(8000, LINE) {
+        None => match crate::greeting::espeak(8000, LINE) {
             Some(audio) => (audio, "espeak-ng"),
             None => {
-                let mut audio = crate::outbound_load::greeting::synthetic(8000);
+                let mut audio = crate::greeting::synthetic(8000);
                 audio.truncate(8000 * 2);
                 (audio, "synthetic")
             }

@@ -23,13 +23,13 @@ use switchboard_sip::sdp::Codec;
 use crate::measure::round;
 use crate::progress::Progress;
 
-pub(crate) mod greeting;
 mod output;
 pub(crate) mod peer;
 pub(crate) mod server;
 mod sipmsg;
 mod sipp;
 
+use crate::greeting;
 use peer::{Mix, Peer, PeerConfig};
 use server::{Api, Server};
 
@@ -196,7 +196,7 @@ pub async fn run(mut args: OutboundLoadArgs) -> anyhow::Result<Value> {
     raise_fd_limit();
     let bin = match &args.spawn {
         Some(b) => b.clone(),
-        None => server::default_binary()?,
+        None => crate::spawn::default_binary()?,
     };
     let mut greeting_source = Value::Null;
     let far = if args.peer == "sipp" {

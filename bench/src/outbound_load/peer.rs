@@ -872,8 +872,8 @@ mod tests {
             codec: Codec::Pcmu,
             hold_cap: Duration::from_secs(20),
             ring_cap: Duration::from_secs(20),
-            greeting: super::super::greeting::frames(Codec::Pcmu, &audio),
-            hello: super::super::greeting::frames(Codec::Pcmu, &audio[..4000]),
+            greeting: crate::greeting::frames(Codec::Pcmu, &audio),
+            hello: crate::greeting::frames(Codec::Pcmu, &audio[..4000]),
         })
         .unwrap();
         let sockets = SipSockets::bind("127.0.0.1:0".parse().unwrap(), None)

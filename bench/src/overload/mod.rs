@@ -28,7 +28,6 @@ mod timeline;
 mod watch;
 
 use sipp::{Audio, Load, Outcome, Sipp};
-pub(crate) use sipp::{SippCsv, launch};
 use watch::Sample;
 
 #[derive(clap::Args, Clone)]
@@ -143,7 +142,7 @@ struct Plan {
 pub async fn run(args: OverloadArgs) -> anyhow::Result<Value> {
     let bin = match &args.spawn {
         Some(bin) => bin.clone(),
-        None => crate::outbound_load::server::default_binary()?,
+        None => crate::spawn::default_binary()?,
     };
     let mut args = args;
     args.spawn = Some(bin);
@@ -383,7 +382,7 @@ async fn measure(args: &OverloadArgs, audio: Audio, plan: &Plan) -> anyhow::Resu
     } else {
         None
     };
-    let mut server = crate::sip_load::spawn_server(bin, &server_args).await?;
+    let mut server = crate::spawn::spawn_server(bin, &server_args).await?;
     let outbound = match peer {
         Some(peer) => Some(outbound::Outbound::prepare(peer, &server, args.outbound_hold).await?),
         None => None,

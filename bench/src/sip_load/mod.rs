@@ -16,21 +16,18 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{Value, json};
 use switchboard_sip::sdp::Codec;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::UdpSocket;
 use tokio::sync::Mutex;
 
 use crate::progress::Progress;
 
 mod output;
-mod spawn;
-mod ua;
 
-pub(crate) use output::sample_server;
 use output::{report, scrape_rtp};
-pub(crate) use spawn::free_port;
-pub(crate) use spawn::{Spawned, create_agent, create_endpoint, spawn_server, spawn_switchboard};
-pub(crate) use ua::{Dialog, Invite};
+
+use crate::measure::sample_server;
+use crate::spawn::spawn_server;
+use crate::ua::{Dialog, Invite};
 
 #[derive(clap::Args, Clone)]
 pub struct SipLoadArgs {

@@ -1,8 +1,14 @@
 //! The converse report: each turn's added latency tied to the stand-ins' records, the
 //! barge-ins, the echo's false barge-ins, and the server's use per call.
 
-use super::*;
+use serde_json::{Value, json};
+
+use super::args::ConverseArgs;
+use super::caller::Seen;
+use super::turns::{Matcher, barge_in_ms};
+use super::vendors;
 use crate::measure::round;
+use crate::measure::spread;
 
 /// What the run measured besides the calls' own figures.
 pub(super) struct Measured {

@@ -1,8 +1,11 @@
 //! The sip-load report: setup latency percentiles, failures, RTP figures and the server's CPU
 //! and memory over the run, as JSON and as an HTML page with charts.
 
-use super::*;
+use std::sync::atomic::Ordering;
 
+use serde_json::{Value, json};
+
+use super::calls::Shared;
 use crate::measure::percentile;
 
 /// The charts of the HTML report.

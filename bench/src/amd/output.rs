@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::*;
+use serde_json::{Value, json};
+use switchboard_sip::amd::{AmdSettings, AnsweredBy};
+
+use super::cases::{Case, Outcome, RATE, Truth};
 use crate::measure::round;
 
 const VERDICTS: [AnsweredBy; 3] = [AnsweredBy::Human, AnsweredBy::Machine, AnsweredBy::Unsure];

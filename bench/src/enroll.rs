@@ -1,11 +1,25 @@
 //! `enroll-csv`: a large CSV enrolled through the real HTTP API, streamed from a file, against
 //! `sqlite3`'s `.import` of the same rows as the reference.
 
-use super::*;
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::measure::{peak_rss_mib, round};
+
+#[derive(clap::Args)]
+pub(crate) struct EnrollArgs {
+    #[arg(long, default_value_t = 1_000_000)]
+    contacts: usize,
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
 
 /// The service on a loopback port with its defaults, over `store`: its address, the sender that
 /// stops it, and its task.
-pub(super) async fn serve_in_process(
+pub(crate) async fn serve_in_process(
     store: switchboard::Store,
     database_url: String,
     dir: &std::path::Path,
@@ -35,7 +49,7 @@ pub(super) async fn serve_in_process(
     Ok((addr, stop, server))
 }
 
-pub(super) async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
+pub(crate) async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;
     let db_url = format!("sqlite://{}", dir.path().join("enroll.db").display());
     let store = switchboard::Store::open(&db_url).await?;

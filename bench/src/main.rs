@@ -25,14 +25,18 @@ mod converse;
 mod dashboard;
 mod enroll;
 mod flow_sim;
+mod greeting;
 mod measure;
 mod outbound_load;
 mod overload;
+mod progress;
 mod rtp;
 mod sip_load;
+mod sipp;
+mod spawn;
+mod ua;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -44,6 +48,9 @@ use switchboard_actors::campaign::CampaignStatus;
 use switchboard_actors::contact::ContactState;
 use switchboard_actors::ids::CampaignId;
 use switchboard_actors::sim::SecondsRange;
+
+use measure::{peak_rss_mib, round};
+use progress::Progress;
 
 #[derive(Parser)]
 #[command(
@@ -61,7 +68,7 @@ enum Command {
     /// virtual time.
     CampaignSim(SimArgs),
     /// Enroll a generated CSV of contacts through the HTTP API of an in-process service.
-    EnrollCsv(EnrollArgs),
+    EnrollCsv(enroll::EnrollArgs),
     /// Measure one campaign evaluation's wall time at several campaign sizes.
     EvalCost(EvalArgs),
     /// Place SIP calls at a steady rate, stream audio, and measure the server.
@@ -132,14 +139,6 @@ struct SimArgs {
     /// each hand-off is a context switch instead of waking another core.
     #[arg(long)]
     all_cores: bool,
-}
-
-#[derive(clap::Args)]
-struct EnrollArgs {
-    #[arg(long, default_value_t = 1_000_000)]
-    contacts: usize,
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -267,52 +266,6 @@ fn pin_to_one_core() -> Option<usize> {
     }
 }
 
-/// Peak resident memory of this process, in MiB (Linux).
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
-struct Progress {
-    started: Instant,
-    last: Instant,
-}
-
-impl Progress {
-    fn new() -> Self {
-        let now = Instant::now();
-        Self {
-            started: now,
-            last: now - Duration::from_secs(10),
-        }
-    }
-
-    /// Redraws at most twice a second.
-    fn show(&mut self, done: i64, total: i64, note: &str) {
-        if self.last.elapsed() < Duration::from_millis(500) && done < total {
-            return;
-        }
-        self.last = Instant::now();
-        let width = 30usize;
-        let frac = if total > 0 {
-            done as f64 / total as f64
-        } else {
-            1.0
-        };
-        let filled = ((frac * width as f64) as usize).min(width);
-        eprint!(
-            "\r[{}{}] {:5.1}% {done}/{total} {note} ({:.0?})   ",
-            "#".repeat(filled),
-            ".".repeat(width - filled),
-            frac * 100.0,
-            self.started.elapsed()
-        );
-        let _ = std::io::stderr().flush();
-    }
-}
-
 async fn campaign_sim(args: SimArgs) -> anyhow::Result<Value> {
     if args.contacts == 0 {
         bail!("--contacts must be positive");
@@ -424,10 +377,6 @@ async fn campaign_sim(args: SimArgs) -> anyhow::Result<Value> {
         "peak_rss_mib": peak_rss_mib().map(round),
     });
     Ok(report)
-}
-
-fn round(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 async fn eval_cost(args: EvalArgs) -> anyhow::Result<Value> {

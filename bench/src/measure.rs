@@ -1,15 +1,22 @@
-//! What the SIP benchmarks share: a process's CPU and memory from /proc (and its threads'),
-//! the machine's busy share, percentiles, the test audio, and the HTML report page.
+//! What the benchmarks share to measure and report: a process's CPU and memory from /proc (and
+//! its threads'), a server's sampled over a run, this process's peak memory, the machine's busy
+//! share, percentiles and rounding, the test audio, and the HTML report page.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
 
 /// USER_HZ on Linux: the unit of /proc CPU times.
 const TICK_HZ: f64 = 100.0;
+
+/// `x` to two decimals, as the reports give figures.
+pub fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
 
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -24,9 +31,9 @@ pub fn spread(values: &mut [f64]) -> Value {
     values.sort_by(|a, b| a.total_cmp(b));
     serde_json::json!({
         "n": values.len(),
-        "p50": crate::round(percentile(values, 50.0)),
-        "p99": crate::round(percentile(values, 99.0)),
-        "max": crate::round(values.last().copied().unwrap_or(0.0)),
+        "p50": round(percentile(values, 50.0)),
+        "p99": round(percentile(values, 99.0)),
+        "max": round(values.last().copied().unwrap_or(0.0)),
     })
 }
 
@@ -51,6 +58,14 @@ fn status_kib(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse::<f64>().ok()
+}
+
+/// Peak resident memory of this process, in MiB (Linux).
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 /// A process's CPU use between samples, in percent of one core.
@@ -122,11 +137,31 @@ pub fn thread_cpu(
             let used = t - before.get(name).copied().unwrap_or(0.0);
             (
                 name.clone(),
-                crate::round(used / TICK_HZ / secs.max(0.001) * 100.0),
+                round(used / TICK_HZ / secs.max(0.001) * 100.0),
             )
         })
         .filter(|(_, pct)| *pct > 0.0)
         .collect()
+}
+
+/// Samples the server's CPU (percent of one core) and RSS every half second.
+pub async fn sample_server(
+    pid: Option<u32>,
+    live: impl Fn() -> i64,
+    out: Arc<tokio::sync::Mutex<Vec<Value>>>,
+    started: Instant,
+) {
+    let mut meter = CpuMeter::new(pid);
+    loop {
+        let (cpu, rss) = meter.sample();
+        out.lock().await.push(serde_json::json!({
+            "t": started.elapsed().as_secs_f64(),
+            "live_calls": live(),
+            "cpu_percent": cpu,
+            "rss_kib": rss,
+        }));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// The whole machine's busy share between samples, in percent of all its cores.

@@ -3,8 +3,7 @@
 
 use serde_json::{Map, json};
 
-use super::graph::{Kind, Rule};
-use super::run::FlowRun;
+use super::graph::{Flow, Kind, Rule};
 use crate::vendors::ToolSpec;
 
 /// A function of the model's briefing that leads somewhere.
@@ -17,60 +16,59 @@ pub struct Edge {
 
 /// The prefix of every function that moves the flow.
 pub const EDGE_PREFIX: &str = "go_to_";
-impl FlowRun {
-    /// What the model is offered at the current node: one function per edge it decides
-    /// (the node's variables as their arguments) and one per global node.
-    pub fn edges(&self) -> Vec<Edge> {
-        let node = self.node();
-        let mut edges = Vec::new();
-        let mut names = std::collections::HashSet::new();
-        if let Kind::Conversation {
-            transitions,
-            variables,
-            ..
-        } = &node.kind
-        {
-            let mut properties = Map::new();
-            for v in variables {
-                properties.insert(
-                    v.name.clone(),
-                    json!({"type": "string", "description": v.description}),
-                );
-            }
-            let parameters = json!({"type": "object", "properties": properties});
-            for t in transitions {
-                if let Rule::Model(condition) = &t.rule {
-                    let name = unique(&mut names, &self.flow.node(t.next).id);
-                    edges.push(Edge {
-                        function: ToolSpec {
-                            name,
-                            description: format!("Call this when: {condition}"),
-                            parameters: parameters.clone(),
-                        },
-                        next: t.next,
-                        reason: format!("model: {condition}"),
-                    });
-                }
-            }
-            for g in &self.flow.globals {
-                if *g == self.current {
-                    continue;
-                }
-                let global = self.flow.node(*g);
-                let condition = global.global_condition.clone().unwrap_or_default();
+
+/// What the model is offered at node `current` of `flow`: one function per edge it decides
+/// (the node's variables as their arguments) and one per global node.
+pub(super) fn offered(flow: &Flow, current: usize) -> Vec<Edge> {
+    let node = flow.node(current);
+    let mut edges = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    if let Kind::Conversation {
+        transitions,
+        variables,
+        ..
+    } = &node.kind
+    {
+        let mut properties = Map::new();
+        for v in variables {
+            properties.insert(
+                v.name.clone(),
+                json!({"type": "string", "description": v.description}),
+            );
+        }
+        let parameters = json!({"type": "object", "properties": properties});
+        for t in transitions {
+            if let Rule::Model(condition) = &t.rule {
+                let name = unique(&mut names, &flow.node(t.next).id);
                 edges.push(Edge {
                     function: ToolSpec {
-                        name: unique(&mut names, &global.id),
-                        description: format!("Call this at any time when: {condition}"),
+                        name,
+                        description: format!("Call this when: {condition}"),
                         parameters: parameters.clone(),
                     },
-                    next: *g,
-                    reason: format!("global: {condition}"),
+                    next: t.next,
+                    reason: format!("model: {condition}"),
                 });
             }
         }
-        edges
+        for g in &flow.globals {
+            if *g == current {
+                continue;
+            }
+            let global = flow.node(*g);
+            let condition = global.global_condition.clone().unwrap_or_default();
+            edges.push(Edge {
+                function: ToolSpec {
+                    name: unique(&mut names, &global.id),
+                    description: format!("Call this at any time when: {condition}"),
+                    parameters: parameters.clone(),
+                },
+                next: *g,
+                reason: format!("global: {condition}"),
+            });
+        }
     }
+    edges
 }
 
 /// A function name for the edge to `id`, unique among `names` (letters, digits, `_`, `-`).

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::edges;
 pub use super::edges::{EDGE_PREFIX, Edge};
 use super::graph::{Arg, Check, Flow, Kind, Line, Node, Rule, Test};
 use super::routing::{self, HardFailure, stringified};
@@ -121,6 +122,12 @@ impl FlowRun {
 
     pub fn node(&self) -> &Node {
         self.flow.node(self.current)
+    }
+
+    /// What the model is offered at the current node: one function per edge it decides
+    /// (the node's variables as their arguments) and one per global node.
+    pub fn edges(&self) -> Vec<Edge> {
+        edges::offered(&self.flow, self.current)
     }
 
     pub fn path(&self) -> &[PathStep] {

@@ -3,7 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use super::*;
+use serde_json::{Value, json};
+use switchboard_sip::amd::{AmdSettings, AnsweredBy};
+
+use super::cases::{Case, Outcome, RATE, Truth};
+use crate::measure::round;
 
 const VERDICTS: [AnsweredBy; 3] = [AnsweredBy::Human, AnsweredBy::Machine, AnsweredBy::Unsure];
 
@@ -27,7 +31,7 @@ fn share(n: usize, of: usize) -> f64 {
     if of == 0 {
         return 0.0;
     }
-    crate::round(n as f64 / of as f64)
+    round(n as f64 / of as f64)
 }
 
 /// The verdict's times, p50 and p99, in ms.
@@ -173,7 +177,7 @@ pub(super) fn report(
         "benchmark": "amd",
         "seed": seed,
         "files": done.len(),
-        "audio_secs": crate::round(audio_secs),
+        "audio_secs": round(audio_secs),
         "settings": settings_json(&settings),
         "confusion_matrix": matrix,
         "accuracy": share(spoken_right, spoken.len()),
@@ -195,7 +199,7 @@ pub(super) fn report(
         "time_to_verdict_ms_humans": times(done.iter().filter(|(c, _)| c.truth == Truth::Human).map(|(_, r)| *r)),
         "time_to_verdict_ms_machines": times(done.iter().filter(|(c, _)| c.truth == Truth::Machine).map(|(_, r)| *r)),
         "greeting": greeting_timing(&done),
-        "analysis_cpu_ms_per_audio_sec": crate::round(cpu_ms / audio_secs.max(1e-9)),
+        "analysis_cpu_ms_per_audio_sec": round(cpu_ms / audio_secs.max(1e-9)),
         "misclassified": misclassified,
     })
 }
@@ -244,7 +248,7 @@ pub(super) fn with_files(report: &Value, cases: &[Case]) -> Value {
                 "name": c.name,
                 "truth": c.truth.as_str(),
                 "description": c.description,
-                "secs": crate::round(c.samples.len() as f64 / f64::from(RATE)),
+                "secs": round(c.samples.len() as f64 / f64::from(RATE)),
                 "beep_hz": c.beep.map(|b| b.0),
                 "beep_at_ms": c.beep.map(|b| b.1),
                 "answered_by": r.answered_by.as_str(),

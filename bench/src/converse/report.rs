@@ -1,7 +1,14 @@
 //! The converse report: each turn's added latency tied to the stand-ins' records, the
 //! barge-ins, the echo's false barge-ins, and the server's use per call.
 
-use super::*;
+use serde_json::{Value, json};
+
+use super::args::ConverseArgs;
+use super::caller::Seen;
+use super::turns::{Matcher, barge_in_ms};
+use super::vendors;
+use crate::measure::round;
+use crate::measure::spread;
 
 /// What the run measured besides the calls' own figures.
 pub(super) struct Measured {
@@ -57,17 +64,16 @@ pub(super) fn report(
     let barge_not_stopped = seen.barges.iter().filter(|b| !b.stopped).count();
     let plateau = plateau(&samples, args.calls as i64);
     let per_call = |v: Option<f64>, base: Option<f64>| {
-        v.zip(base)
-            .map(|(v, b)| crate::round((v - b) / args.calls as f64))
+        v.zip(base).map(|(v, b)| round((v - b) / args.calls as f64))
     };
-    let base_rss_mib = base_rss.map(|k| crate::round(k / 1024.0));
+    let base_rss_mib = base_rss.map(|k| round(k / 1024.0));
     json!({
         "benchmark": "converse",
         "calls": args.calls,
         "turns_per_call": args.turns,
         "barge_in_turn": args.barge_in_turn,
         "caller_speech": made_by,
-        "caller_line_secs": crate::round(line_secs),
+        "caller_line_secs": round(line_secs),
         "vendor_latency_ms": {"stt": args.stt_ms, "llm_first_piece": args.llm_ms,
             "llm_between_pieces": args.llm_chunk_ms, "tts": args.tts_ms,
             "spread": args.vendor_spread_ms},
@@ -97,16 +103,16 @@ pub(super) fn report(
             "chat_turns": records.chat.iter().filter(|c| c.call.is_some()).count(),
             "chat_analyses": records.chat.iter().filter(|c| c.call.is_none()).count(),
             "tts": records.tts.len() as u64 + records.tts_unmatched},
-        "server_idle_cpu_percent": base_cpu.map(crate::round),
+        "server_idle_cpu_percent": base_cpu.map(round),
         "server_idle_rss_mib": base_rss_mib,
-        "server_cpu_percent_all_calls_live": plateau.0.map(crate::round),
-        "server_rss_mib_all_calls_live": plateau.1.map(|k| crate::round(k / 1024.0)),
+        "server_cpu_percent_all_calls_live": plateau.0.map(round),
+        "server_rss_mib_all_calls_live": plateau.1.map(|k| round(k / 1024.0)),
         "server_cpu_core_secs_per_sec_per_call": plateau.0.zip(base_cpu)
             .map(|(v, b)| ((v - b) / args.calls as f64 * 1000.0).round() / 100_000.0),
         "server_cpu_percent_per_call": per_call(plateau.0, base_cpu),
         "server_rss_kib_per_call": per_call(plateau.1, base_rss),
-        "bench_cpu_percent": bench_cpu.map(crate::round),
-        "wall_secs": crate::round(wall),
+        "bench_cpu_percent": bench_cpu.map(round),
+        "wall_secs": round(wall),
         "samples": samples,
     })
 }

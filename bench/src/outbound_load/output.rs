@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{Value, json};
 use switchboard_sip::sdp::Codec;
 
+use super::args::OutboundLoadArgs;
+use super::drive::{Drive, placed_at};
 use super::peer::{FarEnd, PeerCall};
 use super::server::ServerLog;
-use super::{Drive, OutboundLoadArgs, placed_at};
-use crate::measure::spread;
-use crate::round;
+use crate::measure::{round, spread};
 
 /// The charts of the HTML report.
 pub const CHARTS: &[crate::measure::Chart] = &[
@@ -92,16 +92,100 @@ fn slope(points: &[(f64, f64)]) -> Option<f64> {
     (points.len() >= 2 && sxx > 0.0).then(|| sxy / sxx)
 }
 
+/// The report: the run's settings, then what the far end saw, what the service recorded,
+/// what the server used, the pacing or the API's answers (by mode), and the targets.
 pub fn report(i: Inputs) -> Value {
     let args = i.args;
+    let far = far_end(&i);
+    let service = service(&i);
+    let resources = resources(&i, far.peak_talking);
+    let (dial_rate, setup_rate) = setup_rates(&i, &far.invites);
+    let api_failed = i
+        .drive
+        .placed
+        .iter()
+        .filter(|p| !(200..300).contains(&p.status))
+        .count();
+    let rtp_lost = far.rtp_lost + service.rtp_lost;
+    let all_failed = service.failed + api_failed;
+    let mut report = json!({
+        "benchmark": "outbound-load",
+        "peer": args.peer,
+        "mode": args.mode,
+        "codec": i.codec.name(),
+        "hold_secs": args.hold,
+        "amd": args.amd_on(),
+        "ring_ms": args.ring_ms,
+        "duration_secs": args.duration,
+        "wall_secs": round(i.wall),
+        "peer_mix": i.shares,
+        "setup_rate_per_sec": setup_rate,
+        "dial_rate_per_sec_at_service": dial_rate,
+        "rtp_lost_total": rtp_lost,
+        "failed_calls": all_failed,
+        "targets": {
+            "concurrent_500_without_rtp_loss": far.peak_talking >= 500 && rtp_lost == 0,
+            "setups_200_per_sec_without_failures": setup_rate >= 200.0 * (1.0 - RATE_TOLERANCE) && all_failed == 0,
+            "rss_under_64_kib_per_call": far.peak_talking > 0 && resources.rss_per_call < 64.0,
+        },
+    });
+    for part in [far.json, service.json, resources.json] {
+        if let (Value::Object(r), Value::Object(m)) = (&mut report, part) {
+            r.extend(m);
+        }
+    }
+    if args.mode == "direct" {
+        let api_statuses: BTreeMap<String, u64> = {
+            let s: Vec<String> = i
+                .drive
+                .placed
+                .iter()
+                .map(|p| p.status.to_string())
+                .collect();
+            count(s.iter().map(String::as_str))
+        };
+        let mut api_ms: Vec<f64> = i.drive.placed.iter().map(|p| p.api_ms).collect();
+        report["rate_per_sec"] = json!(args.rate);
+        report["ring_timeout_secs"] = json!(args.ring_timeout);
+        report["calls_requested"] = json!(i.drive.placed.len());
+        report["api_statuses"] = json!(api_statuses);
+        report["api_ms"] = spread(&mut api_ms);
+    } else {
+        let (pacing, pacing_held) = pacing(&i);
+        report["campaigns"] = json!(i.drive.campaigns.len());
+        report["contacts_per_campaign"] = json!(i.drive.contacts_per_campaign);
+        report["campaigns_out_of_contacts"] = json!(i.drive.completed_early);
+        report["pacing"] = json!(pacing);
+        report["pacing_held"] = json!((args.peer == "bench").then_some(pacing_held));
+        report["pacing_gap_tolerance_secs"] = json!(GAP_TOLERANCE_SECS);
+    }
+    if !i.sipp.is_null() {
+        report["sipp"] = i.sipp;
+    }
+    report
+}
+
+/// What the far end saw, and what the rest of the report takes from it.
+struct FarSeen {
+    json: Value,
+    /// When each INVITE came, in seconds from the start of the drive.
+    invites: Vec<f64>,
+    /// The most calls talking at once.
+    peak_talking: i64,
+    /// RTP the peer found lost.
+    rtp_lost: u64,
+}
+
+/// What the far end saw: its INVITEs (and their count a second), the most calls at once, the
+/// delays from the API to the INVITE and from the answer to the ACK and the first RTP, the
+/// calls by kind and by end, and the peer's RTP.
+fn far_end(i: &Inputs) -> FarSeen {
     let start = i.drive.started.unwrap_or_else(std::time::Instant::now);
     let since = |t: std::time::Instant| t.saturating_duration_since(start).as_secs_f64();
     let ms = |a: std::time::Instant, b: std::time::Instant| {
         b.saturating_duration_since(a).as_secs_f64() * 1000.0
     };
-
-    // What the far end saw.
-    let bench_peer = args.peer == "bench";
+    let bench_peer = i.args.peer == "bench";
     let invites: Vec<f64> = i.peer_calls.iter().map(|c| since(c.invite_at)).collect();
     let window = i.drive.secs.max(0.001);
     let mut per_second = vec![0u64; window.floor() as usize];
@@ -153,8 +237,40 @@ pub fn report(i: Inputs) -> Value {
         peer_sum(|c| c.rtp_received),
         peer_sum(|c| c.rtp_lost),
     );
+    let json = json!({
+        "invites_at_peer": if bench_peer { json!(i.peer_calls.len()) } else { i.sipp["IncomingCall"].clone() },
+        "setup_rate_lowest_second": steady.and_then(|s| s.iter().min()).filter(|_| bench_peer),
+        "setup_rate_highest_second": steady.and_then(|s| s.iter().max()).filter(|_| bench_peer),
+        "pdd_api_to_invite_ms": if pdd_api.is_empty() { Value::Null } else { spread(&mut pdd_api) },
+        "answer_to_ack_ms": if ok_to_ack.is_empty() { Value::Null } else { spread(&mut ok_to_ack) },
+        "answer_to_first_rtp_ms": if answer_to_rtp.is_empty() { Value::Null } else { spread(&mut answer_to_rtp) },
+        "peak_concurrent_calls": peak_talking,
+        "peak_in_flight": if bench_peer { json!(peak(flight_spans)) } else { Value::Null },
+        "peer_calls_by_kind": count(i.peer_calls.iter().map(|c| c.kind.name())),
+        "peer_calls_by_end": count(i.peer_calls.iter().map(|c| c.end)),
+        "peer_rtp": if bench_peer { json!({"sent": peer_sent, "received": peer_received, "lost": peer_lost}) } else { Value::Null },
+    });
+    FarSeen {
+        json,
+        invites,
+        peak_talking,
+        rtp_lost: peer_lost,
+    }
+}
 
-    // What the service recorded.
+/// What the service recorded, and what the rest of the report takes from it.
+struct Recorded {
+    json: Value,
+    /// Calls recorded as failed (or failed on infrastructure).
+    failed: usize,
+    /// RTP the server found lost.
+    rtp_lost: u64,
+}
+
+/// What the service recorded (outcomes, end reasons, SIP codes, who answered, recordings, talk
+/// time, each against what the peer did with the call, and the wait from queue to INVITE),
+/// the server's RTP counts from its log and the warnings it logged.
+fn service(i: &Inputs) -> Recorded {
     let field = |r: &'_ Value, k: &str| r[k].as_str().unwrap_or("null").to_string();
     let outcomes = count(
         i.records
@@ -211,7 +327,7 @@ pub fn report(i: Inputs) -> Value {
             continue;
         };
         let outcome = field(r, "outcome");
-        if outcome != c.kind.expected_outcome(args.amd_on()) {
+        if outcome != c.kind.expected_outcome(i.args.amd_on()) {
             mismatched += 1;
         }
         *versus
@@ -238,8 +354,44 @@ pub fn report(i: Inputs) -> Value {
         .calls
         .values()
         .fold((0, 0, 0), |(s, r, l), c| (s + c.0, r + c.1, l + c.2));
+    let mut warnings: Vec<(&String, &u64)> = i.log.warnings.iter().collect();
+    warnings.sort_by(|a, b| b.1.cmp(a.1));
+    warnings.truncate(12);
+    let json = json!({
+        "queued_to_invite_ms": if queued_to_invite.is_empty() { Value::Null } else { spread(&mut queued_to_invite) },
+        "server_rtp": {"calls": i.log.calls.len(), "sent": server_sent, "received": server_received, "lost": server_lost},
+        "calls_recorded_by_service": i.records.len(),
+        "outcomes": outcomes,
+        "end_reasons": end_reasons,
+        "sip_codes": sip_codes,
+        "answered_by": answered_by,
+        "recordings": recorded,
+        "answered_talk_secs": if talk_secs.is_empty() { Value::Null } else { spread(&mut talk_secs) },
+        "peer_kind_vs_outcome": versus,
+        "outcome_mismatches": mismatched,
+        "calls_unknown_to_service": unrecorded,
+        "calls_never_at_peer": if i.args.peer == "bench" { json!(never_reached_peer) } else { Value::Null },
+        "server_warnings": warnings.into_iter().map(|(k, v)| (k.clone(), *v)).collect::<BTreeMap<_, _>>(),
+        "server_warning_examples": i.log.examples,
+    });
+    Recorded {
+        json,
+        failed,
+        rtp_lost: server_lost,
+    }
+}
 
-    // The server's resources: the plateau is the samples within 90% of the peak.
+/// What the server used, and what the targets take from it.
+struct Resources {
+    json: Value,
+    /// The server's RSS per call at the peak, over the RSS the run started from.
+    rss_per_call: f64,
+}
+
+/// What the server used at the peak of calls (the plateau: the samples within 90% of it): its
+/// CPU, in all and per call and by thread; its RSS, with what each call at the peak holds and
+/// how it grew with the calls; and the CPU of the peer, the bench and the machine.
+fn resources(i: &Inputs, peak_talking: i64) -> Resources {
     let talking_now: Vec<i64> = i
         .samples
         .iter()
@@ -303,8 +455,28 @@ pub fn report(i: Inputs) -> Value {
         .filter_map(|s| s["server_rss_anon_kib"].as_f64())
         .fold(0.0, f64::max);
     let rss_anon_per_call = per_call(anon_base, anon_at_peak);
+    let json = json!({
+        "server_cpu_percent_at_peak": server_cpu,
+        "server_cpu_percent_max": round(cpu_max),
+        "server_cpu_percent_per_call": if peak_talking > 0 { round(server_cpu / peak_talking as f64) } else { 0.0 },
+        "server_cpu_by_thread": i.server_threads,
+        "server_rss_base_mib": round(rss_base / 1024.0),
+        "server_rss_peak_mib": round(rss_peak / 1024.0),
+        "server_rss_at_peak_calls_mib": round(rss_at_peak / 1024.0),
+        "server_rss_per_call_kib": rss_per_call,
+        "server_rss_anon_per_call_kib": rss_anon_per_call,
+        "server_rss_slope_kib_per_call": rss_slope.map(round),
+        "peer_cpu_percent_at_peak": at_plateau("peer_cpu_percent"),
+        "bench_cpu_percent_at_peak": at_plateau("bench_cpu_percent"),
+        "machine_busy_percent_at_peak": at_plateau("machine_busy_percent"),
+    });
+    Resources { json, rss_per_call }
+}
 
-    // Pacing at the far end, per campaign (each calls from its own number).
+/// Pacing at the far end, per campaign (each calls from its own number), and whether every
+/// campaign's held.
+fn pacing(i: &Inputs) -> (Vec<Value>, bool) {
+    let args = i.args;
     let mut pacing = Vec::new();
     let mut pacing_held = true;
     for (id, number) in &i.drive.campaigns {
@@ -328,24 +500,13 @@ pub fn report(i: Inputs) -> Value {
             "held": held,
         }));
     }
+    (pacing, pacing_held)
+}
 
-    let api_statuses: BTreeMap<String, u64> = {
-        let s: Vec<String> = i
-            .drive
-            .placed
-            .iter()
-            .map(|p| p.status.to_string())
-            .collect();
-        count(s.iter().map(String::as_str))
-    };
-    let api_failed = i
-        .drive
-        .placed
-        .iter()
-        .filter(|p| !(200..300).contains(&p.status))
-        .count();
-    let mut api_ms: Vec<f64> = i.drive.placed.iter().map(|p| p.api_ms).collect();
-    // The service's own view, whatever the peer: calls started over the time they took.
+/// The service's dial rate (calls started over the time they took), and the setup rate: at the
+/// bench's peer, its INVITEs over the time from the first to the last of them; with SIPp, the
+/// dial rate.
+fn setup_rates(i: &Inputs, invites: &[f64]) -> (Option<f64>, f64) {
     let mut dials: Vec<f64> = i
         .records
         .iter()
@@ -362,151 +523,19 @@ pub fn report(i: Inputs) -> Value {
         (Some(a), Some(b)) if b > a => Some(round((dials.len() - 1) as f64 / (b - a))),
         _ => None,
     };
-    // Sustained: INVITEs over the time from the first to the last of them.
     let span = match (
         invites.iter().copied().reduce(f64::min),
         invites.iter().copied().reduce(f64::max),
     ) {
         (Some(a), Some(b)) if b > a => b - a,
-        _ => window,
+        _ => i.drive.secs.max(0.001),
     };
-    let setup_rate = if bench_peer {
+    let setup_rate = if i.args.peer == "bench" {
         round(invites.len().saturating_sub(1) as f64 / span)
     } else {
         dial_rate.unwrap_or(0.0)
     };
-    let rtp_lost = peer_lost + server_lost;
-    let all_failed = failed + api_failed;
-    let mut warnings: Vec<(&String, &u64)> = i.log.warnings.iter().collect();
-    warnings.sort_by(|a, b| b.1.cmp(a.1));
-    warnings.truncate(12);
-
-    let mut report = json!({
-        "benchmark": "outbound-load",
-        "peer": args.peer,
-        "mode": args.mode,
-        "codec": i.codec.name(),
-        "hold_secs": args.hold,
-        "amd": args.amd_on(),
-        "ring_ms": args.ring_ms,
-        "duration_secs": args.duration,
-        "wall_secs": round(i.wall),
-        "peer_mix": i.shares,
-        "invites_at_peer": if bench_peer { json!(i.peer_calls.len()) } else { i.sipp["IncomingCall"].clone() },
-        "setup_rate_per_sec": setup_rate,
-        "setup_rate_lowest_second": steady.and_then(|s| s.iter().min()).filter(|_| bench_peer),
-        "setup_rate_highest_second": steady.and_then(|s| s.iter().max()).filter(|_| bench_peer),
-        "dial_rate_per_sec_at_service": dial_rate,
-        "pdd_api_to_invite_ms": if pdd_api.is_empty() { Value::Null } else { spread(&mut pdd_api) },
-        "queued_to_invite_ms": if queued_to_invite.is_empty() { Value::Null } else { spread(&mut queued_to_invite) },
-        "answer_to_ack_ms": if ok_to_ack.is_empty() { Value::Null } else { spread(&mut ok_to_ack) },
-        "answer_to_first_rtp_ms": if answer_to_rtp.is_empty() { Value::Null } else { spread(&mut answer_to_rtp) },
-        "peak_concurrent_calls": peak_talking,
-        "peak_in_flight": if bench_peer { json!(peak(flight_spans)) } else { Value::Null },
-        "peer_calls_by_kind": count(i.peer_calls.iter().map(|c| c.kind.name())),
-        "peer_calls_by_end": count(i.peer_calls.iter().map(|c| c.end)),
-        "peer_rtp": if bench_peer { json!({"sent": peer_sent, "received": peer_received, "lost": peer_lost}) } else { Value::Null },
-        "server_rtp": {"calls": i.log.calls.len(), "sent": server_sent, "received": server_received, "lost": server_lost},
-        "rtp_lost_total": rtp_lost,
-        "calls_recorded_by_service": i.records.len(),
-        "outcomes": outcomes,
-        "end_reasons": end_reasons,
-        "sip_codes": sip_codes,
-        "answered_by": answered_by,
-        "recordings": recorded,
-        "answered_talk_secs": if talk_secs.is_empty() { Value::Null } else { spread(&mut talk_secs) },
-        "failed_calls": all_failed,
-    });
-    let more = json!({
-        "peer_kind_vs_outcome": versus,
-        "outcome_mismatches": mismatched,
-        "calls_unknown_to_service": unrecorded,
-        "calls_never_at_peer": if bench_peer { json!(never_reached_peer) } else { Value::Null },
-        "server_cpu_percent_at_peak": server_cpu,
-        "server_cpu_percent_max": round(cpu_max),
-        "server_cpu_percent_per_call": if peak_talking > 0 { round(server_cpu / peak_talking as f64) } else { 0.0 },
-        "server_cpu_by_thread": i.server_threads,
-        "server_rss_base_mib": round(rss_base / 1024.0),
-        "server_rss_peak_mib": round(rss_peak / 1024.0),
-        "server_rss_at_peak_calls_mib": round(rss_at_peak / 1024.0),
-        "server_rss_per_call_kib": rss_per_call,
-        "server_rss_anon_per_call_kib": rss_anon_per_call,
-        "server_rss_slope_kib_per_call": rss_slope.map(round),
-        "peer_cpu_percent_at_peak": at_plateau("peer_cpu_percent"),
-        "bench_cpu_percent_at_peak": at_plateau("bench_cpu_percent"),
-        "machine_busy_percent_at_peak": at_plateau("machine_busy_percent"),
-        "server_warnings": warnings.into_iter().map(|(k, v)| (k.clone(), *v)).collect::<BTreeMap<_, _>>(),
-        "server_warning_examples": i.log.examples,
-        "targets": {
-            "concurrent_500_without_rtp_loss": peak_talking >= 500 && rtp_lost == 0,
-            "setups_200_per_sec_without_failures": setup_rate >= 200.0 * (1.0 - RATE_TOLERANCE) && all_failed == 0,
-            "rss_under_64_kib_per_call": peak_talking > 0 && rss_per_call < 64.0,
-        },
-    });
-    if let (Value::Object(r), Value::Object(m)) = (&mut report, more) {
-        r.extend(m);
-    }
-    if args.mode == "direct" {
-        report["rate_per_sec"] = json!(args.rate);
-        report["ring_timeout_secs"] = json!(args.ring_timeout);
-        report["calls_requested"] = json!(i.drive.placed.len());
-        report["api_statuses"] = json!(api_statuses);
-        report["api_ms"] = spread(&mut api_ms);
-    } else {
-        report["campaigns"] = json!(i.drive.campaigns.len());
-        report["contacts_per_campaign"] = json!(i.drive.contacts_per_campaign);
-        report["campaigns_out_of_contacts"] = json!(i.drive.completed_early);
-        report["pacing"] = json!(pacing);
-        report["pacing_held"] = json!(bench_peer.then_some(pacing_held));
-        report["pacing_gap_tolerance_secs"] = json!(GAP_TOLERANCE_SECS);
-    }
-    if !i.sipp.is_null() {
-        report["sipp"] = i.sipp;
-    }
-    report
-}
-
-/// The figures compared with a reference report: lower is better for all but the first
-/// three.
-const COMPARED: [&str; 9] = [
-    "setup_rate_per_sec",
-    "peak_concurrent_calls",
-    "invites_at_peer",
-    "server_cpu_percent_at_peak",
-    "server_cpu_percent_per_call",
-    "server_rss_per_call_kib",
-    "server_rss_peak_mib",
-    "rtp_lost_total",
-    "failed_calls",
-];
-
-/// This run's figures divided by the reference's, where both have them.
-pub fn ratios(report: &Value, reference: &Value) -> Value {
-    let mut out = serde_json::Map::new();
-    let mut put = |name: String, a: Option<f64>, b: Option<f64>| {
-        if let (Some(a), Some(b)) = (a, b)
-            && b != 0.0
-        {
-            out.insert(name, json!(round(a / b)));
-        }
-    };
-    for k in COMPARED {
-        put(k.to_string(), report[k].as_f64(), reference[k].as_f64());
-    }
-    for k in [
-        "pdd_api_to_invite_ms",
-        "queued_to_invite_ms",
-        "answer_to_first_rtp_ms",
-    ] {
-        for p in ["p50", "p99"] {
-            put(
-                format!("{k}.{p}"),
-                report[k][p].as_f64(),
-                reference[k][p].as_f64(),
-            );
-        }
-    }
-    Value::Object(out)
+    (dial_rate, setup_rate)
 }
 
 #[cfg(test)]
@@ -519,17 +548,5 @@ mod tests {
         assert_eq!(peak(vec![]), 0);
         assert_eq!(slope(&[(0.0, 10.0), (2.0, 14.0), (4.0, 18.0)]), Some(2.0));
         assert_eq!(slope(&[(1.0, 1.0)]), None);
-    }
-
-    #[test]
-    fn ratios_take_what_both_have() {
-        let r = ratios(
-            &json!({"setup_rate_per_sec": 200.0, "failed_calls": 0, "queued_to_invite_ms": {"p50": 4.0}}),
-            &json!({"setup_rate_per_sec": 100.0, "failed_calls": 0, "queued_to_invite_ms": {"p50": 2.0}}),
-        );
-        assert_eq!(
-            r,
-            json!({"setup_rate_per_sec": 2.0, "queued_to_invite_ms.p50": 2.0})
-        );
     }
 }

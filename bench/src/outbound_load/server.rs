@@ -51,19 +51,6 @@ pub struct Launch<'a> {
     pub env: &'a [String],
 }
 
-/// The switchboard binary beside this one (`target/release/switchboard`).
-pub fn default_binary() -> anyhow::Result<PathBuf> {
-    let me = std::env::current_exe()?;
-    let bin = me.with_file_name("switchboard");
-    if !bin.exists() {
-        bail!(
-            "{} not found: build it (cargo build --release -p switchboard) or pass --spawn",
-            bin.display()
-        );
-    }
-    Ok(bin)
-}
-
 /// The store the server starts on: a workspace with an all-scopes key, ample credit and the
 /// calling numbers, active.
 async fn prepare_store(
@@ -104,8 +91,8 @@ pub async fn start(launch: Launch<'_>) -> anyhow::Result<Server> {
     let dir = tempfile::tempdir()?;
     let db_url = format!("sqlite://{}", dir.path().join("bench.db").display());
     let (key, numbers) = prepare_store(&db_url, &launch.numbers).await?;
-    let http = crate::sip_load::free_port()?;
-    let sip = crate::sip_load::free_port()?;
+    let http = crate::spawn::free_port()?;
+    let sip = crate::spawn::free_port()?;
     let trunk = json!({"gateways": [{"host": launch.trunk_to.ip().to_string(),
         "port": launch.trunk_to.port(), "transport": "udp"}]});
     let mut child = tokio::process::Command::new(launch.bin)

@@ -24,8 +24,8 @@ impl Sipp {
         let scenario = dir.path().join("answer_hold.xml");
         std::fs::write(&scenario, SCENARIO)?;
         let stats = dir.path().join("stats.csv");
-        let port = crate::sip_load::free_port()?;
-        let media = crate::sip_load::free_port()?;
+        let port = crate::spawn::free_port()?;
+        let media = crate::spawn::free_port()?;
         let mut cmd = tokio::process::Command::new(bin);
         cmd.arg("-sf")
             .arg(&scenario)
@@ -38,7 +38,7 @@ impl Sipp {
             .arg(ring_ms.to_string())
             .arg("-stf")
             .arg(&stats);
-        let mut child = crate::overload::launch(&mut cmd, dir.path(), bin)?;
+        let mut child = crate::sipp::launch(&mut cmd, dir.path(), bin)?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         if let Some(status) = child.try_wait()? {
             let err = std::fs::read_to_string(dir.path().join("sipp.err")).unwrap_or_default();
@@ -58,7 +58,7 @@ impl Sipp {
             return Value::Null;
         };
         let mut out = Map::new();
-        for (k, v) in crate::overload::SippCsv::parse(&text).last_row() {
+        for (k, v) in crate::sipp::SippCsv::parse(&text).last_row() {
             let cumulative = k.ends_with("(C)");
             let wanted = k == "CurrentCall"
                 || (cumulative

@@ -14,11 +14,12 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use switchboard_sip::sdp::Codec;
 
+use crate::greeting;
+use crate::measure::round;
 use crate::outbound_load::create_campaign;
-use crate::outbound_load::greeting;
 use crate::outbound_load::peer::{Peer, PeerConfig};
 use crate::outbound_load::server::{Api, stock_workspace};
-use crate::sip_load::Spawned;
+use crate::spawn::Spawned;
 
 /// The answering peer and what the server needs to call it.
 pub(crate) struct Outbound {
@@ -98,7 +99,7 @@ impl Outbound {
         let mut ids = numbers.into_iter().map(|(_, id)| id);
         let number_id = ids.next().context("no number")?;
         let campaign_number_id = ids.next().context("no second number")?;
-        let agent = crate::sip_load::create_agent(
+        let agent = crate::spawn::create_agent(
             server,
             &json!({"name": "Outbound during the flood",
                 "greeting_message": "Hello, this is a call placed during a flood.",
@@ -299,7 +300,7 @@ fn campaign_report(
         let secs = to.saturating_duration_since(from).as_secs_f64().max(0.001);
         json!({
             "invites": count,
-            "per_sec": crate::round(count as f64 / secs),
+            "per_sec": round(count as f64 / secs),
             "refill_ms": crate::measure::spread(&mut refill),
         })
     };

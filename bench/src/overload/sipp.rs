@@ -15,65 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-/// SIPp's `;`-separated trace files: a header of names, then rows of values.
-pub(crate) struct SippCsv {
-    names: Vec<String>,
-    rows: Vec<Vec<String>>,
-}
-
-impl SippCsv {
-    pub(crate) fn parse(text: &str) -> SippCsv {
-        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-        let split = |l: &str| l.split(';').map(|v| v.trim().to_string()).collect();
-        let names = lines.next().map(split).unwrap_or_default();
-        let rows = lines.map(split).collect();
-        SippCsv { names, rows }
-    }
-
-    fn index(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| n == name)
-    }
-
-    /// The last row's `(name, value)` pairs.
-    pub(crate) fn last_row(&self) -> impl Iterator<Item = (&str, &str)> {
-        let row = self.rows.last().map(Vec::as_slice).unwrap_or_default();
-        self.names
-            .iter()
-            .map(String::as_str)
-            .zip(row.iter().map(String::as_str))
-    }
-
-    /// A number of the last row.
-    fn last(&self, name: &str) -> Option<f64> {
-        let i = self.index(name)?;
-        self.rows.last()?.get(i)?.parse().ok()
-    }
-
-    /// The sum of the last row's numbers whose names end in `suffix`.
-    fn last_sum(&self, suffix: &str) -> u64 {
-        self.last_row()
-            .filter(|(k, _)| k.ends_with(suffix))
-            .filter_map(|(_, v)| v.parse::<u64>().ok())
-            .sum()
-    }
-
-    /// Each row's time (Unix seconds, the last of SIPp's tab-separated date fields) in column
-    /// `time` and number in column `name`.
-    fn series(&self, time: &str, name: &str) -> Vec<(f64, f64)> {
-        let (Some(t), Some(v)) = (self.index(time), self.index(name)) else {
-            return Vec::new();
-        };
-        self.rows
-            .iter()
-            .filter_map(|r| Some((unix_secs(r.get(t)?)?, r.get(v)?.parse().ok()?)))
-            .collect()
-    }
-}
-
-/// `2026-11-23\t09:10:51.296676\t1795425051.296676`: the Unix time at the end.
-fn unix_secs(field: &str) -> Option<f64> {
-    field.rsplit('\t').next()?.trim().parse().ok()
-}
+use crate::sipp::{SippCsv, launch};
 
 /// When the counter of `series` reached `total`, interpolated between the rows around it.
 fn reached(series: &[(f64, f64)], total: f64) -> Option<f64> {
@@ -123,11 +65,7 @@ impl Outcome {
             .filter_map(|(k, v)| Some((k.trim_end_matches("(C)").to_string(), v.parse().ok()?)))
             .filter(|(_, n): &(String, u64)| *n > 0)
             .collect();
-        let started = stat
-            .rows
-            .first()
-            .and_then(|r| unix_secs(r.first()?))
-            .unwrap_or(0.0);
+        let started = stat.first_time().unwrap_or(0.0);
         Outcome {
             started,
             offer_ended: reached(&stat.series("CurrentTime", "OutgoingCall(C)"), total as f64),
@@ -221,26 +159,6 @@ pub(crate) struct Sipp {
     total: u64,
 }
 
-/// Starts SIPp's `cmd` in `dir`, its errors in `dir/sipp.err`.
-pub(crate) fn launch(
-    cmd: &mut tokio::process::Command,
-    dir: &Path,
-    bin: &Path,
-) -> anyhow::Result<tokio::process::Child> {
-    cmd.current_dir(dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.join("sipp.err"))?)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| {
-            format!(
-                "starting {} (Debian: apt-get install sip-tester)",
-                bin.display()
-            )
-        })
-}
-
 /// Where Debian's sip-tester (and a source install) keep SIPp's captures.
 const PCAP_DIRS: &[&str] = &[
     "/usr/share/sip-tester",
@@ -251,7 +169,7 @@ const PCAP_DIRS: &[&str] = &[
 impl Sipp {
     pub(crate) async fn start(load: &Load<'_>) -> anyhow::Result<Sipp> {
         let dir = tempfile::tempdir()?;
-        let port = crate::sip_load::free_port()?;
+        let port = crate::spawn::free_port()?;
         let mut cmd = tokio::process::Command::new(load.bin);
         let scenario = if load.audio == Audio::Pcap {
             "uac_pcap"
@@ -281,7 +199,7 @@ impl Sipp {
             Audio::Echo => {
                 cmd.arg("-rtp_echo")
                     .arg("-mp")
-                    .arg(crate::sip_load::free_port()?.to_string());
+                    .arg(crate::spawn::free_port()?.to_string());
             }
             Audio::Pcap => {
                 let found = PCAP_DIRS

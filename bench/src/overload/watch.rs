@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::measure::{CpuMeter, MachineMeter};
+use crate::measure::{CpuMeter, MachineMeter, round};
 
 pub(crate) const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
@@ -27,9 +27,9 @@ pub(crate) struct Sample {
 
 impl Sample {
     pub(crate) fn json(&self) -> Value {
-        let r = |v: Option<f64>| v.map(crate::round);
+        let r = |v: Option<f64>| v.map(round);
         json!({
-            "t": crate::round(self.t),
+            "t": round(self.t),
             "cpu_percent": r(self.cpu_percent),
             "rss_mib": r(self.rss_mib),
             "rss_anon_mib": r(self.rss_anon_mib),

@@ -1,9 +1,12 @@
 //! The sip-load report: setup latency percentiles, failures, RTP figures and the server's CPU
 //! and memory over the run, as JSON and as an HTML page with charts.
 
-use super::*;
+use std::sync::atomic::Ordering;
 
-use crate::measure::{CpuMeter, percentile};
+use serde_json::{Value, json};
+
+use super::calls::Shared;
+use crate::measure::percentile;
 
 /// The charts of the HTML report.
 pub(super) const CHARTS: &[crate::measure::Chart] = &[
@@ -72,26 +75,6 @@ pub(super) async fn report(s: &Shared, wall: f64, samples: &[Value]) -> Value {
         "wall_secs": wall,
         "samples": samples.len(),
     })
-}
-
-/// Samples the server's CPU (percent of one core) and RSS every half second.
-pub(crate) async fn sample_server(
-    pid: Option<u32>,
-    live: impl Fn() -> i64,
-    out: Arc<Mutex<Vec<Value>>>,
-    started: Instant,
-) {
-    let mut meter = CpuMeter::new(pid);
-    loop {
-        let (cpu, rss) = meter.sample();
-        out.lock().await.push(json!({
-            "t": started.elapsed().as_secs_f64(),
-            "live_calls": live(),
-            "cpu_percent": cpu,
-            "rss_kib": rss,
-        }));
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 /// The server's RTP counters from its Prometheus endpoint.

@@ -9,7 +9,7 @@ use rsipstack::sip::{Header, Method, StatusCode};
 use rsipstack::transaction::Transaction;
 use tokio::sync::mpsc;
 
-use super::{InboundRouter, Shared};
+use super::shared::{InboundRouter, Shared};
 use crate::call::Core;
 
 pub(super) async fn accept_loop<R: InboundRouter>(

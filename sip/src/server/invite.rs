@@ -11,7 +11,7 @@ use rsipstack::sip::prelude::HeadersExt;
 use rsipstack::sip::{self as rsip, Header, StatusCode};
 use rsipstack::transaction::Transaction;
 
-use super::{Answer, InboundRouter, Routing, Shared};
+use super::shared::{Answer, InboundRouter, Routing, Shared};
 use crate::admission::{Refusal, SetupPermit};
 use crate::call::{Call, CallParts, Direction, LiveDialog, event_sink, sdp_type};
 use crate::media::{self, MediaConfig};

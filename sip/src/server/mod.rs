@@ -11,15 +11,15 @@
 //! 200 with the SDP answer, and the call is handed to [`InboundRouter::run_call`] with its
 //! media running.
 //!
-//! Cut by role: `transports` (the endpoint over the caller's sockets, the stream listeners'
-//! accept loops), `invite` (the inbound INVITE path), `dialogs` (the loops that hand incoming
-//! transactions and dialog states on).
+//! Cut by role: `shared` (the router the service implements, the state the loops share, the
+//! error of starting), `transports` (the endpoint over the caller's sockets, the stream
+//! listeners' accept loops), `invite` (the inbound INVITE path), `dialogs` (the loops that hand
+//! incoming transactions and dialog states on). This file starts them and calls down to them.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use rsipstack::dialog::dialog_layer::DialogLayer;
 use rsipstack::transport::TransportLayer;
 use rsipstack::transport::udp::UdpConnection;
@@ -30,56 +30,16 @@ use crate::call::Core;
 pub use crate::call::{Call, CallEvent, Direction, EndCause};
 use crate::gate::Gate;
 use crate::journal::{Crossing, Inspector, InviteLog};
-use crate::media::VadSettings;
 use crate::rtp::RtpPorts;
 pub use crate::settings::{SipSettings, SipSockets, TlsSettings};
 
 mod dialogs;
 mod invite;
+mod shared;
 mod transports;
 
-/// What the service decides about an inbound INVITE.
-pub enum Routing<T> {
-    /// No such endpoint, or it is deleted or inactive: 404, the same for every reason.
-    Unknown,
-    /// The source address is not allowed to call this endpoint: 403.
-    Forbidden,
-    /// No capacity for another call now: 503.
-    Busy,
-    /// The endpoint has as many calls as its cap allows: 486 Busy Here.
-    Full,
-    /// Answer, with what the service needs to run the call.
-    Answer(Answer<T>),
-}
-
-/// How to answer a routed call.
-pub struct Answer<T> {
-    pub target: T,
-    /// Where to record the call; none for no recording.
-    pub recording: Option<std::path::PathBuf>,
-    pub vad: VadSettings,
-}
-
-/// The service's side of inbound calls.
-#[async_trait]
-pub trait InboundRouter: Send + Sync + 'static {
-    type Target: Send + 'static;
-
-    /// Which endpoint `slug` names and whether `source` may call it.
-    async fn route(&self, slug: &str, source: IpAddr) -> Routing<Self::Target>;
-
-    /// Runs an answered call to its end. The call's media is already flowing; end it with
-    /// [`Call::hangup`] or wait for [`CallEvent::Ended`], then [`Call::finish`].
-    async fn run_call(&self, target: Self::Target, call: Call);
-}
-
-struct Shared<R: InboundRouter> {
-    router: R,
-    core: Arc<Core>,
-    limiter: Arc<RateLimiter>,
-    admission: Arc<Admission>,
-    gate: Arc<Gate>,
-}
+use shared::Shared;
+pub use shared::{Answer, InboundRouter, Routing, SipError};
 
 /// A running SIP server.
 pub struct SipServer {
@@ -90,18 +50,6 @@ pub struct SipServer {
     pub tls: Option<SocketAddr>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SipError {
-    #[error("SIP transport: {0}")]
-    Transport(String),
-    #[error("SIP over TLS: {0}")]
-    Tls(String),
-    #[error("SIP over TLS is configured but no TLS listener was given")]
-    NoTlsListener,
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
 }
 
 impl SipServer {

@@ -19,8 +19,9 @@ use rsipstack::transport::{
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::{SipError, SipSettings, SipSockets, TlsSettings};
+use super::shared::SipError;
 use crate::journal::Inspector;
+use crate::settings::{SipSettings, SipSockets, TlsSettings};
 
 /// A stream listener: the socket, its TLS acceptor (none for TCP), and the address in-dialog
 /// requests' Via names.

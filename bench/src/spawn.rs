@@ -1,7 +1,27 @@
-//! `--spawn`: the server sip-load measures, started on a temporary database with an agent and an
-//! endpoint.
+//! The switchboard server a SIP benchmark measures (sip-load's `--spawn`, converse, overload):
+//! the binary beside the bench, started on a temporary database, with an agent and an endpoint
+//! created through its API; and free loopback ports for it and its peers.
 
-use super::*;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// The switchboard binary beside this one (`target/release/switchboard`).
+pub fn default_binary() -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe()?;
+    let bin = me.with_file_name("switchboard");
+    if !bin.exists() {
+        bail!(
+            "{} not found: build it (cargo build --release -p switchboard) or pass --spawn",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
 
 pub(crate) struct Spawned {
     pub(crate) child: tokio::process::Child,

@@ -1,7 +1,7 @@
-//! What the peer says: the answering machine's greeting, spoken by espeak-ng when it is
-//! installed, else a speech-like pattern (voiced syllables with pitch movement, pauses between
-//! words), then a beep; and a person's "hello". Encoded once, in 20 ms frames of the peer's
-//! codec.
+//! Speech the benchmarks play: the answering peer's machine greeting (spoken by espeak-ng when
+//! it is installed, else a speech-like pattern of voiced syllables with pitch movement and
+//! pauses between words, then a beep) and a person's "hello", encoded once in 20 ms frames of
+//! the peer's codec; and any other line spoken the same way (the converse callers').
 
 use std::path::Path;
 
@@ -126,15 +126,15 @@ mod tests {
     fn the_synthetic_greeting_speaks_and_pauses() {
         let audio = synthetic(8000);
         assert!(audio.len() >= 8000 * 12);
-        let frames: Vec<f64> = audio
+        let levels: Vec<f64> = audio
             .chunks(160)
             .map(switchboard_sip::vad::level_db)
             .collect();
-        let loud = frames.iter().filter(|db| **db > -30.0).count();
-        let quiet = frames.iter().filter(|db| **db < -60.0).count();
-        assert!(loud > frames.len() / 3, "{loud} of {}", frames.len());
-        assert!(quiet > frames.len() / 10, "{quiet} of {}", frames.len());
-        let encoded = super::frames(Codec::Pcmu, &audio);
+        let loud = levels.iter().filter(|db| **db > -30.0).count();
+        let quiet = levels.iter().filter(|db| **db < -60.0).count();
+        assert!(loud > levels.len() / 3, "{loud} of {}", levels.len());
+        assert!(quiet > levels.len() / 10, "{quiet} of {}", levels.len());
+        let encoded = frames(Codec::Pcmu, &audio);
         assert!(encoded.iter().all(|f| f.len() == 160));
     }
 }

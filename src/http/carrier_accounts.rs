@@ -362,6 +362,7 @@ impl utoipa::ToSchema for crate::domain::trunks::ShownTrunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::trunks::{ACCOUNT_NAME_MAX, PROVIDER_MAX};
     use utoipa::PartialSchema;
 
     #[test]

@@ -184,8 +184,7 @@ pub async fn run_flow_test(
                     code: "NOT_A_FLOW_AGENT",
                     message: "The agent is not a flow agent: give it `type: flow` and a flow first"
                         .into(),
-                }
-                .into());
+                });
             }
         },
     };
@@ -201,8 +200,7 @@ pub async fn run_flow_test(
                 return Err(AppError::CodedConflict {
                     code: "NOTHING_TO_REPLAY",
                     message: "The call has no caller turns to replay".into(),
-                }
-                .into());
+                });
             }
             caller = Caller::Script(turns.iter().map(|t| t.text.clone()).collect());
             Some((call, detail.transcript))

@@ -229,14 +229,12 @@ pub async fn create_endpoint(
                         "At most {} SIP endpoints may be created per workspace per day",
                         state.config.sip_endpoint_daily_limit
                     ),
-                }
-                .into());
+                });
             }
             SipEndpointCreation::SlugTaken => continue,
         }
     }
     Err(AppError::Internal(anyhow::anyhow!(
         "no free SIP endpoint slug after three draws"
-    ))
-    .into())
+    )))
 }

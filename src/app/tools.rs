@@ -98,8 +98,7 @@ pub async fn test_tool(
             },
             json!(status),
             json!(body),
-        )
-        .into()),
+        )),
         Outcome::Timeout => Err(failure(
             StatusCode::GATEWAY_TIMEOUT,
             "WEBHOOK_TIMEOUT",
@@ -110,8 +109,7 @@ pub async fn test_tool(
             "timeout".into(),
             Value::Null,
             Value::Null,
-        )
-        .into()),
+        )),
         Outcome::Network(reason) => Err(failure(
             StatusCode::BAD_GATEWAY,
             "WEBHOOK_NETWORK_ERROR",
@@ -119,8 +117,7 @@ pub async fn test_tool(
             reason,
             Value::Null,
             Value::Null,
-        )
-        .into()),
+        )),
     }
 }
 

@@ -55,7 +55,7 @@ async fn check_flow_links(state: &App, auth: &Auth, agent: &Agent) -> Result<(),
     if issues.is_empty() {
         Ok(())
     } else {
-        Err(AppError::FlowInvalid { issues }.into())
+        Err(AppError::FlowInvalid { issues })
     }
 }
 

@@ -51,8 +51,7 @@ pub async fn preflight(
         Ok(()) => Ok(number.map(|n| n.number)),
         Err(problem) => Err(AppError::CampaignNotReady {
             message: problem.to_string(),
-        }
-        .into()),
+        }),
     }
 }
 
@@ -103,6 +102,5 @@ pub async fn command(
     }
     Err(AppError::Conflict {
         message: "The campaign is changing status concurrently; retry".into(),
-    }
-    .into())
+    })
 }

@@ -81,8 +81,7 @@ fn hold_of(
             "contact {} has an unknown state {:?}",
             contact.id,
             contact.state
-        ))
-        .into());
+        )));
     };
     let facts = ContactFacts {
         state: contact_state,

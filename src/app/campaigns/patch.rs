@@ -198,8 +198,7 @@ pub async fn update_campaign(
     {
         return Err(AppError::Conflict {
             message: "The campaign changed status while it was being edited; retry".into(),
-        }
-        .into());
+        });
     }
     if current.status != CampaignStatus::Draft {
         state.engine.campaign_changed(id);

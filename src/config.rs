@@ -10,6 +10,9 @@ use switchboard_actors::sim::SimConfig;
 
 pub use crate::edge::vendors::VendorSettings;
 
+/// How long one request to an integration's provider may take, by default.
+pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Which carrier places outbound calls.
 #[derive(Debug, Clone, Default)]
 pub enum Carrier {
@@ -222,7 +225,7 @@ impl Default for Config {
             egress_allow: Vec::new(),
             google: crate::edge::google::GoogleUrls::default(),
             google_client: None,
-            integration_timeout: crate::runtime::integrations::PROVIDER_TIMEOUT,
+            integration_timeout: PROVIDER_TIMEOUT,
             secrets_key_file: PathBuf::from("switchboard.key"),
             carrier_accounts_enabled: true,
             affiliate_hold_days: 30,

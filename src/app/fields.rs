@@ -89,3 +89,16 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
         })
     }
 }
+
+/// The fingerprint of a create request, for idempotency keys.
+pub fn request_hash(body: &Map<String, Value>) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(
+        Value::Object(body.clone()).to_string(),
+    ))
+}
+
+/// `value`, or the refusal naming the missing `field`.
+pub fn required<T>(value: Option<T>, field: &str) -> Result<T, AppError> {
+    value.ok_or_else(|| AppError::missing_field(field))
+}

@@ -13,10 +13,12 @@
 //! - [`sip_endpoints`]: creating a SIP endpoint.
 //! - [`tools`]: a webhook tool's test delivery.
 //! - [`agents`]: saving an agent, its flow checked.
+//! - [`calls`]: placing a call.
 //! - [`campaigns`]: creating, changing, commanding campaigns and enrolling their contacts.
 
 pub mod agents;
 pub mod auth;
+pub mod calls;
 pub mod campaigns;
 pub mod carrier_accounts;
 pub mod error;

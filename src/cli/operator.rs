@@ -23,10 +23,11 @@ use crate::store::{CarrierAccountUpdate, Store, TrunkUpdate};
 /// (`--name must be ...`).
 fn flagged(e: AppError) -> anyhow::Error {
     match e {
-        AppError::InvalidField { field, rule } => {
-            let flag = field.split('.').next().unwrap_or(&field).replace('_', "-");
-            anyhow::anyhow!("--{flag} {rule}")
-        }
+        AppError::InvalidField { field, rule } => match field.split_once('.') {
+            // A part of a JSON flag: `--trunk: gateways[0].host: must be ...`.
+            Some((flag, part)) => anyhow::anyhow!("--{}: {part}: {rule}", flag.replace('_', "-")),
+            None => anyhow::anyhow!("--{} {rule}", field.replace('_', "-")),
+        },
         other => anyhow::anyhow!(other),
     }
 }

@@ -92,7 +92,7 @@ fn whole_numbers_as_integers(value: &mut Value) {
     }
 }
 
-pub use crate::app::fields::check_fields;
+pub use crate::app::fields::{check_fields, request_hash};
 
 pub use crate::app::fields::{Patch, from_value, parse_fields};
 
@@ -236,14 +236,6 @@ pub fn deleted(
         return Err(ApiError::not_found(resource));
     }
     Ok(axum::Json(serde_json::json!({"success": true, "id": id})))
-}
-
-/// The fingerprint of a create request, for idempotency keys.
-pub fn request_hash(body: &Map<String, Value>) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(
-        Value::Object(body.clone()).to_string(),
-    ))
 }
 
 /// The answer to a repeated idempotency key: the first resource (200) when the body is the

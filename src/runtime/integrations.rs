@@ -32,9 +32,6 @@ use crate::edge::google::actions::{self, Account, ActionError, Done};
 use crate::edge::google::client::{Failure, Google, GoogleUrls, OAuthGrant, shortened};
 use crate::store::{Integration, Store};
 
-/// How long one request to a provider may take, by default.
-pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// The providers of every call: Google, the store, and the secrets key that opens grants.
 pub struct Providers {
     store: Store,

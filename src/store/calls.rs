@@ -231,36 +231,6 @@ pub struct CallFilter {
     pub created_before: Option<DateTime<Utc>>,
 }
 
-/// Who lands a disposition on a call (the `agent` source is written with the call's end).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DispositionSource {
-    /// `POST /calls/{id}/disposition`.
-    Api,
-    /// The end-of-call analysis.
-    Analysis,
-}
-
-impl DispositionSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DispositionSource::Api => "api",
-            DispositionSource::Analysis => "analysis",
-        }
-    }
-}
-
-/// What landing a disposition did.
-#[derive(Debug)]
-pub enum DispositionSet {
-    Set(CallRecord),
-    /// The same disposition was already set.
-    Unchanged(CallRecord),
-    /// Another disposition is already set.
-    Conflict(CallRecord),
-    /// The call has not ended answered.
-    NotAnswered(CallRecord),
-}
-
 pub(super) const CALL_COLUMNS: &str = "id, workspace_id, direction, status, started_at, agent_id, from_phone_number_id, from_number, to_number, campaign_id, contact_id, \
      attempt, priority, metadata, variables, idempotency_key, request_hash, max_duration_secs, reserved_cents, queued_at, created_at, updated_at";
 pub(super) const CALL_VALUES: &str =
@@ -531,40 +501,6 @@ impl Store {
                 .map(|(id, name)| (AgentId::from_uuid(id), name))
                 .collect(),
         ))
-    }
-
-    /// Lands a disposition on an answered call (once; the same one again is a no-op, and
-    /// another one is refused).
-    pub async fn set_call_disposition(
-        &self,
-        ws: WorkspaceId,
-        id: CallId,
-        disposition: DispositionId,
-        source: DispositionSource,
-    ) -> StoreResult<Option<DispositionSet>> {
-        let done = sqlx::query(
-            "UPDATE calls SET disposition_id = ?, disposition_source = ?, updated_at = ? \
-             WHERE workspace_id = ? AND id = ? AND status = 'ended' AND outcome = 'answered' AND disposition_id IS NULL",
-        )
-        .bind(disposition.as_uuid())
-        .bind(source.as_str())
-        .bind(ts(self.now()))
-        .bind(ws.as_uuid())
-        .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
-        .await?;
-        let Some(call) = self.call(ws, id).await? else {
-            return Ok(None);
-        };
-        Ok(Some(if done.rows_affected() > 0 {
-            DispositionSet::Set(call)
-        } else if call.disposition_id == Some(disposition) {
-            DispositionSet::Unchanged(call)
-        } else if call.disposition_id.is_some() {
-            DispositionSet::Conflict(call)
-        } else {
-            DispositionSet::NotAnswered(call)
-        }))
     }
 
     /// Every call of a contact of `ws`, oldest first: its attempts.

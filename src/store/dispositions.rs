@@ -6,10 +6,10 @@ use serde::Serialize;
 use sqlx::Connection;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
-use switchboard_actors::ids::{DispositionId, WorkspaceId};
+use switchboard_actors::ids::{CallId, DispositionId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Store, StoreResult, classify, sql, ts};
+use super::{CallRecord, Store, StoreResult, classify, sql, ts};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Disposition {
@@ -185,4 +185,71 @@ impl Store {
         .await?;
         Ok(DeleteOutcome::Deleted)
     }
+}
+
+/// A call's disposition, as a client or the analysis sets it.
+impl Store {
+    /// Lands a disposition on an answered call (once; the same one again is a no-op, and
+    /// another one is refused).
+    pub async fn set_call_disposition(
+        &self,
+        ws: WorkspaceId,
+        id: CallId,
+        disposition: DispositionId,
+        source: DispositionSource,
+    ) -> StoreResult<Option<DispositionSet>> {
+        let done = sqlx::query(
+            "UPDATE calls SET disposition_id = ?, disposition_source = ?, updated_at = ? \
+             WHERE workspace_id = ? AND id = ? AND status = 'ended' AND outcome = 'answered' AND disposition_id IS NULL",
+        )
+        .bind(disposition.as_uuid())
+        .bind(source.as_str())
+        .bind(ts(self.now()))
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .execute(&mut *self.conn().await?)
+        .await?;
+        let Some(call) = self.call(ws, id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(if done.rows_affected() > 0 {
+            DispositionSet::Set(call)
+        } else if call.disposition_id == Some(disposition) {
+            DispositionSet::Unchanged(call)
+        } else if call.disposition_id.is_some() {
+            DispositionSet::Conflict(call)
+        } else {
+            DispositionSet::NotAnswered(call)
+        }))
+    }
+}
+
+/// Who lands a disposition on a call (the `agent` source is written with the call's end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispositionSource {
+    /// `POST /calls/{id}/disposition`.
+    Api,
+    /// The end-of-call analysis.
+    Analysis,
+}
+
+impl DispositionSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DispositionSource::Api => "api",
+            DispositionSource::Analysis => "analysis",
+        }
+    }
+}
+
+/// What landing a disposition did.
+#[derive(Debug)]
+pub enum DispositionSet {
+    Set(CallRecord),
+    /// The same disposition was already set.
+    Unchanged(CallRecord),
+    /// Another disposition is already set.
+    Conflict(CallRecord),
+    /// The call has not ended answered.
+    NotAnswered(CallRecord),
 }

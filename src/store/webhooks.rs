@@ -23,10 +23,7 @@ use switchboard_actors::ids::{AgentId, CallId, EventId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::calls::call_row;
-use super::{
-    Lane, Page, Paged, Script, ScriptQuery, Store, StoreResult, classify, corrupt, run_script, sql,
-    ts,
-};
+use super::{Page, Paged, ScriptQuery, Store, StoreResult, corrupt, sql, ts};
 use crate::domain::signing::{RecordingLinks, SigningSecret};
 
 /// The status of a delivery.
@@ -562,116 +559,5 @@ impl Store {
         let rows = q.build().fetch_all(&mut *self.conn().await?).await?;
         let items = rows.iter().map(delivery_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
-    }
-
-    /// The workspace's signing secret and when it was made; made on first use.
-    pub async fn webhook_signing_secret(
-        &self,
-        ws: WorkspaceId,
-    ) -> StoreResult<(SigningSecret, DateTime<Utc>)> {
-        async fn read(
-            conn: &mut SqliteConnection,
-            ws: WorkspaceId,
-        ) -> Result<Option<(String, DateTime<Utc>)>, sqlx::Error> {
-            sqlx::query_as(
-                "SELECT secret, created_at FROM webhook_signing_secrets WHERE workspace_id = ?",
-            )
-            .bind(ws.as_uuid())
-            .fetch_optional(conn)
-            .await
-        }
-        let mut conn = self.conn().await?;
-        let found = match read(&mut conn, ws).await? {
-            Some(found) => found,
-            None => {
-                sqlx::query(
-                    "INSERT INTO webhook_signing_secrets (workspace_id, secret, created_at) VALUES (?, ?, ?) \
-                     ON CONFLICT(workspace_id) DO NOTHING",
-                )
-                .bind(ws.as_uuid())
-                .bind(SigningSecret::generate().expose().to_owned())
-                .bind(ts(self.now()))
-                .execute(&mut *conn)
-                .await?;
-                read(&mut conn, ws)
-                    .await?
-                    .ok_or_else(|| corrupt("webhook_signing_secrets", "vanished after insert"))?
-            }
-        };
-        Ok((SigningSecret::from_stored(found.0), found.1))
-    }
-
-    /// Replaces the workspace's signing secret with a new one: every delivery from now on,
-    /// pending retries included, is signed with it.
-    pub async fn rotate_webhook_signing_secret(
-        &self,
-        ws: WorkspaceId,
-    ) -> StoreResult<(SigningSecret, DateTime<Utc>)> {
-        let secret = SigningSecret::generate();
-        let now = self.now();
-        sqlx::query(
-            "INSERT INTO webhook_signing_secrets (workspace_id, secret, created_at) VALUES (?, ?, ?) \
-             ON CONFLICT(workspace_id) DO UPDATE SET secret = excluded.secret, created_at = excluded.created_at",
-        )
-        .bind(ws.as_uuid())
-        .bind(secret.expose().to_owned())
-        .bind(ts(now))
-        .execute(&mut *self.conn().await?)
-        .await?;
-        Ok((secret, now))
-    }
-}
-
-/// Scripts that write their call events in their own transaction.
-impl Store {
-    /// Runs a script made with [`open_sql`], whose body ends with call-event lookups
-    /// (`CALL_EVENT_SQL`), and commits it with the events they found, in the same transaction:
-    /// only if `happened` says the script's change took place (e.g. `changed(0) == 1`). Two
-    /// round trips: the script, then the events' rows and the commit.
-    pub(crate) async fn atomic_emitting(
-        &self,
-        query: ScriptQuery,
-        happened: impl FnOnce(&Script) -> bool,
-    ) -> StoreResult<Script> {
-        self.atomic_emitting_in(Lane::Normal, query, happened).await
-    }
-
-    /// [`Store::atomic_emitting`], waiting for the write lock in `lane`.
-    pub(crate) async fn atomic_emitting_in(
-        &self,
-        lane: Lane,
-        query: ScriptQuery,
-        happened: impl FnOnce(&Script) -> bool,
-    ) -> StoreResult<Script> {
-        let mut guard = self.script_guard(lane).await?;
-        let mut script = Script::default();
-        if let Err(err) = run_script(&mut guard.conn, query, &mut script).await {
-            return Err(guard.roll_back(classify(err)).await);
-        }
-        // The first entry is BEGIN's.
-        if !script.changes.is_empty() {
-            script.changes.remove(0);
-        }
-        let events = if happened(&script) {
-            match call_events(&script.rows, self.links.as_ref(), self.now()) {
-                Ok(events) => events,
-                Err(err) => return Err(guard.roll_back(err).await),
-            }
-        } else {
-            Vec::new()
-        };
-        let commit = bind_events(
-            sqlx::query(sql(format!("{}COMMIT", insert_events_sql(events.len())))),
-            &events,
-        );
-        let mut tail = Script::default();
-        if let Err(err) = run_script(&mut guard.conn, commit, &mut tail).await {
-            return Err(guard.roll_back(classify(err)).await);
-        }
-        guard.armed = false;
-        if !events.is_empty() {
-            self.outbox_written();
-        }
-        Ok(script)
     }
 }

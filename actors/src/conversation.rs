@@ -142,7 +142,7 @@ pub struct Conversation {
     pub vendor_failures: Vec<VendorFailure>,
     /// A flow call's path through its nodes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub path: Vec<crate::flow::PathStep>,
+    pub path: Vec<crate::agent::director::PathStep>,
 }
 
 impl Conversation {

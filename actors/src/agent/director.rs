@@ -1,10 +1,103 @@
 //! The director seam: what the model is told and offered at each round of a call, and what a
 //! function call the model makes does. The turn loop asks the director and never which kind it
-//! runs; a prompt agent ([`PromptAgent`]) is one director, a flow agent another.
+//! runs; a prompt agent ([`PromptAgent`]) is one director, a flow agent another. The seam's
+//! vocabulary ([`Step`], [`Dispatch`], [`Outcome`], [`HardFailure`], [`PathStep`]) lives here: a
+//! director speaks it, and the agent knows no director's kind.
 
-pub use crate::flow::run::{Dispatch, Outcome, PathStep, Step};
+use serde_json::{Map, Value};
+
 use crate::turns::{END_CALL, builtin_tools};
 use crate::vendors::{ToolCall, ToolSpec};
+
+/// A step of the path: a node entered, when, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PathStep {
+    pub node_id: String,
+    pub node_name: String,
+    /// Milliseconds from the answer.
+    pub entered_ms: u64,
+    /// Why the flow came here: `start`, `next_step_id`, `auto_advance`, the model's choice
+    /// (`model: <condition>`), a check (`when: ...`), a global node's condition, or a
+    /// dispatch's routing rule.
+    pub reason: String,
+}
+
+/// What the agent does now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Say this line word for word.
+    Say(String),
+    /// The model speaks now, under the current node's briefing (a line it phrases, or its
+    /// answer to the caller's turn).
+    Reply,
+    /// The model fills a function's arguments now (and says nothing): `Extracted` follows.
+    Extract(ToolSpec),
+    /// Run the node's tool or integration with these arguments: `Dispatched` follows.
+    Dispatch(Dispatch),
+    /// Transfer the call.
+    Transfer(String),
+    /// Hang up once what is queued has been said.
+    Hangup,
+}
+
+/// A dispatch of a tool_call or integration_call node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dispatch {
+    Tool {
+        node_id: String,
+        tool_id: String,
+        /// The tool's function name on the call.
+        name: String,
+        arguments: Value,
+    },
+    Integration {
+        node_id: String,
+        integration_id: String,
+        provider: String,
+        action: String,
+        arguments: Map<String, Value>,
+    },
+}
+
+/// What a dispatch came back with.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The result (for an integration, its sanitized view).
+    Done(Value),
+    /// A tool that failed; its error text.
+    ToolFailed(String),
+    Failed(HardFailure),
+}
+
+/// Why a dispatch failed hard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HardFailure {
+    /// The provider answered 4xx or 5xx.
+    Provider(u16),
+    /// No answer in time, or the network failed.
+    Timeout,
+    /// The integration is disconnected (it stays so until reconnected).
+    Disconnected,
+    /// The integration belongs to another workspace (or no longer exists).
+    ForeignIntegration,
+    /// A required argument resolved to nothing.
+    MissingArgument,
+}
+
+impl HardFailure {
+    /// The name in the call's events and the simulator's answer.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            HardFailure::Provider(code) if *code < 500 => "provider_4xx",
+            HardFailure::Provider(_) => "provider_5xx",
+            HardFailure::Timeout => "network_timeout",
+            HardFailure::Disconnected => "integration_disconnected",
+            HardFailure::ForeignIntegration => "integration_foreign",
+            HardFailure::MissingArgument => "missing_required_argument",
+        }
+    }
+}
 
 /// The id a dispatch of node `node_id` runs a tool under.
 pub fn dispatch_call_id(node_id: &str) -> String {

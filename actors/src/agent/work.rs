@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use super::Speech;
 use super::SpeechError;
-use super::director::{Dispatch, Outcome};
+use super::director::{Dispatch, HardFailure, Outcome};
 use crate::call_tools::{CallParties, CallTools, Integrations, ToolRun};
 use crate::conversation::{ToolEvent, ToolStatus};
-use crate::flow::routing::HardFailure;
 use crate::turns::Sentences;
 use crate::vendors::VendorError;
 use crate::vendors::{ChatEvent, ChatModel, ChatRequest, ToolCall, Transcriber, Transcript};

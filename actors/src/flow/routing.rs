@@ -6,35 +6,8 @@
 use serde_json::Value;
 
 use super::graph::Branch;
-
-/// Why a dispatch failed hard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HardFailure {
-    /// The provider answered 4xx or 5xx.
-    Provider(u16),
-    /// No answer in time, or the network failed.
-    Timeout,
-    /// The integration is disconnected (it stays so until reconnected).
-    Disconnected,
-    /// The integration belongs to another workspace (or no longer exists).
-    ForeignIntegration,
-    /// A required argument resolved to nothing.
-    MissingArgument,
-}
-
-impl HardFailure {
-    /// The name in the call's events and the simulator's answer.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            HardFailure::Provider(code) if *code < 500 => "provider_4xx",
-            HardFailure::Provider(_) => "provider_5xx",
-            HardFailure::Timeout => "network_timeout",
-            HardFailure::Disconnected => "integration_disconnected",
-            HardFailure::ForeignIntegration => "integration_foreign",
-            HardFailure::MissingArgument => "missing_required_argument",
-        }
-    }
-}
+use super::tokens::stringified;
+pub use crate::agent::director::HardFailure;
 
 /// Which edge fired, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,15 +49,6 @@ pub fn route(
         }
     }
     (Some(success_next), Route::Success)
-}
-
-/// A value as text: a string as it is, anything else as its compact JSON (`true`, `3`,
-/// `{"a":1}`), so `"true"` equals `true` and `"3"` equals `3`.
-pub fn stringified(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// One step of a JSONPath.

@@ -9,70 +9,11 @@ use serde_json::{Map, Value, json};
 use super::edges;
 pub use super::edges::{EDGE_PREFIX, Edge};
 use super::graph::{Arg, Check, Flow, Kind, Line, Node, Rule, Test};
-use super::routing::{self, HardFailure, stringified};
+use super::routing;
 use super::tokens::resolve;
+use super::tokens::stringified;
+pub use crate::agent::director::{Dispatch, HardFailure, Outcome, PathStep, Step};
 use crate::vendors::ToolSpec;
-
-/// A step of the path: a node entered, when, and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct PathStep {
-    pub node_id: String,
-    pub node_name: String,
-    /// Milliseconds from the answer.
-    pub entered_ms: u64,
-    /// Why the flow came here: `start`, `next_step_id`, `auto_advance`, the model's choice
-    /// (`model: <condition>`), a check (`when: ...`), a global node's condition, or a
-    /// dispatch's routing rule.
-    pub reason: String,
-}
-
-/// What the agent does now.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Step {
-    /// Say this line word for word.
-    Say(String),
-    /// The model speaks now, under the current node's briefing (a line it phrases, or its
-    /// answer to the caller's turn).
-    Reply,
-    /// The model fills a function's arguments now (and says nothing): `Extracted` follows.
-    Extract(ToolSpec),
-    /// Run the node's tool or integration with these arguments: `Dispatched` follows.
-    Dispatch(Dispatch),
-    /// Transfer the call.
-    Transfer(String),
-    /// Hang up once what is queued has been said.
-    Hangup,
-}
-
-/// A dispatch of a tool_call or integration_call node.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Dispatch {
-    Tool {
-        node_id: String,
-        tool_id: String,
-        /// The tool's function name on the call.
-        name: String,
-        arguments: Value,
-    },
-    Integration {
-        node_id: String,
-        integration_id: String,
-        provider: String,
-        action: String,
-        arguments: Map<String, Value>,
-    },
-}
-
-/// What a dispatch came back with.
-#[derive(Debug, Clone)]
-pub enum Outcome {
-    /// The result (for an integration, its sanitized view).
-    Done(Value),
-    /// A tool that failed; its error text.
-    ToolFailed(String),
-    Failed(HardFailure),
-}
 
 /// The call's place in its flow.
 #[derive(Debug)]

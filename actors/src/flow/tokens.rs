@@ -49,8 +49,17 @@ pub fn resolve(text: &str, values: &Map<String, Value>, metadata: &Map<String, V
             Some(_) => values.get(&inner.split_whitespace().collect::<String>()),
             None => None,
         };
-        Some(value.map(super::routing::stringified).unwrap_or_default())
+        Some(value.map(stringified).unwrap_or_default())
     })
+}
+
+/// A value as text: a string as it is, anything else as its compact JSON (`true`, `3`,
+/// `{"a":1}`), so `"true"` equals `true` and `"3"` equals `3`.
+pub fn stringified(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -182,7 +182,13 @@ impl Flow {
     /// The nodes a node leads to, by its own edges.
     pub fn edges(&self, i: usize) -> Vec<usize> {
         let node = &self.nodes[i];
-        let mut out: Vec<usize> = node.next.into_iter().collect();
+        // A conversation node goes to `next_step_id` only with `auto_advance`; every other
+        // node that has one follows it.
+        let follows_next = match node.kind {
+            Kind::Conversation { .. } => node.auto_advance,
+            _ => true,
+        };
+        let mut out: Vec<usize> = node.next.filter(|_| follows_next).into_iter().collect();
         match &node.kind {
             Kind::Conversation { transitions, .. } => {
                 out.extend(transitions.iter().map(|t| t.next))
@@ -241,17 +247,24 @@ impl Flow {
                 Kind::Start | Kind::ToolCall { .. } => node.next.is_some(),
             };
             if !has_way_out {
-                let field = if matches!(node.kind, Kind::Conversation { .. }) {
-                    "transitions"
+                let conversation = matches!(node.kind, Kind::Conversation { .. });
+                let (field, message) = if conversation && node.next.is_some() {
+                    (
+                        "auto_advance",
+                        "the call would be stuck here: a conversation node goes to its next_step_id only with auto_advance; set auto_advance or give it transitions",
+                    )
+                } else if conversation {
+                    (
+                        "transitions",
+                        "the call would be stuck here: give the node a way out (or make it an end node)",
+                    )
                 } else {
-                    "next_step_id"
+                    (
+                        "next_step_id",
+                        "the call would be stuck here: give the node a way out (or make it an end node)",
+                    )
                 };
-                issues.push(issue(
-                    &node.id,
-                    "no_way_out",
-                    field,
-                    "the call would be stuck here: give the node a way out (or make it an end node)",
-                ));
+                issues.push(issue(&node.id, "no_way_out", field, message));
             }
         }
         issues

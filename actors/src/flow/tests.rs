@@ -90,6 +90,11 @@ fn what_cannot_run_is_named_at_its_node() {
             json!({"nodes": [{"id": "s", "type": "start"}]}),
             vec![("s", "no_way_out")],
         ),
+        // `next_step_id` without `auto_advance` is never followed from a conversation node.
+        (
+            json!({"nodes": [{"id": "s", "type": "start", "next_step_id": "c"}, {"id": "c", "type": "conversation", "next_step_id": "e"}, {"id": "e", "type": "end"}]}),
+            vec![("c", "no_way_out"), ("e", "unreachable")],
+        ),
         (
             json!({"nodes": [{"id": "s", "type": "start", "next_step_id": "t"}, {"id": "t", "type": "tool_call", "tool_id": "x"}]}),
             vec![("t", "no_way_out")],

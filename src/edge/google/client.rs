@@ -293,11 +293,32 @@ impl Google {
     }
 }
 
-/// An answer's text cut for a message or preview.
+/// An answer's text cut for a message or preview: at most [`SHORTENED_CHARS`] characters, the
+/// last three `...` when it was cut.
 pub fn shortened(text: &str) -> String {
-    const MAX: usize = 500;
-    match text.char_indices().nth(MAX) {
-        Some((end, _)) => format!("{}...", &text[..end]),
-        None => text.to_string(),
+    const ELLIPSIS: &str = "...";
+    if text.chars().count() <= SHORTENED_CHARS {
+        return text.to_string();
+    }
+    let keep = SHORTENED_CHARS - ELLIPSIS.len();
+    let end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+    format!("{}{ELLIPSIS}", &text[..end])
+}
+
+/// The most characters of a [`shortened`] text.
+pub const SHORTENED_CHARS: usize = 500;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shortened_text_is_at_most_500_characters_with_its_ellipsis() {
+        let long = "é".repeat(800);
+        let cut = shortened(&long);
+        assert_eq!(cut.chars().count(), SHORTENED_CHARS);
+        assert!(cut.ends_with("..."));
+        let exact = "x".repeat(SHORTENED_CHARS);
+        assert_eq!(shortened(&exact), exact);
     }
 }

@@ -102,3 +102,12 @@ pub fn request_hash(body: &Map<String, Value>) -> String {
 pub fn required<T>(value: Option<T>, field: &str) -> Result<T, AppError> {
     value.ok_or_else(|| AppError::missing_field(field))
 }
+
+/// What a delete answers: `{success: true, id}` when something was removed, else the
+/// workspace has no such `resource`.
+pub fn deleted(removed: bool, id: uuid::Uuid, resource: &'static str) -> Result<Value, AppError> {
+    if !removed {
+        return Err(AppError::not_found(resource));
+    }
+    Ok(serde_json::json!({"success": true, "id": id}))
+}

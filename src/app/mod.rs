@@ -5,6 +5,7 @@
 //! - [`state`]: [`state::App`], the service as every operation reaches it.
 //! - [`auth`]: who an operation runs for.
 //! - [`carrier_accounts`]: registering and changing carrier accounts.
+//! - [`dispositions`]: creating, changing and deleting dispositions.
 //! - [`error`]: [`error::AppError`], what an operation refuses or fails with.
 //! - [`fields`]: rules every body obeys (only writable fields).
 //! - [`keys`]: creating and revoking API keys.
@@ -21,11 +22,16 @@ pub mod auth;
 pub mod calls;
 pub mod campaigns;
 pub mod carrier_accounts;
+pub mod dispositions;
+pub mod dnc;
 pub mod error;
 pub mod fields;
 pub mod flow_test;
 pub mod keys;
+pub mod leads;
 pub mod limits;
+pub mod phone_numbers;
+pub mod shared_links;
 pub mod sip_endpoints;
 pub mod state;
 pub mod tools;

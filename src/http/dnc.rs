@@ -9,46 +9,24 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, SubsecRound, Utc};
 use serde::Deserialize;
-use switchboard_actors::ids::{AgentId, DncEntryId};
-use switchboard_actors::phone::PhoneNumber;
-use utoipa::{IntoParams, ToSchema};
+use switchboard_actors::ids::DncEntryId;
+use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use super::extract::{JsonObject, ListResponse, Pagination, Patch, PathId, Q, parse_fields};
+use super::extract::{JsonObject, ListResponse, Pagination, PathId, Q};
 use super::openapi::body_schema;
 use super::state::AppState;
 use crate::app::auth::Auth;
-use crate::store::{DncEntry, DncUpdate, NewDncEntry};
+use crate::app::dnc::*;
+use crate::store::DncEntry;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list, create))
         .routes(routes!(get_one, update, delete))
-}
-
-const CREATE_FIELDS: &[&str] = &["phone_number", "reason", "expires_at", "agent_ids"];
-const UPDATE_FIELDS: &[&str] = &["reason", "expires_at", "agent_ids"];
-const MAX_REASON_CHARS: usize = 500;
-
-#[derive(Deserialize, ToSchema)]
-pub struct DncInput {
-    /// The number in any common format; national forms are read in the workspace's country.
-    /// Required when adding; cannot be changed afterwards.
-    phone_number: Option<String>,
-    /// Why the number must not be called (up to 500 characters).
-    #[schema(max_length = 500)]
-    reason: Option<String>,
-    /// When the entry stops applying (must be in the future); null or omitted for never.
-    #[serde(default)]
-    #[schema(value_type = Option<DateTime<Utc>>)]
-    expires_at: Patch<DateTime<Utc>>,
-    /// Agents of the workspace the entry applies to; empty or omitted for every agent.
-    #[schema(value_type = Option<Vec<uuid::Uuid>>)]
-    agent_ids: Option<Vec<uuid::Uuid>>,
 }
 
 body_schema!(
@@ -71,79 +49,6 @@ pub struct DncQuery {
     /// Items to skip (default 0).
     #[param(minimum = 0)]
     offset: Option<i64>,
-}
-
-fn check_reason(reason: &str) -> Result<String, ApiError> {
-    let reason = reason.trim();
-    if reason.chars().count() > MAX_REASON_CHARS {
-        return Err(ApiError::invalid_field(
-            "reason",
-            format!("must be at most {MAX_REASON_CHARS} characters"),
-        ));
-    }
-    Ok(reason.to_owned())
-}
-
-fn check_expiry(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
-    let expires_at = expires_at.trunc_subsecs(6);
-    if expires_at <= now {
-        return Err(ApiError::invalid_field(
-            "expires_at",
-            "must be in the future",
-        ));
-    }
-    Ok(expires_at)
-}
-
-/// Where a phone number to parse was sent, for the refusal's wording.
-pub(super) enum NumberIn {
-    /// A body field.
-    Field(&'static str),
-    /// A query parameter.
-    Query(&'static str),
-}
-
-/// A phone number in any common form, read in the workspace's default country; the E.164 form.
-pub(super) async fn parse_number(
-    state: &AppState,
-    auth: &Auth,
-    input: &str,
-    sent_in: NumberIn,
-) -> Result<String, ApiError> {
-    let country = state.store.default_country(auth.workspace_id).await?;
-    PhoneNumber::parse(input, country)
-        .map(|n| n.as_str().to_owned())
-        .map_err(|err| match sent_in {
-            NumberIn::Field(field) => ApiError::invalid_field(field, err.to_string()),
-            NumberIn::Query(name) => {
-                ApiError::bad_request(format!("Invalid query parameter `{name}`: {err}"))
-            }
-        })
-}
-
-/// Agent ids, deduplicated, all of which must be agents of the workspace.
-async fn check_agents(
-    state: &AppState,
-    auth: &Auth,
-    ids: Vec<uuid::Uuid>,
-) -> Result<Vec<AgentId>, ApiError> {
-    let mut agents: Vec<AgentId> = Vec::with_capacity(ids.len());
-    for id in ids.into_iter().map(AgentId::from_uuid) {
-        if !agents.contains(&id) {
-            agents.push(id);
-        }
-    }
-    let unknown = state
-        .store
-        .dnc_unknown_agents(auth.workspace_id, &agents)
-        .await?;
-    if let Some(first) = unknown.first() {
-        return Err(ApiError::invalid_field(
-            "agent_ids",
-            format!("{first} is not an agent of this workspace"),
-        ));
-    }
-    Ok(agents)
 }
 
 /// List the do-not-call list, or look up one number
@@ -206,36 +111,10 @@ async fn create(
     auth: Auth,
     JsonObject(body): JsonObject,
 ) -> Result<(StatusCode, Json<DncEntry>), ApiError> {
-    let input: DncInput = parse_fields(body, CREATE_FIELDS)?;
-    let raw = input
-        .phone_number
-        .as_deref()
-        .ok_or_else(|| ApiError::missing_field("phone_number"))?;
-    let number = parse_number(&state, &auth, raw, NumberIn::Field("phone_number")).await?;
-    let reason = input
-        .reason
-        .as_deref()
-        .map(check_reason)
-        .transpose()?
-        .unwrap_or_default();
-    let expires_at = match input.expires_at {
-        Patch::Value(at) => Some(check_expiry(at, state.store.now())?),
-        Patch::Absent | Patch::Null => None,
-    };
-    let agent_ids = check_agents(&state, &auth, input.agent_ids.unwrap_or_default()).await?;
-    let new = NewDncEntry {
-        phone_number: &number,
-        reason: &reason,
-        source: "api",
-        expires_at,
-        agent_ids: &agent_ids,
-        created_by: Some(auth.key_id),
-    };
-    let created = state
-        .store
-        .create_dnc_entry(auth.workspace_id, &new)
-        .await?;
-    Ok((StatusCode::CREATED, Json(created)))
+    Ok((
+        StatusCode::CREATED,
+        Json(crate::app::dnc::create(&state, &auth, body).await?),
+    ))
 }
 
 /// Update a do-not-call entry
@@ -248,45 +127,9 @@ async fn update(
     PathId(id): PathId,
     JsonObject(body): JsonObject,
 ) -> Result<Json<DncEntry>, ApiError> {
-    let id = DncEntryId::from_uuid(id);
-    if body.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            UPDATE_FIELDS.join(", ")
-        )));
-    }
-    let input: DncInput = parse_fields(body, UPDATE_FIELDS)?;
-    // Another workspace's id reads as missing before anything about the body is checked.
-    if state
-        .store
-        .dnc_entry(auth.workspace_id, id)
-        .await?
-        .is_none()
-    {
-        return Err(ApiError::not_found("Do-not-call entry"));
-    }
-    let reason = input.reason.as_deref().map(check_reason).transpose()?;
-    let expires_at = match input.expires_at {
-        Patch::Absent => None,
-        Patch::Null => Some(None),
-        Patch::Value(at) => Some(Some(check_expiry(at, state.store.now())?)),
-    };
-    let agent_ids = match input.agent_ids {
-        Some(ids) => Some(check_agents(&state, &auth, ids).await?),
-        None => None,
-    };
-    let change = DncUpdate {
-        reason: reason.as_deref(),
-        expires_at,
-        agent_ids: agent_ids.as_deref(),
-    };
-    let updated = state
-        .store
-        .update_dnc_entry(auth.workspace_id, id, &change)
-        .await?;
-    updated
-        .map(Json)
-        .ok_or(ApiError::not_found("Do-not-call entry"))
+    Ok(Json(
+        crate::app::dnc::update(&state, &auth, id, body).await?,
+    ))
 }
 
 /// Remove a number from the do-not-call list
@@ -297,9 +140,5 @@ async fn delete(
     auth: Auth,
     PathId(id): PathId,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let removed = state
-        .store
-        .delete_dnc_entry(auth.workspace_id, DncEntryId::from_uuid(id))
-        .await?;
-    super::extract::deleted(removed, id, "Do-not-call entry")
+    Ok(Json(crate::app::dnc::delete(&state, &auth, id).await?))
 }

@@ -232,10 +232,9 @@ pub fn deleted(
     id: Uuid,
     resource: &'static str,
 ) -> Result<axum::Json<serde_json::Value>, ApiError> {
-    if !removed {
-        return Err(ApiError::not_found(resource));
-    }
-    Ok(axum::Json(serde_json::json!({"success": true, "id": id})))
+    Ok(axum::Json(crate::app::fields::deleted(
+        removed, id, resource,
+    )?))
 }
 
 /// The answer to a repeated idempotency key: the first resource (200) when the body is the

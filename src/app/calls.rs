@@ -11,15 +11,9 @@ use utoipa::ToSchema;
 
 use crate::app::auth::Auth;
 use crate::app::error::AppError;
-use crate::app::fields::{parse_fields, request_hash, required};
+use crate::app::fields::{Placed, parse_fields, replayed, request_hash, required};
 use crate::app::state::App;
 use crate::store::{CallInsert, CallRecord, NewCall};
-
-/// A placed call: new, or the first of a repeated idempotency key with the same body.
-pub enum Placed {
-    Created(CallRecord),
-    Replayed(CallRecord),
-}
 
 const CREATE_FIELDS: &[&str] = &[
     "agent_id",
@@ -81,7 +75,7 @@ pub async fn place_call(
     state: &App,
     auth: &Auth,
     body: Map<String, Value>,
-) -> Result<Placed, AppError> {
+) -> Result<Placed<CallRecord>, AppError> {
     let ws = auth.workspace_id;
     let request_hash = request_hash(&body);
     let input: CreateCall = parse_fields(body, CREATE_FIELDS)?;
@@ -195,10 +189,7 @@ pub async fn place_call(
         CallInsert::Replayed {
             call,
             request_hash: first,
-        } if first.as_deref() == Some(request_hash.as_str()) => Ok(Placed::Replayed(call)),
-        CallInsert::Replayed { .. } => Err(AppError::bad_request(
-            "idempotency_key was already used with a different request body",
-        )),
+        } => replayed(call, first.as_deref(), &request_hash),
         CallInsert::InsufficientFunds(funds) => Err(AppError::Billing {
             message: if funds.is_suspended {
                 "The workspace is suspended; no calls are placed".into()

@@ -111,3 +111,22 @@ pub fn deleted(removed: bool, id: uuid::Uuid, resource: &'static str) -> Result<
     }
     Ok(serde_json::json!({"success": true, "id": id}))
 }
+
+/// A creation under an idempotency key: new, or the first one of a key repeated with the same
+/// body.
+pub enum Placed<T> {
+    Created(T),
+    Replayed(T),
+}
+
+/// What a repeated idempotency key answers: the first resource when the body is the same
+/// (`first_hash` is `hash`), else a refusal.
+pub fn replayed<T>(first: T, first_hash: Option<&str>, hash: &str) -> Result<Placed<T>, AppError> {
+    if first_hash == Some(hash) {
+        Ok(Placed::Replayed(first))
+    } else {
+        Err(AppError::bad_request(
+            "idempotency_key was already used with a different request body",
+        ))
+    }
+}

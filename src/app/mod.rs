@@ -19,6 +19,8 @@
 
 pub mod agents;
 pub mod auth;
+pub mod billing;
+pub mod call_windows;
 pub mod calls;
 pub mod campaigns;
 pub mod carrier_accounts;
@@ -27,6 +29,7 @@ pub mod dnc;
 pub mod error;
 pub mod fields;
 pub mod flow_test;
+pub mod integrations;
 pub mod keys;
 pub mod leads;
 pub mod limits;

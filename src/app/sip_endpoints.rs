@@ -14,8 +14,9 @@ use crate::app::error::AppError;
 use crate::store::{NewSipEndpoint, SipEndpoint, SipEndpointCreation};
 
 use crate::app::agents::rules::workspace_agent;
-use crate::app::fields::{Patch, parse_fields};
+use crate::app::fields::{Patch, deleted, parse_fields};
 use crate::app::state::App;
+use crate::store::SipEndpointUpdate;
 
 pub const CREATE_FIELDS: &[&str] = &[
     "name",
@@ -237,4 +238,74 @@ pub async fn create_endpoint(
     Err(AppError::Internal(anyhow::anyhow!(
         "no free SIP endpoint slug after three draws"
     )))
+}
+
+pub async fn update_endpoint(
+    state: &App,
+    auth: &Auth,
+    id: uuid::Uuid,
+    body: Map<String, Value>,
+) -> Result<SipEndpointView, AppError> {
+    if body.is_empty() {
+        return Err(AppError::bad_request(format!(
+            "No writable field given. Writable fields: {}",
+            UPDATE_FIELDS.join(", ")
+        )));
+    }
+    let input: UpdateInput = parse_fields(body, UPDATE_FIELDS)?;
+    let name = input.name.as_deref().map(check_name).transpose()?;
+    let sources = match input.allowed_source_ips.into_option() {
+        None => None,
+        Some(list) => Some(check_sources(list)?),
+    };
+    let cap = input
+        .max_concurrent_calls
+        .into_option()
+        .map(check_cap)
+        .transpose()?;
+    let agent = workspace_agent(
+        &state,
+        auth.workspace_id,
+        "inbound_agent_id",
+        input.inbound_agent_id,
+    )
+    .await?;
+    let change = SipEndpointUpdate {
+        name: name.as_deref(),
+        inbound_agent_id: agent,
+        is_active: input.is_active,
+        allowed_source_ips: sources.as_ref().map(|s| s.as_deref()),
+        max_concurrent_calls: cap,
+    };
+    let updated = state
+        .store
+        .update_sip_endpoint(auth.workspace_id, SipEndpointId::from_uuid(id), &change)
+        .await?
+        .ok_or(AppError::not_found("SIP endpoint"))?;
+    reload(&state, updated.id).await;
+    Ok(view(state, updated))
+}
+
+pub async fn delete_endpoint(
+    state: &App,
+    auth: &Auth,
+    id: uuid::Uuid,
+) -> Result<serde_json::Value, AppError> {
+    let id = SipEndpointId::from_uuid(id);
+    let removed = state
+        .store
+        .delete_sip_endpoint(auth.workspace_id, id)
+        .await?;
+    if removed {
+        reload(&state, id).await;
+    }
+    deleted(removed, id.as_uuid(), "SIP endpoint")
+}
+
+/// Tells the endpoint's actor, if it runs, that the endpoint changed: from the answer on, its
+/// calls follow the change (a deleted or deactivated endpoint answers 404).
+async fn reload(state: &App, id: SipEndpointId) {
+    if let Some(endpoints) = &state.endpoints {
+        endpoints.reload(id).await;
+    }
 }

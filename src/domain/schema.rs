@@ -8,3 +8,19 @@ pub fn one_of(values: impl IntoIterator<Item = &'static str>) -> utoipa::openapi
         .enum_values(Some(values))
         .build()
 }
+
+/// The schema of a string that is `pattern` or null (an optional field that reads null as
+/// absent).
+pub fn nullable_pattern(
+    pattern: &str,
+    max_length: Option<usize>,
+) -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+            utoipa::openapi::schema::Type::String,
+            utoipa::openapi::schema::Type::Null,
+        ]))
+        .pattern(Some(pattern))
+        .max_length(max_length)
+        .build()
+}

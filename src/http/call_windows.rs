@@ -7,7 +7,6 @@
 use axum::Json;
 use axum::extract::State;
 use serde_json::Value;
-use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::window::{CallingWindow, DayOfWeek};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -36,21 +35,9 @@ fn answer(window: &CallingWindow, is_default: bool) -> Json<Value> {
 #[utoipa::path(get, path = "/call-windows", operation_id = "getCallWindow", tag = "calling hours", security(("bearer" = ["campaigns:manage"])),
     responses((status = 200, description = "The calling window {timezone, days, start, end, use_contact_timezone, is_default}")))]
 async fn get_window(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
-    let (window, is_default) = workspace_window(&state, auth.workspace_id).await?;
+    let (window, is_default) =
+        crate::app::call_windows::workspace_window(&state, auth.workspace_id).await?;
     Ok(answer(&window, is_default))
-}
-
-/// The workspace's calling hours: the saved ones, else the built-in default in the zone of the
-/// workspace's default country (`true` when it is the default).
-pub async fn workspace_window(
-    state: &AppState,
-    ws: WorkspaceId,
-) -> Result<(CallingWindow, bool), ApiError> {
-    state
-        .store
-        .workspace_window(ws)
-        .await?
-        .ok_or(ApiError::not_found("Workspace"))
 }
 
 /// The schema of `days`: at least one of the names `DayOfWeek` reads (`mon` .. `sun`).
@@ -111,11 +98,6 @@ async fn put_window(
     auth: Auth,
     JsonObject(body): JsonObject,
 ) -> Result<Json<Value>, ApiError> {
-    let window = CallingWindow::from_json(&Value::Object(body))
-        .map_err(|err| ApiError::bad_request(err.to_string()))?;
-    state
-        .store
-        .set_call_window(auth.workspace_id, &window)
-        .await?;
+    let window = crate::app::call_windows::put_window(&state, &auth, body).await?;
     Ok(answer(&window, false))
 }

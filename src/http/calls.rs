@@ -19,8 +19,9 @@ use super::extract::{JsonObject, ListResponse, Pagination, PathId, Q, parse_fiel
 use super::openapi::body_schema;
 use super::state::AppState;
 use crate::app::auth::Auth;
-use crate::app::calls::{CreateCall, Placed, place_call};
+use crate::app::calls::{CreateCall, place_call};
 use crate::app::error::AppError;
+use crate::app::fields::Placed;
 use crate::app::fields::required;
 use crate::store::{CallDetail, CallFilter, CallRecord, DispositionSet, DispositionSource};
 

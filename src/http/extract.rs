@@ -236,19 +236,3 @@ pub fn deleted(
         removed, id, resource,
     )?))
 }
-
-/// The answer to a repeated idempotency key: the first resource (200) when the body is the
-/// same, else 400.
-pub fn replayed<T>(
-    first: T,
-    first_hash: Option<&str>,
-    hash: &str,
-) -> Result<(axum::http::StatusCode, axum::Json<T>), ApiError> {
-    if first_hash == Some(hash) {
-        Ok((axum::http::StatusCode::OK, axum::Json(first)))
-    } else {
-        Err(ApiError::bad_request(
-            "idempotency_key was already used with a different request body",
-        ))
-    }
-}

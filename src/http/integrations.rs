@@ -3,8 +3,8 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
-use switchboard_actors::ids::{AgentId, IntegrationId};
+use serde_json::Value;
+use switchboard_actors::ids::AgentId;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -12,6 +12,8 @@ use super::error::ApiError;
 use super::extract::{Data, PathId};
 use super::state::AppState;
 use crate::app::auth::Auth;
+#[allow(unused_imports)]
+use crate::app::integrations::*;
 use crate::store::{FlowVersion, Integration};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -41,13 +43,8 @@ async fn disconnect(
     auth: Auth,
     PathId(id): PathId,
 ) -> Result<Json<Value>, ApiError> {
-    let done = state
-        .store
-        .disconnect_integration(auth.workspace_id, IntegrationId::from_uuid(id))
-        .await?
-        .ok_or(ApiError::not_found("Integration"))?;
     Ok(Json(
-        json!({"success": true, "id": done.id, "status": done.status}),
+        crate::app::integrations::disconnect(&state, &auth, id).await?,
     ))
 }
 

@@ -35,21 +35,7 @@ pub struct ErrorBody {
     field: Option<String>,
 }
 
-/// The schema of a string that is `pattern` or null (an optional field that reads null as
-/// absent).
-pub fn nullable_pattern(
-    pattern: &str,
-    max_length: Option<usize>,
-) -> utoipa::openapi::schema::Object {
-    utoipa::openapi::schema::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
-            utoipa::openapi::schema::Type::String,
-            utoipa::openapi::schema::Type::Null,
-        ]))
-        .pattern(Some(pattern))
-        .max_length(max_length)
-        .build()
-}
+pub use crate::domain::schema::nullable_pattern;
 
 /// The schema of a create body from its input type's: the `required` fields listed (and not
 /// null), no other keys. Handlers read create and update bodies with one input type; the

@@ -10,15 +10,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use super::extract::{
-    Data, JsonObject, ListResponse, Pagination, PathId, Q, deleted, parse_fields,
-};
+use super::extract::{Data, JsonObject, ListResponse, Pagination, PathId, Q};
 use super::openapi::{body_schema, create_body, patch_body, schema_json, with_bounds};
 use super::state::AppState;
-use crate::app::agents::rules::workspace_agent;
 use crate::app::auth::Auth;
 use crate::app::sip_endpoints::*;
-use crate::store::{Paged, SipEndpointUpdate};
+use crate::store::Paged;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -109,45 +106,8 @@ async fn update(
     PathId(id): PathId,
     JsonObject(body): JsonObject,
 ) -> Result<Json<Data<SipEndpointView>>, ApiError> {
-    if body.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            UPDATE_FIELDS.join(", ")
-        )));
-    }
-    let input: UpdateInput = parse_fields(body, UPDATE_FIELDS)?;
-    let name = input.name.as_deref().map(check_name).transpose()?;
-    let sources = match input.allowed_source_ips.into_option() {
-        None => None,
-        Some(list) => Some(check_sources(list)?),
-    };
-    let cap = input
-        .max_concurrent_calls
-        .into_option()
-        .map(check_cap)
-        .transpose()?;
-    let agent = workspace_agent(
-        &state,
-        auth.workspace_id,
-        "inbound_agent_id",
-        input.inbound_agent_id,
-    )
-    .await?;
-    let change = SipEndpointUpdate {
-        name: name.as_deref(),
-        inbound_agent_id: agent,
-        is_active: input.is_active,
-        allowed_source_ips: sources.as_ref().map(|s| s.as_deref()),
-        max_concurrent_calls: cap,
-    };
-    let updated = state
-        .store
-        .update_sip_endpoint(auth.workspace_id, SipEndpointId::from_uuid(id), &change)
-        .await?
-        .ok_or(ApiError::not_found("SIP endpoint"))?;
-    reload(&state, updated.id).await;
     Ok(Json(Data {
-        data: view(&state, updated),
+        data: crate::app::sip_endpoints::update_endpoint(&state, &auth, id, body).await?,
     }))
 }
 
@@ -159,21 +119,7 @@ async fn delete(
     auth: Auth,
     PathId(id): PathId,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let id = SipEndpointId::from_uuid(id);
-    let removed = state
-        .store
-        .delete_sip_endpoint(auth.workspace_id, id)
-        .await?;
-    if removed {
-        reload(&state, id).await;
-    }
-    deleted(removed, id.as_uuid(), "SIP endpoint")
-}
-
-/// Tells the endpoint's actor, if it runs, that the endpoint changed: from the answer on, its
-/// calls follow the change (a deleted or deactivated endpoint answers 404).
-async fn reload(state: &AppState, id: SipEndpointId) {
-    if let Some(endpoints) = &state.endpoints {
-        endpoints.reload(id).await;
-    }
+    Ok(Json(
+        crate::app::sip_endpoints::delete_endpoint(&state, &auth, id).await?,
+    ))
 }

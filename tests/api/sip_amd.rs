@@ -64,7 +64,7 @@ impl Baresip {
         .await;
         assert!(
             ready == Ok(true),
-            "baresip did not get ready within 10 s: {said:?}"
+            "baresip did not say it was ready within 10 s; it said {said:?}"
         );
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Baresip {

@@ -76,7 +76,7 @@ async fn an_operator_signs_in_reads_a_call_and_manages_keys_in_a_real_browser() 
 
 #[tokio::test]
 async fn a_call_s_recording_plays_and_a_transcript_turn_seeks_it() {
-    use crate::converse::{call_slug, conversing_app_with};
+    use crate::converse::{Live, call_slug, conversing_app_with};
     use crate::sip_calls::{ended_call, endpoint};
     use crate::vendor::{Reply, VendorServer};
     let vendor = VendorServer::start().await;
@@ -92,13 +92,16 @@ async fn a_call_s_recording_plays_and_a_transcript_turn_seeks_it() {
     browser.sign_in(&s.app, &s.app.key).await;
     browser.go(&s.app.url("/app/live")).await;
     browser.wait_text("main", "No calls under way").await;
+    // The test reads the live page too, for when each of the agent's turns has been said.
+    let live = Live::open(&s.app).await;
     let (ua, media) = call_slug(&s, &slug).await;
     browser.wait_text("main", "in_progress").await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    live.agent_said("Hello, you have reached the front desk.")
+        .await;
     ua.stream_tone(media, 75).await;
     browser.wait_text("main", "Agent: Of course.").await;
     check(&browser, "live-call").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    live.agent_said("Of course.").await;
     ua.bye().await;
     browser.wait_text("main", "No calls under way").await;
     let call = ended_call(&s.app, 1).await;

@@ -526,8 +526,9 @@ async fn a_failing_vendor_is_retried_and_an_api_disposition_is_kept() {
         "{error}"
     );
     assert!(!error.contains("sk-analysis-secret"));
-    // Not again before the 30 s backoff.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Not again before the 30 s backoff. A fixed wait: a pass of the analysis job that finds
+    // nothing due leaves no trace; 200 ms is four of its 50 ms passes.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(vendor.chat_requests().len(), 1);
 
     // Meanwhile a client sets the disposition: the analysis will not overwrite it.
@@ -572,7 +573,8 @@ async fn an_answer_without_json_fails_after_five_attempts() {
             call["analysis_error"].as_str().unwrap().contains("JSON"),
             "{call}"
         );
-        // Just short of the wait, nothing runs; then it does.
+        // Just short of the wait, nothing runs (a fixed wait: a pass of the analysis job that
+        // finds nothing due leaves no trace; 200 ms is four of its 50 ms passes); then it does.
         app.clock.advance(Duration::from_secs(wait - 5));
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(vendor.chat_requests().len(), attempt as usize);

@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::converse::{agent_lines, call_slug, conversing_app_with};
+use crate::converse::{Live, agent_lines, call_slug, conversing_app_with};
+use crate::helpers::eventually;
 use crate::sip_calls::{SECS, SipApp, ended_call, endpoint};
 use crate::tools::{Log, receiver, webhook};
 use crate::vendor::{Reply, VendorServer};
@@ -67,6 +68,7 @@ async fn a_webhook_tool_runs_once_with_the_schema_the_call_started_with() {
     vendor.reply(Reply::text(&["Your order ships tomorrow."]));
     // The tool takes 2 s to answer: long enough for the filler line.
     let (s, slug, tool_id, log) = agent_with_a_tool(&vendor, "/order?delay_ms=2000").await;
+    let live = Live::open(&s.app).await;
     let (mut ua, media) = call_slug(&s, &slug).await;
 
     // Edited while the call runs: another URL and another parameter. The call keeps the
@@ -81,9 +83,11 @@ async fn a_webhook_tool_runs_once_with_the_schema_the_call_started_with() {
         .await;
     assert_eq!(edited.status, 200, "{}", edited.body);
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The caller asks once the greeting has played, and hangs up once the agent has answered.
+    live.agent_said("Hello.").await;
     ua.stream_tone(media, 75).await;
-    tokio::time::sleep(Duration::from_secs(7)).await;
+    live.agent_said("One moment, please. Your order ships tomorrow.")
+        .await;
     ua.bye().await;
     let (_, bye) = ua.final_reply("BYE", SECS).await;
     assert_eq!(bye.code, 200);
@@ -175,9 +179,15 @@ async fn a_webhook_tool_runs_once_with_the_schema_the_call_started_with() {
     vendor.transcript("Where is my order A18?", Duration::ZERO);
     vendor.reply(Reply::text(&["Let me see."]));
     let (mut ua, media) = call_slug(&s, &slug).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    live.agent_said("Hello.").await;
     ua.stream_tone(media, 75).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The caller hangs up once the model has been asked.
+    eventually(
+        Duration::from_secs(20),
+        "the model is asked again",
+        || async { (vendor.conversation_requests().len() >= 3).then_some(()) },
+    )
+    .await;
     ua.bye().await;
     let _ = ua.final_reply("BYE", SECS).await;
     let requests = vendor.conversation_requests();

@@ -58,16 +58,27 @@ impl Events {
         }
     }
 
-    /// Events until one whose data satisfies `wanted`.
-    async fn until(&mut self, wanted: impl Fn(&str) -> bool) -> String {
+    /// Events until one whose data satisfies `wanted`; panics naming `what` if none has
+    /// within 20 s.
+    async fn until(&mut self, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+        let within = Duration::from_secs(20);
+        let deadline = tokio::time::Instant::now() + within;
+        let mut last = String::new();
         loop {
-            let data = self
-                .next(Duration::from_secs(10))
-                .await
-                .expect("the stream goes on");
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            assert!(
+                !left.is_zero(),
+                "{what}: not within {within:?}; the last event: {last}"
+            );
+            // The stream sends the table again at least every second while a call is up.
+            let data = match tokio::time::timeout(left, self.next(Duration::from_secs(10))).await {
+                Ok(data) => data.expect("the stream goes on"),
+                Err(_) => continue,
+            };
             if wanted(&data) {
                 return data;
             }
+            last = data;
         }
     }
 }
@@ -97,7 +108,9 @@ async fn a_live_call_reaches_an_open_page_and_leaves_it_when_it_ends() {
     let (_, ok) = ua.final_reply("INVITE", Duration::from_secs(5)).await;
     assert_eq!(ok.code, 200);
     ua.ack_2xx().await;
-    let live = events.until(|d| d.contains("in_progress")).await;
+    let live = events
+        .until("the call shows", |d| d.contains("in_progress"))
+        .await;
     assert!(live.contains("Front desk"), "{live}");
     assert!(live.contains("inbound"), "{live}");
     // Its duration moves while it is up.
@@ -105,7 +118,9 @@ async fn a_live_call_reaches_an_open_page_and_leaves_it_when_it_ends() {
     assert!(later.contains("in_progress") && later != live, "{later}");
 
     ua.bye().await;
-    let gone = events.until(|d| !d.contains("in_progress")).await;
+    let gone = events
+        .until("the call leaves", |d| !d.contains("in_progress"))
+        .await;
     assert!(gone.contains("No calls under way"), "{gone}");
 
     // Signing out ends the stream.
@@ -137,10 +152,17 @@ async fn what_is_said_on_a_live_call_reaches_the_open_page_as_each_turn_ends() {
     web.sign_in(&s.app.key).await;
     let mut events = Events::open(&web, "/app/live/events").await;
     let (ua, media) = call_slug(&s, &slug).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The caller speaks once the greeting has played.
+    events
+        .until("the greeting is said", |d| {
+            d.contains("<strong>Agent: </strong>Hello, you have reached the front desk.</td>")
+        })
+        .await;
     ua.stream_tone(media, 75).await;
     let heard = events
-        .until(|d| d.contains("I would like to book a table."))
+        .until("the caller's turn shows", |d| {
+            d.contains("I would like to book a table.")
+        })
         .await;
     assert!(
         heard.contains("<strong>Caller: </strong>I would like to book a table."),
@@ -148,21 +170,27 @@ async fn what_is_said_on_a_live_call_reaches_the_open_page_as_each_turn_ends() {
     );
     // The agent's answer shows while it is being said, then as its final turn.
     let saying = events
-        .until(|d| d.contains("Of course, for how many?"))
+        .until("the answer shows", |d| {
+            d.contains("Of course, for how many?")
+        })
         .await;
     assert!(
         saying.contains("<strong>Agent: </strong>Of course, for how many? <span class=\"muted\">(speaking)</span>"),
         "{saying}"
     );
     let answered = events
-        .until(|d| d.contains("Of course, for how many?") && !d.contains("(speaking)"))
+        .until("the answer is said", |d| {
+            d.contains("Of course, for how many?") && !d.contains("(speaking)")
+        })
         .await;
     assert!(
         answered.contains("<strong>Agent: </strong>Of course, for how many?</td>"),
         "{answered}"
     );
     ua.bye().await;
-    events.until(|d| d.contains("No calls under way")).await;
+    events
+        .until("the call ends", |d| d.contains("No calls under way"))
+        .await;
 }
 
 #[tokio::test]

@@ -407,7 +407,9 @@ async fn a_number_blocked_while_its_contact_waits_in_line_is_not_dialled() {
         .await;
     rig.enroll(c, 3, None).await;
     rig.launch(c).await;
+    let deadline = Instant::now() + DAY;
     while rig.carrier.observations().dials == 0 {
+        assert!(Instant::now() < deadline, "nothing dialled within a day");
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     block(&rig, "+972521000002").await;

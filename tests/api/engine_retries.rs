@@ -108,7 +108,12 @@ async fn a_disposition_that_lands_unannounced_still_decides_at_the_timeout() {
     rig.enroll(c, 1, None).await;
     rig.launch(c).await;
     // The call ends answered and the contact waits for its disposition.
+    let deadline = tokio::time::Instant::now() + DAY;
     let call = loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the contact did not await its disposition within a day"
+        );
         tokio::time::sleep(Duration::from_secs(10)).await;
         if rig.contacts(c).await[0].state == "awaiting_disposition" {
             break rig.calls(c).await[0].id;
@@ -262,7 +267,12 @@ async fn a_restart_mid_call_neither_redials_nor_loses_anyone() {
     rig.launch(c).await;
     for _ in 0..3 {
         // Run until calls are live, then cut the engine off.
+        let deadline = tokio::time::Instant::now() + DAY;
         loop {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no call was live within a day"
+            );
             tokio::time::sleep(Duration::from_secs(7)).await;
             if rig.carrier.observations().live > 0 {
                 break;

@@ -14,7 +14,7 @@ use switchboard::domain::secrets::Secrets;
 use switchboard::runtime::integrations::connect;
 use switchboard::store::Integration;
 
-use crate::converse::{call_slug, conversing_app_with};
+use crate::converse::{Live, call_slug, conversing_app_with};
 use crate::google::{Fault, GoogleStandIn, grant};
 use crate::helpers::{TestApp, eventually, spawn_app_with};
 use crate::sip_calls::{ended_call, endpoint};
@@ -493,8 +493,10 @@ async fn a_sip_call_books_an_event_and_emails_a_confirmation() {
         json!({}),
     )
     .await;
+    let live = Live::open(&s.app).await;
     let (mut ua, media) = call_slug(&s, &slug).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    live.agent_said("Hi, this is Ada. When would you like to meet?")
+        .await;
     ua.stream_tone(media, 75).await;
     ua.expect_request("BYE", Duration::from_secs(20)).await;
 

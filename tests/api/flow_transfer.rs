@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::converse::{call_slug, conversing_app_with};
+use crate::converse::{Live, call_slug, conversing_app_with};
 use crate::helpers::eventually;
 use crate::sip_calls::{ended_call, endpoint};
 use crate::vendor::{Reply, VendorServer};
@@ -38,8 +38,9 @@ async fn call_and_answer_refer(code: u16, reason: &str) -> (Value, String) {
         json!({}),
     )
     .await;
+    let live = Live::open(&s.app).await;
     let (mut ua, media) = call_slug(&s, &slug).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    live.agent_said("Hi, this is Ada.").await;
     ua.stream_tone(media, 75).await;
     let refer = ua
         .answer_request("REFER", Duration::from_secs(15), code, reason)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::converse::{call_slug, conversing_app_with};
+use crate::converse::{Live, call_slug, conversing_app_with};
 use crate::helpers::{TestApp, eventually, spawn_app, spawn_app_with};
 use crate::sip_calls::{ended_call, endpoint};
 use crate::vendor::{Reply, VendorServer};
@@ -335,8 +335,9 @@ async fn a_sip_call_to_a_flow_agent_follows_its_nodes_and_keeps_its_path() {
         json!({}),
     )
     .await;
+    let live = Live::open(&s.app).await;
     let (mut ua, media) = call_slug(&s, &slug).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    live.agent_said("Hi, this is Ada.").await;
     ua.stream_tone(media, 75).await;
     // The flow says goodbye and hangs up.
     ua.expect_request("BYE", Duration::from_secs(15)).await;

@@ -433,6 +433,8 @@ async fn an_inbound_caller_id_is_used_only_by_an_agent_that_trusts_it() {
             let (_, ok) = ua.final_reply("INVITE", SECS).await;
             assert_eq!(ok.code, 200, "{}", ok.text);
             ua.ack_2xx().await;
+            // No greeting marks when the agent listens (after reading the lead's memory): a
+            // moment for its start before the caller speaks.
             tokio::time::sleep(Duration::from_millis(300)).await;
             ua.stream_tone(media_addr(ok.body()), 50).await;
             ua

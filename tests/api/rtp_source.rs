@@ -208,12 +208,24 @@ async fn a_caller_behind_a_nat_gets_the_audio_at_the_port_it_sends_from() {
     drop(signalled);
     let ours = answer(&mut ua, port).await;
     let caller = Arc::new(ua.media);
-    let learning = {
-        let caller = caller.clone();
-        tokio::spawn(async move { stream(&caller, ours, 7, 1, 50).await })
-    };
-    // After the wait for the signalled address and the probation, the audio comes here.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    learning.await.unwrap();
+    // After the wait for the signalled address and the probation, the audio comes here: the
+    // caller streams until it hears the agent.
+    let mut buf = [0u8; 2048];
+    let mut seq = 1;
+    let deadline = tokio::time::Instant::now() + SECS;
+    loop {
+        caller.send_to(&packet(7, seq), ours).await.unwrap();
+        seq += 1;
+        let heard = tokio::time::timeout(Duration::from_millis(20), caller.recv_from(&mut buf));
+        if let Ok(Ok((_, from))) = heard.await
+            && from == ours
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the caller never got the agent's audio at the port it sends from"
+        );
+    }
     caller_alone_heard(caller, ours, &Heard::default()).await;
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchboard_sip::trunk::{Gateway, TrunkTransport};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::campaigns::number;
 use crate::helpers::TestApp;
@@ -39,16 +40,33 @@ impl Baresip {
             format!("<sip:{number}@127.0.0.1>;regint=0;answermode=auto;audio_codecs=PCMU\n"),
         )
         .unwrap();
-        let child = tokio::process::Command::new("baresip")
+        let mut child = tokio::process::Command::new("baresip")
             .arg("-f")
             .arg(dir.path())
             .args(["-t", "40"])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .expect("baresip is installed (scripts/test installs it)");
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // It listens once it says it is ready; what it says after that is read and dropped.
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut said = Vec::new();
+        let ready = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("baresip is ready.") {
+                    return true;
+                }
+                said.push(line);
+            }
+            false
+        })
+        .await;
+        assert!(
+            ready == Ok(true),
+            "baresip did not say it was ready within 10 s; it said {said:?}"
+        );
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Baresip {
             _child: child,
             port,

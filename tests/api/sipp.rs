@@ -65,7 +65,7 @@ impl Sipp {
         let scenario = dir.path().join(scenario);
         std::fs::write(&scenario, text).expect("the scenario is written");
         let log = dir.path().join("sipp.log");
-        let child = sipp(dir.path())
+        let mut child = sipp(dir.path())
             .arg("-sf")
             .arg(&scenario)
             .args(["-i", "127.0.0.1", "-mi", "127.0.0.1"])
@@ -80,8 +80,28 @@ impl Sipp {
             .args(extra)
             .spawn()
             .expect("sipp runs (Debian package sip-tester; ./scripts/test installs it)");
-        // SIPp binds its socket right away; give it a moment before the first INVITE.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The first INVITE waits until SIPp has bound its SIP and media sockets.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match (udp_bound(port), udp_bound(media)) {
+                (Some(true), Some(true)) => break,
+                // Where the kernel does not list its sockets, a moment is enough.
+                (None, _) | (_, None) => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    break;
+                }
+                _ => {}
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let errors = std::fs::read_to_string(&log).unwrap_or_default();
+                panic!("sipp exited ({status}) before it listened on {port}: {errors}");
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "sipp did not listen on ports {port} and {media} within 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         Sipp {
             child,
             port,
@@ -142,6 +162,19 @@ impl Sipp {
             "sipp failed ({status}): {errors}\n--- messages ---\n{messages}"
         );
     }
+}
+
+/// Whether a UDP socket is bound to `port`, by the kernel's list of them (Linux's
+/// `/proc/net/udp`); `None` where there is no such list.
+fn udp_bound(port: u16) -> Option<bool> {
+    let table = std::fs::read_to_string("/proc/net/udp").ok()?;
+    let port = format!("{port:04X}");
+    Some(table.lines().skip(1).any(|line| {
+        line.split_whitespace()
+            .nth(1)
+            .and_then(|local| local.rsplit_once(':'))
+            .is_some_and(|(_, p)| p == port)
+    }))
 }
 
 /// SIPp, run in `dir`, quiet, killed with its handle.

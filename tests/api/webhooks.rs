@@ -28,7 +28,7 @@ use switchboard_actors::ids::{AgentId, CallId, ToolId};
 use switchboard_actors::sim::SimConfig;
 
 use crate::campaigns::number;
-use crate::converse::{call_slug, conversing_app_with};
+use crate::converse::{Live, call_slug, conversing_app_with};
 use crate::helpers::{TestApp, eventually, spawn_app_with};
 use crate::sip_calls::{SECS, call_until_the_agent_hangs_up, ended_call, endpoint, sip_app_with};
 use crate::vendor::{Reply, VendorServer};
@@ -868,13 +868,16 @@ async fn a_conversing_calls_turns_are_sent_as_they_become_final_before_its_end()
     )
     .await;
     let (mut ua, media) = call_slug(&s, &slug).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The caller speaks once the greeting has played (its turn is sent then).
+    let got = wait_for(&receiver, 1).await;
+    assert_eq!(got[0].envelope["data"]["text"], "Hello.");
     ua.stream_tone(media, 75).await;
     // The caller's turn is sent while the call still runs.
     let got = wait_for(&receiver, 2).await;
     assert_eq!(got[1].envelope["type"], "transcript.final");
     assert_eq!(got[1].envelope["data"]["text"], "Do you open on Sundays?");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The caller hangs up once the agent's answer has been said, and sent.
+    wait_for(&receiver, 3).await;
     ua.bye().await;
     let _ = ua.final_reply("BYE", SECS).await;
 
@@ -971,10 +974,14 @@ async fn a_function_tool_on_a_call_is_answered_by_the_agent_webhook() {
         )
         .await;
     assert_eq!(attached.status, 200, "{}", attached.body);
+    let live = Live::open(&s.app).await;
     let (mut ua, media) = call_slug(&s, &slug).await;
+    // No greeting marks when the agent listens: a moment for its start before the caller
+    // speaks.
     tokio::time::sleep(Duration::from_millis(500)).await;
     ua.stream_tone(media, 75).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The caller hangs up once the agent has answered with the tool's result.
+    live.agent_said("Yes, we have four.").await;
     ua.bye().await;
     let _ = ua.final_reply("BYE", SECS).await;
 

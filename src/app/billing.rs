@@ -48,7 +48,7 @@ pub async fn payment_method(
             .update_billing_settings(auth.workspace_id, &change)
             .await?;
     }
-    Ok(account(&state, auth.workspace_id).await?.into())
+    Ok(account(state, auth.workspace_id).await?.into())
 }
 
 pub async fn top_up(
@@ -61,11 +61,10 @@ pub async fn top_up(
         .amount_cents
         .ok_or_else(|| AppError::missing_field("amount_cents"))?;
     let amount = check_range("amount_cents", amount, TOP_UP_MIN_CENTS, TOP_UP_MAX_CENTS)?;
-    let Some(method) = account(&state, auth.workspace_id).await?.payment_method else {
+    let Some(method) = account(state, auth.workspace_id).await?.payment_method else {
         return Err(AppError::Billing {
             message: "No payment method on file; add one with POST /billing/payment-method".into(),
-        }
-        .into());
+        });
     };
     let reference = state
         .payments
@@ -137,7 +136,7 @@ pub async fn settings(
         .map(check_email)
         .transpose()?;
 
-    let current = account(&state, auth.workspace_id).await?;
+    let current = account(state, auth.workspace_id).await?;
     let enabled = input
         .auto_topup_enabled
         .unwrap_or(current.auto_topup_enabled);
@@ -146,8 +145,7 @@ pub async fn settings(
             message:
                 "Auto top-up needs a payment method; add one with POST /billing/payment-method"
                     .into(),
-        }
-        .into());
+        });
     }
     if enabled && amount.unwrap_or(current.auto_topup_amount_cents) == 0 {
         return Err(AppError::invalid_field(
@@ -180,7 +178,7 @@ pub async fn settings(
     {
         tracing::warn!(workspace = %auth.workspace_id, error = %err, "auto top-up after a settings change failed");
     }
-    Ok(account(&state, auth.workspace_id).await?.into())
+    Ok(account(state, auth.workspace_id).await?.into())
 }
 
 pub const PAYMENT_METHOD_FIELDS: &[&str] = &["payment_token", "billing_email"];

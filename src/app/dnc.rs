@@ -22,7 +22,7 @@ pub async fn create(
         .phone_number
         .as_deref()
         .ok_or_else(|| AppError::missing_field("phone_number"))?;
-    let number = parse_number(&state, &auth, raw, NumberIn::Field("phone_number")).await?;
+    let number = parse_number(state, auth, raw, NumberIn::Field("phone_number")).await?;
     let reason = input
         .reason
         .as_deref()
@@ -33,7 +33,7 @@ pub async fn create(
         Patch::Value(at) => Some(check_expiry(at, state.store.now())?),
         Patch::Absent | Patch::Null => None,
     };
-    let agent_ids = check_agents(&state, &auth, input.agent_ids.unwrap_or_default()).await?;
+    let agent_ids = check_agents(state, auth, input.agent_ids.unwrap_or_default()).await?;
     let new = NewDncEntry {
         phone_number: &number,
         reason: &reason,
@@ -79,7 +79,7 @@ pub async fn update(
         Patch::Value(at) => Some(Some(check_expiry(at, state.store.now())?)),
     };
     let agent_ids = match input.agent_ids {
-        Some(ids) => Some(check_agents(&state, &auth, ids).await?),
+        Some(ids) => Some(check_agents(state, auth, ids).await?),
         None => None,
     };
     let change = DncUpdate {

@@ -21,7 +21,7 @@ pub async fn create(state: &App, auth: &Auth, body: Map<String, Value>) -> Resul
         metadata: json!({}),
         ..Default::default()
     };
-    merge(&state, &auth, &body, &mut fields).await?;
+    merge(state, auth, &body, &mut fields).await?;
     for tag in &tags {
         if state
             .store
@@ -36,7 +36,7 @@ pub async fn create(state: &App, auth: &Auth, body: Map<String, Value>) -> Resul
         }
     }
     let lead = state.store.create_lead(auth.workspace_id, &fields).await?;
-    apply_tags(&state, &auth, lead.id, &tags).await?;
+    apply_tags(state, auth, lead.id, &tags).await?;
     let lead = state
         .store
         .lead(auth.workspace_id, lead.id)
@@ -65,7 +65,7 @@ pub async fn update(
         .await?
         .ok_or(AppError::not_found("Lead"))?;
     let mut fields = lead.fields;
-    merge(&state, &auth, &body, &mut fields).await?;
+    merge(state, auth, &body, &mut fields).await?;
     state
         .store
         .update_lead(auth.workspace_id, id, &fields)
@@ -99,7 +99,7 @@ pub async fn tag(
     if state.store.lead(auth.workspace_id, id).await?.is_none() {
         return Err(AppError::not_found("Lead"));
     }
-    apply_tags(&state, &auth, id, &tags).await?;
+    apply_tags(state, auth, id, &tags).await?;
     state
         .store
         .lead(auth.workspace_id, id)

@@ -37,11 +37,10 @@ pub async fn purchase(
     if account.payment_method.is_none() {
         return Err(AppError::Billing {
             message: "A payment method is required to buy phone numbers; set one up first".into(),
-        }
-        .into());
+        });
     }
     if state.store.number_is_held(number.as_str()).await? {
-        return Err(held(&number).into());
+        return Err(held(&number));
     }
     let cents = state.config.number_monthly_cents;
     let description = format!("Phone number {number}: first month");
@@ -75,11 +74,11 @@ pub async fn purchase(
     {
         Ok(bought) => bought,
         Err(StoreError::Conflict { .. }) => {
-            refund(&state, ws, cents, &number).await?;
-            return Err(held(&number).into());
+            refund(state, ws, cents, &number).await?;
+            return Err(held(&number));
         }
         Err(other) => {
-            refund(&state, ws, cents, &number).await?;
+            refund(state, ws, cents, &number).await?;
             return Err(other.into());
         }
     };
@@ -125,9 +124,8 @@ pub async fn configure(
             "must be at most 100 characters",
         ));
     }
-    let inbound = workspace_agent(&state, ws, "inbound_agent_id", input.inbound_agent_id).await?;
-    let outbound =
-        workspace_agent(&state, ws, "outbound_agent_id", input.outbound_agent_id).await?;
+    let inbound = workspace_agent(state, ws, "inbound_agent_id", input.inbound_agent_id).await?;
+    let outbound = workspace_agent(state, ws, "outbound_agent_id", input.outbound_agent_id).await?;
     let friendly_name = input.friendly_name.as_deref().map(str::trim);
     let updated = state
         .store
@@ -206,7 +204,7 @@ pub fn check_country(code: &str) -> Result<(), AppError> {
 }
 
 pub fn israel() -> Result<phonenumber::country::Id, AppError> {
-    parse_country("IL").map_err(|e| AppError::Internal(e.into()).into())
+    parse_country("IL").map_err(|e| AppError::Internal(e.into()))
 }
 
 pub fn held(number: &PhoneNumber) -> AppError {

@@ -43,7 +43,7 @@ pub async fn create(
         .store
         .create_shared_link(auth.workspace_id, agent, &token, auth.key_id, expires_at)
         .await?;
-    Ok(view(&state, link))
+    Ok(view(state, link))
 }
 
 pub async fn revoke(state: &App, auth: &Auth, id: uuid::Uuid) -> Result<SharedLinkView, AppError> {

@@ -264,7 +264,7 @@ pub async fn update_endpoint(
         .map(check_cap)
         .transpose()?;
     let agent = workspace_agent(
-        &state,
+        state,
         auth.workspace_id,
         "inbound_agent_id",
         input.inbound_agent_id,
@@ -282,7 +282,7 @@ pub async fn update_endpoint(
         .update_sip_endpoint(auth.workspace_id, SipEndpointId::from_uuid(id), &change)
         .await?
         .ok_or(AppError::not_found("SIP endpoint"))?;
-    reload(&state, updated.id).await;
+    reload(state, updated.id).await;
     Ok(view(state, updated))
 }
 
@@ -297,7 +297,7 @@ pub async fn delete_endpoint(
         .delete_sip_endpoint(auth.workspace_id, id)
         .await?;
     if removed {
-        reload(&state, id).await;
+        reload(state, id).await;
     }
     deleted(removed, id.as_uuid(), "SIP endpoint")
 }

@@ -341,7 +341,7 @@ pub async fn create(
             pc.insert(key.to_string(), v);
         }
     }
-    let config = config_for(&state, &tool_type, &config).await?;
+    let config = config_for(state, &tool_type, &config).await?;
     let new = NewTool {
         name,
         description,
@@ -390,7 +390,7 @@ pub async fn update(
         change.description = Some(description(str_field(&body, "description")?, webhook)?);
     }
     if let Some(config) = body.get("config") {
-        change.config = Some(config_for(&state, &tool.tool_type, config).await?);
+        change.config = Some(config_for(state, &tool.tool_type, config).await?);
     }
     match body.get("is_active") {
         None => {}

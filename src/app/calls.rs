@@ -13,7 +13,8 @@ use crate::app::auth::Auth;
 use crate::app::error::AppError;
 use crate::app::fields::{Placed, parse_fields, replayed, request_hash, required};
 use crate::app::state::App;
-use crate::store::{CallInsert, CallRecord, NewCall};
+use crate::store::{CallInsert, CallRecord, DispositionSet, DispositionSource, NewCall};
+use switchboard_actors::ids::DispositionId;
 
 const CREATE_FIELDS: &[&str] = &[
     "agent_id",
@@ -203,4 +204,55 @@ pub async fn place_call(
             },
         }),
     }
+}
+
+pub async fn set_disposition(
+    state: &App,
+    auth: &Auth,
+    id: uuid::Uuid,
+    body: Map<String, Value>,
+) -> Result<CallRecord, AppError> {
+    let ws = auth.workspace_id;
+    let input: DispositionInput = parse_fields(body, &["disposition_id"])?;
+    let disposition = DispositionId::from_uuid(required(input.disposition_id, "disposition_id")?);
+    let id = CallId::from_uuid(id);
+    if state.store.call(ws, id).await?.is_none() {
+        return Err(AppError::not_found("Call"));
+    }
+    if state.store.disposition(ws, disposition).await?.is_none() {
+        return Err(AppError::invalid_field(
+            "disposition_id",
+            "no such disposition in this workspace",
+        ));
+    }
+    let result = crate::runtime::engine::land_disposition(
+        &state.store,
+        &state.engine,
+        ws,
+        id,
+        disposition,
+        DispositionSource::Api,
+    )
+    .await?
+    .ok_or(AppError::not_found("Call"))?;
+    match result {
+        DispositionSet::Set(call) | DispositionSet::Unchanged(call) => {
+            Ok(call.presented(state.recording_links()))
+        }
+        DispositionSet::Conflict(_) => Err(AppError::Conflict {
+            message: "Another disposition is already set on this call".into(),
+        }),
+        DispositionSet::NotAnswered(call) => Err(AppError::bad_request(format!(
+            "A disposition lands on an answered call; this call is {}{}",
+            call.status,
+            call.outcome.map(|o| format!(" ({o})")).unwrap_or_default()
+        ))),
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = CallDispositionInput)]
+pub struct DispositionInput {
+    /// A disposition of the workspace.
+    pub disposition_id: Option<uuid::Uuid>,
 }

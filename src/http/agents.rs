@@ -113,11 +113,9 @@ async fn deactivate(
     auth: Auth,
     PathId(id): PathId,
 ) -> Result<Json<Agent>, ApiError> {
-    let done = state
-        .store
-        .deactivate_agent(auth.workspace_id, AgentId::from_uuid(id))
-        .await?;
-    done.map(Json).ok_or(ApiError::not_found("Agent"))
+    Ok(Json(
+        crate::app::agents::save::deactivate(&state, &auth, id).await?,
+    ))
 }
 
 body_schema!(

@@ -9,21 +9,19 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use switchboard_actors::call::{CallDirection, CallStatus};
-use switchboard_actors::ids::{AgentId, CallId, CampaignId, DispositionId};
-use utoipa::{IntoParams, ToSchema};
+use switchboard_actors::ids::{AgentId, CallId, CampaignId};
+use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use super::extract::{JsonObject, ListResponse, Pagination, PathId, Q, parse_fields};
+use super::extract::{JsonObject, ListResponse, Pagination, PathId, Q};
 use super::openapi::body_schema;
 use super::state::AppState;
 use crate::app::auth::Auth;
-use crate::app::calls::{CreateCall, place_call};
-use crate::app::error::AppError;
+use crate::app::calls::{CreateCall, DispositionInput, place_call};
 use crate::app::fields::Placed;
-use crate::app::fields::required;
-use crate::store::{CallDetail, CallFilter, CallRecord, DispositionSet, DispositionSource};
+use crate::store::{CallDetail, CallFilter, CallRecord};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -167,13 +165,6 @@ async fn get_one(
     Ok(Json(detail))
 }
 
-#[derive(Deserialize, ToSchema)]
-#[schema(as = CallDispositionInput)]
-pub struct DispositionInput {
-    /// A disposition of the workspace.
-    disposition_id: Option<uuid::Uuid>,
-}
-
 /// Land a disposition on an answered call (a stop disposition retires a campaign contact)
 #[utoipa::path(post, path = "/calls/{id}/disposition", operation_id = "setCallDisposition", tag = "calls", security(("bearer" = ["calls:create"])),
     params(("id" = uuid::Uuid, Path)), request_body = CallDispositionBody,
@@ -185,41 +176,7 @@ async fn disposition(
     PathId(id): PathId,
     JsonObject(body): JsonObject,
 ) -> Result<Json<CallRecord>, ApiError> {
-    let ws = auth.workspace_id;
-    let input: DispositionInput = parse_fields(body, &["disposition_id"])?;
-    let disposition = DispositionId::from_uuid(required(input.disposition_id, "disposition_id")?);
-    let id = CallId::from_uuid(id);
-    if state.store.call(ws, id).await?.is_none() {
-        return Err(ApiError::not_found("Call"));
-    }
-    if state.store.disposition(ws, disposition).await?.is_none() {
-        return Err(ApiError::invalid_field(
-            "disposition_id",
-            "no such disposition in this workspace",
-        ));
-    }
-    let result = crate::runtime::engine::land_disposition(
-        &state.store,
-        &state.engine,
-        ws,
-        id,
-        disposition,
-        DispositionSource::Api,
-    )
-    .await?
-    .ok_or(ApiError::not_found("Call"))?;
-    match result {
-        DispositionSet::Set(call) | DispositionSet::Unchanged(call) => {
-            Ok(Json(super::recordings::present(&state, call)))
-        }
-        DispositionSet::Conflict(_) => Err(AppError::Conflict {
-            message: "Another disposition is already set on this call".into(),
-        }
-        .into()),
-        DispositionSet::NotAnswered(call) => Err(ApiError::bad_request(format!(
-            "A disposition lands on an answered call; this call is {}{}",
-            call.status,
-            call.outcome.map(|o| format!(" ({o})")).unwrap_or_default()
-        ))),
-    }
+    Ok(Json(
+        crate::app::calls::set_disposition(&state, &auth, id, body).await?,
+    ))
 }

@@ -9,10 +9,9 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use switchboard_actors::ids::PhoneNumberId;
-use switchboard_sip::trunk::{GatewayProbe, Trunk};
+use switchboard_sip::trunk::Trunk;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -24,13 +23,9 @@ use super::extract::{
 use super::openapi::body_schema;
 use super::state::AppState;
 use crate::app::auth::Auth;
-use crate::app::carrier_accounts::{self, trunk_invalid};
-use crate::app::error::AppError;
-use crate::domain::trunks::{self, PasswordUpdate};
-use crate::store::{
-    CarrierAccount, CarrierAccountUpdate, NumberRemoval, PhoneNumberRecord, TrunkLookup,
-    TrunkUpdate,
-};
+use crate::app::carrier_accounts::{self, TrunkTest, switch_on, trunk_invalid};
+use crate::domain::trunks::PasswordUpdate;
+use crate::store::{CarrierAccount, CarrierAccountUpdate, PhoneNumberRecord, TrunkUpdate};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -78,15 +73,6 @@ body_schema!(
     CarrierAccountPatch = patch_body(CarrierAccountInput, WRITABLE)
 );
 
-/// The answer to a trunk test.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TrunkTest {
-    /// The account, with the status the test gave it.
-    pub account: CarrierAccount,
-    /// What each gateway answered to OPTIONS.
-    pub probes: Vec<GatewayProbe>,
-}
-
 /// A trunk rule broken, named from the body's top (`trunk.gateways[0].host`).
 /// What the body's trunk does with the stored password (`Keep` without a trunk object).
 fn sent_password(body: &Map<String, Value>) -> Result<PasswordUpdate, ApiError> {
@@ -95,14 +81,6 @@ fn sent_password(body: &Map<String, Value>) -> Result<PasswordUpdate, ApiError> 
             PasswordUpdate::sent(trunk).map_err(|e| trunk_invalid(e).into())
         }
         _ => Ok(PasswordUpdate::Keep),
-    }
-}
-
-fn switch_on(state: &AppState) -> Result<(), ApiError> {
-    if state.config.carrier_accounts_enabled {
-        Ok(())
-    } else {
-        Err(AppError::CarrierAccountsDisabled.into())
     }
 }
 
@@ -229,30 +207,9 @@ async fn test_trunk(
     auth: Auth,
     PathId(id): PathId,
 ) -> Result<Json<TrunkTest>, ApiError> {
-    switch_on(&state)?;
-    let tested = match state.store.carrier_trunk(auth.workspace_id, id).await? {
-        TrunkLookup::NoAccount => return Err(carrier_accounts::missing().into()),
-        TrunkLookup::NoTrunk => {
-            return Err(AppError::CodedConflict {
-                code: "TRUNK_NOT_CONFIGURED",
-                message: "This carrier account has no SIP trunk to test; set one with PATCH /carrier-accounts/{id}".into(),
-            }.into());
-        }
-        TrunkLookup::Trunk(tested) => tested,
-    };
-    let prober = state.trunk_prober.as_ref().ok_or(AppError::SipNotRunning)?;
-    let probes = prober.probe(&tested.trunk).await;
-    let (status, reason) = trunks::assess(&probes);
-    let account = state
-        .store
-        .record_trunk_test(auth.workspace_id, id, &tested, status, reason.as_deref())
-        .await?
-        .ok_or_else(|| AppError::CodedConflict {
-            code: "TRUNK_CHANGED",
-            message: "The trunk changed while it was being tested; test it again".into(),
-        })?;
-    tracing::info!(account = %id, status = status.as_str(), reason = reason.as_deref().unwrap_or(""), "carrier account trunk tested");
-    Ok(Json(TrunkTest { account, probes }))
+    Ok(Json(
+        crate::app::carrier_accounts::test_trunk(&state, &auth, id).await?,
+    ))
 }
 
 /// The workspace's numbers on a carrier account
@@ -295,20 +252,9 @@ async fn remove_number(
     auth: Auth,
     PathIds(account, number): PathIds,
 ) -> Result<Json<Value>, ApiError> {
-    switch_on(&state)?;
-    match state
-        .store
-        .remove_number_from_account(auth.workspace_id, account, PhoneNumberId::from_uuid(number))
-        .await?
-    {
-        NumberRemoval::Removed => Ok(Json(json!({"success": true, "id": number}))),
-        NumberRemoval::AccountNotFound => Err(carrier_accounts::missing().into()),
-        NumberRemoval::NumberNotFound => Err(AppError::CodedNotFound {
-            code: "NUMBER_NOT_FOUND",
-            message: "That number is not on this carrier account".into(),
-        }
-        .into()),
-    }
+    Ok(Json(
+        crate::app::carrier_accounts::remove_number(&state, &auth, account, number).await?,
+    ))
 }
 
 /// The schema of a shown trunk, from `Trunk`'s: `password` replaced by `has_password`.

@@ -121,3 +121,11 @@ pub async fn create_agent(
     save_flow_version(state, auth, &created).await?;
     Ok(created)
 }
+
+pub async fn deactivate(state: &App, auth: &Auth, id: uuid::Uuid) -> Result<Agent, AppError> {
+    let done = state
+        .store
+        .deactivate_agent(auth.workspace_id, AgentId::from_uuid(id))
+        .await?;
+    done.ok_or(AppError::not_found("Agent"))
+}

@@ -2,7 +2,8 @@
 //! signed here, and every signature presented is checked here, in constant time.
 //!
 //! [`RecordingLinks`] makes a call's permanent `recording_url`; the API and the webhook
-//! events show calls through the same [`RecordingLinks::present`], so they show the same call.
+//! events show calls through the same `CallRecord::presented` (the store's), so they show the
+//! same call.
 //! [`SigningSecret`] is a workspace's webhook signing secret.
 //!
 //! **Invariant:** a secret never prints: `Debug` and `Display` show its prefix only.

@@ -516,17 +516,10 @@ where
     S: futures_util::Stream<Item = Result<axum::body::Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let campaign = state
-        .store
-        .campaign(auth.workspace_id, id)
-        .await?
-        .ok_or(NOT_FOUND)?;
+    let campaign = enrolling_into(state, auth, id).await?;
     refuse_terminal(&campaign)?;
     let received = receive(state, declared, body).await?;
-    let (counts, invalid) = enroll_staged(state, auth, &campaign, Submitted::Csv(received)).await?;
-    if campaign.status != CampaignStatus::Draft {
-        state.engine.campaign_changed(campaign.id);
-    }
+    let (counts, invalid) = enroll(state, auth, &campaign, Submitted::Csv(received)).await?;
     let rows = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<InvalidRow>> {
         let mut bytes = b"[".to_vec();
         std::io::Read::read_to_end(&mut invalid.into_buf_read(), &mut bytes)?;
@@ -542,4 +535,32 @@ where
         invalid: rows.into_iter().take(shown).collect(),
         invalid_total,
     })
+}
+
+/// The campaign `id` of the caller's workspace, to enroll into; refused when it is gone.
+pub async fn enrolling_into(
+    state: &App,
+    auth: &Auth,
+    id: CampaignId,
+) -> Result<CampaignRecord, AppError> {
+    state
+        .store
+        .campaign(auth.workspace_id, id)
+        .await?
+        .ok_or(NOT_FOUND)
+}
+
+/// Enrolls what was submitted into `campaign` (already checked by [`refuse_terminal`]) in one
+/// transaction, and wakes the campaign when it runs; answers the counts and the invalid rows.
+pub async fn enroll(
+    state: &App,
+    auth: &Auth,
+    campaign: &CampaignRecord,
+    submitted: Submitted,
+) -> Result<(EnrollCounts, SpoolReader), AppError> {
+    let enrolled = enroll_staged(state, auth, campaign, submitted).await?;
+    if campaign.status != CampaignStatus::Draft {
+        state.engine.campaign_changed(campaign.id);
+    }
+    Ok(enrolled)
 }

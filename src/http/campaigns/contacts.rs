@@ -8,7 +8,6 @@ use axum::extract::{FromRequest, Request, State};
 use axum::http::header;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use switchboard_actors::campaign::CampaignStatus;
 use switchboard_actors::contact::ContactState;
 use switchboard_actors::ids::{CampaignId, ContactId};
 use utoipa::{IntoParams, ToSchema};
@@ -24,8 +23,8 @@ use crate::store::{Contact, EnrollCounts};
 
 use crate::app::campaigns::contacts::{ContactDetail, contact_status};
 use crate::app::campaigns::enroll::{
-    InvalidRow, MAX_JSON_CONTACTS, SpoolReader, Submitted, enroll_staged, parse_json_contacts,
-    receive, refuse_terminal,
+    InvalidRow, MAX_JSON_CONTACTS, SpoolReader, Submitted, enroll as enroll_submitted,
+    enrolling_into, parse_json_contacts, receive, refuse_terminal,
 };
 use crate::app::campaigns::view::NOT_FOUND;
 use crate::app::error::AppError;
@@ -123,12 +122,7 @@ pub async fn enroll(
     PathId(id): PathId,
     req: Request,
 ) -> Result<Response, ApiError> {
-    let ws = auth.workspace_id;
-    let campaign = state
-        .store
-        .campaign(ws, CampaignId::from_uuid(id))
-        .await?
-        .ok_or(NOT_FOUND)?;
+    let campaign = enrolling_into(&state, &auth, CampaignId::from_uuid(id)).await?;
     let is_csv = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -146,7 +140,7 @@ pub async fn enroll(
         Submitted::Json(contacts)
     };
     let received = started.elapsed();
-    let (counts, invalid) = enroll_staged(&state, &auth, &campaign, submitted).await?;
+    let (counts, invalid) = enroll_submitted(&state, &auth, &campaign, submitted).await?;
     tracing::info!(
         campaign = %campaign.id,
         enrolled = counts.enrolled,
@@ -156,9 +150,6 @@ pub async fn enroll(
         enrolled_ms = (started.elapsed() - received).as_millis() as u64,
         "contacts enrolled"
     );
-    if campaign.status != CampaignStatus::Draft {
-        state.engine.campaign_changed(campaign.id);
-    }
     Ok(enroll_response(counts, invalid))
 }
 

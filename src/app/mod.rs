@@ -6,6 +6,7 @@
 //! - [`auth`]: who an operation runs for.
 //! - [`carrier_accounts`]: registering and changing carrier accounts.
 //! - [`dispositions`]: creating, changing and deleting dispositions.
+//! - [`webhooks`]: the workspace's webhook signing secret, read or rotated.
 //! - [`error`]: [`error::AppError`], what an operation refuses or fails with.
 //! - [`fields`]: rules every body obeys (only writable fields).
 //! - [`keys`]: creating and revoking API keys.
@@ -38,3 +39,4 @@ pub mod shared_links;
 pub mod sip_endpoints;
 pub mod state;
 pub mod tools;
+pub mod webhooks;

@@ -395,11 +395,8 @@ async fn workspace_command(store: &Store, command: WorkspaceCommand) -> anyhow::
                 SigningSecretCommand::Rotate { workspace, json } => (workspace, json, true),
             };
             workspace_must_exist(store, workspace).await?;
-            let (secret, created_at) = if rotate {
-                store.rotate_webhook_signing_secret(workspace).await?
-            } else {
-                store.webhook_signing_secret(workspace).await?
-            };
+            let (secret, created_at) =
+                crate::app::webhooks::signing_secret(store, workspace, rotate).await?;
             print(
                 json,
                 json!({"workspace": workspace, "secret": secret.expose(), "created_at": created_at}),

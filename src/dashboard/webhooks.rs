@@ -29,17 +29,9 @@ async fn render(state: &App, viewer: &Viewer, shown: Shown) -> Response {
     if !viewer.scopes.allows(Scope::WebhooksManage) {
         return denied(viewer, Scope::WebhooksManage);
     }
-    let read = if shown == Shown::Rotated {
-        state
-            .store
-            .rotate_webhook_signing_secret(viewer.workspace_id)
-            .await
-    } else {
-        state
-            .store
-            .webhook_signing_secret(viewer.workspace_id)
-            .await
-    };
+    let rotate = shown == Shown::Rotated;
+    let read =
+        crate::app::webhooks::signing_secret(&state.store, viewer.workspace_id, rotate).await;
     let (secret, created_at) = match read {
         Ok(s) => s,
         Err(e) => return unavailable(viewer, e),

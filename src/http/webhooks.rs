@@ -16,8 +16,7 @@ use super::error::ApiError;
 use super::extract::{ListResponse, Pagination, PathId, Q, one_of};
 use super::state::AppState;
 use crate::app::auth::Auth;
-use crate::domain::signing::SigningSecret;
-use crate::store::{DeliveryFilter, DeliveryStatus, StoreResult, WebhookDelivery};
+use crate::store::{DeliveryFilter, DeliveryStatus, WebhookDelivery};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -131,9 +130,12 @@ pub struct SigningSecretView {
 
 /// Answers the secret a store call read or made.
 async fn view(
-    secret: impl std::future::Future<Output = StoreResult<(SigningSecret, DateTime<Utc>)>>,
+    state: &AppState,
+    auth: &Auth,
+    rotate: bool,
 ) -> Result<Json<SigningSecretView>, ApiError> {
-    let (secret, created_at) = secret.await?;
+    let (secret, created_at) =
+        crate::app::webhooks::signing_secret(&state.store, auth.workspace_id, rotate).await?;
     Ok(Json(SigningSecretView {
         secret: secret.expose().to_owned(),
         created_at,
@@ -147,7 +149,7 @@ async fn signing_secret(
     State(state): State<AppState>,
     auth: Auth,
 ) -> Result<Json<SigningSecretView>, ApiError> {
-    view(state.store.webhook_signing_secret(auth.workspace_id)).await
+    view(&state, &auth, false).await
 }
 
 /// Replace the signing secret: every delivery from now on, pending retries included, is signed with the new one
@@ -157,5 +159,5 @@ async fn rotate(
     State(state): State<AppState>,
     auth: Auth,
 ) -> Result<Json<SigningSecretView>, ApiError> {
-    view(state.store.rotate_webhook_signing_secret(auth.workspace_id)).await
+    view(&state, &auth, true).await
 }

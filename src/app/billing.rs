@@ -96,12 +96,7 @@ pub async fn settings(
     auth: &Auth,
     body: Map<String, Value>,
 ) -> Result<BillingStatus, AppError> {
-    if body.is_empty() {
-        return Err(AppError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            SETTINGS_FIELDS.join(", ")
-        )));
-    }
+    crate::app::fields::some_field(&body, SETTINGS_FIELDS)?;
     let input: SettingsInput = parse_fields(body, SETTINGS_FIELDS)?;
     let amount = input
         .auto_topup_amount_cents

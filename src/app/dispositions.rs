@@ -40,12 +40,7 @@ pub async fn update(
     id: uuid::Uuid,
     body: Map<String, Value>,
 ) -> Result<Disposition, AppError> {
-    if body.is_empty() {
-        return Err(AppError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            WRITABLE.join(", ")
-        )));
-    }
+    crate::app::fields::some_field(&body, WRITABLE)?;
     let input: DispositionInput = parse_fields(body, WRITABLE)?;
     let label = input.label.as_deref().map(check_label).transpose()?;
     let description = input

@@ -56,12 +56,7 @@ pub async fn update(
     body: Map<String, Value>,
 ) -> Result<DncEntry, AppError> {
     let id = DncEntryId::from_uuid(id);
-    if body.is_empty() {
-        return Err(AppError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            UPDATE_FIELDS.join(", ")
-        )));
-    }
+    crate::app::fields::some_field(&body, UPDATE_FIELDS)?;
     let input: DncInput = parse_fields(body, UPDATE_FIELDS)?;
     // Another workspace's id reads as missing before anything about the body is checked.
     if state

@@ -27,6 +27,20 @@ pub fn check_fields(
     }
 }
 
+/// Refuses an update that changes nothing: a body without one of the `writable` fields.
+pub fn some_field(
+    body: &Map<String, Value>,
+    writable: &'static [&'static str],
+) -> Result<(), AppError> {
+    if body.is_empty() {
+        return Err(AppError::bad_request(format!(
+            "No writable field given. Writable fields: {}",
+            writable.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 /// Checks the keys against `writable`, then deserializes, naming the field at fault.
 pub fn parse_fields<T: DeserializeOwned>(
     body: Map<String, Value>,

@@ -20,22 +20,26 @@ pub struct NewKey<'a> {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-/// Every rule `key` breaks at `now`, each naming its field (`name`, `expires_at`).
-pub fn problems(key: &NewKey<'_>, now: DateTime<Utc>) -> Vec<AppError> {
-    let mut found = Vec::new();
-    if key.name.trim().chars().count() > NAME_MAX {
-        found.push(AppError::invalid_field(
+/// A key's name: trimmed, at most [`NAME_MAX`] characters.
+pub fn check_name(name: &str) -> Result<(), AppError> {
+    if name.trim().chars().count() > NAME_MAX {
+        return Err(AppError::invalid_field(
             "name",
             format!("must be at most {NAME_MAX} characters"),
         ));
     }
-    if key.expires_at.is_some_and(|at| at <= now) {
-        found.push(AppError::invalid_field(
+    Ok(())
+}
+
+/// A key's expiry, when it has one: after `now`.
+pub fn check_expiry(expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Result<(), AppError> {
+    if expires_at.is_some_and(|at| at <= now) {
+        return Err(AppError::invalid_field(
             "expires_at",
             "must be in the future",
         ));
     }
-    found
+    Ok(())
 }
 
 /// Creates `key` in `ws`; answers the key and its secret (shown once).
@@ -44,9 +48,8 @@ pub async fn create(
     ws: WorkspaceId,
     key: NewKey<'_>,
 ) -> Result<(ApiKey, String), AppError> {
-    if let Some(problem) = problems(&key, store.now()).into_iter().next() {
-        return Err(problem);
-    }
+    check_name(key.name)?;
+    check_expiry(key.expires_at, store.now())?;
     if store.workspace(ws).await?.is_none() {
         return Err(AppError::not_found("Workspace"));
     }

@@ -99,12 +99,7 @@ pub async fn configure(
     id: uuid::Uuid,
     body: Map<String, Value>,
 ) -> Result<PhoneNumberRecord, AppError> {
-    if body.is_empty() {
-        return Err(AppError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            CONFIGURE_WRITABLE.join(", ")
-        )));
-    }
+    crate::app::fields::some_field(&body, CONFIGURE_WRITABLE)?;
     if body.get("friendly_name").is_some_and(|v| v.is_null()) {
         return Err(AppError::invalid_field("friendly_name", "must not be null"));
     }

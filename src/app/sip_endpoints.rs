@@ -246,12 +246,7 @@ pub async fn update_endpoint(
     id: uuid::Uuid,
     body: Map<String, Value>,
 ) -> Result<SipEndpointView, AppError> {
-    if body.is_empty() {
-        return Err(AppError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            UPDATE_FIELDS.join(", ")
-        )));
-    }
+    crate::app::fields::some_field(&body, UPDATE_FIELDS)?;
     let input: UpdateInput = parse_fields(body, UPDATE_FIELDS)?;
     let name = input.name.as_deref().map(check_name).transpose()?;
     let sources = match input.allowed_source_ips.into_option() {

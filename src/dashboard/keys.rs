@@ -179,7 +179,7 @@ pub async fn create(State(state): State<App>, viewer: Viewer, req: Request) -> R
         expires: form.get("expires").cloned().unwrap_or_default(),
     };
     let mut errors: Vec<(&str, String)> = Vec::new();
-    if draft.name.is_empty() || draft.name.chars().count() > crate::app::keys::NAME_MAX {
+    if draft.name.is_empty() || crate::app::keys::check_name(&draft.name).is_err() {
         errors.push(("name", "Give the key a name of 1 to 100 characters.".into()));
     }
     let scopes = if draft.scopes.is_empty() {
@@ -204,7 +204,7 @@ pub async fn create(State(state): State<App>, viewer: Viewer, req: Request) -> R
             .and_then(|d| d.and_hms_opt(0, 0, 0))
             .map(|d| Utc.from_utc_datetime(&d))
         {
-            Some(at) if at > now => Some(at),
+            Some(at) if crate::app::keys::check_expiry(Some(at), now).is_ok() => Some(at),
             Some(_) => {
                 errors.push(("expires", "Choose a day after today.".into()));
                 None

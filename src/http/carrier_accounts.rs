@@ -17,13 +17,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use super::extract::{
-    JsonObject, ListResponse, Pagination, Patch, PathId, PathIds, Q, parse_fields,
-};
+use super::extract::{JsonObject, ListResponse, Pagination, PathId, PathIds, Q};
 use super::openapi::body_schema;
 use super::state::AppState;
 use crate::app::auth::Auth;
 use crate::app::carrier_accounts::{self, TrunkTest, switch_on, trunk_invalid};
+use crate::app::fields::{Patch, parse_fields};
 use crate::domain::trunks::PasswordUpdate;
 use crate::store::{CarrierAccount, CarrierAccountUpdate, PhoneNumberRecord, TrunkUpdate};
 
@@ -168,12 +167,7 @@ async fn update(
     JsonObject(body): JsonObject,
 ) -> Result<Json<CarrierAccount>, ApiError> {
     switch_on(&state)?;
-    if body.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            WRITABLE.join(", ")
-        )));
-    }
+    crate::app::fields::some_field(&body, WRITABLE)?;
     let password = sent_password(&body)?;
     let input: CarrierAccountInput = parse_fields(body, WRITABLE)?;
     let update = CarrierAccountUpdate {

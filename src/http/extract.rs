@@ -92,10 +92,6 @@ fn whole_numbers_as_integers(value: &mut Value) {
     }
 }
 
-pub use crate::app::fields::{check_fields, request_hash};
-
-pub use crate::app::fields::{Patch, from_value, parse_fields};
-
 /// One UUID path parameter (`{id}`); anything else is a 400 naming the parameter.
 pub struct PathId(pub Uuid);
 
@@ -224,15 +220,4 @@ impl<T> ListResponse<T> {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Data<T> {
     pub data: T,
-}
-
-/// The answer to a DELETE: `{success: true, id}` when something was removed, else 404.
-pub fn deleted(
-    removed: bool,
-    id: Uuid,
-    resource: &'static str,
-) -> Result<axum::Json<serde_json::Value>, ApiError> {
-    Ok(axum::Json(crate::app::fields::deleted(
-        removed, id, resource,
-    )?))
 }

@@ -7,6 +7,9 @@
 //! - `POST /v1/audio/transcriptions`: the next scripted text after its delay; every upload's
 //!   form fields and audio are kept.
 //! - `POST /v1/audio/speech`: OpenAI's `pcm` (24 kHz, 16-bit), a tone 50 ms per character.
+//!
+//! Past 600 lines by a little, on purpose: the stand-in and the tests of the clients against it
+//! read together, one scripted answer beside the test that asks for it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -18,12 +18,7 @@ pub async fn update_agent(
     id: AgentId,
     body: Map<String, Value>,
 ) -> Result<Agent, AppError> {
-    if body.is_empty() {
-        return Err(AppError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            WRITABLE.join(", ")
-        )));
-    }
+    crate::app::fields::some_field(&body, WRITABLE)?;
     let flow_sent = body.get("flow_config").is_some_and(|v| !v.is_null());
     let input = parse_input(body)?;
     let Some(mut agent) = state.store.agent(auth.workspace_id, id).await? else {

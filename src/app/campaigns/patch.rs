@@ -176,12 +176,7 @@ pub async fn update_campaign(
     let ws = auth.workspace_id;
     let current = state.store.campaign(ws, id).await?.ok_or(NOT_FOUND)?;
     check_fields(body, &rules::WRITABLE_FIELDS)?;
-    if body.is_empty() {
-        return Err(AppError::bad_request(format!(
-            "No writable field given. Writable fields: {}",
-            rules::WRITABLE_FIELDS.join(", ")
-        )));
-    }
+    crate::app::fields::some_field(body, &rules::WRITABLE_FIELDS)?;
     if current.status.is_terminal() {
         return Err(AppError::bad_request(format!(
             "Campaign is {}; a {} campaign cannot be edited",

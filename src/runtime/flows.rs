@@ -373,7 +373,7 @@ pub fn direct(
     };
     let tools = mind.tools.as_ref().map(|t| t.by_id()).unwrap_or_default();
     let run = FlowRun::new(Arc::new(flow), metadata, tools);
-    mind.director = Arc::new(FlowDirector::new(
+    mind.director = Box::new(FlowDirector::new(
         run,
         fill(&agent.system_prompt, variables),
         Some(agent.temperature as f32),

@@ -53,7 +53,7 @@ pub fn agent_plan(
         (Some(model), Some(transcriber)) => Some(Mind {
             model: model.clone(),
             transcriber: transcriber.clone(),
-            director: Arc::new(PromptAgent {
+            director: Box::new(PromptAgent {
                 system_prompt: fill(&agent.system_prompt, variables),
                 temperature: Some(agent.temperature as f32),
             }),

@@ -128,7 +128,7 @@ pub async fn simulate(
     );
     let by_id = tools.as_ref().map(|t| t.by_id()).unwrap_or_default();
     let run = FlowRun::new(Arc::new(read), metadata, by_id);
-    let director = Arc::new(FlowDirector::new(
+    let director = Box::new(FlowDirector::new(
         run,
         switchboard_actors::turns::fill(&agent.system_prompt, &simulation.variables),
         Some(agent.temperature as f32),
@@ -137,7 +137,7 @@ pub async fn simulate(
         mind: Some(Mind {
             model: model.clone(),
             transcriber: Arc::new(NoSpeech),
-            director: director.clone(),
+            director,
             notes: Vec::new(),
             // A text line hears no audio: these are never used.
             listen: ListenSettings {
@@ -186,12 +186,17 @@ pub async fn simulate(
     let end = call
         .await
         .map_err(|e| SimulationError::Failed(e.to_string()))?;
+    // The call's director as the call left it: the flow's values and where it stopped.
+    let director = end.director.map(|d| d as Box<dyn std::any::Any>);
+    let flow = director
+        .as_ref()
+        .and_then(|d| d.downcast_ref::<FlowDirector>());
     Ok(Simulated {
         transcript: end.conversation.transcript,
         path: end.conversation.path,
         events: end.conversation.events,
-        values: director.values(),
-        final_node: director.position(),
+        values: flow.map(|f| f.values().clone()).unwrap_or_default(),
+        final_node: flow.and_then(|f| f.position()),
         end_reason: match played {
             Err(_) => "time_limit".into(),
             Ok(()) => end.reason.as_str().into(),

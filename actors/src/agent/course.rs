@@ -74,8 +74,10 @@ impl Agent<'_> {
 
     /// Puts what the course's dispatches returned into the model's context.
     pub(super) fn take_results(&mut self) {
-        let Some(mind) = &self.plan.mind else { return };
-        for (n, (node, content)) in mind.director.take_results().into_iter().enumerate() {
+        let Some(director) = self.director.as_mut() else {
+            return;
+        };
+        for (n, (node, content)) in director.take_results().into_iter().enumerate() {
             let call = ToolCall {
                 id: format!("result-{}-{n}", self.generation),
                 name: "flow_step_result".into(),
@@ -127,10 +129,8 @@ impl Agent<'_> {
         self.dispatches = self.dispatches.saturating_sub(1);
         event.at_ms = at_ms;
         self.conversation.events.push(event);
-        let Some(mind) = &self.plan.mind else {
-            return None;
-        };
-        let steps = mind.director.dispatched(outcome, self.now_ms());
+        let now_ms = self.now_ms();
+        let steps = self.director.as_mut()?.dispatched(outcome, now_ms);
         self.act(steps)
     }
 
@@ -169,8 +169,7 @@ impl Agent<'_> {
                 event.error = Some(why);
                 let at_ms = event.at_ms;
                 self.conversation.events.push(event);
-                let mind = self.plan.mind.as_ref()?;
-                let steps = mind.director.transfer_failed(at_ms);
+                let steps = self.director.as_mut()?.transfer_failed(at_ms);
                 self.act(steps)
             }
         }

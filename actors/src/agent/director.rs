@@ -149,29 +149,32 @@ pub enum Function {
 /// with a course of its own (a flow) also says what the agent does at the call's start, after
 /// each caller turn, once its lines are said and when its dispatches come back; the defaults
 /// are a prompt agent's: the plan's greeting, then the model answers every turn.
-pub trait Director: Send + Sync + std::fmt::Debug + 'static {
+///
+/// A call's agent owns its director (a copy of the plan's, made as the call starts) and hands
+/// it back in [`super::AgentEnd`]: what it changes is the call's alone.
+pub trait Director: CopyDirector + std::any::Any + Send + Sync + std::fmt::Debug + 'static {
     /// The briefing for the model's next round.
     fn brief(&self, round: Round<'_>) -> Briefing;
     /// What `call` does, given the briefing `round` it was made under.
-    fn function(&self, call: &ToolCall, round: Round<'_>, at_ms: u64) -> Function;
+    fn function(&mut self, call: &ToolCall, round: Round<'_>, at_ms: u64) -> Function;
     /// What the agent does as the call starts; `None`: the plan's greeting, if it speaks first.
-    fn opening(&self, _at_ms: u64) -> Option<Vec<Step>> {
+    fn opening(&mut self, _at_ms: u64) -> Option<Vec<Step>> {
         None
     }
     /// The caller's turn has ended: what the agent does (`[Step::Reply]`: the model answers).
-    fn caller_turn(&self, _at_ms: u64) -> Vec<Step> {
+    fn caller_turn(&mut self, _at_ms: u64) -> Vec<Step> {
         vec![Step::Reply]
     }
     /// A dispatch came back.
-    fn dispatched(&self, _outcome: Outcome, _at_ms: u64) -> Vec<Step> {
+    fn dispatched(&mut self, _outcome: Outcome, _at_ms: u64) -> Vec<Step> {
         vec![Step::Hangup]
     }
     /// A transfer could not be made.
-    fn transfer_failed(&self, _at_ms: u64) -> Vec<Step> {
+    fn transfer_failed(&mut self, _at_ms: u64) -> Vec<Step> {
         vec![Step::Hangup]
     }
     /// Results to put into the model's context before its next round, as (name, content).
-    fn take_results(&self) -> Vec<(String, String)> {
+    fn take_results(&mut self) -> Vec<(String, String)> {
         Vec::new()
     }
     /// Where the call is in the director's course (a flow's node id), for the transcript.
@@ -181,6 +184,25 @@ pub trait Director: Send + Sync + std::fmt::Debug + 'static {
     /// The course so far (a flow's path), for the call's record.
     fn path(&self) -> Vec<PathStep> {
         Vec::new()
+    }
+}
+
+/// A copy of a director as it is, for a call of its own: any [`Director`] that is `Clone` has
+/// it.
+pub trait CopyDirector {
+    /// A copy of this director, boxed.
+    fn copy_director(&self) -> Box<dyn Director>;
+}
+
+impl<D: Director + Clone> CopyDirector for D {
+    fn copy_director(&self) -> Box<dyn Director> {
+        Box::new(self.clone())
+    }
+}
+
+impl Clone for Box<dyn Director> {
+    fn clone(&self) -> Self {
+        (**self).copy_director()
     }
 }
 
@@ -212,7 +234,7 @@ impl Director for PromptAgent {
         }
     }
 
-    fn function(&self, call: &ToolCall, round: Round<'_>, _at_ms: u64) -> Function {
+    fn function(&mut self, call: &ToolCall, round: Round<'_>, _at_ms: u64) -> Function {
         if call.name == END_CALL {
             Function::EndCall
         } else if round
@@ -250,7 +272,7 @@ mod tests {
 
     #[test]
     fn a_prompt_agent_adds_its_notes_and_offers_the_round_s_tools() {
-        let agent = PromptAgent {
+        let mut agent = PromptAgent {
             system_prompt: "Be brief.".into(),
             temperature: Some(0.2),
         };

@@ -47,8 +47,8 @@ impl Agent<'_> {
         self.reply
             .finish(&mut self.conversation, &mut self.history, now_ms, true);
         self.tell_turns();
-        if let Some(mind) = &self.plan.mind {
-            self.conversation.path = mind.director.path();
+        if let Some(director) = &self.director {
+            self.conversation.path = director.path();
         }
         if let Some(sink) = &self.plan.turns {
             sink.flush().await;
@@ -61,6 +61,7 @@ impl Agent<'_> {
             stats,
             answered_by: self.machine.answered_by,
             conversation: self.conversation,
+            director: self.director,
         }
     }
 }

@@ -102,7 +102,7 @@ fn plan(model: Arc<StandInModel>, calendar: Arc<Calendar>) -> AgentPlan {
             integrations: Some(calendar),
             ..stand_in_mind(
                 model,
-                Arc::new(FlowDirector::new(run, "You are Ada.".into(), None)),
+                Box::new(FlowDirector::new(run, "You are Ada.".into(), None)),
             )
         }),
         turns: None,

@@ -149,8 +149,9 @@ impl std::fmt::Display for EndReason {
 pub struct Mind {
     pub model: Arc<dyn ChatModel>,
     pub transcriber: Arc<dyn Transcriber>,
-    /// What the model is told and offered at each round, and what its functions do.
-    pub director: Arc<dyn Director>,
+    /// What the model is told and offered at each round, and what its functions do. Each
+    /// call's agent runs a copy of it, as it is here, and hands that back at the end.
+    pub director: Box<dyn Director>,
     /// What the service knows of the other party (the lead memory), given to the director.
     pub notes: Vec<String>,
     /// What the media captures of the caller's speech.
@@ -216,4 +217,7 @@ pub struct AgentEnd {
     pub answered_by: Option<AnsweredBy>,
     /// The transcript and the tools run.
     pub conversation: Conversation,
+    /// The call's director as the call left it (its course's path, position and values);
+    /// none without a mind.
+    pub director: Option<Box<dyn Director>>,
 }

@@ -539,7 +539,7 @@ impl CallTools for StandInTools {
 /// A mind of stand-ins: `model`, a transcription in 150 ms, and `director`; no tools.
 pub fn stand_in_mind(
     model: Arc<StandInModel>,
-    director: Arc<dyn super::director::Director>,
+    director: Box<dyn super::director::Director>,
 ) -> super::Mind {
     super::Mind {
         model,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use switchboard_sip::media::MediaEvent;
 use tokio::time::Instant;
 
+use super::director::Director;
 use super::line::{Clip, Line, LineEvent};
 use super::listening::Listening;
 use super::machine::{Detection, Machine, Step};
@@ -63,6 +64,8 @@ pub(super) struct Agent<'a> {
     pub(super) work: WorkTx,
     pub(super) answered: Instant,
     pub(super) deadline: Instant,
+    /// The call's own director (a copy of the mind's); none without a mind.
+    pub(super) director: Option<Box<dyn Director>>,
     /// How sentences are voiced; none on a line that takes text.
     pub(super) voice: Option<Voice>,
     pub(super) parties: CallParties,
@@ -122,6 +125,7 @@ impl<'a> Agent<'a> {
             work,
             answered,
             deadline: answered + plan.max_duration,
+            director: plan.mind.as_ref().map(|m| m.director.clone()),
             voice,
             parties,
             conversation: Conversation::default(),
@@ -176,11 +180,8 @@ impl<'a> Agent<'a> {
         if std::mem::replace(&mut self.opened, true) {
             return None;
         }
-        let opening = self
-            .plan
-            .mind
-            .as_ref()
-            .and_then(|m| m.director.opening(self.now_ms()));
+        let now_ms = self.now_ms();
+        let opening = self.director.as_mut().and_then(|d| d.opening(now_ms));
         if let Some(steps) = opening {
             return self.act(steps);
         }
@@ -489,10 +490,9 @@ impl<'a> Agent<'a> {
     fn end_turn(&mut self) -> Option<EndReason> {
         let mut turn = self.listening.take_turn()?;
         self.history.push(ChatMessage::User(turn.text.clone()));
-        let mind = self.plan.mind.as_ref();
-        turn.node = mind.and_then(|m| m.director.position());
+        turn.node = self.director.as_ref().and_then(|d| d.position());
         self.conversation.transcript.push(turn);
-        let mind = mind?;
+        self.director.as_ref()?;
         if self.machine.detection != Detection::Off {
             return None;
         }
@@ -502,14 +502,15 @@ impl<'a> Agent<'a> {
         self.course.clear();
         self.reply.flush_tools(&mut self.history);
         self.reply = Reply::default();
-        let steps = mind.director.caller_turn(self.now_ms());
+        let now_ms = self.now_ms();
+        let steps = self.director.as_mut()?.caller_turn(now_ms);
         self.act(steps)
     }
 
     /// Hands the transcript's turns not yet told to the plan's sink.
     pub(super) fn tell_turns(&mut self) {
         // Each turn carries where the director's course was when it was written down.
-        let position = self.plan.mind.as_ref().and_then(|m| m.director.position());
+        let position = self.director.as_ref().and_then(|d| d.position());
         for turn in self
             .conversation
             .transcript

@@ -27,7 +27,7 @@ const SYNTH: u64 = 100;
 const TRANSCRIBE: u64 = 150;
 
 fn mind(model: Arc<StandInModel>, tools: Option<Arc<StandInTools>>) -> Mind {
-    let director = Arc::new(PromptAgent {
+    let director = Box::new(PromptAgent {
         system_prompt: "You are Ada.".into(),
         temperature: None,
     });

@@ -18,13 +18,17 @@ impl Agent<'_> {
     /// it does ends it.
     pub(super) fn function(&mut self, call: ToolCall) -> Option<EndReason> {
         let at_ms = self.now_ms();
-        let mind = self.plan.mind.as_ref()?;
+        let plan = self.plan;
+        let mind = plan.mind.as_ref()?;
         let specs = mind.tools.as_ref().map(|t| t.specs());
         let round = Round {
             notes: &mind.notes,
             tools: specs.filter(|_| self.reply.rounds < MAX_TOOL_ROUNDS),
         };
-        match (mind.director.function(&call, round, at_ms), &mind.tools) {
+        match (
+            self.director.as_mut()?.function(&call, round, at_ms),
+            &mind.tools,
+        ) {
             (Function::EndCall, _) => {
                 self.reply.end_call = true;
                 self.conversation.events.push(builtin_event(&call, at_ms));
@@ -99,7 +103,7 @@ impl Agent<'_> {
     pub(super) fn start_round(&self, offer_tools: bool) -> Option<Abort> {
         let mind = self.plan.mind.as_ref()?;
         let tools = mind.tools.as_ref().map(|t| t.specs());
-        let briefing = mind.director.brief(Round {
+        let briefing = self.director.as_ref()?.brief(Round {
             notes: &mind.notes,
             tools: tools.filter(|_| offer_tools),
         });

@@ -2,18 +2,16 @@
 //! prompt and the current node's instructions, and offered the node's edges (one function
 //! each) or the arguments the node waits for; the flow ([`FlowRun`]) decides the rest.
 
-use std::sync::Mutex;
-
 use serde_json::{Value, json};
 
 use super::run::{EXTRACT_FUNCTION, FlowRun};
 use crate::agent::director::{Briefing, Director, Function, Outcome, PathStep, Round, Step};
 use crate::vendors::ToolCall;
 
-/// One call's flow director.
-#[derive(Debug)]
+/// One call's flow director: it owns the call's walk through its flow.
+#[derive(Debug, Clone)]
 pub struct FlowDirector {
-    run: Mutex<FlowRun>,
+    run: FlowRun,
     /// The agent's own prompt, before every node's instructions.
     pub system_prompt: String,
     pub temperature: Option<f32>,
@@ -22,27 +20,21 @@ pub struct FlowDirector {
 impl FlowDirector {
     pub fn new(run: FlowRun, system_prompt: String, temperature: Option<f32>) -> FlowDirector {
         FlowDirector {
-            run: Mutex::new(run),
+            run,
             system_prompt,
             temperature,
         }
     }
 
     /// The values the call has gathered, as `<node_id>.<name>`.
-    pub fn values(&self) -> serde_json::Map<String, Value> {
-        self.run().values().clone()
-    }
-
-    fn run(&self) -> std::sync::MutexGuard<'_, FlowRun> {
-        // A panic elsewhere while it was held leaves a run still whole: its fields change
-        // together in each method.
-        self.run.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn values(&self) -> &serde_json::Map<String, Value> {
+        self.run.values()
     }
 }
 
 impl Director for FlowDirector {
     fn brief(&self, round: Round<'_>) -> Briefing {
-        let run = self.run();
+        let run = &self.run;
         let node = run.node();
         let mut instructions = self.system_prompt.clone();
         let mut push = |text: &str| {
@@ -79,9 +71,9 @@ impl Director for FlowDirector {
         }
     }
 
-    fn function(&self, call: &ToolCall, _round: Round<'_>, at_ms: u64) -> Function {
+    fn function(&mut self, call: &ToolCall, _round: Round<'_>, at_ms: u64) -> Function {
         let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-        let mut run = self.run();
+        let run = &mut self.run;
         if call.name == EXTRACT_FUNCTION && run.extraction().is_some() {
             let steps = run.extracted(&arguments);
             return Function::Moved {
@@ -101,31 +93,31 @@ impl Director for FlowDirector {
         }
     }
 
-    fn opening(&self, at_ms: u64) -> Option<Vec<Step>> {
-        Some(self.run().start(at_ms))
+    fn opening(&mut self, at_ms: u64) -> Option<Vec<Step>> {
+        Some(self.run.start(at_ms))
     }
 
-    fn caller_turn(&self, at_ms: u64) -> Vec<Step> {
-        self.run().caller_turn(at_ms)
+    fn caller_turn(&mut self, at_ms: u64) -> Vec<Step> {
+        self.run.caller_turn(at_ms)
     }
 
-    fn dispatched(&self, outcome: Outcome, at_ms: u64) -> Vec<Step> {
-        self.run().dispatched(outcome, at_ms).0
+    fn dispatched(&mut self, outcome: Outcome, at_ms: u64) -> Vec<Step> {
+        self.run.dispatched(outcome, at_ms).0
     }
 
-    fn transfer_failed(&self, at_ms: u64) -> Vec<Step> {
-        self.run().transfer_failed(at_ms)
+    fn transfer_failed(&mut self, at_ms: u64) -> Vec<Step> {
+        self.run.transfer_failed(at_ms)
     }
 
-    fn take_results(&self) -> Vec<(String, String)> {
-        std::mem::take(&mut self.run().results)
+    fn take_results(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.run.results)
     }
 
     fn position(&self) -> Option<String> {
-        Some(self.run().node().id.clone())
+        Some(self.run.node().id.clone())
     }
 
     fn path(&self) -> Vec<PathStep> {
-        self.run().path().to_vec()
+        self.run.path().to_vec()
     }
 }

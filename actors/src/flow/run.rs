@@ -16,7 +16,7 @@ pub use crate::agent::director::{Dispatch, HardFailure, Outcome, PathStep, Step}
 use crate::vendors::ToolSpec;
 
 /// The call's place in its flow.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct FlowRun {
     pub(super) flow: Arc<Flow>,
     pub(super) current: usize,

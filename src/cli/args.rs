@@ -67,8 +67,8 @@ pub enum IntegrationCommand {
     Connect {
         #[arg(long)]
         workspace: WorkspaceId,
-        /// `google_calendar` or `gmail`.
-        #[arg(long)]
+        // "`google_calendar` or `gmail`", from the catalog.
+        #[arg(long, help = crate::domain::integrations::Provider::names_in_words())]
         provider: String,
         /// The account, e.g. its email address (Gmail sends from it).
         #[arg(long)]
@@ -301,4 +301,28 @@ pub enum BillingCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn the_provider_flag_names_the_catalog_s_providers() {
+        let mut cli = Cli::command();
+        let connect = cli
+            .find_subcommand_mut("integration")
+            .and_then(|c| c.find_subcommand_mut("connect"))
+            .expect("integration connect");
+        let provider = connect
+            .get_arguments()
+            .find(|a| a.get_id() == "provider")
+            .expect("--provider");
+        assert_eq!(
+            provider.get_help().map(ToString::to_string).as_deref(),
+            Some("`google_calendar` or `gmail`")
+        );
+    }
 }

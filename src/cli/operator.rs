@@ -16,6 +16,7 @@ use crate::app::carrier_accounts;
 use crate::app::error::AppError;
 use crate::app::keys::NewKey;
 use crate::domain::auth::Scopes;
+use crate::domain::integrations::Provider;
 use crate::domain::trunks::{read_trunk, read_trunk_update};
 use crate::store::{CarrierAccountUpdate, Store, TrunkUpdate};
 
@@ -82,14 +83,8 @@ async fn integration(
             json,
         } => {
             workspace_must_exist(store, workspace).await?;
-            if !crate::runtime::flows::CATALOG
-                .iter()
-                .any(|(p, _)| *p == provider)
-            {
-                let known: Vec<&str> = crate::runtime::flows::CATALOG
-                    .iter()
-                    .map(|(p, _)| *p)
-                    .collect();
+            if Provider::parse(&provider).is_none() {
+                let known: Vec<&str> = Provider::ALL.iter().map(|p| p.name()).collect();
                 bail!("--provider must be one of {}", known.join(", "));
             }
             let account = account.trim();

@@ -24,9 +24,10 @@ use super::session::{fields, form_body, session_token};
 use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::{Scope, constant_time_eq, hash_key};
+use crate::domain::integrations::Provider;
 use crate::edge::google::OAuthGrant;
 use crate::edge::google::client::Failure;
-use crate::edge::google::oauth::{Handshake, authorize_url, scopes};
+use crate::edge::google::oauth::{Handshake, authorize_url};
 use crate::runtime::integrations::Providers;
 use crate::runtime::integrations::connect;
 use crate::store::OAuthHandshake;
@@ -34,14 +35,6 @@ use crate::store::OAuthHandshake;
 const PAGE: &str = "/app/settings/integrations";
 /// How long a consent page may stay open.
 const HANDSHAKE_MINUTES: i64 = 10;
-
-fn provider_name(provider: &str) -> &str {
-    match provider {
-        "google_calendar" => "Google Calendar",
-        "gmail" => "Gmail",
-        other => other,
-    }
-}
 
 fn redirect_uri(state: &App) -> String {
     format!("{}{PAGE}/callback", state.public_url())
@@ -73,11 +66,11 @@ async fn render(
             } @else if handshake {
                 p { "You will be sent to Google to choose the account and allow access, then brought back here." }
                 div.actions {
-                    @for provider in ["google_calendar", "gmail"] {
+                    @for provider in Provider::ALL {
                         form method="post" action=(format!("{PAGE}/connect")) {
                             input type="hidden" name="csrf" value=(viewer.csrf);
-                            input type="hidden" name="provider" value=(provider);
-                            button type="submit" { "Connect " (provider_name(provider)) }
+                            input type="hidden" name="provider" value=(provider.name());
+                            button type="submit" { "Connect " (provider.label()) }
                         }
                     }
                 }
@@ -103,7 +96,7 @@ async fn render(
                     tbody {
                         @for i in &listed {
                             tr {
-                                td { (provider_name(&i.provider)) }
+                                td { (Provider::label_of(&i.provider)) }
                                 td { (i.account) }
                                 td { (i.status) }
                                 td { (when(&i.connected_at)) }
@@ -167,7 +160,7 @@ pub async fn list(
         note = Some(format!(
             "Connected {} ({}).",
             i.account,
-            provider_name(&i.provider)
+            Provider::label_of(&i.provider)
         ));
     }
     render(&state, &viewer, StatusCode::OK, note.as_deref(), None).await
@@ -187,7 +180,7 @@ pub async fn start(State(state): State<App>, viewer: Viewer, req: Request) -> Re
     let (Some(client), Some(providers), Some(scope), Some(session)) = (
         state.config.google_client.as_ref(),
         state.providers.as_ref(),
-        scopes(provider),
+        Provider::parse(provider).map(Provider::scope),
         session,
     ) else {
         return render(

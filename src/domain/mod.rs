@@ -6,10 +6,13 @@
 //! - [`signing`]: HMAC-SHA256 signatures: recording links and webhook deliveries.
 //! - [`trunks`]: SIP trunks on carrier accounts as the service manages them: their status, the
 //!   port that probes them, how they are shown and read from a flag.
+//! - [`integrations`]: the integration catalog: providers, their actions and arguments, the
+//!   OAuth scopes and labels, and the schema of a provider's name.
 //! - [`payments`]: payment methods and the payment-provider port.
 //! - [`schema`]: JSON Schema pieces typed values carry into the OpenAPI document.
 
 pub mod auth;
+pub mod integrations;
 pub mod payments;
 pub mod schema;
 pub mod secrets;

@@ -1,5 +1,6 @@
 //! Flows in the service: the checks of a flow at save time (what cannot run, from the flow's
-//! graph; and its `integration_call` nodes: the integration, the action catalog, the shape of
+//! graph; and its `integration_call` nodes: the integration, the action catalog
+//! (`domain::integrations`), the shape of
 //! `args_template`, the mustache references inside it), and the director a flow agent's call
 //! runs under.
 
@@ -15,21 +16,8 @@ use switchboard_actors::flow::{FlowDirector, FlowRun};
 use switchboard_actors::ids::CallId;
 use switchboard_actors::turns::fill;
 
+use crate::domain::integrations::Action;
 use crate::store::{Agent, AgentType, FlowConfig, FlowNode, Integration};
-
-/// The action catalog: provider, then its actions.
-pub const CATALOG: [(&str, &[&str]); 2] = [
-    (
-        "google_calendar",
-        &[
-            "create_event",
-            "list_events",
-            "check_availability",
-            "cancel_event",
-        ],
-    ),
-    ("gmail", &["send_email"]),
-];
 
 /// One problem of a flow.
 #[derive(Debug, Clone, Serialize, ToSchema, PartialEq, Eq)]
@@ -175,14 +163,8 @@ fn link_issues(
         .get("action")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let valid = CATALOG
-        .iter()
-        .any(|(p, actions)| *p == provider && actions.contains(&action));
-    if !valid {
-        let known: Vec<String> = CATALOG
-            .iter()
-            .flat_map(|(p, actions)| actions.iter().map(move |a| format!("{p}.{a}")))
-            .collect();
+    if Action::find(provider, action).is_none() {
+        let known: Vec<String> = Action::ALL.iter().map(|a| a.qualified()).collect();
         issue(
             "action_invalid",
             "action",

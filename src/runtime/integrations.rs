@@ -26,6 +26,7 @@ use switchboard_actors::flow::Outcome;
 use switchboard_actors::flow::routing::HardFailure;
 use switchboard_actors::ids::{IntegrationId, WorkspaceId};
 
+use crate::domain::integrations::Action;
 use crate::domain::secrets::{Secrets, SecretsError};
 use crate::edge::egress::Egress;
 use crate::edge::google::actions::{self, Account, ActionError, Done};
@@ -203,7 +204,13 @@ impl CallIntegrations {
             grant: &grant,
             address: &integration.account,
         };
-        match actions::run(&account, provider, action, args).await {
+        let ran = match Action::find(provider, action) {
+            Some(action) => actions::run(&account, action, args).await,
+            None => Err(ActionError::Invalid(format!(
+                "`{provider}.{action}` is not in the action catalog"
+            ))),
+        };
+        match ran {
             Ok(done) => Ok(done),
             Err(ActionError::Missing(name)) => Err(refusal(
                 HardFailure::MissingArgument,

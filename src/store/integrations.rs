@@ -15,7 +15,8 @@ use super::{Store, StoreResult, corrupt, ts};
 pub struct Integration {
     #[schema(value_type = uuid::Uuid)]
     pub id: IntegrationId,
-    /// `google_calendar` or `gmail`.
+    // A provider's wire name; the document says which, from the catalog.
+    #[schema(schema_with = crate::domain::integrations::provider_schema)]
     pub provider: String,
     /// The connected account, e.g. its email address.
     pub account: String,

@@ -1,15 +1,14 @@
-//! The action catalog run against Google: Calendar's `create_event`, `list_events`,
-//! `check_availability` and `cancel_event`, and Gmail's `send_email`.
+//! The action catalog ([`crate::domain::integrations`]) run against Google: each [`Action`] as
+//! the REST call it makes, Calendar's `create_event`, `list_events`, `check_availability` and
+//! `cancel_event`, and Gmail's `send_email`. [`run`] matches every action without a catch-all,
+//! so an action added to the catalog does not build until it has its call here.
 //!
-//! Arguments, as a node's `args_template` resolves them:
-//! - Calendar: `start_time` and `end_time` (ISO 8601; a time without an offset is read in the
-//!   zone), `time_zone` (IANA; blank: the calendar's own), `calendar_id` (default `primary`;
-//!   not taken by `cancel_event`), `attendees` (one address or a list), `summary`,
-//!   `description`, `location` (`create_event`), `query` (`list_events`), `event_id`
-//!   (`cancel_event`). `create_event` and `check_availability` require both times;
-//!   `cancel_event` requires `event_id`.
-//! - Gmail: `to` (required), `cc`, `bcc` (one address or a list), `subject`, `body`
-//!   (required), `html` (true: the body is HTML); sent from the connected account.
+//! The arguments, their types and which are required are the catalog's; how they are read:
+//! - Calendar: times are ISO 8601 (one without an offset is read in the zone), `time_zone`
+//!   IANA (blank: the calendar's own), `calendar_id` defaults to `primary`, `attendees` is one
+//!   address, a list or a comma-separated string.
+//! - Gmail: addresses are one or a list, `html` true makes the body HTML; sent from the
+//!   connected account.
 //!
 //! What the flow sees of a calendar answer is [`super::calendar::sanitize`]d;
 //! `check_availability` adds `available` (true when no calendar asked about is busy).
@@ -24,6 +23,7 @@ use switchboard_actors::ids::IntegrationId;
 use super::calendar::sanitize;
 use super::client::{Failure, Google, OAuthGrant};
 use super::gmail::{Email, EmailError};
+use crate::domain::integrations::Action;
 
 /// An action's answer: the flow's view of it, and what the provider said.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,22 +87,18 @@ impl Account<'_> {
     }
 }
 
-/// Runs `provider.action` with `args` on the account.
+/// Runs `action` with `args` on the account.
 pub async fn run(
     account: &Account<'_>,
-    provider: &str,
-    action: &str,
+    action: Action,
     args: &Map<String, Value>,
 ) -> Result<Done, ActionError> {
-    match (provider, action) {
-        ("google_calendar", "create_event") => create_event(account, args).await,
-        ("google_calendar", "list_events") => list_events(account, args).await,
-        ("google_calendar", "check_availability") => check_availability(account, args).await,
-        ("google_calendar", "cancel_event") => cancel_event(account, args).await,
-        ("gmail", "send_email") => send_email(account, args).await,
-        _ => Err(ActionError::Invalid(format!(
-            "`{provider}.{action}` is not in the action catalog"
-        ))),
+    match action {
+        Action::CreateEvent => create_event(account, args).await,
+        Action::ListEvents => list_events(account, args).await,
+        Action::CheckAvailability => check_availability(account, args).await,
+        Action::CancelEvent => cancel_event(account, args).await,
+        Action::SendEmail => send_email(account, args).await,
     }
 }
 
@@ -388,6 +384,7 @@ async fn send_email(account: &Account<'_>, args: &Map<String, Value>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::integrations::ArgKind;
 
     #[test]
     fn a_time_without_an_offset_is_read_in_the_zone_across_a_dst_change() {
@@ -411,6 +408,68 @@ mod tests {
             err,
             ActionError::Invalid("`start_time` \"tomorrow at ten\" is not an ISO 8601 time".into())
         );
+    }
+
+    /// A value of the argument's kind that its action accepts.
+    fn sample(kind: ArgKind) -> Value {
+        match kind {
+            ArgKind::Text => json!("x"),
+            ArgKind::Time => json!("2026-03-09T10:00:00Z"),
+            ArgKind::TimeZone => json!("UTC"),
+            ArgKind::Addresses => json!("ada@example.com"),
+            ArgKind::Flag => json!(true),
+        }
+    }
+
+    #[tokio::test]
+    async fn every_action_has_a_runner_that_requires_exactly_the_catalog_s_arguments() {
+        // Loopback is outside the outbound policy: whatever passes the arguments' checks is
+        // refused before anything is sent.
+        let base = "http://127.0.0.1:9";
+        let urls = super::super::GoogleUrls {
+            authorize: format!("{base}/authorize"),
+            token: format!("{base}/token"),
+            userinfo: format!("{base}/userinfo"),
+            calendar: format!("{base}/calendar/v3"),
+            gmail: format!("{base}/gmail/v1"),
+        };
+        let google = Google::new(
+            crate::edge::egress::Egress::system(Vec::new()),
+            urls,
+            std::time::Duration::from_millis(500),
+        );
+        let grant = OAuthGrant {
+            client_id: "c".into(),
+            client_secret: "s".into(),
+            refresh_token: "r".into(),
+        };
+        let account = Account {
+            google: &google,
+            id: IntegrationId::new(),
+            grant: &grant,
+            address: "desk@example.com",
+        };
+        for action in Action::ALL {
+            let all: Map<String, Value> = action
+                .required_args()
+                .map(|a| (a.name.to_string(), sample(a.kind)))
+                .collect();
+            let ran = run(&account, action, &all).await;
+            assert!(
+                !matches!(ran, Err(ActionError::Missing(_) | ActionError::Invalid(_))),
+                "{action:?} with its required arguments: {ran:?}"
+            );
+            for arg in action.required_args() {
+                let mut args = all.clone();
+                args.remove(arg.name);
+                assert_eq!(
+                    run(&account, action, &args).await,
+                    Err(ActionError::Missing(arg.name.to_string())),
+                    "{action:?} without {}",
+                    arg.name
+                );
+            }
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! - [`client`]: OAuth access tokens from an integration's refresh token, and authorized
 //!   requests through the outbound URL policy.
-//! - [`actions`]: the action catalog as REST calls.
+//! - [`actions`]: the action catalog (`domain::integrations`) as REST calls.
 //! - [`oauth`]: connecting an account through the authorization-code flow with PKCE.
 
 pub mod actions;

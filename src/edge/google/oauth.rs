@@ -31,15 +31,6 @@ impl std::fmt::Debug for OAuthClient {
     }
 }
 
-/// What one provider asks the account for: who it is, and the API its actions call.
-pub fn scopes(provider: &str) -> Option<&'static str> {
-    match provider {
-        "google_calendar" => Some("openid email https://www.googleapis.com/auth/calendar"),
-        "gmail" => Some("openid email https://www.googleapis.com/auth/gmail.send"),
-        _ => None,
-    }
-}
-
 fn base64url(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
@@ -70,7 +61,8 @@ pub fn challenge(verifier: &str) -> String {
     base64url(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref())
 }
 
-/// Google's consent page for `provider`, coming back to `redirect_uri`.
+/// Google's consent page asking for `scope` (a provider's, from the catalog), coming back to
+/// `redirect_uri`.
 pub fn authorize_url(
     urls: &GoogleUrls,
     client: &OAuthClient,
@@ -196,7 +188,7 @@ mod tests {
             &GoogleUrls::default(),
             &client,
             "https://sb.example/app/settings/integrations/callback",
-            scopes("gmail").unwrap(),
+            crate::domain::integrations::Provider::Gmail.scope(),
             &h,
         )
         .unwrap();

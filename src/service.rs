@@ -206,7 +206,8 @@ fn doors(
         .map(|listener| http::prometheus::Listener::spawn(listener, state.clone()))
         .transpose()?;
     let pages = crate::dashboard::router().with_state(running.app.clone());
-    Ok((http::router::router(state, pages), metrics))
+    let service = http::router::router(state, crate::dashboard::BASE, pages);
+    Ok((service, metrics))
 }
 
 /// The background work beside the requests: jobs (number activation, analyses) and the agent

@@ -4,8 +4,9 @@
 //! saving now, at the nodes) and the flow simulator.
 
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum_htmx::HxRequest;
 use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 use switchboard_actors::conversation::Speaker;
@@ -14,14 +15,13 @@ use switchboard_actors::ids::AgentId;
 use super::layout::{denied, empty, page, problem, respond};
 use super::layout::{not_found, unavailable};
 use super::session::{fields, form_body};
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::app::error::AppError;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
 use crate::http::error::app_status;
 use crate::store::{Agent, AgentType, Page};
-
-const PAGE: &str = "/app/agents";
 
 async fn load(state: &App, viewer: &Viewer, id: &str) -> Result<Agent, Response> {
     if !viewer.scopes.allows(Scope::AgentsRead) {
@@ -42,7 +42,7 @@ fn caller_id_form(viewer: &Viewer, a: &Agent) -> Markup {
     let trusted = a.lead_memory_trust_caller_id;
     html! {
         @if viewer.scopes.allows(Scope::AgentsUpdate) {
-            form.inline method="post" action=(format!("{PAGE}/{}/caller-id", a.id)) {
+            form.inline method="post" action=(Url::AgentCallerId { id: a.id }) {
                 input type="hidden" name="csrf" value=(viewer.csrf);
                 input type="hidden" name="trust" value=(if trusted { "false" } else { "true" });
                 button type="submit" class=[trusted.then_some("danger")]
@@ -95,7 +95,7 @@ pub async fn list(State(state): State<App>, viewer: Viewer) -> Response {
                 tbody {
                     @for a in &agents.items {
                         tr {
-                            td { a href=(format!("{PAGE}/{}", a.id)) { (a.name) } }
+                            td { a href=(Url::Agent { id: a.id }) { (a.name) } }
                             td { (if a.agent_type == AgentType::Flow { "flow" } else { "prompt" }) }
                             td { (if a.is_active { "yes" } else { "no" }) }
                             td { (if a.lead_memory_enabled { "on" } else { "off" }) }
@@ -107,7 +107,10 @@ pub async fn list(State(state): State<App>, viewer: Viewer) -> Response {
             @if agents.total > 100 { p.muted { "The first 100 of " (agents.total) " agents." } }
         }
     };
-    respond(StatusCode::OK, page(Some(&viewer), "Agents", PAGE, body))
+    respond(
+        StatusCode::OK,
+        page(Some(&viewer), "Agents", Some(Url::Agents), body),
+    )
 }
 
 pub async fn show(State(state): State<App>, viewer: Viewer, Path(id): Path<String>) -> Response {
@@ -150,7 +153,7 @@ async fn render(
             @if let Some(url) = &a.webhook_url { dt { "Webhook" } dd { code { (url) } } }
         }
         @if viewer.scopes.allows(Scope::CallsRead) {
-            p { a href=(format!("/app/calls?agent={}", a.id)) { "Calls by this agent" } }
+            p { a href=(Url::Calls.with_query(&format!("agent={}", a.id))) { "Calls by this agent" } }
         }
         @if let Some(graph) = flow {
             section aria-labelledby="flow-title" {
@@ -173,11 +176,11 @@ async fn render(
             }
         }
     };
-    respond(status, page(Some(viewer), &a.name, PAGE, body))
+    respond(status, page(Some(viewer), &a.name, Some(Url::Agents), body))
 }
 
 fn simulator_form(viewer: &Viewer, a: &Agent) -> Markup {
-    let action = format!("{PAGE}/{}/simulate", a.id);
+    let action = Url::AgentSimulate { id: a.id };
     html! {
         form.card method="post" action=(action) hx-post=(action) hx-target="#simulation" hx-swap="innerHTML"
             hx-indicator="#sim-progress" hx-disabled-elt="find button" {
@@ -238,7 +241,7 @@ pub async fn simulate(
     State(state): State<App>,
     viewer: Viewer,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    HxRequest(htmx): HxRequest,
     req: Request,
 ) -> Response {
     let form = fields(&form_body(req).await);
@@ -289,12 +292,12 @@ pub async fn simulate(
             html! { p.problem role="alert" { (e.to_string()) } },
         ),
     };
-    if headers.contains_key("hx-request") {
+    if htmx {
         // htmx swaps in only a success; the refusal is still the answer.
         return (StatusCode::OK, Html(markup.into_string())).into_response();
     }
     let body = html! {
-        p { a href=(format!("{PAGE}/{}", a.id)) { "← " (a.name) } }
+        p { a href=(Url::Agent { id: a.id }) { "← " (a.name) } }
         (markup)
     };
     respond(
@@ -302,7 +305,7 @@ pub async fn simulate(
         page(
             Some(&viewer),
             &format!("Simulation of {}", a.name),
-            PAGE,
+            Some(Url::Agents),
             body,
         ),
     )
@@ -330,7 +333,7 @@ pub async fn caller_id(
     let mut body = Map::new();
     body.insert("lead_memory_trust_caller_id".into(), Value::Bool(trust));
     match crate::app::agents::save::update_agent(&state, &viewer.auth(), a.id, body).await {
-        Ok(_) => Redirect::to(&format!("{PAGE}/{}", a.id)).into_response(),
+        Ok(_) => Url::Agent { id: a.id }.redirect().into_response(),
         Err(AppError::Internal(e)) => unavailable(&viewer, e),
         Err(e) => problem(Some(&viewer), app_status(&e), "Not saved", &e.to_string()),
     }

@@ -15,6 +15,7 @@ use switchboard_actors::ids::{AgentId, CallId, CampaignId};
 
 use super::layout::{denied, empty, money, page, respond, when};
 use super::layout::{not_found, unavailable};
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
@@ -121,9 +122,9 @@ impl CallsQuery {
         }
         let query = url.finish();
         if query.is_empty() {
-            "/app/calls".to_owned()
+            Url::Calls.to_string()
         } else {
-            format!("/app/calls?{query}")
+            Url::Calls.with_query(&query)
         }
     }
 }
@@ -175,7 +176,7 @@ pub async fn calls(
         } @else if rows.is_empty() && q.before.is_some() {
             p { "No older calls match." } p { a href=(q.link(None)) { "Back to the newest" } }
         } @else if rows.is_empty() && filtered {
-            p { "No call matches these filters. " a href="/app/calls" { "Show every call" } }
+            p { "No call matches these filters. " a href=(Url::Calls) { "Show every call" } }
         } @else if rows.is_empty() {
             (empty("calls", html! { "Place one with " code { "POST /calls" } ", or send a SIP call to one of your endpoints." }))
         } @else {
@@ -191,7 +192,7 @@ pub async fn calls(
     } else {
         StatusCode::BAD_REQUEST
     };
-    respond(status, page(Some(&viewer), "Calls", "/app/calls", body))
+    respond(status, page(Some(&viewer), "Calls", Some(Url::Calls), body))
 }
 
 type Names = (Vec<(CampaignId, String)>, Vec<(AgentId, String)>);
@@ -242,7 +243,7 @@ fn filters(q: &CallsQuery, names: &Names, errors: &[(&'static str, String)]) -> 
             .collect()
     };
     html! {
-        form.filters method="get" action="/app/calls" aria-label="Filter calls" {
+        form.filters method="get" action=(Url::Calls) aria-label="Filter calls" {
             (choose("status", "Status", &q.status,
                 CallStatus::ALL.iter().map(|s| (s.as_str().to_owned(), s.as_str().replace('_', " "))).collect()))
             (choose("direction", "Direction", &q.direction, pairs(&[("outbound", "outbound"), ("inbound", "inbound")])))
@@ -253,7 +254,7 @@ fn filters(q: &CallsQuery, names: &Names, errors: &[(&'static str, String)]) -> 
             (day("from", "From (UTC)", &q.from))
             (day("to", "To (UTC, included)", &q.to))
             button type="submit" { "Filter" }
-            @if *q != CallsQuery::default() { a href="/app/calls" { "Clear" } }
+            @if *q != CallsQuery::default() { a href=(Url::Calls) { "Clear" } }
         }
     }
 }
@@ -273,13 +274,13 @@ fn table(rows: &[(i64, crate::store::CallRecord)], names: &Names) -> Markup {
             tbody {
                 @for (_, c) in rows {
                     tr {
-                        td { a href=(format!("/app/calls/{}", c.id)) { (when(&c.created_at)) } }
+                        td { a href=(Url::Call { id: c.id }) { (when(&c.created_at)) } }
                         td { (c.direction) }
                         td { (c.from_number) }
                         td { (c.to_number) }
                         td { @if let Some(a) = c.agent_id { (agents.get(&a).copied().unwrap_or("an older agent")) } @else { "—" } }
                         td { @if let Some(id) = c.campaign_id {
-                            a href=(format!("/app/campaigns/{id}")) { (campaigns.get(&id).copied().unwrap_or("an older campaign")) }
+                            a href=(Url::Campaign { id }) { (campaigns.get(&id).copied().unwrap_or("an older campaign")) }
                         } @else { "—" } }
                         td { (c.status) @if let Some(o) = &c.outcome { " · " (o) } }
                         td.num { (c.duration_secs) " s" }
@@ -428,6 +429,6 @@ pub async fn call(State(state): State<App>, viewer: Viewer, Path(id): Path<Strin
     };
     respond(
         StatusCode::OK,
-        page(Some(&viewer), &title, "/app/calls", body),
+        page(Some(&viewer), &title, Some(Url::Calls), body),
     )
 }

@@ -5,7 +5,7 @@
 
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use serde_json::{Map, Value};
@@ -17,6 +17,7 @@ use super::layout::{denied, money, page_with, respond, when};
 use super::layout::{not_found, unavailable};
 use super::pages::{evaluation, progress};
 use super::session::{form_body, pairs};
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::app::error::AppError;
 use crate::app::state::App;
@@ -88,10 +89,18 @@ async fn view_json(state: &App, viewer: &Viewer, c: CampaignRecord) -> Result<Va
         .map_err(|e| unavailable(viewer, format!("{e:?}")))
 }
 
+/// The campaign's id in its view (the nil id for a view without one, which no view is).
+fn view_id(c: &Value) -> CampaignId {
+    c["id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| CampaignId::from_uuid(uuid::Uuid::nil()))
+}
+
 /// The part of the page that follows the campaign: status, evaluation, progress, money, the
 /// commands, the chart. While the campaign is live it reloads itself every two seconds.
 fn summary_part(viewer: &Viewer, c: &Value, problem: Option<&str>) -> Markup {
-    let id = c["id"].as_str().unwrap_or_default();
+    let id = view_id(c);
     let status_text = c["status"].as_str().unwrap_or_default();
     let status = CampaignStatus::parse(status_text).unwrap_or(CampaignStatus::Draft);
     let live = matches!(status, CampaignStatus::Running | CampaignStatus::Scheduled)
@@ -104,7 +113,7 @@ fn summary_part(viewer: &Viewer, c: &Value, problem: Option<&str>) -> Markup {
     };
     html! {
         section id="summary" aria-labelledby="progress-title"
-            hx-get=[live.then(|| format!("/app/campaigns/{id}/summary"))]
+            hx-get=[live.then_some(Url::CampaignSummary { id })]
             hx-trigger=[live.then_some("every 2s")] hx-swap="outerHTML" {
             h2 id="progress-title" { "Progress" }
             @if let Some(message) = problem { p.problem role="alert" { (message) } }
@@ -129,14 +138,14 @@ fn summary_part(viewer: &Viewer, c: &Value, problem: Option<&str>) -> Markup {
             }
             div.actions {
                 @for (_, path, label) in allowed(status) {
-                    form method="post" action=(format!("/app/campaigns/{id}/{path}")) {
+                    form method="post" action=(Url::CampaignCommand { id, command: path }) {
                         input type="hidden" name="csrf" value=(viewer.csrf);
                         // Ids that stay the same across the part's reloads: htmx gives the focus back
                         // to the element of the same id after each swap.
                         button type="submit" id=(format!("command-{path}")) class=[(*path == "stop").then_some("danger")] { (label) }
                     }
                 }
-                a id="contacts-link" href=(format!("/app/campaigns/{id}/contacts")) { "Contacts and upload" }
+                a id="contacts-link" href=(Url::CampaignContacts { id }) { "Contacts and upload" }
             }
         }
     }
@@ -176,13 +185,13 @@ async fn render(
     c: &Value,
     shown: Shown<'_>,
 ) -> Response {
-    let id = c["id"].as_str().unwrap_or_default().to_owned();
+    let id = view_id(c);
     let summary = summary_part(viewer, c, shown.problem);
     let choices = match choices(state, viewer).await {
         Ok(c) => c,
         Err(r) => return r,
     };
-    let events = match recent_events(state, viewer, &id).await {
+    let events = match recent_events(state, viewer, id).await {
         Ok(e) => e,
         Err(r) => return r,
     };
@@ -203,17 +212,17 @@ async fn render(
             h2 id="chart-title" { "Over time" }
             // Counted apart from the page (every call of the campaign is read), and again every
             // half minute while it is open.
-            div id="chart" hx-get=(format!("/app/campaigns/{id}/chart")) hx-trigger="load, every 30s" hx-swap="innerHTML" {
+            div id="chart" hx-get=(Url::CampaignChart { id }) hx-trigger="load, every 30s" hx-swap="innerHTML" {
                 p.muted { "Counting the campaign's calls…" }
             }
             @if viewer.scopes.allows(Scope::CallsRead) {
-                p { a href=(format!("/app/calls?campaign={id}")) { "Every call of this campaign" } }
+                p { a href=(Url::Calls.with_query(&format!("campaign={id}"))) { "Every call of this campaign" } }
             }
         }
         section aria-labelledby="settings-title" {
             h2 id="settings-title" { "Settings" }
             @if editable {
-                (campaign_form::form(&format!("/app/campaigns/{id}/settings"), &viewer.csrf, values, &choices,
+                (campaign_form::form(Url::CampaignSettings { id }, &viewer.csrf, values, &choices,
                     refused.as_ref().map(|(f, m)| (f, m.as_str()))))
             } @else {
                 p.muted { "A " (c["status"].as_str().unwrap_or_default()) " campaign cannot be edited." }
@@ -230,7 +239,7 @@ async fn render(
         page_with(
             Some(viewer),
             name,
-            "/app/campaigns",
+            Some(Url::Campaigns),
             super::chart::STYLES,
             super::chart::SCRIPTS,
             body,
@@ -248,11 +257,8 @@ async fn noticed(state: &App, viewer: &Viewer, c: &Value, note: &str) -> Respons
 }
 
 /// The newest audit events, newest first.
-async fn recent_events(state: &App, viewer: &Viewer, id: &str) -> Result<Markup, Response> {
+async fn recent_events(state: &App, viewer: &Viewer, id: CampaignId) -> Result<Markup, Response> {
     const SHOWN: i64 = 25;
-    let Ok(id) = uuid::Uuid::parse_str(id).map(CampaignId::from_uuid) else {
-        return Ok(html! {});
-    };
     let read = async {
         let first = state
             .store
@@ -397,7 +403,7 @@ pub async fn command(
                 let v = serde_json::to_value(v).unwrap_or(Value::Null);
                 noticed(&state, &viewer, &v, &message).await
             }
-            None => Redirect::to(&format!("/app/campaigns/{id}")).into_response(),
+            None => Url::Campaign { id: c.id }.redirect().into_response(),
         },
         Err(e) => refused(&state, &viewer, &id, e, None).await,
     }
@@ -464,7 +470,7 @@ pub async fn create(State(state): State<App>, viewer: Viewer, req: Request) -> R
     let mut body = Map::new();
     body.insert("name".into(), Value::String(name.clone()));
     match crate::app::campaigns::patch::create_campaign(&state, &viewer.auth(), &body).await {
-        Ok(v) => Redirect::to(&format!("/app/campaigns/{}", v.id)).into_response(),
+        Ok(v) => Url::Campaign { id: v.id.into() }.redirect().into_response(),
         Err(AppError::Internal(e)) => unavailable(&viewer, e),
         Err(e) => {
             super::pages::campaigns_with(

@@ -7,6 +7,7 @@ use maud::{Markup, html};
 use serde_json::{Map, Value};
 use switchboard_actors::campaign::{self as rules, RegulatoryBasis};
 
+use super::urls::Url;
 use crate::app::error::AppError;
 
 use crate::store::{Agent, Disposition, PhoneNumberRecord};
@@ -160,7 +161,7 @@ pub fn error_words(e: &AppError) -> String {
 /// The settings form; `values` is the campaign's view as JSON (or what was submitted, with the
 /// error `error` beside its field).
 pub fn form(
-    action: &str,
+    action: Url,
     csrf: &str,
     values: &Value,
     choices: &Choices,

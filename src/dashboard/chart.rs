@@ -8,13 +8,14 @@ use maud::{Markup, html};
 use serde_json::{Value, json};
 use switchboard_actors::ids::CampaignId;
 
+use super::assets::Asset;
 use super::layout::unavailable;
 use super::viewer::Viewer;
 use crate::app::state::App;
 
 /// The chart's script and style, on the pages that draw it.
-pub const SCRIPTS: &[&str] = &["/app/assets/vendor/uplot/uPlot.iife.min.js"];
-pub const STYLES: &[&str] = &["/app/assets/vendor/uplot/uPlot.min.css"];
+pub const SCRIPTS: &[Asset] = &[Asset::UplotJs];
+pub const STYLES: &[Asset] = &[Asset::UplotCss];
 
 /// The chart's buckets: the finest step that keeps the campaign's life so far within 400.
 fn step_for(span_secs: i64) -> i64 {

@@ -4,8 +4,9 @@
 //! report (the invalid rows listed).
 
 use axum::extract::{Multipart, Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
+use axum_htmx::HxRequest;
 use maud::{Markup, html};
 use serde::Deserialize;
 use switchboard_actors::contact::ContactState;
@@ -13,6 +14,7 @@ use switchboard_actors::contact::ContactState;
 use super::campaign::load;
 use super::layout::unavailable;
 use super::layout::{page, problem, respond, when};
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::app::campaigns::contacts::dialing_statuses;
 use crate::app::campaigns::enroll::{EnrollReport, enroll_csv_upload};
@@ -35,7 +37,7 @@ pub struct ContactsQuery {
 }
 
 fn upload_form(viewer: &Viewer, c: &CampaignRecord) -> Markup {
-    let action = format!("/app/campaigns/{}/contacts", c.id);
+    let action = Url::CampaignContacts { id: c.id };
     html! {
         @if c.status.is_terminal() {
             p.muted { "A " (c.status.as_str()) " campaign takes no more contacts." }
@@ -111,10 +113,10 @@ async fn render(
         Ok(w) => w,
         Err(e) => return unavailable(viewer, format!("{e:?}")),
     };
-    let base = format!("/app/campaigns/{}/contacts", c.id);
+    let base = Url::CampaignContacts { id: c.id };
     let link = |after: i64| format!("{base}?state={}&after={after}", filter.unwrap_or(""));
     let body = html! {
-        p { a href=(format!("/app/campaigns/{}", c.id)) { "← " (c.settings.name) } }
+        p { a href=(Url::Campaign { id: c.id }) { "← " (c.settings.name) } }
         section aria-labelledby="upload-title" {
             h2 id="upload-title" { "Upload contacts" }
             (upload_form(viewer, c))
@@ -178,7 +180,7 @@ async fn render(
         page(
             Some(viewer),
             &format!("Contacts of {}", c.settings.name),
-            "/app/campaigns",
+            Some(Url::Campaigns),
             body,
         ),
     )
@@ -202,7 +204,7 @@ pub async fn upload(
     State(state): State<App>,
     viewer: Viewer,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    HxRequest(htmx): HxRequest,
     req: Request,
 ) -> Response {
     let c = match load(&state, &viewer, &id).await {
@@ -217,7 +219,7 @@ pub async fn upload(
         Ok(r) => (StatusCode::OK, Ok(r)),
     };
     // htmx swaps in only a success; a refusal's page says why all the same.
-    let status = if headers.contains_key("hx-request") && status.is_client_error() {
+    let status = if htmx && status.is_client_error() {
         StatusCode::OK
     } else {
         status

@@ -18,9 +18,11 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use switchboard_actors::ids::IntegrationId;
 
+use super::assets::Asset;
 use super::layout::unavailable;
 use super::layout::{denied, page, respond, when};
 use super::session::{fields, form_body, session_token};
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::{Scope, constant_time_eq, hash_key};
@@ -32,12 +34,11 @@ use crate::runtime::integrations::Providers;
 use crate::runtime::integrations::connect;
 use crate::store::OAuthHandshake;
 
-const PAGE: &str = "/app/settings/integrations";
 /// How long a consent page may stay open.
 const HANDSHAKE_MINUTES: i64 = 10;
 
 fn redirect_uri(state: &App) -> String {
-    format!("{}{PAGE}/callback", state.public_url())
+    format!("{}{}", state.public_url(), Url::IntegrationsCallback)
 }
 
 async fn render(
@@ -67,7 +68,7 @@ async fn render(
                 p { "You will be sent to Google to choose the account and allow access, then brought back here." }
                 div.actions {
                     @for provider in Provider::ALL {
-                        form method="post" action=(format!("{PAGE}/connect")) {
+                        form method="post" action=(Url::IntegrationsConnect) {
                             input type="hidden" name="csrf" value=(viewer.csrf);
                             input type="hidden" name="provider" value=(provider.name());
                             button type="submit" { "Connect " (provider.label()) }
@@ -103,7 +104,7 @@ async fn render(
                                 td { code { (i.id) } }
                                 td {
                                     @if manage && i.status == "connected" {
-                                        form method="post" action=(format!("{PAGE}/{}/disconnect", i.id)) {
+                                        form method="post" action=(Url::IntegrationDisconnect { id: i.id }) {
                                             input type="hidden" name="csrf" value=(viewer.csrf);
                                             button.danger type="submit" aria-label=(format!("Disconnect {}", i.account)) { "Disconnect" }
                                         }
@@ -116,7 +117,10 @@ async fn render(
             }
         }
     };
-    let mut response = respond(status, page(Some(viewer), "Integrations", PAGE, body));
+    let mut response = respond(
+        status,
+        page(Some(viewer), "Integrations", Some(Url::Integrations), body),
+    );
     // The connect forms answer with a redirect to the provider's consent page, which the
     // policy's form-action must name.
     if let Some(providers) = state.providers.as_ref().filter(|_| handshake)
@@ -244,7 +248,7 @@ impl Answer {
 
 /// Where the provider sends the browser back: a page that hands the answer on from this site.
 pub async fn callback(Query(answer): Query<Answer>) -> Response {
-    let next = format!("{PAGE}/finish?{}", answer.query());
+    let next = Url::IntegrationsFinish.with_query(&answer.query());
     let markup = html! {
         (maud::DOCTYPE)
         html lang="en" {
@@ -252,7 +256,7 @@ pub async fn callback(Query(answer): Query<Answer>) -> Response {
                 meta charset="utf-8";
                 meta http-equiv="refresh" content=(format!("0; url={next}"));
                 title { "Connecting · Switchboard" }
-                link rel="stylesheet" href="/app/assets/app.css";
+                link rel="stylesheet" href=(Url::asset(Asset::AppCss));
             }
             body { main id="main" { p { "Connecting… " a href=(next) { "Continue" } } } }
         }
@@ -316,7 +320,9 @@ pub async fn finish(
     };
     match redeem(&state, providers, client, &kept, code).await {
         // Away from the address that carried the code.
-        Ok(id) => Redirect::to(&format!("{PAGE}?connected={id}")).into_response(),
+        Ok(id) => {
+            Redirect::to(&Url::Integrations.with_query(&format!("connected={id}"))).into_response()
+        }
         Err(text) => render(&state, &viewer, StatusCode::BAD_GATEWAY, None, Some(&text)).await,
     }
 }

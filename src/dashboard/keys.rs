@@ -4,13 +4,14 @@
 
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use chrono::{NaiveDate, TimeZone, Utc};
 use maud::{Markup, html};
 use switchboard_actors::ids::ApiKeyId;
 
 use super::layout::{page as shell, problem, respond, when};
 use super::session::{fields, form_body};
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::{Scope, Scopes};
@@ -72,7 +73,7 @@ async fn render(
         }
         section aria-labelledby="new-key" {
             h2 id="new-key" { "Create a key" }
-            form.card method="post" action="/app/settings/keys" {
+            form.card method="post" action=(Url::Keys) {
                 input type="hidden" name="csrf" value=(viewer.csrf);
                 label for="name" { "Name" }
                 input id="name" name="name" type="text" required maxlength="100" value=(draft.name)
@@ -119,7 +120,7 @@ async fn render(
                             }
                             td {
                                 @if live && k.id != viewer.key_id {
-                                    form method="post" action=(format!("/app/settings/keys/{}/revoke", k.id)) {
+                                    form method="post" action=(Url::KeyRevoke { id: k.id }) {
                                         input type="hidden" name="csrf" value=(viewer.csrf);
                                         button.danger type="submit" aria-label=(format!("Revoke {}", k.name)) { "Revoke" }
                                     }
@@ -135,7 +136,7 @@ async fn render(
     };
     respond(
         status,
-        shell(Some(viewer), "API keys", "/app/settings/keys", body),
+        shell(Some(viewer), "API keys", Some(Url::Keys), body),
     )
 }
 
@@ -304,5 +305,5 @@ pub async fn revoke(
     if let Err(e) = crate::app::keys::revoke(&state.store, id).await {
         return super::layout::unavailable(&viewer, e);
     }
-    Redirect::to("/app/settings/keys").into_response()
+    Url::Keys.redirect().into_response()
 }

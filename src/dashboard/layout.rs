@@ -4,37 +4,39 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
+use super::assets::Asset;
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::domain::auth::Scope;
 
-/// The main navigation: path, label.
-const NAV: [(&str, &str); 4] = [
-    ("/app/campaigns", "Campaigns"),
-    ("/app/calls", "Calls"),
-    ("/app/live", "Live calls"),
-    ("/app/agents", "Agents"),
+/// The main navigation: page, label.
+const NAV: [(Url, &str); 4] = [
+    (Url::Campaigns, "Campaigns"),
+    (Url::Calls, "Calls"),
+    (Url::Live, "Live calls"),
+    (Url::Agents, "Agents"),
 ];
 
 /// The workspace's other pages and its settings.
-const MORE: [(&str, &str); 10] = [
-    ("/app/tools", "Tools"),
-    ("/app/sip-endpoints", "SIP endpoints"),
-    ("/app/numbers", "Numbers"),
-    ("/app/do-not-call", "Do not call"),
-    ("/app/dispositions", "Dispositions"),
-    ("/app/leads", "Leads"),
-    ("/app/billing", "Billing"),
-    ("/app/settings/integrations", "Integrations"),
-    ("/app/settings/webhooks", "Webhooks"),
-    ("/app/settings/keys", "API keys"),
+const MORE: [(Url, &str); 10] = [
+    (Url::Tools, "Tools"),
+    (Url::SipEndpoints, "SIP endpoints"),
+    (Url::Numbers, "Numbers"),
+    (Url::DoNotCall, "Do not call"),
+    (Url::Dispositions, "Dispositions"),
+    (Url::Leads, "Leads"),
+    (Url::Billing, "Billing"),
+    (Url::Integrations, "Integrations"),
+    (Url::Webhooks, "Webhooks"),
+    (Url::Keys, "API keys"),
 ];
 
-fn links(items: &[(&str, &str)], current: &str) -> Markup {
+fn links(items: &[(Url, &str)], current: Option<Url>) -> Markup {
     html! {
         ul {
             @for (href, label) in items {
                 li {
-                    @if *href == current {
+                    @if Some(*href) == current {
                         a href=(href) aria-current="page" { (label) }
                     } @else {
                         a href=(href) { (label) }
@@ -45,19 +47,19 @@ fn links(items: &[(&str, &str)], current: &str) -> Markup {
     }
 }
 
-/// A whole page: `title`, the navigation for a signed-in `viewer` (the current page marked),
+/// A whole page: `title`, the navigation for a signed-in `viewer` (the `current` page marked),
 /// and `body`.
-pub fn page(viewer: Option<&Viewer>, title: &str, current: &str, body: Markup) -> Markup {
+pub fn page(viewer: Option<&Viewer>, title: &str, current: Option<Url>, body: Markup) -> Markup {
     page_with(viewer, title, current, &[], &[], body)
 }
 
-/// A whole page that also loads the `styles` and `scripts` (files under `/app/assets/`).
+/// A whole page that also loads the `styles` and `scripts`.
 pub fn page_with(
     viewer: Option<&Viewer>,
     title: &str,
-    current: &str,
-    styles: &[&str],
-    scripts: &[&str],
+    current: Option<Url>,
+    styles: &[Asset],
+    scripts: &[Asset],
     body: Markup,
 ) -> Markup {
     html! {
@@ -68,11 +70,11 @@ pub fn page_with(
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false}"#;
                 title { (title) " · Switchboard" }
-                @for style in styles { link rel="stylesheet" href=(style); }
-                link rel="stylesheet" href="/app/assets/app.css";
-                @for script in scripts { script src=(script) defer {} }
-                script src="/app/assets/vendor/htmx/htmx.min.js" defer {}
-                script src="/app/assets/app.js" defer {}
+                @for style in styles { link rel="stylesheet" href=(Url::asset(*style)); }
+                link rel="stylesheet" href=(Url::asset(Asset::AppCss));
+                @for script in scripts { script src=(Url::asset(*script)) defer {} }
+                script src=(Url::asset(Asset::Htmx)) defer {}
+                script src=(Url::asset(Asset::AppJs)) defer {}
             }
             body {
                 a.skip href="#main" { "Skip to content" }
@@ -80,7 +82,7 @@ pub fn page_with(
                     span.brand { "Switchboard" }
                     @if let Some(viewer) = viewer {
                         nav aria-label="Main" { (links(&NAV, current)) }
-                        form.sign-out method="post" action="/app/sign-out" {
+                        form.sign-out method="post" action=(Url::SignOut) {
                             input type="hidden" name="csrf" value=(viewer.csrf);
                             button type="submit" { "Sign out" }
                         }
@@ -115,7 +117,7 @@ pub fn problem(
         page(
             viewer,
             title,
-            "",
+            None,
             html! { p.problem role="alert" { (message) } },
         ),
     )
@@ -165,7 +167,7 @@ impl Viewer {
     }
 }
 
-/// An unknown address under `/app`.
+/// An unknown address under the dashboard's.
 pub async fn not_found(viewer: Option<Viewer>) -> Response {
     problem(
         viewer.as_ref(),

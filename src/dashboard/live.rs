@@ -1,5 +1,5 @@
 //! Live calls: who is being called or talking, through which agent, in which state and for how
-//! long, and what is being said or was last said on it. The page subscribes to `/app/live/events` (server-sent events through htmx's
+//! long, and what is being said or was last said on it. The page subscribes to `/live/events` (server-sent events through htmx's
 //! extension); the stream reads the workspace's calls under way four times a second and sends
 //! the table again when it changed (a call placed, ringing or answered shows within a quarter
 //! of a second; durations move every second while a call is up). The session
@@ -19,8 +19,10 @@ use futures_util::stream::{self, Stream};
 use maud::{Markup, html};
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 
+use super::assets::Asset;
 use super::layout::{denied, page as shell, respond};
 use super::session::session_token;
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
@@ -89,7 +91,7 @@ fn table(
                         @let who = if c.direction == "inbound" { &c.from_number } else { &c.to_number };
                         @let since = if c.status == "in_progress" { c.answered_at.unwrap_or(c.created_at) } else { c.created_at };
                         tr {
-                            td { a href=(format!("/app/calls/{}", c.id)) { (who) } }
+                            td { a href=(Url::Call { id: c.id }) { (who) } }
                             td { (c.direction) }
                             td { (c.agent_id.and_then(|a| agents.get(&a)).map(String::as_str).unwrap_or("—")) }
                             td { span class=(format!("status st-{}", c.status)) { (c.status) } }
@@ -129,17 +131,17 @@ pub async fn page(State(state): State<App>, viewer: Viewer) -> Response {
         Err(e) => return super::layout::unavailable(&viewer, e),
     };
     let body = html! {
-        script src="/app/assets/vendor/htmx-ext-sse/sse.min.js" defer {}
+        script src=(Url::asset(Asset::HtmxSse)) defer {}
         p.muted { "Updated as calls change, without reloading." }
         // Not a live region: its durations change every second, and a screen reader would read
         // the table out again each time. The table is there to be read at will.
-        div hx-ext="sse" sse-connect="/app/live/events" sse-swap="calls" {
+        div hx-ext="sse" sse-connect=(Url::LiveEvents) sse-swap="calls" {
             (now)
         }
     };
     respond(
         StatusCode::OK,
-        shell(Some(&viewer), "Live calls", "/app/live", body),
+        shell(Some(&viewer), "Live calls", Some(Url::Live), body),
     )
 }
 

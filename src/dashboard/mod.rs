@@ -2,6 +2,8 @@
 //! binary), its own stylesheet and the vendored htmx, all embedded; nothing is fetched from
 //! elsewhere at run time.
 //!
+//! - [`urls`]: the route table: every address as a typed [`urls::Url`], its axum pattern beside
+//!   it; links, htmx requests, form actions, redirects and the router are made from it.
 //! - [`session`]: signing in with an API key (exchanged for an HttpOnly, SameSite=Strict
 //!   session cookie; the key never reaches the page), signing out, and the CSRF token every
 //!   write carries.
@@ -34,9 +36,11 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 
 use crate::app::state::App;
+pub use urls::BASE;
+use urls::Route;
 
 mod agents;
 mod assets;
@@ -52,6 +56,7 @@ mod layout;
 mod live;
 mod pages;
 mod session;
+mod urls;
 mod viewer;
 mod webhooks;
 mod workspace;
@@ -60,64 +65,14 @@ mod workspace;
 pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
     media-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// The dashboard's routes, under `/app`.
+/// The dashboard's routes, under [`BASE`]: each of the route table's patterns with its
+/// handlers.
 pub fn router() -> Router<App> {
-    Router::new()
-        .route("/", get(pages::home))
-        .route(
-            "/sign-in",
-            get(session::sign_in_page).post(session::sign_in),
-        )
-        .route("/sign-out", post(session::sign_out))
-        .route("/campaigns", get(pages::campaigns).post(campaign::create))
-        .route("/campaigns/{id}", get(campaign::show))
-        .route("/campaigns/{id}/summary", get(campaign::summary))
-        .route("/campaigns/{id}/chart", get(campaign::chart))
-        .route("/campaigns/{id}/settings", post(campaign::save))
-        .route(
-            "/campaigns/{id}/contacts",
-            get(contacts::list)
-                .post(contacts::upload)
-                // The upload's own limit (`max_csv_body_bytes`) applies as it streams in.
-                .layer(DefaultBodyLimit::disable()),
-        )
-        .route("/campaigns/{id}/{command}", post(campaign::command))
-        .route("/calls", get(calls::calls))
-        .route("/calls/{id}", get(calls::call))
-        .route("/agents", get(agents::list))
-        .route("/agents/{id}", get(agents::show))
-        .route("/agents/{id}/simulate", post(agents::simulate))
-        .route("/agents/{id}/caller-id", post(agents::caller_id))
-        .route("/tools", get(workspace::tools))
-        .route("/tools/{id}/test", post(workspace::test_tool))
-        .route(
-            "/sip-endpoints",
-            get(workspace::endpoints).post(workspace::create_endpoint),
-        )
-        .route("/numbers", get(workspace::numbers))
-        .route("/do-not-call", get(workspace::do_not_call))
-        .route("/dispositions", get(workspace::dispositions))
-        .route("/leads", get(workspace::leads))
-        .route("/billing", get(workspace::billing))
-        .route("/live", get(live::page))
-        .route("/live/events", get(live::events))
-        .route("/settings/keys", get(keys::page).post(keys::create))
-        .route("/settings/webhooks", get(webhooks::show))
-        .route("/settings/webhooks/reveal", post(webhooks::reveal))
-        .route("/settings/webhooks/rotate", post(webhooks::rotate))
-        .route("/settings/integrations", get(integrations::list))
-        .route("/settings/integrations/connect", post(integrations::start))
-        .route(
-            "/settings/integrations/callback",
-            get(integrations::callback),
-        )
-        .route("/settings/integrations/finish", get(integrations::finish))
-        .route(
-            "/settings/integrations/{id}/disconnect",
-            post(integrations::disconnect),
-        )
-        .route("/settings/keys/{id}/revoke", post(keys::revoke))
-        .route("/assets/{*path}", get(assets::serve))
+    Route::ALL
+        .iter()
+        .fold(Router::new(), |router, route| {
+            router.route(route.pattern(), handlers(*route))
+        })
         .fallback(layout::not_found)
         .layer(middleware::from_fn(secure))
         // Pages, fragments and assets go gzip-compressed to a browser that takes it (the live
@@ -125,8 +80,55 @@ pub fn router() -> Router<App> {
         .layer(tower_http::compression::CompressionLayer::new())
 }
 
+/// What serves a route, by method.
+fn handlers(route: Route) -> MethodRouter<App> {
+    match route {
+        Route::Home => get(pages::home),
+        Route::SignIn => get(session::sign_in_page).post(session::sign_in),
+        Route::SignOut => post(session::sign_out),
+        Route::Campaigns => get(pages::campaigns).post(campaign::create),
+        Route::Campaign => get(campaign::show),
+        Route::CampaignSummary => get(campaign::summary),
+        Route::CampaignChart => get(campaign::chart),
+        Route::CampaignSettings => post(campaign::save),
+        Route::CampaignContacts => get(contacts::list)
+            .post(contacts::upload)
+            // The upload's own limit (`max_csv_body_bytes`) applies as it streams in.
+            .layer(DefaultBodyLimit::disable()),
+        Route::CampaignCommand => post(campaign::command),
+        Route::Calls => get(calls::calls),
+        Route::Call => get(calls::call),
+        Route::Agents => get(agents::list),
+        Route::Agent => get(agents::show),
+        Route::AgentSimulate => post(agents::simulate),
+        Route::AgentCallerId => post(agents::caller_id),
+        Route::Tools => get(workspace::tools),
+        Route::ToolTest => post(workspace::test_tool),
+        Route::SipEndpoints => get(workspace::endpoints).post(workspace::create_endpoint),
+        Route::Numbers => get(workspace::numbers),
+        Route::DoNotCall => get(workspace::do_not_call),
+        Route::Dispositions => get(workspace::dispositions),
+        Route::Leads => get(workspace::leads),
+        Route::Billing => get(workspace::billing),
+        Route::Live => get(live::page),
+        Route::LiveEvents => get(live::events),
+        Route::Keys => get(keys::page).post(keys::create),
+        Route::KeyRevoke => post(keys::revoke),
+        Route::Webhooks => get(webhooks::show),
+        Route::WebhooksReveal => post(webhooks::reveal),
+        Route::WebhooksRotate => post(webhooks::rotate),
+        Route::Integrations => get(integrations::list),
+        Route::IntegrationsConnect => post(integrations::start),
+        Route::IntegrationsCallback => get(integrations::callback),
+        Route::IntegrationsFinish => get(integrations::finish),
+        Route::IntegrationDisconnect => post(integrations::disconnect),
+        Route::Asset => get(assets::serve),
+    }
+}
+
 async fn secure(req: Request, next: Next) -> Response {
-    let is_asset = req.uri().path().starts_with("/app/assets/");
+    let assets = Route::Asset.pattern().trim_end_matches("{*path}");
+    let is_asset = (req.uri().path().strip_prefix(BASE)).is_some_and(|p| p.starts_with(assets));
     let mut response = next.run(req).await;
     let headers = response.headers_mut();
     // A page may widen the policy for itself (the integrations page's forms lead to the
@@ -150,4 +152,41 @@ async fn secure(req: Request, next: Next) -> Response {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::Router;
+    use axum::body::{Body, to_bytes};
+    use axum::http::Request;
+    use axum::routing::post;
+    use axum_htmx::HxRequest;
+    use tower::ServiceExt;
+
+    /// What a handler reads of a request: whether htmx sent it.
+    async fn read(headers: &[(&str, &str)]) -> String {
+        let service = Router::new().route(
+            "/",
+            post(|HxRequest(htmx): HxRequest| async move { htmx.to_string() }),
+        );
+        let mut request = Request::post("/");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let answer = service
+            .oneshot(request.body(Body::empty()).expect("a request"))
+            .await
+            .expect("an answer");
+        let body = to_bytes(answer.into_body(), 16).await.expect("a body");
+        String::from_utf8_lossy(&body).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_request_is_htmx_s_when_it_carries_hx_request() {
+        assert_eq!(read(&[("HX-Request", "true")]).await, "true");
+        assert_eq!(read(&[("hx-request", "true")]).await, "true");
+        // A form posted by the browser itself (no script, or a full page) carries none.
+        assert_eq!(read(&[]).await, "false");
+        assert_eq!(read(&[("HX-Boosted", "true")]).await, "false");
+    }
 }

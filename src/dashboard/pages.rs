@@ -5,8 +5,10 @@ use axum::http::StatusCode;
 use axum::response::{Redirect, Response};
 use maud::{Markup, html};
 use serde_json::Value;
+use switchboard_actors::ids::CampaignId;
 
 use super::layout::{denied, empty, money, page, respond, unavailable};
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
@@ -16,18 +18,18 @@ use crate::store::Page;
 const ROWS: i64 = 50;
 
 /// The first page the key may see.
-pub fn landing(scopes: &crate::domain::auth::Scopes) -> &'static str {
+pub fn landing(scopes: &crate::domain::auth::Scopes) -> Url {
     if scopes.allows(Scope::CampaignsManage) {
-        "/app/campaigns"
+        Url::Campaigns
     } else if scopes.allows(Scope::CallsRead) {
-        "/app/calls"
+        Url::Calls
     } else {
-        "/app/settings/keys"
+        Url::Keys
     }
 }
 
 pub async fn home(viewer: Viewer) -> Redirect {
-    Redirect::to(landing(&viewer.scopes))
+    landing(&viewer.scopes).redirect()
 }
 
 /// Contacts per state as a stacked bar, with its legend in words.
@@ -85,12 +87,15 @@ pub(super) async fn campaigns_with(
     let mut rows = Vec::new();
     for c in listed.items {
         match crate::app::campaigns::view::view(state, viewer.workspace_id, c).await {
-            Ok(v) => rows.push(serde_json::to_value(v).unwrap_or(Value::Null)),
+            Ok(v) => rows.push((
+                CampaignId::from_uuid(v.id),
+                serde_json::to_value(v).unwrap_or(Value::Null),
+            )),
             Err(e) => return unavailable(viewer, format!("{e:?}")),
         }
     }
     let body = html! {
-        form.inline method="post" action="/app/campaigns" {
+        form.inline method="post" action=(Url::Campaigns) {
             input type="hidden" name="csrf" value=(viewer.csrf);
             label for="new-name" { "New campaign" }
             input id="new-name" name="name" type="text" required maxlength="200" value=(name)
@@ -108,10 +113,10 @@ pub(super) async fn campaigns_with(
                     th scope="col" { "Attempts" } th scope="col" { "Spend" } th scope="col" { "Last evaluation" }
                 } }
                 tbody {
-                    @for c in &rows {
+                    @for (id, c) in &rows {
                         @let stats = &c["stats"];
                         tr {
-                            td { a href=(format!("/app/campaigns/{}", c["id"].as_str().unwrap_or_default())) { (c["name"].as_str().unwrap_or_default()) } }
+                            td { a href=(Url::Campaign { id: *id }) { (c["name"].as_str().unwrap_or_default()) } }
                             td { span class=(format!("status st-{}", c["status"].as_str().unwrap_or_default())) { (c["status"].as_str().unwrap_or_default()) } }
                             td { (progress(&stats["contacts"], stats["total_contacts"].as_i64().unwrap_or(0))) }
                             td.num { (stats["attempts"].as_i64().unwrap_or(0)) }
@@ -129,7 +134,7 @@ pub(super) async fn campaigns_with(
     };
     respond(
         status,
-        page(Some(viewer), "Campaigns", "/app/campaigns", body),
+        page(Some(viewer), "Campaigns", Some(Url::Campaigns), body),
     )
 }
 

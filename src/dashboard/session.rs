@@ -14,11 +14,12 @@ use std::net::SocketAddr;
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use chrono::Duration;
 use maud::html;
 
 use super::layout::{page, problem, respond};
+use super::urls::{BASE, Url};
 use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::{constant_time_eq, hash_key};
@@ -74,11 +75,11 @@ fn random_token() -> String {
     hex::encode(rand::random::<[u8; 32]>())
 }
 
-/// A cookie for `/app`: HttpOnly, SameSite=Strict, Secure over https.
+/// A cookie for the dashboard's addresses: HttpOnly, SameSite=Strict, Secure over https.
 fn set_cookie(state: &App, name: &str, value: &str, max_age: i64) -> HeaderValue {
     let secure = crate::app::state::public_url(&state.config).starts_with("https://");
     let text = format!(
-        "{name}={value}; Path=/app; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
+        "{name}={value}; Path={BASE}; HttpOnly; SameSite=Strict; Max-Age={max_age}{}",
         if secure { "; Secure" } else { "" }
     );
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
@@ -103,7 +104,7 @@ impl FromRequestParts<App> for Viewer {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &App) -> Result<Self, Response> {
-        let sign_in = || Redirect::to("/app/sign-in").into_response();
+        let sign_in = || Url::SignIn.redirect().into_response();
         let Some(token) = cookie(&parts.headers, SESSION_COOKIE) else {
             return Err(sign_in());
         };
@@ -132,10 +133,10 @@ fn sign_in_form(token: &str, error: Option<&str>) -> maud::Markup {
     page(
         None,
         "Sign in",
-        "",
+        None,
         html! {
             p { "Sign in with an API key of your workspace. The pages show what the key's scopes allow." }
-            form.card method="post" action="/app/sign-in" {
+            form.card method="post" action=(Url::SignIn) {
                 input type="hidden" name="sign_in" value=(token);
                 label for="key" { "API key" }
                 input id="key" name="key" type="password" autocomplete="off" required
@@ -255,7 +256,7 @@ pub async fn sign_in(State(state): State<App>, req: Request) -> Response {
         );
     }
     let max_age = (expires - now).num_seconds().max(0);
-    let mut response = Redirect::to(super::pages::landing(&scopes)).into_response();
+    let mut response = super::pages::landing(&scopes).redirect().into_response();
     let headers = response.headers_mut();
     headers.append(
         header::SET_COOKIE,
@@ -279,7 +280,7 @@ pub async fn sign_out(State(state): State<App>, viewer: Viewer, req: Request) ->
     if let Err(e) = state.store.end_dashboard_session(&hash_key(&token)).await {
         tracing::error!(error = %e, "a dashboard session could not be ended");
     }
-    let mut response = Redirect::to("/app/sign-in").into_response();
+    let mut response = Url::SignIn.redirect().into_response();
     response.headers_mut().append(
         header::SET_COOKIE,
         set_cookie(&state, SESSION_COOKIE, "", 0),

@@ -11,11 +11,10 @@ use maud::html;
 use super::layout::unavailable;
 use super::layout::{denied, page, respond, when};
 use super::session::{fields, form_body};
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
-
-const PAGE: &str = "/app/settings/webhooks";
 
 /// What the page does with the secret.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -56,12 +55,12 @@ async fn render(state: &App, viewer: &Viewer, shown: Shown) -> Response {
         }
         div.actions {
             @if shown == Shown::Masked {
-                form method="post" action=(format!("{PAGE}/reveal")) {
+                form method="post" action=(Url::WebhooksReveal) {
                     input type="hidden" name="csrf" value=(viewer.csrf);
                     button type="submit" { "Reveal" }
                 }
             }
-            form method="post" action=(format!("{PAGE}/rotate")) {
+            form method="post" action=(Url::WebhooksRotate) {
                 input type="hidden" name="csrf" value=(viewer.csrf);
                 button.danger type="submit" aria-describedby="rotate-hint" { "Rotate" }
             }
@@ -70,7 +69,12 @@ async fn render(state: &App, viewer: &Viewer, shown: Shown) -> Response {
     };
     respond(
         StatusCode::OK,
-        page(Some(viewer), "Webhook signing secret", PAGE, body),
+        page(
+            Some(viewer),
+            "Webhook signing secret",
+            Some(Url::Webhooks),
+            body,
+        ),
     )
 }
 

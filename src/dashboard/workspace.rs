@@ -13,6 +13,7 @@ use switchboard_actors::ids::ToolId;
 use super::layout::{denied, empty, money, page, respond, when};
 use super::layout::{not_found, unavailable};
 use super::session::{fields, form_body};
+use super::urls::Url;
 use super::viewer::Viewer;
 use crate::app::error::AppError;
 use crate::app::state::App;
@@ -86,7 +87,7 @@ async fn tools_page(
                             td { @if let Some(url) = t.config["url"].as_str() { code { (crate::edge::webhooks::logged_url(url)) } } }
                             td {
                                 @if testing && t.tool_type == "webhook" {
-                                    form method="post" action=(format!("/app/tools/{}/test", t.id)) {
+                                    form method="post" action=(Url::ToolTest { id: t.id }) {
                                         input type="hidden" name="csrf" value=(viewer.csrf);
                                         button type="submit" aria-label=(format!("Send a test to {}", t.name)) { "Send test" }
                                     }
@@ -99,7 +100,7 @@ async fn tools_page(
             (more(tools.items.len(), tools.total, "tools"))
         }
     };
-    respond(status, page(Some(viewer), "Tools", "/app/tools", body))
+    respond(status, page(Some(viewer), "Tools", Some(Url::Tools), body))
 }
 
 pub async fn tools(State(state): State<App>, viewer: Viewer) -> Response {
@@ -185,7 +186,7 @@ async fn endpoints_page(
             _ => {},
         }
         @if viewer.scopes.allows(Scope::PhoneNumbersConfigure) {
-            form.inline method="post" action="/app/sip-endpoints" {
+            form.inline method="post" action=(Url::SipEndpoints) {
                 input type="hidden" name="csrf" value=(viewer.csrf);
                 label for="ep-name" { "New endpoint" }
                 input id="ep-name" name="name" type="text" required maxlength="100" placeholder="Name"
@@ -224,7 +225,7 @@ async fn endpoints_page(
     };
     respond(
         status,
-        page(Some(viewer), "SIP endpoints", "/app/sip-endpoints", body),
+        page(Some(viewer), "SIP endpoints", Some(Url::SipEndpoints), body),
     )
 }
 
@@ -286,7 +287,7 @@ pub async fn numbers(State(state): State<App>, viewer: Viewer) -> Response {
     };
     respond(
         StatusCode::OK,
-        page(Some(&viewer), "Phone numbers", "/app/numbers", body),
+        page(Some(&viewer), "Phone numbers", Some(Url::Numbers), body),
     )
 }
 
@@ -326,7 +327,7 @@ pub async fn do_not_call(State(state): State<App>, viewer: Viewer) -> Response {
     };
     respond(
         StatusCode::OK,
-        page(Some(&viewer), "Do not call", "/app/do-not-call", body),
+        page(Some(&viewer), "Do not call", Some(Url::DoNotCall), body),
     )
 }
 
@@ -351,7 +352,7 @@ pub async fn dispositions(State(state): State<App>, viewer: Viewer) -> Response 
     };
     respond(
         StatusCode::OK,
-        page(Some(&viewer), "Dispositions", "/app/dispositions", body),
+        page(Some(&viewer), "Dispositions", Some(Url::Dispositions), body),
     )
 }
 
@@ -391,7 +392,7 @@ pub async fn leads(State(state): State<App>, viewer: Viewer) -> Response {
     };
     respond(
         StatusCode::OK,
-        page(Some(&viewer), "Leads", "/app/leads", body),
+        page(Some(&viewer), "Leads", Some(Url::Leads), body),
     )
 }
 
@@ -449,7 +450,7 @@ pub async fn billing(State(state): State<App>, viewer: Viewer) -> Response {
     };
     respond(
         StatusCode::OK,
-        page(Some(&viewer), "Billing", "/app/billing", body),
+        page(Some(&viewer), "Billing", Some(Url::Billing), body),
     )
 }
 

@@ -57,17 +57,17 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(webhooks::router())
 }
 
-/// The complete service router: the API behind its gate, and `pages` (served at `/app`, the
-/// dashboard's) beside it, outside the gate: they sign in with a session cookie, not a bearer
-/// key.
-pub fn router(state: AppState, pages: Router) -> Router {
+/// The complete service router: the API behind its gate, and `pages` (the dashboard's,
+/// nested at `pages_at`) beside it, outside the gate: they sign in with a session cookie, not a
+/// bearer key.
+pub fn router(state: AppState, pages_at: &str, pages: Router) -> Router {
     let (router, _) = api().split_for_parts();
     router
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), gate::gate))
         .with_state(state)
-        .nest("/app", pages)
+        .nest(pages_at, pages)
         .layer(middleware::from_fn(record_metrics))
 }
 

@@ -78,6 +78,8 @@ impl CallDirection {
     }
 }
 
+display_as_str!(CallStatus, CallDirection);
+
 /// Priority of a call in the queue: higher goes first, FIFO within one priority.
 pub const PRIORITY_MIN: i64 = 0;
 pub const PRIORITY_MAX: i64 = 10;
@@ -86,3 +88,22 @@ pub const PRIORITY_DEFAULT: i64 = 5;
 
 /// End reasons written by the engine (the dialer adds its own, such as `hangup`).
 pub const END_INTERRUPTED: &str = "interrupted";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_and_directions_round_trip() {
+        for status in CallStatus::ALL {
+            assert_eq!(CallStatus::parse(status.as_str()), Some(status));
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+        for direction in CallDirection::ALL {
+            assert_eq!(CallDirection::parse(direction.as_str()), Some(direction));
+            assert_eq!(serde_json::to_value(direction).unwrap(), direction.as_str());
+        }
+        assert_eq!(CallStatus::parse("answered"), None);
+        assert_eq!(CallDirection::parse("Outbound"), None);
+    }
+}

@@ -65,6 +65,17 @@ pub enum ExclusionReason {
 }
 
 impl ExclusionReason {
+    pub const ALL: [ExclusionReason; 4] = [
+        Self::DoNotCall,
+        Self::InvalidNumber,
+        Self::CampaignArchived,
+        Self::CampaignStopped,
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::DoNotCall => "do_not_call",
@@ -109,7 +120,13 @@ impl CallOutcome {
             Self::InfraError => "infra_error",
         }
     }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == s)
+    }
 }
+
+display_as_str!(ContactState, ExclusionReason, CallOutcome);
 
 #[cfg(test)]
 mod tests {
@@ -139,7 +156,18 @@ mod tests {
     #[test]
     fn outcomes_serialize_as_their_names() {
         for outcome in CallOutcome::ALL {
+            assert_eq!(CallOutcome::parse(outcome.as_str()), Some(outcome));
             assert_eq!(serde_json::to_value(outcome).unwrap(), outcome.as_str());
         }
+        assert_eq!(CallOutcome::parse("Answered"), None);
+    }
+
+    #[test]
+    fn exclusion_reasons_round_trip() {
+        for reason in ExclusionReason::ALL {
+            assert_eq!(ExclusionReason::parse(reason.as_str()), Some(reason));
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+        }
+        assert_eq!(ExclusionReason::parse("opted_out"), None);
     }
 }

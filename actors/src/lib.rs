@@ -27,6 +27,17 @@
 //! **Invariant:** this crate does no HTTP and no SQL. Storage and dialing are ports (traits) that
 //! the service implements.
 
+/// `Display` for types that name a closed set of values: each writes its `as_str`.
+macro_rules! display_as_str {
+    ($($t:ty),+ $(,)?) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )+};
+}
+
 pub mod agent;
 pub mod call;
 pub mod call_tools;

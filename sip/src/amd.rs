@@ -31,8 +31,9 @@ mod beep;
 
 pub use beep::{BeepDetector, BeepEvent, BeepSettings};
 
-/// Who answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Who answered; it serializes as its [`AnsweredBy::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum AnsweredBy {
     Human,
     Machine,
@@ -41,6 +42,12 @@ pub enum AnsweredBy {
 }
 
 impl AnsweredBy {
+    pub const ALL: [AnsweredBy; 3] = [AnsweredBy::Human, AnsweredBy::Machine, AnsweredBy::Unsure];
+
+    pub fn parse(s: &str) -> Option<AnsweredBy> {
+        Self::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+
     /// `human`, `machine` or `unsure`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -53,6 +60,12 @@ impl AnsweredBy {
     /// Whether the call goes on as a conversation (a person, or not sure).
     pub fn counts_as_human(self) -> bool {
         !matches!(self, AnsweredBy::Machine)
+    }
+}
+
+impl fmt::Display for AnsweredBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -4,8 +4,9 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-/// An audio codec both sides can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// An audio codec both sides can use; it serializes as its [`Codec::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Codec {
     Pcmu,
     Pcma,
@@ -60,6 +61,12 @@ impl Codec {
         }
     }
 
+    /// The codec whose [`Codec::name`] is exactly `name` (a stored one); [`Codec::parse`]
+    /// also reads the other spellings a configuration may use.
+    pub fn from_name(name: &str) -> Option<Codec> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+
     pub fn parse(name: &str) -> Option<Codec> {
         match name.to_ascii_lowercase().as_str() {
             "pcmu" | "g711u" | "ulaw" => Some(Codec::Pcmu),
@@ -75,6 +82,12 @@ impl Codec {
             Codec::Pcma => audio_codec::CodecType::PCMA,
             Codec::G722 => audio_codec::CodecType::G722,
         }
+    }
+}
+
+impl std::fmt::Display for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -253,6 +266,16 @@ pub fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codecs_round_trip_through_their_names() {
+        for codec in Codec::ALL {
+            assert_eq!(Codec::from_name(codec.name()), Some(codec));
+            assert_eq!(serde_json::to_value(codec).unwrap(), codec.name());
+        }
+        assert_eq!(Codec::from_name("PCMU"), None);
+        assert_eq!(Codec::from_name("ulaw"), None);
+    }
 
     const BARESIP: &str = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
         m=audio 10000 RTP/AVP 9 0 8 101\r\na=rtpmap:9 G722/8000\r\na=rtpmap:0 PCMU/8000\r\n\

@@ -244,8 +244,10 @@ pub async fn set_disposition(
         }),
         DispositionSet::NotAnswered(call) => Err(AppError::bad_request(format!(
             "A disposition lands on an answered call; this call is {}{}",
-            call.status,
-            call.outcome.map(|o| format!(" ({o})")).unwrap_or_default()
+            call.status.as_str(),
+            call.outcome
+                .map(|o| format!(" ({})", o.as_str()))
+                .unwrap_or_default()
         ))),
     }
 }

@@ -321,7 +321,7 @@ pub async fn call(State(state): State<App>, viewer: Viewer, Path(id): Path<Strin
         Some(path) if path.starts_with('/') => path.to_owned(),
         _ => url,
     });
-    let title = if c.direction == "inbound" {
+    let title = if c.direction == CallDirection::Inbound {
         format!("Call from {}", c.from_number)
     } else {
         format!("Call to {}", c.to_number)
@@ -337,8 +337,8 @@ pub async fn call(State(state): State<App>, viewer: Viewer, Path(id): Path<Strin
                     dt { "To" } dd { (c.to_number) }
                     dt { "Status" } dd { (c.status) @if let Some(o) = &c.outcome { " · " (o) } }
                     dt { "End reason" } dd { (c.end_reason.as_deref().unwrap_or("—")) }
-                    dt { "Answered by" } dd { (c.answered_by.as_deref().unwrap_or("—")) }
-                    dt { "Codec" } dd { (c.codec.as_deref().unwrap_or("—")) }
+                    dt { "Answered by" } dd { (c.answered_by.map_or("—", |a| a.as_str())) }
+                    dt { "Codec" } dd { (c.codec.map_or("—", |c| c.name())) }
                     dt { "SIP code" } dd { (c.sip_code.map(|s| s.to_string()).unwrap_or_else(|| "—".into())) }
                     dt { "Duration" } dd { (c.duration_secs) " s" }
                     dt { "Cost" } dd { (money(c.cost_cents)) }

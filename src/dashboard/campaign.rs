@@ -296,7 +296,7 @@ async fn recent_events(state: &App, viewer: &Viewer, id: CampaignId) -> Result<M
                     @for e in events.items.iter().rev() {
                         tr {
                             td { (when(&e.created_at)) }
-                            td { (e.kind.replace('_', " ")) }
+                            td { (e.kind.as_str().replace('_', " ")) }
                             td { @if let (Some(from), Some(to)) = (&e.from_status, &e.to_status) { (from) " → " (to) } }
                             td { @if e.actor_key_id.is_some() { "an API key" } @else { "the engine" } }
                             td { (e.message.as_deref().unwrap_or("")) }

@@ -156,9 +156,9 @@ async fn render(
                         @for (k, w) in items.iter().zip(&why) {
                             tr {
                                 td { (k.phone_number) }
-                                td { (k.state.replace('_', " ")) }
+                                td { (k.state.as_str().replace('_', " ")) }
                                 td.num { (k.attempts) }
-                                td { (k.last_outcome.as_deref().unwrap_or("—")) }
+                                td { (k.last_outcome.map_or("—", |o| o.as_str())) }
                                 td {
                                     (w.message)
                                     @if let Some(until) = &w.until { span.muted { " — until " (when(until)) } }

@@ -17,6 +17,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use chrono::{DateTime, Utc};
 use futures_util::stream::{self, Stream};
 use maud::{Markup, html};
+use switchboard_actors::call::{CallDirection, CallStatus};
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 
 use super::assets::Asset;
@@ -88,8 +89,8 @@ fn table(
                 } }
                 tbody {
                     @for c in calls {
-                        @let who = if c.direction == "inbound" { &c.from_number } else { &c.to_number };
-                        @let since = if c.status == "in_progress" { c.answered_at.unwrap_or(c.created_at) } else { c.created_at };
+                        @let who = if c.direction == CallDirection::Inbound { &c.from_number } else { &c.to_number };
+                        @let since = if c.status == CallStatus::InProgress { c.answered_at.unwrap_or(c.created_at) } else { c.created_at };
                         tr {
                             td { a href=(Url::Call { id: c.id }) { (who) } }
                             td { (c.direction) }

@@ -135,10 +135,10 @@ pub fn render(lead: &Lead, calls: &[PastCall]) -> String {
         let mut about = format!(
             "{}, {}",
             call.ended_at.format("%Y-%m-%d %H:%M UTC"),
-            call.direction
+            call.direction.as_str()
         );
-        if let Some(outcome) = &call.outcome {
-            let _ = write!(about, ", {outcome}");
+        if let Some(outcome) = call.outcome {
+            let _ = write!(about, ", {}", outcome.as_str());
         }
         if let Some(disposition) = &call.disposition {
             let _ = write!(
@@ -186,8 +186,8 @@ mod tests {
 
     fn past(summary: &str) -> PastCall {
         PastCall {
-            direction: "outbound".into(),
-            outcome: Some("answered".into()),
+            direction: switchboard_actors::call::CallDirection::Outbound,
+            outcome: Some(switchboard_actors::contact::CallOutcome::Answered),
             disposition: Some("Interested".into()),
             ended_at: chrono::Utc.with_ymd_and_hms(2026, 3, 4, 9, 30, 0).unwrap(),
             summary: summary.into(),

@@ -478,7 +478,7 @@ impl VirtualRun {
             .expect("events")
             .items
             .into_iter()
-            .map(|e| (e.kind, e.message))
+            .map(|e| (e.kind.as_str().to_owned(), e.message))
             .collect()
     }
 

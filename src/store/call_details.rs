@@ -281,10 +281,7 @@ impl Store {
         .await?;
         let Some(r) = row else {
             // Nothing was said: nothing to analyse, once the call is over.
-            let over = matches!(
-                CallStatus::parse(&call.status),
-                Some(CallStatus::Ended | CallStatus::Cancelled)
-            );
+            let over = matches!(call.status, CallStatus::Ended | CallStatus::Cancelled);
             return Ok(Some(CallDetail {
                 call,
                 transcript: Vec::new(),

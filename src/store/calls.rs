@@ -7,16 +7,20 @@ use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, QueryBuilder, Row, Sqlite};
 use switchboard_actors::call::{CallDirection, CallStatus};
+use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::ids::{
     AgentId, CallId, CampaignId, ContactId, DispositionId, PhoneNumberId, SipEndpointId,
     WorkspaceId,
 };
 use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{CallSpec, Funds};
+use switchboard_sip::amd::AnsweredBy;
+use switchboard_sip::sdp::Codec;
 use utoipa::ToSchema;
 
 use super::{
-    Lane, Page, Paged, Store, StoreError, StoreResult, classify, corrupt, opt_id, sql, ts,
+    DispositionSource, Lane, Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt,
+    opt_coded, opt_id, sql, ts,
 };
 
 fn status_schema() -> utoipa::openapi::schema::Object {
@@ -29,14 +33,16 @@ pub struct CallRecord {
     #[schema(value_type = uuid::Uuid)]
     pub id: CallId,
     /// `outbound` or `inbound`.
-    pub direction: String,
+    #[schema(value_type = String)]
+    pub direction: CallDirection,
     /// `queued`; live: `dialing` (placed), `ringing` (the far end rings: a 180 or 183 came
     /// back), `in_progress` (answered, connected); then `ended`, or `cancelled` before it was
     /// placed.
     #[schema(schema_with = status_schema)]
-    pub status: String,
+    pub status: CallStatus,
     /// `answered`, `no_answer`, `busy`, `voicemail`, `failed` or `infra_error`, once ended.
-    pub outcome: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub outcome: Option<CallOutcome>,
     /// Why it ended: `hangup`, `max_duration`, `no_answer`, `busy`, `rejected`, `carrier_error`,
     /// `interrupted` (the service stopped during the call), `campaign_closed`, ...
     pub end_reason: Option<String>,
@@ -69,14 +75,16 @@ pub struct CallRecord {
     pub disposition_id: Option<DispositionId>,
     /// Who landed the disposition: `api` (`POST /calls/{id}/disposition`), `analysis` (the
     /// end-of-call analysis) or `agent` (the agent, during the call).
-    pub disposition_source: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub disposition_source: Option<DispositionSource>,
     /// A permanent signed link to the call's stereo recording (caller left, agent right).
     pub recording_url: Option<String>,
     /// The SIP endpoint an inbound call came through.
     #[schema(value_type = Option<uuid::Uuid>)]
     pub sip_endpoint_id: Option<SipEndpointId>,
     /// The audio codec of a SIP call: `pcmu`, `pcma` or `g722`.
-    pub codec: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub codec: Option<Codec>,
     /// The SIP final response of an outbound call through a trunk (200 when answered).
     pub sip_code: Option<i64>,
     /// Its reason phrase.
@@ -85,7 +93,8 @@ pub struct CallRecord {
     pub q850_cause: Option<i64>,
     /// Who answered an outbound call, by answering-machine detection: `human`, `machine` or
     /// `unsure` (`unsure` counts as human).
-    pub answered_by: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub answered_by: Option<AnsweredBy>,
     /// The call's own ring timeout (null: the service's, 30 s by default).
     pub ring_timeout_secs: Option<i64>,
     #[serde(skip)]
@@ -137,9 +146,9 @@ pub(super) fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
     let variables: String = r.try_get("variables")?;
     Ok(CallRecord {
         id: CallId::from_uuid(r.try_get("id")?),
-        direction: r.try_get("direction")?,
-        status: r.try_get("status")?,
-        outcome: r.try_get("outcome")?,
+        direction: coded(r, "direction", CallDirection::parse)?,
+        status: coded(r, "status", CallStatus::parse)?,
+        outcome: opt_coded(r, "outcome", CallOutcome::parse)?,
         end_reason: r.try_get("end_reason")?,
         agent_id: opt_id(r, "agent_id")?,
         from_phone_number_id: opt_id(r, "from_phone_number_id")?,
@@ -157,14 +166,14 @@ pub(super) fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
         cost_cents: r.try_get("cost_cents")?,
         duration_secs: r.try_get("duration_secs")?,
         disposition_id: opt_id(r, "disposition_id")?,
-        disposition_source: r.try_get("disposition_source")?,
+        disposition_source: opt_coded(r, "disposition_source", DispositionSource::parse)?,
         recording_url: None,
         sip_endpoint_id: opt_id(r, "sip_endpoint_id")?,
-        codec: r.try_get("codec")?,
+        codec: opt_coded(r, "codec", Codec::from_name)?,
         sip_code: r.try_get("sip_code")?,
         sip_reason: r.try_get("sip_reason")?,
         q850_cause: r.try_get("q850_cause")?,
-        answered_by: r.try_get("answered_by")?,
+        answered_by: opt_coded(r, "answered_by", AnsweredBy::parse)?,
         ring_timeout_secs: r.try_get("ring_timeout_secs")?,
         recorded: r.try_get("recorded")?,
         queued_at: r.try_get("queued_at")?,

@@ -18,7 +18,9 @@ use switchboard_actors::ids::{
 use switchboard_actors::window::CallingWindow;
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreResult, classify, corrupt, opt_id, sql, ts};
+use super::{
+    Page, Paged, Store, StoreResult, classify, coded, corrupt, opt_coded, opt_id, sql, ts,
+};
 
 /// The settings a client writes (create and PATCH), with the campaign's current values.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,9 +127,12 @@ pub struct CampaignEvent {
     #[schema(value_type = uuid::Uuid)]
     pub campaign_id: CampaignId,
     /// `created`, `updated`, `launched`, `resumed`, `paused`, `stopped`, `archived`, `contacts_enrolled`, ...
-    pub kind: String,
-    pub from_status: Option<String>,
-    pub to_status: Option<String>,
+    #[schema(value_type = String)]
+    pub kind: AuditEvent,
+    #[schema(value_type = Option<String>)]
+    pub from_status: Option<CampaignStatus>,
+    #[schema(value_type = Option<String>)]
+    pub to_status: Option<CampaignStatus>,
     pub message: Option<String>,
     /// The API key that caused it; null for the engine.
     pub actor_key_id: Option<uuid::Uuid>,
@@ -542,15 +547,15 @@ impl Store {
                 Ok(CampaignEvent {
                     id: r.try_get("id")?,
                     campaign_id: CampaignId::from_uuid(r.try_get("campaign_id")?),
-                    kind: r.try_get("kind")?,
-                    from_status: r.try_get("from_status")?,
-                    to_status: r.try_get("to_status")?,
+                    kind: coded(&r, "kind", AuditEvent::parse)?,
+                    from_status: opt_coded(&r, "from_status", CampaignStatus::parse)?,
+                    to_status: opt_coded(&r, "to_status", CampaignStatus::parse)?,
                     message: r.try_get("message")?,
                     actor_key_id: r.try_get("actor_key_id")?,
                     created_at: r.try_get("created_at")?,
                 })
             })
-            .collect::<Result<_, sqlx::Error>>()?;
+            .collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
     }
 

@@ -6,12 +6,12 @@ use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, Row};
 use switchboard_actors::campaign::AuditEvent;
-use switchboard_actors::contact::{ContactState, ExclusionReason};
+use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
 use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, ContactId, LeadId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::campaigns::insert_event;
-use super::{Page, Paged, Store, StoreResult, corrupt, opt_id, ts};
+use super::{Page, Paged, Store, StoreResult, coded, corrupt, opt_coded, opt_id, ts};
 
 /// A contact enrolled in a campaign.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -28,14 +28,17 @@ pub struct Contact {
     pub variables: serde_json::Value,
     #[schema(value_type = Object)]
     pub metadata: serde_json::Value,
-    pub state: String,
+    #[schema(value_type = String)]
+    pub state: ContactState,
     pub attempts: i64,
     pub infra_retries: i64,
     pub next_attempt_at: Option<DateTime<Utc>>,
-    pub last_outcome: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub last_outcome: Option<CallOutcome>,
     pub last_disposition_id: Option<uuid::Uuid>,
     pub last_call_id: Option<uuid::Uuid>,
-    pub excluded_reason: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub excluded_reason: Option<ExclusionReason>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -71,14 +74,14 @@ fn contact_row(r: SqliteRow) -> StoreResult<Contact> {
         timezone: r.try_get("timezone")?,
         variables: serde_json::from_str(&variables).map_err(|e| corrupt("variables", e))?,
         metadata: serde_json::from_str(&metadata).map_err(|e| corrupt("metadata", e))?,
-        state: r.try_get("state")?,
+        state: coded(&r, "state", ContactState::parse)?,
         attempts: r.try_get("attempts")?,
         infra_retries: r.try_get("infra_retries")?,
         next_attempt_at: r.try_get("next_attempt_at")?,
-        last_outcome: r.try_get("last_outcome")?,
+        last_outcome: opt_coded(&r, "last_outcome", CallOutcome::parse)?,
         last_disposition_id: r.try_get("last_disposition_id")?,
         last_call_id: r.try_get("last_call_id")?,
-        excluded_reason: r.try_get("excluded_reason")?,
+        excluded_reason: opt_coded(&r, "excluded_reason", ExclusionReason::parse)?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })

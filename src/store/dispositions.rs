@@ -224,21 +224,35 @@ impl Store {
     }
 }
 
-/// Who lands a disposition on a call (the `agent` source is written with the call's end).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who landed a disposition on a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DispositionSource {
     /// `POST /calls/{id}/disposition`.
     Api,
     /// The end-of-call analysis.
     Analysis,
+    /// The agent, during the call: written with the call's end.
+    Agent,
 }
 
 impl DispositionSource {
+    pub const ALL: [DispositionSource; 3] = [
+        DispositionSource::Api,
+        DispositionSource::Analysis,
+        DispositionSource::Agent,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             DispositionSource::Api => "api",
             DispositionSource::Analysis => "analysis",
+            DispositionSource::Agent => "agent",
         }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 }
 

@@ -3,16 +3,17 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
+use switchboard_actors::call::CallDirection;
+use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::ids::{LeadId, WorkspaceId};
 
-use super::{Lead, Store, StoreResult};
+use super::{Lead, Store, StoreResult, coded, opt_coded};
 
 /// An earlier call with a lead, as lead memory tells it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PastCall {
-    /// `outbound` or `inbound`.
-    pub direction: String,
-    pub outcome: Option<String>,
+    pub direction: CallDirection,
+    pub outcome: Option<CallOutcome>,
     /// The label of the call's disposition, if it has one.
     pub disposition: Option<String>,
     pub ended_at: DateTime<Utc>,
@@ -73,8 +74,8 @@ impl Store {
         rows.iter()
             .map(|r| {
                 Ok(PastCall {
-                    direction: r.try_get("direction")?,
-                    outcome: r.try_get("outcome")?,
+                    direction: coded(r, "direction", CallDirection::parse)?,
+                    outcome: opt_coded(r, "outcome", CallOutcome::parse)?,
                     disposition: r.try_get("disposition")?,
                     ended_at: r.try_get("ended_at")?,
                     summary: r.try_get("summary")?,

@@ -469,6 +469,28 @@ pub(crate) fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{what}: {err}"))
 }
 
+/// A text column holding one of a closed set of values (a status, a kind, a direction) as
+/// its typed value: `parse` is the type's own; a value it does not know is corrupt data.
+pub(crate) fn coded<T>(
+    r: &SqliteRow,
+    column: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> StoreResult<T> {
+    let text: String = r.try_get(column)?;
+    parse(&text).ok_or_else(|| corrupt(column, text))
+}
+
+/// A nullable [`coded`] column: NULL is `None`.
+pub(crate) fn opt_coded<T>(
+    r: &SqliteRow,
+    column: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> StoreResult<Option<T>> {
+    let text: Option<String> = r.try_get(column)?;
+    text.map(|text| parse(&text).ok_or_else(|| corrupt(column, text)))
+        .transpose()
+}
+
 /// A nullable id column as its typed id.
 pub(crate) fn opt_id<T: From<uuid::Uuid>>(
     r: &sqlx::sqlite::SqliteRow,
@@ -508,4 +530,50 @@ impl Store {
 /// placeholders are ever formatted into SQL; values are always bound.
 pub(crate) fn sql(text: String) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{Connection, SqliteConnection};
+    use switchboard_actors::call::CallStatus;
+
+    use super::*;
+
+    async fn row(sql: &'static str) -> SqliteRow {
+        let mut conn = SqliteConnection::connect("sqlite::memory:").await.unwrap();
+        sqlx::query(sql).fetch_one(&mut conn).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_coded_column_reads_its_values_and_refuses_an_unknown_one() {
+        let r = row("SELECT 'in_progress' AS status, NULL AS outcome, 'talking' AS bad").await;
+        assert_eq!(
+            coded(&r, "status", CallStatus::parse).unwrap(),
+            CallStatus::InProgress
+        );
+        assert_eq!(opt_coded(&r, "outcome", CallStatus::parse).unwrap(), None);
+        for err in [
+            coded(&r, "bad", CallStatus::parse).unwrap_err(),
+            opt_coded(&r, "bad", CallStatus::parse).unwrap_err(),
+        ] {
+            assert!(
+                matches!(&err, StoreError::Corrupt(m) if m == "bad: talking"),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn disposition_sources_and_delivery_statuses_round_trip() {
+        for source in DispositionSource::ALL {
+            assert_eq!(DispositionSource::parse(source.as_str()), Some(source));
+            assert_eq!(serde_json::to_value(source).unwrap(), source.as_str());
+        }
+        assert_eq!(DispositionSource::parse("operator"), None);
+        for status in DeliveryStatus::ALL {
+            assert_eq!(DeliveryStatus::parse(status.as_str()), Some(status));
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+        assert_eq!(DeliveryStatus::parse("sent"), None);
+    }
 }

@@ -23,11 +23,12 @@ use switchboard_actors::ids::{AgentId, CallId, EventId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::calls::call_row;
-use super::{Page, Paged, ScriptQuery, Store, StoreResult, corrupt, sql, ts};
+use super::{Page, Paged, ScriptQuery, Store, StoreResult, coded, corrupt, sql, ts};
 use crate::domain::signing::{RecordingLinks, SigningSecret};
 
 /// The status of a delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DeliveryStatus {
     /// Not delivered yet; attempts go on (`next_attempt_at`).
     Pending,
@@ -65,7 +66,8 @@ pub struct WebhookDelivery {
     pub id: EventId,
     /// The event kind, e.g. `call.ended`.
     #[serde(rename = "type")]
-    pub kind: String,
+    #[schema(value_type = String)]
+    pub kind: EventKind,
     #[schema(value_type = uuid::Uuid)]
     pub call_id: CallId,
     #[schema(value_type = uuid::Uuid)]
@@ -73,7 +75,8 @@ pub struct WebhookDelivery {
     /// The agent's webhook URL when the event happened.
     pub url: String,
     /// `pending`, `delivered` or `failed`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: DeliveryStatus,
     pub attempts: i64,
     pub last_attempt_at: Option<DateTime<Utc>>,
     /// When the next attempt is due (while pending).
@@ -93,11 +96,11 @@ fn delivery_row(r: &SqliteRow) -> StoreResult<WebhookDelivery> {
     let envelope: String = r.try_get("envelope")?;
     Ok(WebhookDelivery {
         id: EventId::from_uuid(r.try_get("id")?),
-        kind: r.try_get("type")?,
+        kind: coded(r, "type", EventKind::parse)?,
         call_id: CallId::from_uuid(r.try_get("call_id")?),
         agent_id: AgentId::from_uuid(r.try_get("agent_id")?),
         url: r.try_get("url")?,
-        status: r.try_get("status")?,
+        status: coded(r, "status", DeliveryStatus::parse)?,
         attempts: r.try_get("attempts")?,
         last_attempt_at: r.try_get("last_attempt_at")?,
         next_attempt_at: r.try_get("next_attempt_at")?,
@@ -125,7 +128,7 @@ pub struct DueDelivery {
     pub workspace_id: WorkspaceId,
     pub agent_id: AgentId,
     pub call_id: CallId,
-    pub kind: String,
+    pub kind: EventKind,
     pub url: String,
     /// The exact body to send.
     pub envelope: String,
@@ -394,7 +397,7 @@ impl Store {
                     workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
                     agent_id: AgentId::from_uuid(r.try_get("agent_id")?),
                     call_id: CallId::from_uuid(r.try_get("call_id")?),
-                    kind: r.try_get("type")?,
+                    kind: coded(r, "type", EventKind::parse)?,
                     url: r.try_get("url")?,
                     envelope: r.try_get("envelope")?,
                     attempts: r.try_get("attempts")?,

@@ -3,6 +3,7 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use switchboard_actors::contact::{ContactState, ExclusionReason};
 
 use crate::helpers::spawn_app;
 
@@ -181,10 +182,8 @@ async fn archiving_excludes_every_open_contact() {
         .items;
     assert_eq!(contacts.len(), 2);
     assert!(
-        contacts
-            .iter()
-            .all(|c| c.state == "excluded"
-                && c.excluded_reason.as_deref() == Some("campaign_archived")),
+        contacts.iter().all(|c| c.state == ContactState::Excluded
+            && c.excluded_reason == Some(ExclusionReason::CampaignArchived)),
         "{contacts:?}"
     );
 }

@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use switchboard_actors::call::CallStatus;
 use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
 use switchboard_actors::ports::{DialProgress, DialRequest, DialResult, Dialer, TrunkLimits};
 use tokio::time::Instant;
 
@@ -378,8 +380,8 @@ async fn block(rig: &Rig, number: &str) {
 async fn excluded_unreached(rig: &Rig, c: switchboard_actors::ids::CampaignId, number: &str) {
     let contacts = rig.contacts(c).await;
     let blocked = contacts.iter().find(|x| x.phone_number == number).unwrap();
-    assert_eq!(blocked.state, "excluded");
-    assert_eq!(blocked.excluded_reason.as_deref(), Some("do_not_call"));
+    assert_eq!(blocked.state, ContactState::Excluded);
+    assert_eq!(blocked.excluded_reason, Some(ExclusionReason::DoNotCall));
     assert!(rig.calls(c).await.iter().all(|k| k.to_number != number));
 }
 
@@ -500,9 +502,9 @@ async fn call_all_on(rig: &Rig, trunk: TrunkLimits, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(3600);
     loop {
         let calls = rig.all_calls().await;
-        if calls.len() == n && calls.iter().all(|c| c.status == "ended") {
+        if calls.len() == n && calls.iter().all(|c| c.status == CallStatus::Ended) {
             for c in &calls {
-                assert_eq!(c.outcome.as_deref(), Some("answered"), "{}", c.id);
+                assert_eq!(c.outcome, Some(CallOutcome::Answered), "{}", c.id);
             }
             return;
         }

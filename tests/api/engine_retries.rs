@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use switchboard::store::DispositionSource;
 use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::contact::{CallOutcome, ContactState};
 
 use crate::rig::{DAY, Rig};
 
@@ -36,9 +37,9 @@ async fn no_answers_retry_until_max_attempts_and_then_exhaust() {
         }
     }
     for contact in rig.contacts(c).await {
-        assert_eq!(contact.state, "exhausted");
+        assert_eq!(contact.state, ContactState::Exhausted);
         assert_eq!(contact.attempts, 3);
-        assert_eq!(contact.last_outcome.as_deref(), Some("no_answer"));
+        assert_eq!(contact.last_outcome, Some(CallOutcome::NoAnswer));
     }
     // Raising max_attempts does not revive exhausted contacts.
     let record = rig.record(c).await;
@@ -59,7 +60,7 @@ async fn a_stop_outcome_retires_the_contact_after_one_attempt() {
     rig.run_to(c, CampaignStatus::Completed, DAY).await;
     assert_eq!(rig.calls(c).await.len(), 4);
     for contact in rig.contacts(c).await {
-        assert_eq!(contact.state, "retired");
+        assert_eq!(contact.state, ContactState::Retired);
     }
 }
 
@@ -79,7 +80,7 @@ async fn unclassified_answers_wait_for_the_disposition_timeout() {
     rig.run_to(c, CampaignStatus::Completed, DAY).await;
     let calls = rig.calls(c).await;
     for contact in rig.contacts(c).await {
-        assert_eq!(contact.state, "retired");
+        assert_eq!(contact.state, ContactState::Retired);
         let call = calls
             .iter()
             .find(|k| k.contact_id == Some(contact.id))
@@ -115,7 +116,7 @@ async fn a_disposition_that_lands_unannounced_still_decides_at_the_timeout() {
             "the contact did not await its disposition within a day"
         );
         tokio::time::sleep(Duration::from_secs(10)).await;
-        if rig.contacts(c).await[0].state == "awaiting_disposition" {
+        if rig.contacts(c).await[0].state == ContactState::AwaitingDisposition {
             break rig.calls(c).await[0].id;
         }
     };
@@ -130,7 +131,7 @@ async fn a_disposition_that_lands_unannounced_still_decides_at_the_timeout() {
     }
     rig.run_to(c, CampaignStatus::Completed, DAY).await;
     let contact = &rig.contacts(c).await[0];
-    assert_eq!(contact.state, "retired");
+    assert_eq!(contact.state, ContactState::Retired);
     assert_eq!(contact.last_disposition_id, Some(stop.as_uuid()));
     assert_eq!(
         rig.calls(c).await.len(),
@@ -177,7 +178,7 @@ async fn a_no_answer_is_dialled_twice_within_one_attempt() {
     let calls = rig.calls(c).await;
     assert_eq!(calls.len(), 6);
     for contact in rig.contacts(c).await {
-        assert_eq!(contact.state, "exhausted");
+        assert_eq!(contact.state, ContactState::Exhausted);
         assert_eq!(contact.attempts, 1);
         let mine: Vec<_> = calls
             .iter()
@@ -219,9 +220,15 @@ async fn stop_cancels_queued_calls_and_lets_live_ones_finish() {
     assert!(
         contacts
             .iter()
-            .all(|x| x.state == "excluded" || x.state == "retired")
+            .all(|x| x.state == ContactState::Excluded || x.state == ContactState::Retired)
     );
-    assert_eq!(contacts.iter().filter(|x| x.state == "retired").count(), 1);
+    assert_eq!(
+        contacts
+            .iter()
+            .filter(|x| x.state == ContactState::Retired)
+            .count(),
+        1
+    );
     assert_eq!(rig.record(c).await.reserved_cents, 0);
 }
 
@@ -252,7 +259,7 @@ async fn completes_without_redials(rig: &Rig, c: switchboard_actors::ids::Campai
     }
     assert!(dialled.values().all(|n| *n == 1), "{dialled:?}");
     for contact in rig.contacts(c).await {
-        assert!(["retired", "exhausted"].contains(&contact.state.as_str()));
+        assert!([ContactState::Retired, ContactState::Exhausted].contains(&contact.state));
     }
     calls
         .iter()

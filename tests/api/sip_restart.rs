@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchboard::store::{CallRecord, Store};
+use switchboard_actors::call::CallStatus;
 use switchboard_actors::ids::{CallId, WorkspaceId};
 use switchboard_sip::trunk::{Gateway, TrunkTransport};
 use tokio::net::UdpSocket;
@@ -151,7 +152,7 @@ impl Killable {
     async fn reconciled(&self, id: CallId) -> CallRecord {
         eventually(SECS * 2, "the call is reconciled", || async {
             let call = self.store.call(self.ws, id).await.unwrap()?;
-            (call.status == "ended").then_some(call)
+            (call.status == CallStatus::Ended).then_some(call)
         })
         .await
     }
@@ -304,7 +305,7 @@ async fn an_answer_crossing_the_restarts_cancel_is_acked_hung_up_and_recorded() 
     far.respond(&invite, from, 180, "Ringing").await;
     eventually(SECS, "the call rings", || async {
         let call = k.store.call(k.ws, id).await.unwrap()?;
-        (call.status == "ringing").then_some(())
+        (call.status == CallStatus::Ringing).then_some(())
     })
     .await;
     k.kill().await;
@@ -323,7 +324,7 @@ async fn an_answer_crossing_the_restarts_cancel_is_acked_hung_up_and_recorded() 
         call.answered_at.map(|_| call)
     })
     .await;
-    assert_eq!(answered.status, "ended");
+    assert_eq!(answered.status, CallStatus::Ended);
     assert_eq!(answered.end_reason.as_deref(), Some("interrupted"));
     assert_eq!(k.calls().await, 1, "never redialled");
 }
@@ -338,7 +339,7 @@ async fn a_restart_cancels_what_a_killed_process_left_ringing() {
     // Ringing at SIPp (its 180 came back).
     eventually(Duration::from_secs(20), "the call rings", || async {
         let call = k.store.call(k.ws, id).await.unwrap()?;
-        (call.status == "ringing").then_some(())
+        (call.status == CallStatus::Ringing).then_some(())
     })
     .await;
     k.kill().await;

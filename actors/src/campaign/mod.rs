@@ -153,7 +153,8 @@ impl CampaignStatus {
 }
 
 /// The kinds of a campaign's audit events (`GET /campaigns/{id}/events`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AuditEvent {
     Created,
     /// Settings changed through the API.
@@ -170,6 +171,23 @@ pub enum AuditEvent {
 }
 
 impl AuditEvent {
+    pub const ALL: [AuditEvent; 10] = [
+        Self::Created,
+        Self::Updated,
+        Self::ContactsEnrolled,
+        Self::Launched,
+        Self::Resumed,
+        Self::Started,
+        Self::Paused,
+        Self::Stopped,
+        Self::Archived,
+        Self::Completed,
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Created => "created",
@@ -204,6 +222,8 @@ impl AuditEvent {
         }
     }
 }
+
+display_as_str!(CampaignStatus, AuditEvent);
 
 /// What a command does to a campaign in a given status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,6 +296,16 @@ mod tests {
             assert_eq!(CampaignStatus::parse(status.as_str()), Some(status));
             assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
         }
+        assert_eq!(CampaignStatus::parse("Running"), None);
+    }
+
+    #[test]
+    fn audit_events_round_trip() {
+        for event in AuditEvent::ALL {
+            assert_eq!(AuditEvent::parse(event.as_str()), Some(event));
+            assert_eq!(serde_json::to_value(event).unwrap(), event.as_str());
+        }
+        assert_eq!(AuditEvent::parse("deleted"), None);
     }
 
     #[test]

@@ -574,3 +574,12 @@ fn a_machine_without_a_beep_is_listened_to_for_the_beep_window() {
     let (_, detector) = detect(&Signal::new(RATE).silence(BEEP_WINDOW_MS));
     assert!(detector.finished());
 }
+
+#[test]
+fn who_answered_round_trips_through_its_name() {
+    for who in AnsweredBy::ALL {
+        assert_eq!(AnsweredBy::parse(who.as_str()), Some(who));
+        assert_eq!(serde_json::to_value(who).unwrap(), who.as_str());
+    }
+    assert_eq!(AnsweredBy::parse("Human"), None);
+}

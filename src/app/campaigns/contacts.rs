@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use switchboard_actors::contact::ContactState;
+use switchboard_actors::contact::{ContactState, ExclusionReason};
 use switchboard_actors::pacing::{CampaignFacts, ContactFacts, contact_hold};
 use switchboard_actors::window::CallingWindow;
 use utoipa::ToSchema;
@@ -45,7 +45,7 @@ pub async fn dialing_statuses(
     let mut statuses = Vec::with_capacity(contacts.len());
     for contact in contacts {
         // Only a contact awaiting its disposition needs its last call (for when that ends).
-        let last_ended = if contact.state == ContactState::AwaitingDisposition.as_str() {
+        let last_ended = if contact.state == ContactState::AwaitingDisposition {
             let calls = state
                 .store
                 .contact_calls(c.workspace_id, contact.id)
@@ -76,17 +76,10 @@ fn hold_of(
         disposition_timeout: chrono::Duration::from_std(state.config.disposition_timeout)
             .unwrap_or(chrono::Duration::MAX),
     };
-    let Some(contact_state) = ContactState::parse(&contact.state) else {
-        return Err(AppError::Internal(anyhow::anyhow!(
-            "contact {} has an unknown state {:?}",
-            contact.id,
-            contact.state
-        )));
-    };
     let facts = ContactFacts {
-        state: contact_state,
+        state: contact.state,
         attempts: contact.attempts,
-        excluded_reason: contact.excluded_reason.as_deref(),
+        excluded_reason: contact.excluded_reason.map(ExclusionReason::as_str),
         next_attempt_at: contact.next_attempt_at,
         timezone: contact.timezone.as_deref(),
         phone_number: &contact.phone_number,

@@ -145,7 +145,7 @@ async fn attempt(store: Store, egress: Egress, settings: DispatcherSettings, d: 
         SignedPost {
             url: &d.url,
             event_id: d.id,
-            kind: &d.kind,
+            kind: d.kind.as_str(),
             body: d.envelope.as_bytes(),
             secret: &secret,
             headers: &headers,

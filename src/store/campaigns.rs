@@ -12,74 +12,13 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, QueryBuilder, Row, Sqlite};
 use switchboard_actors::campaign::{self, AuditEvent, CampaignStatus, Closing, RegulatoryBasis};
 use switchboard_actors::contact::ContactState;
-use switchboard_actors::ids::{
-    AgentId, ApiKeyId, CampaignId, DispositionId, PhoneNumberId, WorkspaceId,
-};
-use switchboard_actors::window::CallingWindow;
+use switchboard_actors::ids::{ApiKeyId, CampaignId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::{
-    Page, Paged, Store, StoreResult, classify, coded, corrupt, opt_coded, opt_id, sql, ts,
+    CampaignSettings, Page, Paged, Store, StoreResult, classify, coded, corrupt, opt_coded,
+    opt_id, sql, ts,
 };
-
-/// The settings a client writes (create and PATCH), with the campaign's current values.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CampaignSettings {
-    pub name: String,
-    pub description: String,
-    pub agent_id: Option<AgentId>,
-    pub from_phone_number_id: Option<PhoneNumberId>,
-    pub regulatory_basis: Option<RegulatoryBasis>,
-    pub calling_window: Option<CallingWindow>,
-    pub stop_disposition_ids: Vec<DispositionId>,
-    pub stop_on_no_answer: bool,
-    pub stop_on_voicemail: bool,
-    pub stop_on_unclassified: bool,
-    pub randomize_retry_time: bool,
-    pub double_dial_enabled: bool,
-    pub max_attempts: i64,
-    pub max_infra_retries: i64,
-    pub retry_no_answer_seconds: i64,
-    pub retry_completed_seconds: i64,
-    pub double_dial_gap_seconds: i64,
-    pub max_calls_per_day: i64,
-    pub min_seconds_between_calls: i64,
-    pub max_in_flight: i64,
-    pub budget_cents: Option<i64>,
-    pub starts_at: Option<DateTime<Utc>>,
-    pub ends_at: Option<DateTime<Utc>>,
-}
-
-impl CampaignSettings {
-    /// A new campaign's settings: DESIGN.md's defaults.
-    pub fn defaults(name: String) -> Self {
-        Self {
-            name,
-            description: String::new(),
-            agent_id: None,
-            from_phone_number_id: None,
-            regulatory_basis: None,
-            calling_window: None,
-            stop_disposition_ids: Vec::new(),
-            stop_on_no_answer: false,
-            stop_on_voicemail: false,
-            stop_on_unclassified: false,
-            randomize_retry_time: false,
-            double_dial_enabled: false,
-            max_attempts: campaign::MAX_ATTEMPTS.default,
-            max_infra_retries: campaign::MAX_INFRA_RETRIES.default,
-            retry_no_answer_seconds: campaign::RETRY_NO_ANSWER_SECONDS.default,
-            retry_completed_seconds: campaign::RETRY_COMPLETED_SECONDS.default,
-            double_dial_gap_seconds: campaign::DOUBLE_DIAL_GAP_SECONDS.default,
-            max_calls_per_day: campaign::MAX_CALLS_PER_DAY.default,
-            min_seconds_between_calls: campaign::MIN_SECONDS_BETWEEN_CALLS.default,
-            max_in_flight: campaign::MAX_IN_FLIGHT.default,
-            budget_cents: None,
-            starts_at: None,
-            ends_at: None,
-        }
-    }
-}
 
 /// A stored campaign: settings plus engine-owned fields.
 #[derive(Debug, Clone)]
@@ -228,32 +167,14 @@ fn bind_settings(
     sep.push("calling_window = ").push_bind_unseparated(window);
     sep.push("stop_disposition_ids = ")
         .push_bind_unseparated(stop_ids);
-    sep.push("stop_on_no_answer = ")
-        .push_bind_unseparated(s.stop_on_no_answer);
-    sep.push("stop_on_voicemail = ")
-        .push_bind_unseparated(s.stop_on_voicemail);
-    sep.push("stop_on_unclassified = ")
-        .push_bind_unseparated(s.stop_on_unclassified);
-    sep.push("randomize_retry_time = ")
-        .push_bind_unseparated(s.randomize_retry_time);
-    sep.push("double_dial_enabled = ")
-        .push_bind_unseparated(s.double_dial_enabled);
-    sep.push("max_attempts = ")
-        .push_bind_unseparated(s.max_attempts);
-    sep.push("max_infra_retries = ")
-        .push_bind_unseparated(s.max_infra_retries);
-    sep.push("retry_no_answer_seconds = ")
-        .push_bind_unseparated(s.retry_no_answer_seconds);
-    sep.push("retry_completed_seconds = ")
-        .push_bind_unseparated(s.retry_completed_seconds);
-    sep.push("double_dial_gap_seconds = ")
-        .push_bind_unseparated(s.double_dial_gap_seconds);
-    sep.push("max_calls_per_day = ")
-        .push_bind_unseparated(s.max_calls_per_day);
-    sep.push("min_seconds_between_calls = ")
-        .push_bind_unseparated(s.min_seconds_between_calls);
-    sep.push("max_in_flight = ")
-        .push_bind_unseparated(s.max_in_flight);
+    for field in campaign::BOOL_FIELDS {
+        sep.push(format_args!("{field} = "))
+            .push_bind_unseparated(s.flag(field));
+    }
+    for rule in campaign::INT_RULES {
+        sep.push(format_args!("{} = ", rule.field))
+            .push_bind_unseparated(s.int(rule.field));
+    }
     sep.push("budget_cents = ")
         .push_bind_unseparated(s.budget_cents);
     sep.push("starts_at = ")

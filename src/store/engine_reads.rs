@@ -19,8 +19,9 @@ use switchboard_actors::ports::{
 };
 use switchboard_actors::window::CallingWindow;
 
+use super::CampaignSettings;
 use super::calls::{funds_in, spec_row};
-use super::campaigns::{CAMPAIGN_COLUMNS, CampaignSettings, campaign_row};
+use super::campaigns::{CAMPAIGN_COLUMNS, campaign_row};
 use super::engine_calls::BLOCKED;
 use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, corrupt, opt_id, sql, ts};
 

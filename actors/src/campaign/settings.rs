@@ -1,5 +1,9 @@
-//! The campaign settings a client writes: the integer rules with the spec's ranges and
-//! defaults, the boolean and writable fields, the lawful basis, names, budgets and schedules.
+//! The campaign settings a client writes, each declared once in [`SETTINGS`]: its name, what it
+//! holds and the rule its value obeys ([`SettingKind`]: the integer rules carry the spec's
+//! ranges and defaults), when PATCH may change it ([`Changeable`]) and what the OpenAPI
+//! document says of it. The writable fields, the integer rules and the boolean fields are read
+//! from the table; so are the create and PATCH validation, the PATCH rule, the body schemas and a
+//! new campaign's defaults. Also here: the lawful basis, names, budgets and schedules.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -94,53 +98,164 @@ pub const MAX_IN_FLIGHT: IntRule = IntRule {
     default: 1,
 };
 
-/// Every bounded integer setting.
-pub const INT_RULES: [IntRule; 8] = [
-    MAX_ATTEMPTS,
-    MAX_INFRA_RETRIES,
-    RETRY_NO_ANSWER_SECONDS,
-    RETRY_COMPLETED_SECONDS,
-    DOUBLE_DIAL_GAP_SECONDS,
-    MAX_CALLS_PER_DAY,
-    MIN_SECONDS_BETWEEN_CALLS,
-    MAX_IN_FLIGHT,
+/// What a setting holds, and so how a client's value is read and checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingKind {
+    /// The campaign's name ([`check_name`]).
+    Name,
+    /// Free text of at most [`DESCRIPTION_MAX`] characters; null clears it.
+    Description,
+    /// An agent of the workspace, or null.
+    Agent,
+    /// A phone number of the workspace, or null.
+    PhoneNumber,
+    /// A [`RegulatoryBasis`], or null.
+    RegulatoryBasis,
+    /// Dispositions of the workspace.
+    Dispositions,
+    /// A boolean, false by default.
+    Flag,
+    /// A bounded integer with its default.
+    Int(IntRule),
+    /// A positive number of cents ([`check_budget`]), or null for no cap.
+    Budget,
+    /// A calling window, or null for the workspace's.
+    CallingWindow,
+    /// An RFC 3339 time, or null ([`check_schedule`] orders `starts_at` and `ends_at`).
+    Time,
+}
+
+/// When PATCH may change a setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changeable {
+    /// In any status but a terminal one (completed, stopped, archived); a running campaign
+    /// takes the change at its next evaluation.
+    UntilClosed,
+}
+
+impl Changeable {
+    pub fn allows(self, status: super::CampaignStatus) -> bool {
+        match self {
+            Changeable::UntilClosed => status.is_editable(),
+        }
+    }
+}
+
+/// One setting a client writes on create and PATCH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setting {
+    pub field: &'static str,
+    pub kind: SettingKind,
+    pub changeable: Changeable,
+    /// What the create and PATCH bodies' schema says of it beyond its type, if anything.
+    pub doc: Option<&'static str>,
+}
+
+const fn setting(field: &'static str, kind: SettingKind, doc: Option<&'static str>) -> Setting {
+    Setting {
+        field,
+        kind,
+        changeable: Changeable::UntilClosed,
+        doc,
+    }
+}
+
+const fn flag(field: &'static str) -> Setting {
+    setting(field, SettingKind::Flag, None)
+}
+
+const fn int(rule: IntRule) -> Setting {
+    setting(rule.field, SettingKind::Int(rule), None)
+}
+
+const SCHEDULE_DOC: Option<&str> = Some("RFC 3339 with offset; `starts_at` before `ends_at`.");
+
+/// Every setting a client writes, in the spec's order.
+pub const SETTINGS: [Setting; 23] = [
+    setting("name", SettingKind::Name, Some("Trimmed; not blank.")),
+    setting("description", SettingKind::Description, None),
+    setting("agent_id", SettingKind::Agent, None),
+    setting("from_phone_number_id", SettingKind::PhoneNumber, None),
+    setting("regulatory_basis", SettingKind::RegulatoryBasis, None),
+    setting(
+        "stop_disposition_ids",
+        SettingKind::Dispositions,
+        Some("Dispositions of the workspace."),
+    ),
+    flag("stop_on_no_answer"),
+    flag("stop_on_voicemail"),
+    flag("stop_on_unclassified"),
+    flag("randomize_retry_time"),
+    flag("double_dial_enabled"),
+    int(MAX_ATTEMPTS),
+    int(MAX_INFRA_RETRIES),
+    int(RETRY_NO_ANSWER_SECONDS),
+    int(RETRY_COMPLETED_SECONDS),
+    int(DOUBLE_DIAL_GAP_SECONDS),
+    int(MAX_CALLS_PER_DAY),
+    int(MIN_SECONDS_BETWEEN_CALLS),
+    int(MAX_IN_FLIGHT),
+    setting(
+        "budget_cents",
+        SettingKind::Budget,
+        Some("Positive cents, or null for no cap."),
+    ),
+    setting("calling_window", SettingKind::CallingWindow, None),
+    setting("starts_at", SettingKind::Time, SCHEDULE_DOC),
+    setting("ends_at", SettingKind::Time, SCHEDULE_DOC),
 ];
 
-/// The boolean settings (all default false).
-pub const BOOL_FIELDS: [&str; 5] = [
-    "stop_on_no_answer",
-    "stop_on_voicemail",
-    "stop_on_unclassified",
-    "randomize_retry_time",
-    "double_dial_enabled",
-];
+/// The setting named `field`.
+pub fn setting_named(field: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.field == field)
+}
 
 /// Fields a client may write on create and PATCH, in the spec's order.
-pub const WRITABLE_FIELDS: [&str; 23] = [
-    "name",
-    "description",
-    "agent_id",
-    "from_phone_number_id",
-    "regulatory_basis",
-    "stop_disposition_ids",
-    "stop_on_no_answer",
-    "stop_on_voicemail",
-    "stop_on_unclassified",
-    "randomize_retry_time",
-    "double_dial_enabled",
-    "max_attempts",
-    "max_infra_retries",
-    "retry_no_answer_seconds",
-    "retry_completed_seconds",
-    "double_dial_gap_seconds",
-    "max_calls_per_day",
-    "min_seconds_between_calls",
-    "max_in_flight",
-    "budget_cents",
-    "calling_window",
-    "starts_at",
-    "ends_at",
-];
+pub const WRITABLE_FIELDS: [&str; SETTINGS.len()] = {
+    let mut out = [""; SETTINGS.len()];
+    let mut i = 0;
+    while i < SETTINGS.len() {
+        out[i] = SETTINGS[i].field;
+        i += 1;
+    }
+    out
+};
+
+/// Every bounded integer setting, in table order.
+pub const INT_RULES: [IntRule; 8] = {
+    let placeholder = IntRule {
+        field: "",
+        min: 0,
+        max: 0,
+        default: 0,
+    };
+    let mut out = [placeholder; 8];
+    let (mut i, mut n) = (0, 0);
+    while i < SETTINGS.len() {
+        if let SettingKind::Int(rule) = SETTINGS[i].kind {
+            out[n] = rule;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == out.len(), "INT_RULES holds every integer setting");
+    out
+};
+
+/// The boolean settings (all default false), in table order.
+pub const BOOL_FIELDS: [&str; 5] = {
+    let mut out = [""; 5];
+    let (mut i, mut n) = (0, 0);
+    while i < SETTINGS.len() {
+        if let SettingKind::Flag = SETTINGS[i].kind {
+            out[n] = SETTINGS[i].field;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == out.len(), "BOOL_FIELDS holds every boolean setting");
+    out
+};
 
 /// A campaign field rule was broken; the message names the field and what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -175,10 +290,13 @@ pub fn check_budget(value: i64) -> Result<i64, RuleError> {
     }
 }
 
-/// A campaign name: trimmed, non-empty, at most 200 characters.
 /// The longest campaign name, in characters (after trimming).
 pub const NAME_MAX: usize = 200;
 
+/// The longest campaign description, in characters.
+pub const DESCRIPTION_MAX: usize = 2000;
+
+/// A campaign name: trimmed, non-empty, at most [`NAME_MAX`] characters.
 pub fn check_name(name: &str) -> Result<String, RuleError> {
     let trimmed = name.trim();
     if trimmed.is_empty() {
@@ -238,6 +356,45 @@ mod tests {
         }
         assert!(check_budget(0).is_err());
         assert!(check_budget(1).is_ok());
+    }
+
+    #[test]
+    fn every_setting_is_declared_once_and_the_lists_are_read_from_the_table() {
+        let mut names: Vec<&str> = SETTINGS.iter().map(|s| s.field).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SETTINGS.len(), "a setting is declared twice");
+        assert_eq!(WRITABLE_FIELDS.len(), SETTINGS.len());
+        for (field, setting) in WRITABLE_FIELDS.iter().zip(SETTINGS.iter()) {
+            assert_eq!(*field, setting.field);
+            assert_eq!(setting_named(field), Some(setting));
+        }
+        for rule in INT_RULES {
+            assert_eq!(
+                setting_named(rule.field).map(|s| s.kind),
+                Some(SettingKind::Int(rule))
+            );
+        }
+        for field in BOOL_FIELDS {
+            assert_eq!(
+                setting_named(field).map(|s| s.kind),
+                Some(SettingKind::Flag)
+            );
+        }
+        assert_eq!(setting_named("status"), None);
+    }
+
+    #[test]
+    fn settings_change_until_the_campaign_is_closed() {
+        use super::super::CampaignStatus as S;
+        for setting in SETTINGS {
+            assert!(setting.changeable.allows(S::Draft));
+            assert!(setting.changeable.allows(S::Running), "{}", setting.field);
+            assert!(setting.changeable.allows(S::PausedBudget));
+            for closed in [S::Completed, S::Stopped, S::Archived] {
+                assert!(!setting.changeable.allows(closed), "{}", setting.field);
+            }
+        }
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! A campaign's settings changed: each writable field's rule, applied to the stored settings
-//! (PATCH, and creation with the same rules).
+//! A campaign's settings changed: each setting of the table (`campaign::SETTINGS`) read by its
+//! kind and applied to the stored settings (PATCH, and creation with the same rules), and
+//! PATCH refused for a setting its rule does not let change in the campaign's status.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use switchboard_actors::campaign::{self as rules, CampaignStatus, IntRule, RegulatoryBasis};
+use switchboard_actors::campaign::{
+    self as rules, CampaignStatus, IntRule, RegulatoryBasis, SettingKind,
+};
 use switchboard_actors::ids::{AgentId, CampaignId, DispositionId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::window::CallingWindow;
 
@@ -14,8 +17,7 @@ use crate::app::fields::check_fields;
 use crate::app::state::App;
 use crate::store::CampaignSettings;
 
-/// The longest description, in characters.
-pub const DESCRIPTION_MAX: usize = 2000;
+use rules::DESCRIPTION_MAX;
 
 fn field_error(field: &str, message: &str) -> AppError {
     AppError::invalid_field(field, message.to_string())
@@ -60,7 +62,8 @@ fn as_time(field: &str, v: &Value) -> Result<Option<DateTime<Utc>>, AppError> {
     }
 }
 
-/// Applies the body's writable fields to `settings`, validating each; returns the keys applied.
+/// Applies the body's writable fields to `settings`, each read by its kind in the table's order;
+/// returns the keys applied.
 pub async fn apply_changes(
     state: &App,
     ws: WorkspaceId,
@@ -69,22 +72,23 @@ pub async fn apply_changes(
 ) -> Result<Vec<&'static str>, AppError> {
     check_fields(body, &rules::WRITABLE_FIELDS)?;
     let mut changed = Vec::new();
-    for &field in rules::WRITABLE_FIELDS.iter() {
+    for setting in rules::SETTINGS.iter() {
+        let field = setting.field;
         let Some(v) = body.get(field) else { continue };
         changed.push(field);
-        match field {
-            "name" => {
-                let name = v.as_str().ok_or_else(|| field_error("name", "must be a string"))?;
+        match setting.kind {
+            SettingKind::Name => {
+                let name = v.as_str().ok_or_else(|| field_error(field, "must be a string"))?;
                 settings.name = rules::check_name(name).map_err(|e| field_error(e.field, &e.message))?;
             }
-            "description" => {
+            SettingKind::Description => {
                 settings.description = match v {
                     Value::Null => String::new(),
                     Value::String(s) if s.chars().count() <= DESCRIPTION_MAX => s.clone(),
-                    _ => return Err(field_error("description", &format!("must be a string of at most {DESCRIPTION_MAX} characters"))),
+                    _ => return Err(field_error(field, &format!("must be a string of at most {DESCRIPTION_MAX} characters"))),
                 }
             }
-            "agent_id" => {
+            SettingKind::Agent => {
                 settings.agent_id = match v {
                     Value::Null => None,
                     v => {
@@ -94,7 +98,7 @@ pub async fn apply_changes(
                     }
                 }
             }
-            "from_phone_number_id" => {
+            SettingKind::PhoneNumber => {
                 settings.from_phone_number_id = match v {
                     Value::Null => None,
                     v => {
@@ -104,7 +108,7 @@ pub async fn apply_changes(
                     }
                 }
             }
-            "regulatory_basis" => {
+            SettingKind::RegulatoryBasis => {
                 settings.regulatory_basis = match v {
                     Value::Null => None,
                     v => Some(v.as_str().and_then(RegulatoryBasis::parse).ok_or_else(|| {
@@ -112,35 +116,22 @@ pub async fn apply_changes(
                     })?),
                 }
             }
-            "stop_disposition_ids" => {
-                let items = v.as_array().ok_or_else(|| field_error(field, "must be an array of disposition ids"))?;
-                let mut ids = Vec::new();
-                for item in items {
-                    let id = DispositionId::from_uuid(as_uuid(field, item)?);
-                    if !ids.contains(&id) {
-                        ids.push(id);
-                    }
-                }
-                let found = state.store.existing_dispositions(ws, &ids).await?;
-                if found.len() != ids.len() {
-                    return Err(field_error(field, "every id must be a disposition of this workspace"));
-                }
-                settings.stop_disposition_ids = ids;
+            SettingKind::Dispositions => {
+                settings.stop_disposition_ids = dispositions(state, ws, field, v).await?;
             }
-            "stop_on_no_answer" => settings.stop_on_no_answer = as_bool(field, v)?,
-            "stop_on_voicemail" => settings.stop_on_voicemail = as_bool(field, v)?,
-            "stop_on_unclassified" => settings.stop_on_unclassified = as_bool(field, v)?,
-            "randomize_retry_time" => settings.randomize_retry_time = as_bool(field, v)?,
-            "double_dial_enabled" => settings.double_dial_enabled = as_bool(field, v)?,
-            "max_attempts" => settings.max_attempts = as_int(rules::MAX_ATTEMPTS, v)?,
-            "max_infra_retries" => settings.max_infra_retries = as_int(rules::MAX_INFRA_RETRIES, v)?,
-            "retry_no_answer_seconds" => settings.retry_no_answer_seconds = as_int(rules::RETRY_NO_ANSWER_SECONDS, v)?,
-            "retry_completed_seconds" => settings.retry_completed_seconds = as_int(rules::RETRY_COMPLETED_SECONDS, v)?,
-            "double_dial_gap_seconds" => settings.double_dial_gap_seconds = as_int(rules::DOUBLE_DIAL_GAP_SECONDS, v)?,
-            "max_calls_per_day" => settings.max_calls_per_day = as_int(rules::MAX_CALLS_PER_DAY, v)?,
-            "min_seconds_between_calls" => settings.min_seconds_between_calls = as_int(rules::MIN_SECONDS_BETWEEN_CALLS, v)?,
-            "max_in_flight" => settings.max_in_flight = as_int(rules::MAX_IN_FLIGHT, v)?,
-            "budget_cents" => {
+            SettingKind::Flag => {
+                let value = as_bool(field, v)?;
+                if let Some(slot) = settings.flag_mut(field) {
+                    *slot = value;
+                }
+            }
+            SettingKind::Int(rule) => {
+                let value = as_int(rule, v)?;
+                if let Some(slot) = settings.int_mut(field) {
+                    *slot = value;
+                }
+            }
+            SettingKind::Budget => {
                 settings.budget_cents = match v {
                     Value::Null => None,
                     v if v.is_i64() || v.is_u64() => {
@@ -149,20 +140,50 @@ pub async fn apply_changes(
                     _ => return Err(field_error(field, "must be a positive integer or null")),
                 }
             }
-            "calling_window" => {
+            SettingKind::CallingWindow => {
                 settings.calling_window = match v {
                     Value::Null => None,
-                    v => Some(CallingWindow::from_json(v).map_err(|e| AppError::invalid_field("calling_window", e.to_string()))?),
+                    v => Some(CallingWindow::from_json(v).map_err(|e| AppError::invalid_field(field, e.to_string()))?),
                 }
             }
-            "starts_at" => settings.starts_at = as_time(field, v)?,
-            "ends_at" => settings.ends_at = as_time(field, v)?,
-            _ => {}
+            SettingKind::Time => {
+                let value = as_time(field, v)?;
+                if let Some(slot) = settings.time_mut(field) {
+                    *slot = value;
+                }
+            }
         }
     }
     rules::check_schedule(settings.starts_at, settings.ends_at)
         .map_err(|e| field_error(e.field, &e.message))?;
     Ok(changed)
+}
+
+/// `stop_disposition_ids`: distinct dispositions of the workspace, in the order sent.
+async fn dispositions(
+    state: &App,
+    ws: WorkspaceId,
+    field: &str,
+    v: &Value,
+) -> Result<Vec<DispositionId>, AppError> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| field_error(field, "must be an array of disposition ids"))?;
+    let mut ids = Vec::new();
+    for item in items {
+        let id = DispositionId::from_uuid(as_uuid(field, item)?);
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    let found = state.store.existing_dispositions(ws, &ids).await?;
+    if found.len() != ids.len() {
+        return Err(field_error(
+            field,
+            "every id must be a disposition of this workspace",
+        ));
+    }
+    Ok(ids)
 }
 
 /// PATCH of a campaign: `body`'s writable fields, each by its rule; answers the campaign as it
@@ -177,7 +198,11 @@ pub async fn update_campaign(
     let current = state.store.campaign(ws, id).await?.ok_or(NOT_FOUND)?;
     check_fields(body, &rules::WRITABLE_FIELDS)?;
     crate::app::fields::some_field(body, &rules::WRITABLE_FIELDS)?;
-    if current.status.is_terminal() {
+    let fixed = rules::SETTINGS
+        .iter()
+        .filter(|s| body.contains_key(s.field))
+        .any(|s| !s.changeable.allows(current.status));
+    if fixed {
         return Err(AppError::bad_request(format!(
             "Campaign is {}; a {} campaign cannot be edited",
             current.status.as_str(),
@@ -219,4 +244,25 @@ pub async fn create_campaign(
         .create_campaign(auth.workspace_id, &settings, auth.key_id)
         .await?;
     view(state, auth.workspace_id, created).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_integer_flag_and_time_setting_of_the_table_has_its_place_in_the_settings() {
+        let mut settings = CampaignSettings::defaults("x".into());
+        for setting in rules::SETTINGS {
+            let field = setting.field;
+            match setting.kind {
+                SettingKind::Int(rule) => {
+                    assert_eq!(settings.int_mut(field).copied(), Some(rule.default));
+                }
+                SettingKind::Flag => assert_eq!(settings.flag_mut(field).copied(), Some(false)),
+                SettingKind::Time => assert_eq!(settings.time_mut(field).copied(), Some(None)),
+                _ => {}
+            }
+        }
+    }
 }

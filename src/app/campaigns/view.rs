@@ -186,3 +186,32 @@ pub async fn effective_window(
         .await?
         .ok_or(AppError::not_found("Workspace"))
 }
+
+#[cfg(test)]
+mod tests {
+    use switchboard_actors::campaign::{INT_RULES, SettingKind, setting_named};
+    use utoipa::PartialSchema;
+
+    use super::*;
+
+    /// The view's descriptions are written out (a doc comment each); they say what the settings
+    /// table holds.
+    #[test]
+    fn the_view_describes_each_integer_setting_by_its_rule() {
+        let schema = serde_json::to_value(CampaignView::schema()).unwrap();
+        for rule in INT_RULES {
+            assert_eq!(
+                schema["properties"][rule.field]["description"],
+                format!("{}-{} (default {}).", rule.min, rule.max, rule.default),
+                "{}",
+                rule.field
+            );
+        }
+        let budget = setting_named("budget_cents").unwrap();
+        assert_eq!(budget.kind, SettingKind::Budget);
+        assert_eq!(
+            schema["properties"]["budget_cents"]["description"],
+            budget.doc.unwrap()
+        );
+    }
+}

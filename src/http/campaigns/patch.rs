@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Map, Value, json};
-use switchboard_actors::campaign::{self as rules, RegulatoryBasis};
+use switchboard_actors::campaign::{self as rules, RegulatoryBasis, SettingKind};
 use switchboard_actors::ids::CampaignId;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -14,7 +14,7 @@ use crate::http::extract::{JsonObject, PathId};
 use crate::http::openapi::body_schema;
 use crate::http::state::AppState;
 
-use crate::app::campaigns::patch::{DESCRIPTION_MAX, update_campaign};
+use crate::app::campaigns::patch::update_campaign;
 use crate::app::campaigns::view::CampaignView;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -30,57 +30,59 @@ body_schema!(
     CampaignPatch = json(body_schema(false))
 );
 
-/// The schema of each writable field, as [`apply_changes`] reads it.
+/// The schema of each writable field, from the settings table: its kind's schema, with the
+/// setting's own description.
 fn field_schemas() -> Map<String, Value> {
-    let uuid_or_null = || json!({"type": ["string", "null"], "format": "uuid"});
-    let mut bases: Vec<Value> = RegulatoryBasis::ALL
+    rules::SETTINGS
         .iter()
-        .map(|b| json!(b.as_str()))
-        .collect();
-    bases.push(Value::Null);
-    let mut window = crate::http::openapi::schema_json(
-        &<crate::http::call_windows::CallWindowBody as utoipa::PartialSchema>::schema(),
-    );
-    if let Value::Object(window) = &mut window {
-        window.insert("type".into(), json!(["object", "null"]));
+        .map(|setting| {
+            let mut schema = kind_schema(setting.kind);
+            if let (Some(doc), Value::Object(schema)) = (setting.doc, &mut schema) {
+                schema.insert("description".into(), json!(doc));
+            }
+            (setting.field.to_string(), schema)
+        })
+        .collect()
+}
+
+/// The schema of a value of one kind, as [`apply_changes`] reads it.
+fn kind_schema(kind: SettingKind) -> Value {
+    let uuid_or_null = || json!({"type": ["string", "null"], "format": "uuid"});
+    match kind {
+        SettingKind::Name => {
+            json!({"type": "string", "pattern": "\\S", "maxLength": rules::NAME_MAX})
+        }
+        SettingKind::Description => {
+            json!({"type": ["string", "null"], "maxLength": rules::DESCRIPTION_MAX})
+        }
+        SettingKind::Agent | SettingKind::PhoneNumber => uuid_or_null(),
+        SettingKind::RegulatoryBasis => {
+            let mut bases: Vec<Value> = RegulatoryBasis::ALL
+                .iter()
+                .map(|b| json!(b.as_str()))
+                .collect();
+            bases.push(Value::Null);
+            json!({"enum": bases})
+        }
+        SettingKind::Dispositions => {
+            json!({"type": "array", "items": {"type": "string", "format": "uuid"}})
+        }
+        SettingKind::Flag => json!({"type": "boolean"}),
+        SettingKind::Int(rule) => {
+            json!({"type": "integer", "minimum": rule.min, "maximum": rule.max, "default": rule.default})
+        }
+        SettingKind::Budget => json!({"type": ["integer", "null"], "exclusiveMinimum": 0}),
+        SettingKind::CallingWindow => {
+            let mut window = crate::http::openapi::schema_json(
+                &<crate::http::call_windows::CallWindowBody as utoipa::PartialSchema>::schema(),
+            );
+            if let Value::Object(window) = &mut window {
+                window.insert("type".into(), json!(["object", "null"]));
+            }
+            window
+        }
+        SettingKind::Time => json!({"type": ["string", "null"], "format": "date-time"}),
     }
-    let mut fields = Map::new();
-    fields.insert(
-        "name".into(),
-        json!({"type": "string", "pattern": "\\S", "maxLength": rules::NAME_MAX, "description": "Trimmed; not blank."}),
-    );
-    fields.insert(
-        "description".into(),
-        json!({"type": ["string", "null"], "maxLength": DESCRIPTION_MAX}),
-    );
-    fields.insert("agent_id".into(), uuid_or_null());
-    fields.insert("from_phone_number_id".into(), uuid_or_null());
-    fields.insert("regulatory_basis".into(), json!({"enum": bases}));
-    fields.insert(
-        "stop_disposition_ids".into(),
-        json!({"type": "array", "items": {"type": "string", "format": "uuid"}, "description": "Dispositions of the workspace."}),
-    );
-    for field in rules::BOOL_FIELDS {
-        fields.insert(field.into(), json!({"type": "boolean"}));
-    }
-    for rule in rules::INT_RULES {
-        fields.insert(
-            rule.field.into(),
-            json!({"type": "integer", "minimum": rule.min, "maximum": rule.max, "default": rule.default}),
-        );
-    }
-    fields.insert(
-        "budget_cents".into(),
-        json!({"type": ["integer", "null"], "exclusiveMinimum": 0, "description": "Positive cents, or null for no cap."}),
-    );
-    fields.insert("calling_window".into(), window);
-    for field in ["starts_at", "ends_at"] {
-        fields.insert(
-            field.into(),
-            json!({"type": ["string", "null"], "format": "date-time", "description": "RFC 3339 with offset; `starts_at` before `ends_at`."}),
-        );
-    }
-    fields
 }
 
 /// A create body (`name` required) or a PATCH body (at least one field): the writable fields,

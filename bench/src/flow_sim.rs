@@ -99,7 +99,7 @@ pub async fn run(args: FlowSimArgs) -> anyhow::Result<Value> {
     agent.agent_type = AgentType::Flow;
     agent.system_prompt = "You are Ada from Acme.".into();
     let config: FlowConfig = serde_json::from_value(flow())?;
-    agent.flow_config = Some(config);
+    agent.flow_config = Some(config.clone());
     let script: Vec<String> = (0..args.turns)
         .map(|i| {
             if i % 2 == 0 {
@@ -123,7 +123,7 @@ pub async fn run(args: FlowSimArgs) -> anyhow::Result<Value> {
             tool_samples: Default::default(),
         };
         let start = Instant::now();
-        let done = simulate(&agent, &flow(), model.clone(), (None, None), simulation)
+        let done = simulate(&agent, &config, model.clone(), (None, None), simulation)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         times.push(start.elapsed());

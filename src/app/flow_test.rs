@@ -14,7 +14,7 @@ use crate::app::fields::parse_fields;
 use crate::app::state::App;
 use crate::runtime::call_tools::{CallFacts, Toolbox};
 use crate::runtime::simulator::{Caller, MAX_TURNS, Simulation, SimulationError, simulate};
-use crate::store::AgentType;
+use crate::store::{AgentType, FlowConfig};
 
 const FIELDS: &[&str] = &[
     "turns",
@@ -173,12 +173,11 @@ pub async fn run_flow_test(
             .await?
             .into_iter()
             .find(|v| v.version == version)
-            .map(|v| v.flow_config)
-            .ok_or(AppError::not_found("Flow version"))?,
+            .map(|v| serde_json::from_value::<FlowConfig>(v.flow_config))
+            .ok_or(AppError::not_found("Flow version"))?
+            .map_err(|e| AppError::Internal(e.into()))?,
         None => match (&agent.agent_type, &agent.flow_config) {
-            (AgentType::Flow, Some(flow)) => {
-                serde_json::to_value(flow).map_err(|e| AppError::Internal(e.into()))?
-            }
+            (AgentType::Flow, Some(flow)) => flow.clone(),
             _ => {
                 return Err(AppError::CodedConflict {
                     code: "NOT_A_FLOW_AGENT",

@@ -135,8 +135,7 @@ async fn render(
                     Ok(i) => i,
                     Err(e) => return unavailable(viewer, format!("{e:?}")),
                 };
-            let raw = serde_json::to_value(flow).unwrap_or(Value::Null);
-            Some(super::flow_graph::render(&raw, &issues))
+            Some(super::flow_graph::render(flow, &issues))
         }
         _ => None,
     };

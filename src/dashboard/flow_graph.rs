@@ -3,16 +3,17 @@
 //! success, error or branch), drawn as SVG on the server (no script), and the same graph as a
 //! list in words. The flow's issues (`FLOW_INVALID`'s) are marked at their nodes.
 //!
-//! It reads the flow as stored JSON, not the compiled graph, so that a flow that no longer
-//! holds together (a dangling edge, a disconnected integration) is still drawn, with what is
-//! wrong at the node where it is wrong.
+//! It reads the flow's typed form, not the compiled graph, so that a flow that no longer holds
+//! together (a dangling edge, a disconnected integration) is still drawn, with what is wrong at
+//! the node where it is wrong.
 
 use std::collections::{HashMap, VecDeque};
 
 use maud::{Markup, html};
-use serde_json::Value;
+use switchboard_actors::flow::node::When;
 
 use crate::runtime::flows::FlowIssue;
+use crate::store::{FlowConfig, FlowNode};
 
 /// A node as the graph draws it.
 struct Node {
@@ -24,13 +25,6 @@ struct Node {
     edges: Vec<(String, String)>,
 }
 
-fn text(v: &Value, key: &str) -> Option<String> {
-    v.get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-}
-
 fn short(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((end, _)) => format!("{}…", &s[..end]),
@@ -39,65 +33,73 @@ fn short(s: &str, max: usize) -> String {
 }
 
 /// The check of a `when` transition, in words.
-fn check_words(when: &Value) -> String {
-    let variable = text(when, "variable").unwrap_or_default();
-    let path = text(when, "path")
+fn check_words(when: &When) -> String {
+    let variable = &when.variable;
+    let path = when
+        .path
+        .as_deref()
+        .filter(|p| !p.is_empty())
         .map(|p| format!(" {p}"))
         .unwrap_or_default();
-    if let Some(v) = when.get("equals") {
+    if let Some(v) = &when.equals {
         format!("{variable}{path} = {v}")
-    } else if let Some(v) = when.get("not_equals") {
+    } else if let Some(v) = &when.not_equals {
         format!("{variable}{path} ≠ {v}")
     } else {
         format!("{variable}{path} exists")
     }
 }
 
-fn nodes_of(flow: &Value) -> Vec<Node> {
-    let items = flow
-        .get("nodes")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    items
+/// A node's edges by its type: (label, target id).
+fn edges_of(node: &FlowNode) -> Vec<(String, String)> {
+    let (next, success, error) = match node {
+        FlowNode::IntegrationCall(n) => (
+            None,
+            Some(n.success_next_step_id.as_str()),
+            n.error_next_step_id.as_deref(),
+        ),
+        FlowNode::ToolCall(n) => (
+            n.next_step_id.as_deref(),
+            None,
+            n.error_next_step_id.as_deref(),
+        ),
+        FlowNode::Transfer(n) => (None, None, n.error_next_step_id.as_deref()),
+        other => (other.next_step_id(), None, None),
+    };
+    let mut edges: Vec<(String, String)> = [("next", next), ("success", success), ("error", error)]
+        .into_iter()
+        .filter_map(|(label, target)| {
+            let target = target.filter(|t| !t.is_empty())?;
+            Some((label.to_owned(), target.to_owned()))
+        })
+        .collect();
+    if let FlowNode::Conversation(n) = node {
+        for t in n.transitions.iter().flatten() {
+            let label = match (t.condition.as_deref().filter(|c| !c.is_empty()), &t.when) {
+                (Some(c), _) => c.to_owned(),
+                (None, Some(when)) => check_words(when),
+                _ => "transition".into(),
+            };
+            edges.push((label, t.next_step_id.clone()));
+        }
+    }
+    if let FlowNode::IntegrationCall(n) = node {
+        for b in n.custom.iter().flatten() {
+            edges.push((format!("{} = {}", b.path, b.equals), b.next_step_id.clone()));
+        }
+    }
+    edges
+}
+
+fn nodes_of(flow: &FlowConfig) -> Vec<Node> {
+    flow.nodes
         .iter()
-        .map(|n| {
-            let mut edges = Vec::new();
-            for (key, label) in [
-                ("next_step_id", "next"),
-                ("success_next_step_id", "success"),
-                ("error_next_step_id", "error"),
-            ] {
-                if let Some(target) = text(n, key) {
-                    edges.push((label.to_owned(), target));
-                }
-            }
-            for t in n["transitions"].as_array().into_iter().flatten() {
-                if let Some(target) = text(t, "next_step_id") {
-                    let label = match (text(t, "condition"), t.get("when")) {
-                        (Some(c), _) => c,
-                        (None, Some(when)) => check_words(when),
-                        _ => "transition".into(),
-                    };
-                    edges.push((label, target));
-                }
-            }
-            for b in n["custom"].as_array().into_iter().flatten() {
-                if let Some(target) = text(b, "next_step_id") {
-                    let path = text(b, "path")
-                        .or_else(|| text(b, "jsonpath"))
-                        .unwrap_or_default();
-                    let equals = b.get("equals").cloned().unwrap_or(Value::Null);
-                    edges.push((format!("{path} = {equals}"), target));
-                }
-            }
-            Node {
-                id: text(n, "id").unwrap_or_default(),
-                kind: text(n, "type").unwrap_or_else(|| "?".into()),
-                name: text(n, "name").unwrap_or_default(),
-                global: n["is_global"].as_bool().unwrap_or(false),
-                edges,
-            }
+        .map(|n| Node {
+            id: n.id().to_owned(),
+            kind: n.kind().to_owned(),
+            name: n.base().name.clone(),
+            global: n.global().is_some_and(|g| g.is_global == Some(true)),
+            edges: edges_of(n),
         })
         .collect()
 }
@@ -160,7 +162,7 @@ const GAP_Y: i64 = 70;
 const MARGIN: i64 = 20;
 
 /// The flow drawn, and the same in words, with `issues` at their nodes.
-pub fn render(flow: &Value, issues: &[FlowIssue]) -> Markup {
+pub fn render(flow: &FlowConfig, issues: &[FlowIssue]) -> Markup {
     let nodes = nodes_of(flow);
     if nodes.is_empty() {
         return html! { p.muted { "The flow has no nodes." } };
@@ -294,6 +296,7 @@ mod tests {
              "error_next_step_id": "sorry", "custom": [{"path": "$.available", "equals": false, "next_step_id": "ask"}]},
             {"id": "orphan", "type": "end"}
         ]});
+        let flow: FlowConfig = serde_json::from_value(flow).unwrap();
         let nodes = nodes_of(&flow);
         assert_eq!(layers(&nodes), vec![2, 0, 1, 2, 3]);
         let book = &nodes[3];

@@ -140,13 +140,10 @@ fn integer_range(Integer(min, max): Integer) -> Value {
     json!({"minimum": min, "maximum": max})
 }
 
-/// A flow as [`check_flow`] reads it (node ids unique and `next_step_id` naming a node are
+/// A flow as its reading checks it (node ids unique and `next_step_id` naming a node are
 /// rules between items, which a schema cannot state).
 fn flow_schema() -> Value {
-    let node = with_bounds(
-        schema_json(&<FlowNode as PartialSchema>::schema()),
-        json!({"id": text(NODE_ID), "type": text(NODE_TYPE), "name": text(NODE_NAME)}),
-    );
+    let node = schema_json(&<FlowNode as PartialSchema>::schema());
     let Chars(key_min, key_max) = METADATA_KEY;
     json!({
         "type": "object",

@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use switchboard_actors::agent::AgentPlan;
-use switchboard_actors::flow::{FlowDirector, FlowRun};
+use switchboard_actors::flow::node::{ArgMode, ArgTemplate, IntegrationCallNode};
+use switchboard_actors::flow::{Flow, FlowDirector, FlowRun};
 use switchboard_actors::ids::CallId;
 use switchboard_actors::turns::fill;
 
@@ -47,62 +48,35 @@ pub struct FlowContext<'a> {
 pub fn linked_tools(flow: &FlowConfig) -> Vec<String> {
     flow.nodes
         .iter()
-        .filter(|n| n.node_type == "tool_call")
-        .filter_map(|n| {
-            n.extra
-                .get("tool_id")
-                .and_then(Value::as_str)
-                .map(str::to_string)
+        .filter_map(|n| match n {
+            FlowNode::ToolCall(t) => Some(t.tool_id.clone()),
+            _ => None,
         })
         .collect()
 }
 
-/// How an argument of `args_template` is filled.
-enum ArgMode<'a> {
-    Literal(&'a str),
-    AiExtract(&'a str),
-}
-
-fn arg_mode(value: &Value) -> Option<ArgMode<'_>> {
-    match value {
-        Value::String(s) => Some(ArgMode::Literal(s)),
-        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
-            Some("literal") => o.get("value").and_then(Value::as_str).map(ArgMode::Literal),
-            Some("ai_extract") => o
-                .get("description")
-                .and_then(Value::as_str)
-                .map(ArgMode::AiExtract),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
 use switchboard_actors::flow::tokens::tokens;
 
-fn args_of(node: &FlowNode) -> Option<&Map<String, Value>> {
-    node.extra.get("args_template").and_then(Value::as_object)
-}
-
-/// Every issue of the flow's integration_call nodes (empty when it may be saved).
+/// Every issue of the flow's integration_call nodes against the workspace (empty when it may
+/// be saved): a connected integration of the node's provider, an action of the catalog, and
+/// every `{{node.value}}` of `args_template` a value some node of the flow extracts.
 pub fn integration_issues(flow: &FlowConfig, ctx: &FlowContext<'_>) -> Vec<FlowIssue> {
-    let nodes: HashMap<&str, &FlowNode> = flow.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
+    let nodes: HashMap<&str, &FlowNode> = flow.nodes.iter().map(|n| (n.id(), n)).collect();
     let mut issues = Vec::new();
-    for node in flow
-        .nodes
-        .iter()
-        .filter(|n| n.node_type == "integration_call")
-    {
+    for node in &flow.nodes {
+        let FlowNode::IntegrationCall(call) = node else {
+            continue;
+        };
         let mut issue = |code: &'static str, field: &str, message: String| {
             issues.push(FlowIssue {
-                node_id: node.id.clone(),
+                node_id: node.id().to_string(),
                 code,
                 field: field.to_string(),
                 message,
             })
         };
-        link_issues(node, &nodes, ctx, &mut issue);
-        args_issues(node, &nodes, ctx, &mut issue);
+        link_issues(call, ctx, &mut issue);
+        args_issues(call, &nodes, ctx, &mut issue);
     }
     // One issue per (node, code, field) is enough.
     let mut seen = HashSet::new();
@@ -113,35 +87,14 @@ pub fn integration_issues(flow: &FlowConfig, ctx: &FlowContext<'_>) -> Vec<FlowI
 /// What an integration_call node's issue is told: its code, field and message.
 type Issue<'a> = dyn FnMut(&'static str, &str, String) + 'a;
 
-/// An integration_call node's links: not global, a connected integration of its provider, an
-/// action of the catalog, and transitions to nodes of the flow.
-fn link_issues(
-    node: &FlowNode,
-    nodes: &HashMap<&str, &FlowNode>,
-    ctx: &FlowContext<'_>,
-    issue: &mut Issue<'_>,
-) {
-    if node.extra.get("is_global").and_then(Value::as_bool) == Some(true) {
-        issue(
-                "is_global_not_allowed",
-                "is_global",
-                "integration_call nodes cannot be global (only conversation, transfer and end nodes can)".into(),
-            );
-    }
-    let integration = node
-        .extra
-        .get("integration_id")
-        .and_then(Value::as_str)
-        .and_then(|id| {
-            ctx.integrations
-                .iter()
-                .find(|i| i.id.to_string() == id && i.status == "connected")
-        });
-    let provider = node
-        .extra
-        .get("provider")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+/// An integration_call node's links: a connected integration of its provider and an action of
+/// the catalog.
+fn link_issues(node: &IntegrationCallNode, ctx: &FlowContext<'_>, issue: &mut Issue<'_>) {
+    let integration = ctx
+        .integrations
+        .iter()
+        .find(|i| i.id.to_string() == node.integration_id && i.status == "connected");
+    let provider = node.provider.as_str();
     match integration {
         None => issue(
             "integration_not_found",
@@ -158,11 +111,7 @@ fn link_issues(
         ),
         Some(_) => {}
     }
-    let action = node
-        .extra
-        .get("action")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let action = node.action.as_str();
     if Action::find(provider, action).is_none() {
         let known: Vec<String> = Action::ALL.iter().map(|a| a.qualified()).collect();
         issue(
@@ -174,89 +123,45 @@ fn link_issues(
             ),
         );
     }
-    for key in ["success_next_step_id", "error_next_step_id"] {
-        if let Some(next) = node.extra.get(key).and_then(Value::as_str)
-            && !nodes.contains_key(next)
-        {
-            issue(
-                "transition_dangling",
-                key,
-                format!("`{next}` is not a node of this flow"),
-            );
-        }
-    }
-    if let Some(custom) = node.extra.get("custom").and_then(Value::as_array) {
-        for (i, c) in custom.iter().enumerate() {
-            if let Some(next) = c.get("next_step_id").and_then(Value::as_str)
-                && !nodes.contains_key(next)
-            {
-                issue(
-                    "transition_dangling",
-                    &format!("custom[{i}].next_step_id"),
-                    format!("`{next}` is not a node of this flow"),
-                );
-            }
-        }
+}
+
+/// The text of an argument (a literal's, or an ai_extract's description).
+fn arg_text(arg: &ArgTemplate) -> &str {
+    match arg {
+        ArgTemplate::Text(t)
+        | ArgTemplate::Mode(ArgMode::Literal { value: t })
+        | ArgTemplate::Mode(ArgMode::AiExtract { description: t }) => t,
     }
 }
 
-/// An integration_call node's `args_template`: each argument a literal or an ai_extract, and
-/// every `{{node.value}}` it mentions a value some node of the flow extracts.
+/// Every `{{node.value}}` an integration_call node's `args_template` mentions is a value some
+/// node of the flow extracts.
 fn args_issues(
-    node: &FlowNode,
+    node: &IntegrationCallNode,
     nodes: &HashMap<&str, &FlowNode>,
     ctx: &FlowContext<'_>,
     issue: &mut Issue<'_>,
 ) {
-    let args = match node.extra.get("args_template") {
-        None | Some(Value::Null) => return,
-        Some(Value::Object(args)) => args,
-        Some(_) => {
-            issue(
-                "args_template_invalid",
-                "args_template",
-                "must be an object".into(),
-            );
-            return;
-        }
-    };
-    for (name, value) in args {
+    for (name, value) in node.args_template.iter().flatten() {
         let field = format!("args_template.{name}");
-        let text = match arg_mode(value) {
-            Some(ArgMode::Literal(t)) | Some(ArgMode::AiExtract(t)) => t,
-            None => {
-                issue(
-                    "args_template_invalid",
-                    &field,
-                    "must be a string, {type: literal, value} or {type: ai_extract, description}"
-                        .into(),
-                );
-                continue;
-            }
-        };
-        for (source, arg) in tokens(text) {
+        for (source, arg) in tokens(arg_text(value)) {
             if source == "metadata" {
                 // A missing metadata key resolves to an empty string: never an error.
                 continue;
             }
             let resolved = match nodes.get(source.as_str()) {
-                Some(n) if n.node_type == "integration_call" => args_of(n)
+                Some(FlowNode::IntegrationCall(n)) => n
+                    .args_template
+                    .as_ref()
                     .and_then(|a| a.get(&arg))
-                    .is_some_and(|v| matches!(arg_mode(v), Some(ArgMode::AiExtract(_)))),
+                    .is_some_and(|v| matches!(v, ArgTemplate::Mode(ArgMode::AiExtract { .. }))),
                 // A conversation node's declared variables are extracted there too.
-                Some(n) if n.node_type == "conversation" => n
-                    .extra
-                    .get("variables")
-                    .and_then(Value::as_array)
-                    .is_some_and(|vars| {
-                        vars.iter()
-                            .any(|v| v.get("name").and_then(Value::as_str) == Some(&arg))
-                    }),
-                Some(n) if n.node_type == "tool_call" => n
-                    .extra
-                    .get("tool_id")
-                    .and_then(Value::as_str)
-                    .and_then(|t| ctx.tool_params.get(t))
+                Some(FlowNode::Conversation(n)) => {
+                    n.variables.iter().flatten().any(|v| v.name == arg)
+                }
+                Some(FlowNode::ToolCall(n)) => ctx
+                    .tool_params
+                    .get(&n.tool_id)
                     .is_some_and(|params| params.contains(&arg)),
                 _ => false,
             };
@@ -273,14 +178,10 @@ fn args_issues(
     }
 }
 
-/// The issues of the flow's graph: what would stop it running (no start, an unknown node
-/// type, an unreachable node, a node with no way out, a bad transition, a global node of a
-/// type that cannot be global).
+/// The issues of the flow's graph: what would stop it running (no start, an unreachable node,
+/// a node with no way out, a bad transition, a global node without its condition).
 pub fn graph_issues(flow: &FlowConfig) -> Vec<FlowIssue> {
-    let Ok(config) = serde_json::to_value(flow) else {
-        return Vec::new();
-    };
-    match switchboard_actors::flow::read(&config) {
+    match Flow::compile(flow) {
         Ok(_) => Vec::new(),
         Err(issues) => issues.into_iter().map(Into::into).collect(),
     }
@@ -342,11 +243,7 @@ pub fn direct(
     else {
         return;
     };
-    let config = match serde_json::to_value(flow) {
-        Ok(config) => config,
-        Err(_) => return,
-    };
-    let flow = match switchboard_actors::flow::read(&config) {
+    let flow = match Flow::compile(flow) {
         Ok(flow) => flow,
         Err(issues) => {
             tracing::warn!(agent = %agent.id, issues = issues.len(), "the agent's flow cannot run; its prompt answers the call");

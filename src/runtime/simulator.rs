@@ -16,7 +16,7 @@ use switchboard_actors::call_tools::{
     CallParties, CallTools, IntegrationRun, Integrations, ToolRun,
 };
 use switchboard_actors::conversation::{ToolEvent, ToolStatus, Turn};
-use switchboard_actors::flow::{FlowDirector, FlowRun, GraphIssue, Outcome, PathStep};
+use switchboard_actors::flow::{Flow, FlowDirector, FlowRun, GraphIssue, Outcome, PathStep};
 use switchboard_actors::vendors::{
     ChatMessage, ChatModel, ChatRequest, Transcriber, Transcript, VendorError,
 };
@@ -24,7 +24,7 @@ use switchboard_sip::media::ListenSettings;
 use tokio_util::sync::CancellationToken;
 
 use crate::edge::speech::Tones;
-use crate::store::Agent;
+use crate::store::{Agent, FlowConfig};
 
 /// Who plays the caller.
 #[derive(Debug, Clone)]
@@ -87,15 +87,15 @@ pub const TIME_LIMIT: Duration = Duration::from_secs(90);
 /// Most caller turns of a simulation.
 pub const MAX_TURNS: usize = 50;
 
-/// Runs `agent` with `flow` (a version of its flow, as stored) on the text line.
+/// Runs `agent` with `flow` (a version of its flow) on the text line.
 pub async fn simulate(
     agent: &Agent,
-    flow: &Value,
+    flow: &FlowConfig,
     model: Arc<dyn ChatModel>,
     (tools, integrations): Ports,
     simulation: Simulation,
 ) -> Result<Simulated, SimulationError> {
-    let read = switchboard_actors::flow::read(flow).map_err(SimulationError::Invalid)?;
+    let read = Flow::compile(flow).map_err(SimulationError::Invalid)?;
     let samples = samples(flow);
     let (tools, integrations): Ports = if simulation.dry_run {
         let dry = Arc::new(DryRun {
@@ -290,15 +290,10 @@ async fn collect_text(model: &dyn ChatModel, request: ChatRequest) -> Option<Str
 }
 
 /// The `sample_result` of each node that declares one.
-fn samples(flow: &Value) -> HashMap<String, Value> {
-    flow.get("nodes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|n| {
-            let id = n.get("id")?.as_str()?;
-            Some((id.to_string(), n.get("sample_result")?.clone()))
-        })
+fn samples(flow: &FlowConfig) -> HashMap<String, Value> {
+    flow.nodes
+        .iter()
+        .filter_map(|n| Some((n.id().to_string(), n.sample_result()?.clone())))
         .collect()
 }
 

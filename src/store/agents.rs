@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use chrono::SubsecRound;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, WorkspaceId};
@@ -26,79 +25,9 @@ pub enum AgentType {
     Flow,
 }
 
-/// A node's position on the flow editor canvas.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct NodePosition {
-    pub x: f64,
-    pub y: f64,
-}
-
-/// One step of a flow agent. `type` is `start`, `conversation`, `tool_call`,
-/// `integration_call`, `transfer` or `end`; keys beyond the ones listed are kept as sent and
-/// read by type: `conversation`: `instructions`, `variables [{name, description}]`,
-/// `transitions [{next_step_id, condition} | {next_step_id, when: {variable, path?, equals |
-/// not_equals | exists}}]`; `tool_call`: `tool_id`, `error_next_step_id`; `integration_call`:
-/// `integration_id`, `provider`, `action`, `args_template`, `success_next_step_id`,
-/// `error_next_step_id`, `custom [{path, equals, next_step_id}]`; `transfer`: `destination`
-/// (E.164 or a `sip:` URI; a SIP call is handed over by REFER), `error_next_step_id`; conversation, transfer and end nodes: `is_global`,
-/// `global_condition`; tool_call and integration_call nodes: `sample_result` (the simulator's
-/// dry runs).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct FlowNode {
-    /// Unique within the flow; 1-100 characters.
-    pub id: String,
-    /// Node kind, e.g. `start`, `conversation`, `transfer`, `end`, `integration_call`; 1-50 characters.
-    #[serde(rename = "type")]
-    pub node_type: String,
-    /// Label shown in the editor; at most 200 characters (default empty).
-    #[serde(default)]
-    pub name: String,
-    /// Canvas position (default 0,0).
-    #[serde(default)]
-    pub position: NodePosition,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_speaks_first: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub greeting: Option<String>,
-    /// Speak `greeting` word for word instead of letting the model phrase it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub is_literal: Option<bool>,
-    /// Id of the node that follows; must be a node of the same flow.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_step_id: Option<String>,
-    /// Move on to `next_step_id` without waiting for the caller.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auto_advance: Option<bool>,
-    /// Any further node keys, kept as sent.
-    #[serde(flatten)]
-    #[schema(ignore)]
-    pub extra: Map<String, Value>,
-}
-
-/// Declared metadata of a flow.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct FlowMetadata {
-    /// Custom keys callers may pass in a call's `metadata` and reference as `{{metadata.<key>}}`;
-    /// each 1-100 characters, at most 100 keys.
-    #[serde(default)]
-    pub custom_metadata_keys: Vec<String>,
-}
-
-/// The flow of a `flow` agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct FlowConfig {
-    /// 1-500 nodes with unique ids.
-    pub nodes: Vec<FlowNode>,
-    /// Must be 1 (default 1).
-    #[serde(default = "flow_version")]
-    pub flow_config_version: i64,
-    #[serde(default)]
-    pub metadata: FlowMetadata,
-}
-
-fn flow_version() -> i64 {
-    1
-}
+/// A flow's typed form: one node variant per `type` (the actors crate's, which the run graph
+/// is built from), stored in the agent's `doc` as sent.
+pub use switchboard_actors::flow::{FlowConfig, FlowMetadata, FlowNode, NodePosition};
 
 /// A value the agent extracts from the conversation at the end of a call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

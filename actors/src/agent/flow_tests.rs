@@ -16,8 +16,8 @@ use super::scripted::{ScriptedLine, StandInModel, StandInSpeech, Step, stand_in_
 use super::{AgentEnd, AgentPlan, EndReason, Mind, Speech, converse};
 use crate::call_tools::{IntegrationRun, Integrations};
 use crate::conversation::{Speaker, ToolEvent, ToolStatus};
-use crate::flow::tests::trail;
-use crate::flow::{FlowDirector, FlowRun, Outcome, read};
+use crate::flow::tests::{compiled, trail};
+use crate::flow::{FlowDirector, FlowRun, Outcome};
 
 /// Greet, ask for a time, check it with the calendar, confirm, say goodbye.
 fn flow() -> Value {
@@ -88,7 +88,7 @@ impl Integrations for Calendar {
 }
 
 fn plan(model: Arc<StandInModel>, calendar: Arc<Calendar>) -> AgentPlan {
-    let flow = Arc::new(read(&flow()).expect("a valid flow"));
+    let flow = Arc::new(compiled(&flow()).expect("a valid flow"));
     let run = FlowRun::new(flow, Map::new(), HashMap::new());
     AgentPlan {
         greeting: "The prompt agent's greeting, never said.".into(),

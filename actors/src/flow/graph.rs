@@ -1,5 +1,5 @@
 //! A flow's nodes as they run, and the shape checks of its graph (every node reachable, none
-//! stuck). [`super::read`] makes one from the stored `flow_config`.
+//! stuck). [`Flow::compile`] builds one from the typed form ([`super::node`]).
 
 use std::collections::{HashSet, VecDeque};
 
@@ -160,6 +160,9 @@ pub const NODE_TYPES: [&str; 6] = [
     "transfer",
     "end",
 ];
+
+/// What a malformed `when` is told.
+pub(super) const WHEN_SHAPE: &str = "must be {variable, path?, equals | not_equals | exists}, the variable `<node_id>.<name>` or `metadata.<key>`";
 
 pub(super) fn issue(node: &str, code: &'static str, field: &str, message: &str) -> GraphIssue {
     GraphIssue {

@@ -1,412 +1,216 @@
-//! Reading a stored `flow_config` (its nodes as JSON) into a [`Flow`], with every problem that
-//! would stop it running named as an issue at its node (`FLOW_INVALID`).
+//! Reading a flow's JSON into its typed form ([`FlowConfig`]): a sent flow with every check of
+//! a save (the keys' shapes and bounds first, as one field error; then every issue that would
+//! stop it running, at its node: `FLOW_INVALID`), and a stored one leniently.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::graph::{
-    Arg, Branch, Check, Flow, GraphIssue, Kind, Line, NODE_TYPES, Node, Rule, Test, Transition,
-    Variable, issue,
-};
+use super::graph::{Flow, GraphIssue};
+use super::keys::Origins;
+use super::node::{FlowConfig, FlowMetadata, NodePosition};
 
-/// Reads a stored flow (`{nodes, metadata}` as JSON): the flow, or every issue that stops it
-/// running.
-pub fn read(config: &Value) -> Result<Flow, Vec<GraphIssue>> {
-    let empty = Vec::new();
-    let raw = config
-        .get("nodes")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    let ids: HashMap<&str, usize> = raw
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| n.get("id").and_then(Value::as_str).map(|id| (id, i)))
-        .collect();
-    let mut reader = Reader {
-        ids: &ids,
-        issues: Vec::new(),
-    };
-    let nodes: Vec<Node> = raw.iter().filter_map(|n| reader.node(n)).collect();
-    let mut issues = reader.issues;
-    if nodes.len() != raw.len() {
-        // A node that could not be read leaves the indexes unsure: stop at its issues.
-        return Err(issues);
-    }
-    let starts: Vec<usize> = (0..nodes.len())
-        .filter(|i| nodes[*i].kind == Kind::Start)
-        .collect();
-    let start = match starts.as_slice() {
-        [one] => *one,
-        [] => {
-            issues.push(issue(
-                "",
-                "start_missing",
-                "type",
-                "a flow needs one node of type `start`",
-            ));
-            return Err(issues);
-        }
-        [_, more @ ..] => {
-            for i in more {
-                issues.push(issue(
-                    &nodes[*i].id,
-                    "start_duplicate",
-                    "type",
-                    "a flow has exactly one node of type `start`",
-                ));
-            }
-            return Err(issues);
-        }
-    };
-    let globals: Vec<usize> = (0..nodes.len())
-        .filter(|i| nodes[*i].global_condition.is_some())
-        .collect();
-    let flow = Flow {
-        custom_metadata_keys: config
-            .pointer("/metadata/custom_metadata_keys")
-            .and_then(Value::as_array)
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default(),
-        nodes,
-        start,
-        globals,
-    };
-    issues.extend(flow.shape_issues());
-    if issues.is_empty() {
-        Ok(flow)
-    } else {
-        Err(issues)
+/// The bounds of a flow's fields: text as (fewest, most) characters.
+pub mod bounds {
+    pub const NODES_MAX: usize = 500;
+    pub const NODE_ID: (usize, usize) = (1, 100);
+    pub const NODE_TYPE: (usize, usize) = (1, 50);
+    pub const NODE_NAME: (usize, usize) = (0, 200);
+    pub const METADATA_KEYS_MAX: usize = 100;
+    pub const METADATA_KEY: (usize, usize) = (1, 100);
+    pub const FLOW_CONFIG_VERSION: i64 = 1;
+}
+
+/// The first problem of a sent flow's fields: where (a path inside the flow, empty for the
+/// flow itself) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+/// A sent flow read: its nodes that could be read, and every issue that stops it running.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    pub flow: FlowConfig,
+    pub issues: Vec<GraphIssue>,
+    /// Nodes that could not be read (an unknown `type`).
+    pub unread: usize,
+}
+
+/// The keys every sent node has always been read with as JSON types: a wrong one answers
+/// serde's own message at its path (`nodes[0].is_literal`), before any other check.
+#[derive(Deserialize)]
+#[serde(expecting = "struct FlowConfig")]
+#[allow(dead_code)]
+struct SentShape {
+    nodes: Vec<SentKeys>,
+    #[serde(default = "version")]
+    flow_config_version: i64,
+    #[serde(default)]
+    metadata: FlowMetadata,
+}
+
+fn version() -> i64 {
+    bounds::FLOW_CONFIG_VERSION
+}
+
+#[derive(Deserialize)]
+#[serde(expecting = "struct FlowNode")]
+#[allow(dead_code)]
+struct SentKeys {
+    id: String,
+    #[serde(rename = "type")]
+    node_type: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    position: NodePosition,
+    agent_speaks_first: Option<bool>,
+    greeting: Option<String>,
+    is_literal: Option<bool>,
+    next_step_id: Option<String>,
+    auto_advance: Option<bool>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+fn field(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
     }
 }
 
-struct Reader<'a> {
-    ids: &'a HashMap<&'a str, usize>,
-    issues: Vec<GraphIssue>,
-}
-
-impl Reader<'_> {
-    fn push(&mut self, node: &str, code: &'static str, field: &str, message: String) {
-        self.issues.push(GraphIssue {
-            node_id: node.to_string(),
-            code,
-            field: field.to_string(),
-            message,
-        });
-    }
-
-    fn text(o: &Map<String, Value>, key: &str) -> Option<String> {
-        o.get(key)
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-    }
-
-    /// The node a key names; an issue when it names none.
-    fn target(&mut self, node: &str, o: &Map<String, Value>, key: &str) -> Option<usize> {
-        let next = o.get(key).and_then(Value::as_str)?;
-        match self.ids.get(next) {
-            Some(i) => Some(*i),
-            None => {
-                self.push(
-                    node,
-                    "transition_dangling",
-                    key,
-                    format!("`{next}` is not a node of this flow"),
-                );
-                None
-            }
-        }
-    }
-
-    fn node(&mut self, raw: &Value) -> Option<Node> {
-        let o = raw.as_object()?;
-        let id = o.get("id").and_then(Value::as_str).unwrap_or_default();
-        let ty = o.get("type").and_then(Value::as_str).unwrap_or_default();
-        let line = Self::text(o, "greeting").map(|text| Line {
-            text,
-            literal: o
-                .get("is_literal")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        });
-        let next = self.target(id, o, "next_step_id");
-        let global = o.get("is_global").and_then(Value::as_bool).unwrap_or(false);
-        let kind = match ty {
-            "start" => Kind::Start,
-            "conversation" => self.conversation(id, o),
-            "tool_call" => Kind::ToolCall {
-                tool_id: Self::text(o, "tool_id").unwrap_or_else(|| {
-                    self.push(
-                        id,
-                        "tool_missing",
-                        "tool_id",
-                        "a tool_call node names the tool it runs".into(),
-                    );
-                    String::new()
-                }),
-                error_next: self.target(id, o, "error_next_step_id"),
-            },
-            "integration_call" => self.integration(id, o),
-            "transfer" => Kind::Transfer {
-                destination: Self::text(o, "destination").unwrap_or_else(|| {
-                    self.push(
-                        id,
-                        "destination_missing",
-                        "destination",
-                        "a transfer node names its destination: an E.164 number or a sip: URI"
-                            .into(),
-                    );
-                    String::new()
-                }),
-                error_next: self.target(id, o, "error_next_step_id"),
-            },
-            "end" => Kind::End,
-            other => {
-                self.push(
-                    id,
-                    "node_type_invalid",
-                    "type",
-                    format!("`{other}` is not a node type ({})", NODE_TYPES.join(", ")),
-                );
-                return None;
-            }
-        };
-        let global_condition = match (global, Self::text(o, "global_condition")) {
-            (false, _) => None,
-            (true, _)
-                if !matches!(
-                    kind,
-                    Kind::Conversation { .. } | Kind::Transfer { .. } | Kind::End
-                ) =>
-            {
-                self.push(
-                    id,
-                    "is_global_not_allowed",
-                    "is_global",
-                    format!(
-                        "{} nodes cannot be global (only conversation, transfer and end nodes can)",
-                        kind.name()
-                    ),
-                );
-                None
-            }
-            (true, None) => {
-                self.push(
-                    id,
-                    "global_condition_missing",
-                    "global_condition",
-                    "a global node says when the call jumps to it (`global_condition`)".into(),
-                );
-                None
-            }
-            (true, Some(condition)) => Some(condition),
-        };
-        Some(Node {
-            id: id.to_string(),
-            name: o
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            speaks_first: matches!(kind, Kind::Start)
-                && o.get("agent_speaks_first")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true),
-            kind,
-            line,
-            next,
-            auto_advance: o
-                .get("auto_advance")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            global_condition,
-        })
-    }
-
-    fn conversation(&mut self, id: &str, o: &Map<String, Value>) -> Kind {
-        let mut transitions = Vec::new();
-        let list = o.get("transitions").and_then(Value::as_array);
-        for (i, t) in list.into_iter().flatten().enumerate() {
-            let field = format!("transitions[{i}]");
-            let Some(t) = t.as_object() else {
-                self.push(id, "transition_invalid", &field, "must be an object".into());
-                continue;
-            };
-            let Some(next) = self.target(id, t, "next_step_id") else {
-                if !t.contains_key("next_step_id") {
-                    self.push(
-                        id,
-                        "transition_invalid",
-                        &format!("{field}.next_step_id"),
-                        "a transition names the node it leads to".into(),
-                    );
-                }
-                continue;
-            };
-            let rule = match (Self::text(t, "condition"), t.get("when")) {
-                (Some(condition), None) => Rule::Model(condition),
-                (None, Some(when)) => match check(when) {
-                    Some(check) => Rule::When(check),
-                    None => {
-                        self.push(id, "transition_invalid", &format!("{field}.when"),
-                            "must be {variable, path?, equals | not_equals | exists}, the variable `<node_id>.<name>` or `metadata.<key>`".into());
-                        continue;
-                    }
-                },
-                _ => {
-                    self.push(
-                        id,
-                        "transition_invalid",
-                        &field,
-                        "a transition has either a `condition` (the model decides) or a `when` check"
-                            .into(),
-                    );
-                    continue;
-                }
-            };
-            transitions.push(Transition { next, rule });
-        }
-        let variables = o
-            .get("variables")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|v| {
-                Some(Variable {
-                    name: Self::text(v.as_object()?, "name")?,
-                    description: Self::text(v.as_object()?, "description").unwrap_or_default(),
-                })
-            })
-            .collect();
-        Kind::Conversation {
-            instructions: Self::text(o, "instructions").unwrap_or_default(),
-            transitions,
-            variables,
-        }
-    }
-
-    fn integration(&mut self, id: &str, o: &Map<String, Value>) -> Kind {
-        let args = o
-            .get("args_template")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(name, v)| Some((name.clone(), arg(v)?)))
-            .collect();
-        let success_next = self
-            .target(id, o, "success_next_step_id")
-            .unwrap_or_else(|| {
-                if !o.contains_key("success_next_step_id") {
-                    self.push(
-                        id,
-                        "no_way_out",
-                        "success_next_step_id",
-                        "an integration_call node names the node that follows a success".into(),
-                    );
-                }
-                usize::MAX
-            });
-        let mut custom = Vec::new();
-        let branches = o.get("custom").and_then(Value::as_array);
-        for (i, b) in branches.into_iter().flatten().enumerate() {
-            let field = format!("custom[{i}]");
-            let (Some(b), true) = (b.as_object(), b.get("equals").is_some()) else {
-                self.push(
-                    id,
-                    "transition_invalid",
-                    &field,
-                    "a branch is {path, equals, next_step_id}".into(),
-                );
-                continue;
-            };
-            let Some(path) = Self::text(b, "path").or_else(|| Self::text(b, "jsonpath")) else {
-                self.push(
-                    id,
-                    "transition_invalid",
-                    &format!("{field}.path"),
-                    "a branch names a JSONPath into the result".into(),
-                );
-                continue;
-            };
-            if super::routing::parse_path(&path).is_none() {
-                self.push(
-                    id,
-                    "transition_invalid",
-                    &format!("{field}.path"),
-                    format!(
-                        "`{path}` is not a JSONPath this service reads ($, .key, ['key'], [index])"
-                    ),
-                );
-                continue;
-            }
-            if let Some(next) = self.target(id, b, "next_step_id") {
-                custom.push(Branch {
-                    path,
-                    equals: b.get("equals").cloned().unwrap_or(Value::Null),
-                    next,
-                });
-            }
-        }
-        Kind::IntegrationCall {
-            integration_id: Self::text(o, "integration_id").unwrap_or_default(),
-            provider: Self::text(o, "provider").unwrap_or_default(),
-            action: Self::text(o, "action").unwrap_or_default(),
-            args,
-            success_next,
-            error_next: self.target(id, o, "error_next_step_id"),
-            custom,
-        }
-    }
-}
-
-/// An argument of `args_template`: a bare string is a literal.
-pub fn arg(value: &Value) -> Option<Arg> {
-    match value {
-        Value::String(s) => Some(Arg::Literal(s.clone())),
-        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
-            Some("literal") => o
-                .get("value")
-                .and_then(Value::as_str)
-                .map(|s| Arg::Literal(s.to_string())),
-            Some("ai_extract") => o
-                .get("description")
-                .and_then(Value::as_str)
-                .map(|s| Arg::AiExtract(s.to_string())),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-fn check(when: &Value) -> Option<Check> {
-    let o = when.as_object()?;
-    let variable = o.get("variable").and_then(Value::as_str)?;
-    let (source, name) = variable.split_once('.')?;
-    if source.is_empty() || name.is_empty() {
+/// What a text of `n` characters outside `min..=max` is told; `None` within.
+pub fn length_rule(n: usize, (min, max): (usize, usize)) -> Option<String> {
+    if n >= min && n <= max {
         return None;
     }
-    let test = match (o.get("equals"), o.get("not_equals"), o.get("exists")) {
-        // `{variable, path?, equals | not_equals | exists}`
-        (Some(v), None, None) => Test::Equals(v.clone()),
-        (None, Some(v), None) => Test::NotEquals(v.clone()),
-        (None, None, Some(Value::Bool(b))) => Test::Exists(*b),
-        _ => return None,
+    Some(if min == 0 {
+        format!("must be at most {max} characters")
+    } else {
+        format!("must be {min}-{max} characters")
+    })
+}
+
+fn chars(at: String, value: &str, bounds: (usize, usize)) -> Result<(), FieldError> {
+    match length_rule(value.chars().count(), bounds) {
+        Some(rule) => Err(field(at, rule)),
+        None => Ok(()),
+    }
+}
+
+/// The shapes and bounds of a sent flow: the first problem.
+fn check_fields(value: &Value) -> Result<SentShape, FieldError> {
+    let shape: SentShape = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        field(path, e.into_inner().to_string())
+    })?;
+    if shape.flow_config_version != bounds::FLOW_CONFIG_VERSION {
+        return Err(field(
+            "flow_config_version",
+            format!("must be {}", bounds::FLOW_CONFIG_VERSION),
+        ));
+    }
+    if shape.nodes.len() > bounds::NODES_MAX {
+        return Err(field(
+            "nodes",
+            format!("must have at most {} nodes", bounds::NODES_MAX),
+        ));
+    }
+    let mut ids = HashSet::new();
+    for (i, node) in shape.nodes.iter().enumerate() {
+        chars(format!("nodes[{i}].id"), &node.id, bounds::NODE_ID)?;
+        chars(
+            format!("nodes[{i}].type"),
+            &node.node_type,
+            bounds::NODE_TYPE,
+        )?;
+        chars(format!("nodes[{i}].name"), &node.name, bounds::NODE_NAME)?;
+        if !ids.insert(node.id.as_str()) {
+            return Err(field(
+                format!("nodes[{i}].id"),
+                format!("node id `{}` is used more than once", node.id),
+            ));
+        }
+    }
+    for (i, node) in shape.nodes.iter().enumerate() {
+        if let Some(next) = &node.next_step_id
+            && !ids.contains(next.as_str())
+        {
+            return Err(field(
+                format!("nodes[{i}].next_step_id"),
+                format!("`{next}` is not a node of this flow"),
+            ));
+        }
+    }
+    let keys = &shape.metadata.custom_metadata_keys;
+    if keys.len() > bounds::METADATA_KEYS_MAX {
+        return Err(field(
+            "metadata.custom_metadata_keys",
+            format!("must have at most {} keys", bounds::METADATA_KEYS_MAX),
+        ));
+    }
+    for (i, key) in keys.iter().enumerate() {
+        chars(
+            format!("metadata.custom_metadata_keys[{i}]"),
+            key,
+            bounds::METADATA_KEY,
+        )?;
+    }
+    Ok(shape)
+}
+
+/// Reads a sent flow (`{nodes, flow_config_version, metadata}` as JSON): the first problem of
+/// its fields, else the flow with every issue that stops it running (none: it may be saved).
+pub fn read(value: &Value) -> Result<Read, FieldError> {
+    let shape = check_fields(value)?;
+    let raw: Vec<Map<String, Value>> = value
+        .get("nodes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n.as_object().cloned())
+        .collect();
+    let ids: HashMap<&str, usize> = shape
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id.as_str(), i))
+        .collect();
+    let mut issues = Vec::new();
+    let mut nodes = Vec::new();
+    let mut built = Vec::new();
+    for map in raw {
+        let mut at = Origins::default();
+        if let Some(node) = super::keys::node(map, &mut issues, &mut at) {
+            let from = issues.len();
+            built.push(super::compile::build(&node, &ids, &mut issues));
+            at.restore(&mut issues[from..]);
+            nodes.push(node);
+        }
+    }
+    let unread = shape.nodes.len() - nodes.len();
+    let flow = FlowConfig {
+        nodes,
+        flow_config_version: shape.flow_config_version,
+        metadata: shape.metadata,
     };
-    let path = match o.get("path") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(p)) if super::routing::parse_path(p).is_some() => Some(p.clone()),
-        Some(_) => return None,
-    };
-    Some(Check {
-        variable: variable.to_string(),
-        path,
-        test,
+    if unread == 0
+        && let Err(more) = Flow::assemble(built, &flow)
+    {
+        for i in more {
+            if !issues.contains(&i) {
+                issues.push(i);
+            }
+        }
+    }
+    Ok(Read {
+        flow,
+        issues,
+        unread,
     })
 }

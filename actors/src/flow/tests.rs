@@ -45,22 +45,31 @@ pub(crate) fn trail(path: &[PathStep]) -> Vec<(&str, &str)> {
         .collect()
 }
 
+/// A flow's JSON read as a save reads it, then built to run: the flow, or its issues.
+pub(crate) fn compiled(config: &Value) -> Result<Flow, Vec<GraphIssue>> {
+    let sent = read(config).expect("the flow's fields hold");
+    if !sent.issues.is_empty() {
+        return Err(sent.issues);
+    }
+    Ok(Flow::compile(&sent.flow).expect("a flow read whole compiles"))
+}
+
 fn codes(config: Value) -> Vec<(String, &'static str)> {
-    match read(&config) {
+    match compiled(&config) {
         Ok(_) => Vec::new(),
         Err(issues) => issues.into_iter().map(|i| (i.node_id, i.code)).collect(),
     }
 }
 
 fn run_of(config: Value, metadata: Value) -> FlowRun {
-    let flow = Arc::new(read(&config).expect("a valid flow"));
+    let flow = Arc::new(compiled(&config).expect("a valid flow"));
     let metadata: Map<String, Value> = metadata.as_object().cloned().unwrap_or_default();
     FlowRun::new(flow, metadata, HashMap::new())
 }
 
 #[test]
 fn the_booking_flow_reads_whole() {
-    let flow = read(&booking()).unwrap();
+    let flow = compiled(&booking()).unwrap();
     assert_eq!(flow.nodes.len(), 9);
     assert_eq!(flow.node(flow.start).id, "start");
     assert_eq!(flow.globals, vec![flow.index("bye").unwrap()]);

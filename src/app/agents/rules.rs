@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use switchboard_actors::flow::GraphIssue;
+use switchboard_actors::flow::read::{Read, bounds, read};
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 use utoipa::ToSchema;
 
@@ -83,13 +85,10 @@ pub const HEADER_VALUE_MAX: usize = 4096;
 pub const PARAMETERS_MAX: usize = 100;
 pub const PARAMETER_NAME: Chars = Chars(1, 100);
 pub const PARAMETER_DESCRIPTION: Chars = Chars(0, 1000);
-pub const FLOW_NODES_MAX: usize = 500;
-pub const NODE_ID: Chars = Chars(1, 100);
-pub const NODE_TYPE: Chars = Chars(1, 50);
-pub const NODE_NAME: Chars = Chars(0, 200);
-pub const METADATA_KEYS_MAX: usize = 100;
-pub const METADATA_KEY: Chars = Chars(1, 100);
-pub const FLOW_CONFIG_VERSION: i64 = 1;
+pub const FLOW_NODES_MAX: usize = bounds::NODES_MAX;
+pub const METADATA_KEYS_MAX: usize = bounds::METADATA_KEYS_MAX;
+pub const METADATA_KEY: Chars = Chars(bounds::METADATA_KEY.0, bounds::METADATA_KEY.1);
+pub const FLOW_CONFIG_VERSION: i64 = bounds::FLOW_CONFIG_VERSION;
 pub const VOICEMAIL_MESSAGE: Chars = Chars(1, 2000);
 
 /// The bounds of the answering-machine detection parameters, by key (the same in the document
@@ -119,7 +118,10 @@ pub struct AgentInput {
     /// `next_step_id` names a node of the flow); null removes it from a prompt agent.
     #[serde(default)]
     #[schema(value_type = Option<FlowConfig>)]
-    pub flow_config: Patch<FlowConfig>,
+    pub flow_config: Patch<Value>,
+    /// The sent `flow_config` read into its typed form ([`parse_input`]).
+    #[serde(skip)]
+    pub flow: Option<Read>,
     /// At most 100000 characters.
     pub system_prompt: Option<String>,
     /// At most 2000 characters.
@@ -186,15 +188,35 @@ pub fn parse_input(body: Map<String, Value>) -> Result<AgentInput, AppError> {
     {
         return Err(AppError::invalid_field(key, "must not be null"));
     }
-    from_value(Value::Object(body))
+    let mut input: AgentInput = from_value(Value::Object(body))?;
+    if let Patch::Value(flow) = &input.flow_config {
+        let sent = read(flow).map_err(|e| {
+            let field = match e.field.as_str() {
+                "" => "flow_config".to_string(),
+                at => format!("flow_config.{at}"),
+            };
+            AppError::invalid_field(field, e.message)
+        })?;
+        input.flow = Some(sent);
+    }
+    Ok(input)
 }
 
-/// Merges the sent fields over `agent`.
-pub fn apply(agent: &mut Agent, input: AgentInput) {
+/// What a sent flow leaves to answer once the agent's other fields pass: every issue that
+/// stops it running, and how many of its nodes could not be read at all.
+#[derive(Debug, Default)]
+pub struct FlowPending {
+    pub issues: Vec<GraphIssue>,
+    pub unread: usize,
+}
+
+/// Merges the sent fields over `agent`; a sent flow's issues are left to answer.
+pub fn apply(agent: &mut Agent, input: AgentInput) -> FlowPending {
     let AgentInput {
         name,
         agent_type,
         flow_config,
+        flow,
         system_prompt,
         description,
         voice,
@@ -227,7 +249,18 @@ pub fn apply(agent: &mut Agent, input: AgentInput) {
     }
     set(&mut agent.name, name.map(|n| n.trim().to_owned()));
     set(&mut agent.agent_type, agent_type);
-    set(&mut agent.flow_config, flow_config.into_option());
+    let mut pending = FlowPending::default();
+    match (flow_config, flow) {
+        (Patch::Null, _) => agent.flow_config = None,
+        (Patch::Value(_), Some(sent)) => {
+            agent.flow_config = Some(sent.flow);
+            pending = FlowPending {
+                issues: sent.issues,
+                unread: sent.unread,
+            };
+        }
+        _ => {}
+    }
     set(&mut agent.system_prompt, system_prompt);
     set(&mut agent.description, description);
     set(&mut agent.voice, voice);
@@ -267,6 +300,7 @@ pub fn apply(agent: &mut Agent, input: AgentInput) {
         &mut agent.voicemail_message,
         voicemail_message.into_option(),
     );
+    pending
 }
 
 pub async fn workspace_agent(

@@ -4,12 +4,12 @@
 use serde_json::{Map, Value};
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 
-use crate::app::agents::rules::{WRITABLE, apply, parse_input};
+use crate::app::agents::rules::{FlowPending, WRITABLE, apply, parse_input};
 use crate::app::agents::validate::validate;
 use crate::app::auth::Auth;
 use crate::app::error::AppError;
 use crate::app::state::App;
-use crate::store::{Agent, FlowConfig};
+use crate::store::{Agent, FlowConfig, FlowNode};
 
 /// PATCH of an agent: the sent fields, by the same rules; answers the agent as it now is.
 pub async fn update_agent(
@@ -24,10 +24,11 @@ pub async fn update_agent(
     let Some(mut agent) = state.store.agent(auth.workspace_id, id).await? else {
         return Err(AppError::not_found("Agent"));
     };
-    apply(&mut agent, input);
+    let pending = apply(&mut agent, input);
+    refuse_unread(&agent, &pending)?;
     validate(&agent, &state.egress)?;
     if flow_sent {
-        check_flow_links(state, auth, &agent).await?;
+        check_flow_links(state, auth, &agent, pending).await?;
     }
     let updated = state
         .store
@@ -40,13 +41,34 @@ pub async fn update_agent(
     Ok(updated)
 }
 
-/// Refuses a flow that cannot run, or whose integration_call nodes do not hold together
-/// (`FLOW_INVALID`, every issue listed).
-async fn check_flow_links(state: &App, auth: &Auth, agent: &Agent) -> Result<(), AppError> {
+/// A sent flow none of whose nodes could be read is refused with their issues at once (the
+/// agent's own checks would take it for a flow without nodes).
+fn refuse_unread(agent: &Agent, pending: &FlowPending) -> Result<(), AppError> {
+    let empty = agent
+        .flow_config
+        .as_ref()
+        .is_none_or(|f| f.nodes.is_empty());
+    if pending.unread > 0 && empty {
+        return Err(AppError::FlowInvalid {
+            issues: pending.issues.iter().cloned().map(Into::into).collect(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a flow that cannot run (the issues its reading found), or whose integration_call
+/// nodes do not hold together (`FLOW_INVALID`, every issue listed).
+async fn check_flow_links(
+    state: &App,
+    auth: &Auth,
+    agent: &Agent,
+    pending: FlowPending,
+) -> Result<(), AppError> {
     let Some(flow) = &agent.flow_config else {
         return Ok(());
     };
-    let issues = flow_issues(state, auth.workspace_id, flow).await?;
+    let graph = pending.issues.into_iter().map(Into::into).collect();
+    let issues = issues_with_links(state, auth.workspace_id, flow, graph).await?;
     if issues.is_empty() {
         Ok(())
     } else {
@@ -61,8 +83,22 @@ pub async fn flow_issues(
     ws: WorkspaceId,
     flow: &FlowConfig,
 ) -> Result<Vec<crate::runtime::flows::FlowIssue>, AppError> {
-    let mut issues = crate::runtime::flows::graph_issues(flow);
-    if flow.nodes.iter().any(|n| n.node_type == "integration_call") {
+    let graph = crate::runtime::flows::graph_issues(flow);
+    issues_with_links(state, ws, flow, graph).await
+}
+
+/// `issues` (the graph's) and the integration_call nodes' against the workspace.
+async fn issues_with_links(
+    state: &App,
+    ws: WorkspaceId,
+    flow: &FlowConfig,
+    mut issues: Vec<crate::runtime::flows::FlowIssue>,
+) -> Result<Vec<crate::runtime::flows::FlowIssue>, AppError> {
+    if flow
+        .nodes
+        .iter()
+        .any(|n| matches!(n, FlowNode::IntegrationCall(_)))
+    {
         let integrations = state.store.list_integrations(ws).await?;
         let mut tool_params = std::collections::HashMap::new();
         for id in crate::runtime::flows::linked_tools(flow) {
@@ -109,9 +145,10 @@ pub async fn create_agent(
         return Err(AppError::missing_field("name"));
     };
     let mut agent = Agent::new(name.trim().to_owned());
-    apply(&mut agent, input);
+    let pending = apply(&mut agent, input);
+    refuse_unread(&agent, &pending)?;
     validate(&agent, &state.egress)?;
-    check_flow_links(state, auth, &agent).await?;
+    check_flow_links(state, auth, &agent, pending).await?;
     let created = state.store.create_agent(auth.workspace_id, &agent).await?;
     save_flow_version(state, auth, &created).await?;
     Ok(created)

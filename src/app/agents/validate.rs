@@ -1,31 +1,26 @@
-//! The rules of an agent: every field's bounds, the webhook URL through the outbound policy, and
-//! the flow's shape. Checked on the agent as it will be saved (the sent fields over the stored
-//! ones).
+//! The rules of an agent: every field's bounds and the webhook URL through the outbound policy.
+//! Checked on the agent as it will be saved (the sent fields over the stored ones); a sent
+//! flow's own checks are its reading's ([`switchboard_actors::flow::read`]).
 
 use std::collections::HashSet;
 
 use switchboard_actors::events::EventKind;
+use switchboard_actors::flow::read::length_rule;
 
 use crate::app::agents::rules::*;
 use crate::app::error::AppError;
 use crate::edge::webhooks;
-use crate::store::{Agent, AgentType, AnsweringMachineDetection, FlowConfig};
+use crate::store::{Agent, AgentType, AnsweringMachineDetection};
 
 pub fn invalid(field: &str, rule: &str) -> AppError {
     AppError::invalid_field(field, rule.to_string())
 }
 
 pub fn chars(field: &str, value: &str, Chars(min, max): Chars) -> Result<(), AppError> {
-    let n = value.chars().count();
-    if n < min || n > max {
-        let rule = if min == 0 {
-            format!("must be at most {max} characters")
-        } else {
-            format!("must be {min}-{max} characters")
-        };
-        return Err(invalid(field, &rule));
+    match length_rule(value.chars().count(), (min, max)) {
+        Some(rule) => Err(invalid(field, &rule)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 pub fn number(field: &str, value: f64, Number(min, max): Number) -> Result<(), AppError> {
@@ -61,66 +56,6 @@ fn check_url(field: &str, url: &str, egress: &crate::edge::egress::Egress) -> Re
         .check_form(url)
         .map(|_| ())
         .map_err(|e| invalid(field, &e.to_string()))
-}
-
-pub fn check_flow(flow: &FlowConfig) -> Result<(), AppError> {
-    if flow.flow_config_version != FLOW_CONFIG_VERSION {
-        return Err(invalid(
-            "flow_config.flow_config_version",
-            &format!("must be {FLOW_CONFIG_VERSION}"),
-        ));
-    }
-    if flow.nodes.len() > FLOW_NODES_MAX {
-        return Err(invalid(
-            "flow_config.nodes",
-            &format!("must have at most {FLOW_NODES_MAX} nodes"),
-        ));
-    }
-    let mut ids = HashSet::new();
-    for (i, node) in flow.nodes.iter().enumerate() {
-        chars(&format!("flow_config.nodes[{i}].id"), &node.id, NODE_ID)?;
-        chars(
-            &format!("flow_config.nodes[{i}].type"),
-            &node.node_type,
-            NODE_TYPE,
-        )?;
-        chars(
-            &format!("flow_config.nodes[{i}].name"),
-            &node.name,
-            NODE_NAME,
-        )?;
-        if !ids.insert(node.id.as_str()) {
-            return Err(invalid(
-                &format!("flow_config.nodes[{i}].id"),
-                &format!("node id `{}` is used more than once", node.id),
-            ));
-        }
-    }
-    for (i, node) in flow.nodes.iter().enumerate() {
-        if let Some(next) = &node.next_step_id
-            && !ids.contains(next.as_str())
-        {
-            return Err(invalid(
-                &format!("flow_config.nodes[{i}].next_step_id"),
-                &format!("`{next}` is not a node of this flow"),
-            ));
-        }
-    }
-    let keys = &flow.metadata.custom_metadata_keys;
-    if keys.len() > METADATA_KEYS_MAX {
-        return Err(invalid(
-            "flow_config.metadata.custom_metadata_keys",
-            &format!("must have at most {METADATA_KEYS_MAX} keys"),
-        ));
-    }
-    for (i, key) in keys.iter().enumerate() {
-        chars(
-            &format!("flow_config.metadata.custom_metadata_keys[{i}]"),
-            key,
-            METADATA_KEY,
-        )?;
-    }
-    Ok(())
 }
 
 /// Each answering-machine detection parameter set is within its bounds ([`AMD_BOUNDS`]).
@@ -287,9 +222,6 @@ pub fn validate(agent: &Agent, egress: &crate::edge::egress::Egress) -> Result<(
                 &format!("`{}` is used more than once", param.name),
             ));
         }
-    }
-    if let Some(flow) = &agent.flow_config {
-        check_flow(flow)?;
     }
     check_amd(&agent.answering_machine_detection)?;
     if let Some(message) = &agent.voicemail_message {

@@ -29,7 +29,7 @@ use crate::edge::google::client::Failure;
 use crate::edge::google::oauth::{Handshake, authorize_url, scopes};
 use crate::runtime::integrations::Providers;
 use crate::runtime::integrations::connect;
-use crate::store::OAuthHandshake;
+use crate::store::{IntegrationStatus, OAuthHandshake};
 
 const PAGE: &str = "/app/settings/integrations";
 /// How long a consent page may stay open.
@@ -103,13 +103,13 @@ async fn render(
                     tbody {
                         @for i in &listed {
                             tr {
-                                td { (provider_name(&i.provider)) }
+                                td { (provider_name(i.provider.as_str())) }
                                 td { (i.account) }
                                 td { (i.status) }
                                 td { (when(&i.connected_at)) }
                                 td { code { (i.id) } }
                                 td {
-                                    @if manage && i.status == "connected" {
+                                    @if manage && i.status == IntegrationStatus::Connected {
                                         form method="post" action=(format!("{PAGE}/{}/disconnect", i.id)) {
                                             input type="hidden" name="csrf" value=(viewer.csrf);
                                             button.danger type="submit" aria-label=(format!("Disconnect {}", i.account)) { "Disconnect" }
@@ -162,12 +162,12 @@ pub async fn list(
         && let Ok(listed) = state.store.list_integrations(viewer.workspace_id).await
         && let Some(i) = listed
             .iter()
-            .find(|i| i.id.as_uuid() == id && i.status == "connected")
+            .find(|i| i.id.as_uuid() == id && i.status == IntegrationStatus::Connected)
     {
         note = Some(format!(
             "Connected {} ({}).",
             i.account,
-            provider_name(&i.provider)
+            provider_name(i.provider.as_str())
         ));
     }
     render(&state, &viewer, StatusCode::OK, note.as_deref(), None).await

@@ -15,7 +15,7 @@ use switchboard_actors::flow::{FlowDirector, FlowRun};
 use switchboard_actors::ids::CallId;
 use switchboard_actors::turns::fill;
 
-use crate::store::{Agent, AgentType, FlowConfig, FlowNode, Integration};
+use crate::store::{Agent, AgentType, FlowConfig, FlowNode, Integration, IntegrationStatus};
 
 /// The action catalog: provider, then its actions.
 pub const CATALOG: [(&str, &[&str]); 2] = [
@@ -147,7 +147,7 @@ fn link_issues(
         .and_then(|id| {
             ctx.integrations
                 .iter()
-                .find(|i| i.id.to_string() == id && i.status == "connected")
+                .find(|i| i.id.to_string() == id && i.status == IntegrationStatus::Connected)
         });
     let provider = node
         .extra
@@ -160,7 +160,7 @@ fn link_issues(
             "integration_id",
             "integration_id must name a connected integration of this workspace".into(),
         ),
-        Some(i) if i.provider != provider => issue(
+        Some(i) if i.provider.as_str() != provider => issue(
             "provider_mismatch",
             "provider",
             format!(

@@ -9,18 +9,86 @@ use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, IntegrationId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Store, StoreResult, corrupt, ts};
+use super::{Store, StoreResult, coded, corrupt, ts};
+
+/// The service an integration connects: its actions are the flow catalog's for that provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntegrationProvider {
+    GoogleCalendar,
+    Gmail,
+}
+
+impl IntegrationProvider {
+    pub const ALL: [IntegrationProvider; 2] = [
+        IntegrationProvider::GoogleCalendar,
+        IntegrationProvider::Gmail,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntegrationProvider::GoogleCalendar => "google_calendar",
+            IntegrationProvider::Gmail => "gmail",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+/// Whether an integration's account can be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntegrationStatus {
+    Connected,
+    /// Disconnected from the dashboard or the operator's commands (or its grant was refused):
+    /// a flow's node that uses it fails until it is connected again.
+    Disconnected,
+}
+
+impl IntegrationStatus {
+    pub const ALL: [IntegrationStatus; 2] = [
+        IntegrationStatus::Connected,
+        IntegrationStatus::Disconnected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntegrationStatus::Connected => "connected",
+            IntegrationStatus::Disconnected => "disconnected",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for IntegrationProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for IntegrationStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 #[derive(Debug, Clone, Serialize, ToSchema, PartialEq)]
 pub struct Integration {
     #[schema(value_type = uuid::Uuid)]
     pub id: IntegrationId,
     /// `google_calendar` or `gmail`.
-    pub provider: String,
+    #[schema(value_type = String)]
+    pub provider: IntegrationProvider,
     /// The connected account, e.g. its email address.
     pub account: String,
     /// `connected` or `disconnected`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: IntegrationStatus,
     pub connected_at: DateTime<Utc>,
     pub disconnected_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
@@ -41,9 +109,9 @@ const COLUMNS: &str = "id, provider, account, status, connected_at, disconnected
 fn integration_row(r: &SqliteRow) -> StoreResult<Integration> {
     Ok(Integration {
         id: IntegrationId::from_uuid(r.try_get("id")?),
-        provider: r.try_get("provider")?,
+        provider: coded(r, "provider", IntegrationProvider::parse)?,
         account: r.try_get("account")?,
-        status: r.try_get("status")?,
+        status: coded(r, "status", IntegrationStatus::parse)?,
         connected_at: r.try_get("connected_at")?,
         disconnected_at: r.try_get("disconnected_at")?,
         created_at: r.try_get("created_at")?,

@@ -576,4 +576,25 @@ mod tests {
         }
         assert_eq!(DeliveryStatus::parse("sent"), None);
     }
+
+    #[test]
+    fn tool_types_and_integration_providers_and_statuses_round_trip() {
+        for t in ToolType::ALL {
+            assert_eq!(ToolType::parse(t.as_str()), Some(t));
+            assert_eq!(serde_json::to_value(t).unwrap(), t.as_str());
+        }
+        assert_eq!(ToolType::parse("Webhook"), None);
+        for p in IntegrationProvider::ALL {
+            assert_eq!(IntegrationProvider::parse(p.as_str()), Some(p));
+            assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
+            assert_eq!(p.to_string(), p.as_str());
+        }
+        assert_eq!(IntegrationProvider::parse("outlook"), None);
+        for st in IntegrationStatus::ALL {
+            assert_eq!(IntegrationStatus::parse(st.as_str()), Some(st));
+            assert_eq!(serde_json::to_value(st).unwrap(), st.as_str());
+            assert_eq!(st.to_string(), st.as_str());
+        }
+        assert_eq!(IntegrationStatus::parse("revoked"), None);
+    }
 }

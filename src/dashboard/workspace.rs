@@ -314,7 +314,7 @@ pub async fn do_not_call(State(state): State<App>, viewer: Viewer) -> Response {
                         tr {
                             td { (e.phone_number) }
                             td { (e.reason) }
-                            td { (e.source) }
+                            td { (e.source.as_str()) }
                             td { @if e.agents.is_empty() { "all" } @else { (e.agents.len()) } }
                             td { @if let Some(t) = &e.expires_at { (when(t)) } @else { "never" } }
                         }

@@ -578,7 +578,7 @@ mod tests {
     }
 
     #[test]
-    fn tool_types_and_integration_providers_and_statuses_round_trip() {
+    fn tool_types_integrations_and_dnc_sources_round_trip() {
         for t in ToolType::ALL {
             assert_eq!(ToolType::parse(t.as_str()), Some(t));
             assert_eq!(serde_json::to_value(t).unwrap(), t.as_str());
@@ -596,5 +596,10 @@ mod tests {
             assert_eq!(st.to_string(), st.as_str());
         }
         assert_eq!(IntegrationStatus::parse("revoked"), None);
+        for s in DncSource::ALL {
+            assert_eq!(DncSource::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        assert_eq!(DncSource::parse("import"), None);
     }
 }

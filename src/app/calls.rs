@@ -4,6 +4,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use switchboard_actors::call::{PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN};
+use switchboard_actors::campaign::NumberStatus;
 use switchboard_actors::ids::{AgentId, CallId, PhoneNumberId};
 use switchboard_actors::phone::PhoneNumber;
 use switchboard_actors::ports::CallSpec;
@@ -142,7 +143,7 @@ pub async fn place_call(
         .phone_number(ws, from_id)
         .await?
         .ok_or_else(|| AppError::invalid_field("from_phone_number_id", "no such number"))?;
-    if !number.is_active || number.status != "active" {
+    if !number.is_active || number.status != NumberStatus::Active {
         return Err(AppError::invalid_field(
             "from_phone_number_id",
             format!("{} is not active (status {})", number.number, number.status),

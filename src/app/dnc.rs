@@ -4,7 +4,7 @@ use crate::app::auth::Auth;
 use crate::app::error::AppError;
 use crate::app::fields::{Patch, parse_fields};
 use crate::app::state::App;
-use crate::store::{DncEntry, DncUpdate, NewDncEntry};
+use crate::store::{DncEntry, DncSource, DncUpdate, NewDncEntry};
 use chrono::{DateTime, SubsecRound, Utc};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -37,7 +37,7 @@ pub async fn create(
     let new = NewDncEntry {
         phone_number: &number,
         reason: &reason,
-        source: "api",
+        source: DncSource::Api,
         expires_at,
         agent_ids: &agent_ids,
         created_by: Some(auth.key_id),

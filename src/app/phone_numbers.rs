@@ -88,7 +88,7 @@ pub async fn purchase(
         phone_number: bought.number,
         monthly_price: cents as f64 / 100.0,
         currency: "usd".into(),
-        status: bought.status,
+        status: bought.status.as_str().into(),
         message: "Number purchased. It stays pending_requirements until the regulatory review completes, then becomes active.".into(),
     })
 }

@@ -12,7 +12,7 @@ use crate::app::fields::{Placed, check_fields, deleted, from_value, replayed, re
 use crate::app::state::App;
 use crate::edge::webhooks::{self, Outcome, WebhookConfig};
 use crate::store::{Delivery, Tool};
-use crate::store::{NewTool, ToolInsert, ToolUpdate};
+use crate::store::{NewTool, ToolInsert, ToolType, ToolUpdate};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -29,7 +29,7 @@ pub async fn test_tool(
         .tool(auth.workspace_id, id)
         .await?
         .ok_or(AppError::not_found("Tool"))?;
-    if tool.tool_type != "webhook" {
+    if tool.tool_type != ToolType::Webhook {
         return Err(AppError::bad_request(
             "Only webhook tools can be tested: this is a function tool",
         ));
@@ -287,16 +287,19 @@ pub async fn create(
 ) -> Result<Placed<Tool>, AppError> {
     check_fields(&body, CREATE_FIELDS)?;
     let request_hash = request_hash(&body);
-    let tool_type = str_field(&body, "type")?.unwrap_or("webhook").to_string();
-    if tool_type != "webhook" && tool_type != "function" {
+    let tool_type = str_field(&body, "type")?.unwrap_or("webhook");
+    let Some(tool_type) = ToolType::parse(tool_type) else {
         return Err(AppError::invalid_field(
             "type",
             "must be webhook or function",
         ));
-    }
+    };
     let name = str_field(&body, "name")?.ok_or_else(|| AppError::missing_field("name"))?;
     let name = webhooks::tool_name("name", name)?;
-    let description = description(str_field(&body, "description")?, tool_type == "webhook")?;
+    let description = description(
+        str_field(&body, "description")?,
+        tool_type == ToolType::Webhook,
+    )?;
     let idempotency_key = str_field(&body, "idempotency_key")?.map(str::to_string);
     if idempotency_key
         .as_ref()
@@ -314,7 +317,7 @@ pub async fn create(
     // Payload settings sent beside config move into config.payload_config.
     for key in MIGRATED {
         if let Some(v) = body.remove(key) {
-            if tool_type != "webhook" {
+            if tool_type != ToolType::Webhook {
                 return Err(AppError::invalid_field(
                     key,
                     "only webhook tools have payload settings",
@@ -341,7 +344,7 @@ pub async fn create(
             pc.insert(key.to_string(), v);
         }
     }
-    let config = config_for(state, &tool_type, &config).await?;
+    let config = config_for(state, tool_type, &config).await?;
     let new = NewTool {
         name,
         description,
@@ -379,7 +382,7 @@ pub async fn update(
         .tool(ws, id)
         .await?
         .ok_or(AppError::not_found("Tool"))?;
-    let webhook = tool.tool_type == "webhook";
+    let webhook = tool.tool_type == ToolType::Webhook;
     let mut change = ToolUpdate::default();
     if let Some(name) = str_field(&body, "name")? {
         change.name = Some(webhooks::tool_name("name", name)?);
@@ -390,7 +393,7 @@ pub async fn update(
         change.description = Some(description(str_field(&body, "description")?, webhook)?);
     }
     if let Some(config) = body.get("config") {
-        change.config = Some(config_for(state, &tool.tool_type, config).await?);
+        change.config = Some(config_for(state, tool.tool_type, config).await?);
     }
     match body.get("is_active") {
         None => {}
@@ -536,8 +539,12 @@ pub fn description(raw: Option<&str>, webhook: bool) -> Result<String, AppError>
 }
 
 /// A type's config, validated (webhook) or checked to be an object (function).
-pub async fn config_for(state: &App, tool_type: &str, config: &Value) -> Result<Value, AppError> {
-    if tool_type == "webhook" {
+pub async fn config_for(
+    state: &App,
+    tool_type: ToolType,
+    config: &Value,
+) -> Result<Value, AppError> {
+    if tool_type == ToolType::Webhook {
         let config = webhooks::webhook_config(&state.egress, config).await?;
         Ok(config.to_json().map_err(anyhow::Error::from)?)
     } else if config.is_object() {

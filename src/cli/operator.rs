@@ -5,6 +5,7 @@
 use anyhow::{Context, bail};
 use chrono::Utc;
 use serde_json::json;
+use switchboard_actors::campaign::NumberStatus;
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::phone::PhoneNumber;
 
@@ -468,13 +469,13 @@ async fn number(store: &Store, command: NumberCommand) -> anyhow::Result<()> {
             json,
         } => {
             workspace_must_exist(store, workspace).await?;
-            if status != "active" && status != "pending_requirements" {
+            let Some(status) = NumberStatus::parse(&status) else {
                 bail!("--status must be active or pending_requirements");
-            }
+            };
             let country = store.default_country(workspace).await?;
             let parsed = PhoneNumber::parse(&number, country)
                 .with_context(|| format!("--number {number}"))?;
-            let added = store.add_owned_number(workspace, &parsed, &status).await?;
+            let added = store.add_owned_number(workspace, &parsed, status).await?;
             print(
                 json,
                 serde_json::to_value(&added)?,

@@ -32,7 +32,7 @@ use crate::edge::google::client::Failure;
 use crate::edge::google::oauth::{Handshake, authorize_url};
 use crate::runtime::integrations::Providers;
 use crate::runtime::integrations::connect;
-use crate::store::OAuthHandshake;
+use crate::store::{IntegrationStatus, OAuthHandshake};
 
 /// How long a consent page may stay open.
 const HANDSHAKE_MINUTES: i64 = 10;
@@ -97,13 +97,13 @@ async fn render(
                     tbody {
                         @for i in &listed {
                             tr {
-                                td { (Provider::label_of(&i.provider)) }
+                                td { (i.provider.label()) }
                                 td { (i.account) }
                                 td { (i.status) }
                                 td { (when(&i.connected_at)) }
                                 td { code { (i.id) } }
                                 td {
-                                    @if manage && i.status == "connected" {
+                                    @if manage && i.status == IntegrationStatus::Connected {
                                         form method="post" action=(Url::IntegrationDisconnect { id: i.id }) {
                                             input type="hidden" name="csrf" value=(viewer.csrf);
                                             button.danger type="submit" aria-label=(format!("Disconnect {}", i.account)) { "Disconnect" }
@@ -159,13 +159,9 @@ pub async fn list(
         && let Ok(listed) = state.store.list_integrations(viewer.workspace_id).await
         && let Some(i) = listed
             .iter()
-            .find(|i| i.id.as_uuid() == id && i.status == "connected")
+            .find(|i| i.id.as_uuid() == id && i.status == IntegrationStatus::Connected)
     {
-        note = Some(format!(
-            "Connected {} ({}).",
-            i.account,
-            Provider::label_of(&i.provider)
-        ));
+        note = Some(format!("Connected {} ({}).", i.account, i.provider.label()));
     }
     render(&state, &viewer, StatusCode::OK, note.as_deref(), None).await
 }

@@ -19,7 +19,7 @@ use crate::app::error::AppError;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
 use crate::http::error::app_status;
-use crate::store::{LeadFilter, Page};
+use crate::store::{LeadFilter, Page, ToolType};
 
 /// Rows a list shows.
 const ROWS: Page = Page {
@@ -82,11 +82,11 @@ async fn tools_page(
                     @for t in &tools.items {
                         tr {
                             td { (t.name) }
-                            td { (t.tool_type) }
+                            td { (t.tool_type.as_str()) }
                             td { (if t.is_active { "yes" } else { "no" }) }
                             td { @if let Some(url) = t.config["url"].as_str() { code { (crate::edge::webhooks::logged_url(url)) } } }
                             td {
-                                @if testing && t.tool_type == "webhook" {
+                                @if testing && t.tool_type == ToolType::Webhook {
                                     form method="post" action=(Url::ToolTest { id: t.id }) {
                                         input type="hidden" name="csrf" value=(viewer.csrf);
                                         button type="submit" aria-label=(format!("Send a test to {}", t.name)) { "Send test" }
@@ -315,7 +315,7 @@ pub async fn do_not_call(State(state): State<App>, viewer: Viewer) -> Response {
                         tr {
                             td { (e.phone_number) }
                             td { (e.reason) }
-                            td { (e.source) }
+                            td { (e.source.as_str()) }
                             td { @if e.agents.is_empty() { "all" } @else { (e.agents.len()) } }
                             td { @if let Some(t) = &e.expires_at { (when(t)) } @else { "never" } }
                         }

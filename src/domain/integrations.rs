@@ -24,6 +24,19 @@ pub enum Provider {
     Gmail,
 }
 
+/// A provider is written as its wire name.
+impl serde::Serialize for Provider {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl std::fmt::Display for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How a provider is named and what its account grants.
 #[derive(Debug)]
 pub struct ProviderSpec {

@@ -31,7 +31,7 @@ use switchboard_actors::vendors::{ToolCall, ToolSpec};
 use crate::edge::egress::Egress;
 use crate::edge::webhooks::{self, Outcome, WebhookConfig};
 use crate::runtime::agent_webhooks::{FunctionToolCall, ToolCallError, tool_call};
-use crate::store::{Delivery, Store, StoreResult, Tool};
+use crate::store::{Delivery, Store, StoreResult, Tool, ToolType};
 
 /// How long a `function` tool's answer is waited for when its config sets no
 /// `timeout_seconds`.
@@ -166,8 +166,8 @@ fn snapshot(tool: &Tool) -> Option<(Snapshot, ToolSpec)> {
     if let Some(patch) = &tool.config_override {
         merge_patch(&mut config, patch);
     }
-    let (kind, parameters, required) = match tool.tool_type.as_str() {
-        "webhook" => {
+    let (kind, parameters, required) = match tool.tool_type {
+        ToolType::Webhook => {
             let webhook = WebhookConfig::from_stored(&config)?;
             let params = &webhook.payload_config.extraction_parameters;
             let properties: Map<String, Value> = params
@@ -190,7 +190,7 @@ fn snapshot(tool: &Tool) -> Option<(Snapshot, ToolSpec)> {
                 required,
             )
         }
-        "function" => {
+        ToolType::Function => {
             let timeout = config
                 .get("timeout_seconds")
                 .and_then(Value::as_u64)
@@ -212,7 +212,6 @@ fn snapshot(tool: &Tool) -> Option<(Snapshot, ToolSpec)> {
                 .unwrap_or_default();
             (Kind::Function { timeout }, parameters, required)
         }
-        _ => return None,
     };
     Some((
         Snapshot {

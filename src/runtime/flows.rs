@@ -18,7 +18,7 @@ use switchboard_actors::ids::CallId;
 use switchboard_actors::turns::fill;
 
 use crate::domain::integrations::Action;
-use crate::store::{Agent, AgentType, FlowConfig, FlowNode, Integration};
+use crate::store::{Agent, AgentType, FlowConfig, FlowNode, Integration, IntegrationStatus};
 
 /// One problem of a flow.
 #[derive(Debug, Clone, Serialize, ToSchema, PartialEq, Eq)]
@@ -90,10 +90,9 @@ type Issue<'a> = dyn FnMut(&'static str, &str, String) + 'a;
 /// An integration_call node's links: a connected integration of its provider and an action of
 /// the catalog.
 fn link_issues(node: &IntegrationCallNode, ctx: &FlowContext<'_>, issue: &mut Issue<'_>) {
-    let integration = ctx
-        .integrations
-        .iter()
-        .find(|i| i.id.to_string() == node.integration_id && i.status == "connected");
+    let integration = ctx.integrations.iter().find(|i| {
+        i.id.to_string() == node.integration_id && i.status == IntegrationStatus::Connected
+    });
     let provider = node.provider.as_str();
     match integration {
         None => issue(
@@ -101,7 +100,7 @@ fn link_issues(node: &IntegrationCallNode, ctx: &FlowContext<'_>, issue: &mut Is
             "integration_id",
             "integration_id must name a connected integration of this workspace".into(),
         ),
-        Some(i) if i.provider != provider => issue(
+        Some(i) if i.provider.name() != provider => issue(
             "provider_mismatch",
             "provider",
             format!(

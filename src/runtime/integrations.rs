@@ -31,7 +31,7 @@ use crate::domain::secrets::{Secrets, SecretsError};
 use crate::edge::egress::Egress;
 use crate::edge::google::actions::{self, Account, ActionError, Done};
 use crate::edge::google::client::{Failure, Google, GoogleUrls, OAuthGrant, shortened};
-use crate::store::{Integration, Store};
+use crate::store::{Integration, IntegrationStatus, Store};
 
 /// The providers of every call: Google, the store, and the secrets key that opens grants.
 pub struct Providers {
@@ -160,7 +160,7 @@ impl CallIntegrations {
         if workspace != self.workspace {
             return Err(foreign());
         }
-        if integration.provider != provider {
+        if integration.provider.name() != provider {
             return Err(refusal(
                 HardFailure::ForeignIntegration,
                 format!(
@@ -170,7 +170,7 @@ impl CallIntegrations {
             ));
         }
         let disconnected = |why: &str| refusal(HardFailure::Disconnected, why.to_string());
-        if integration.status != "connected" {
+        if integration.status != IntegrationStatus::Connected {
             return Err(disconnected(
                 "the integration is disconnected: connect it again to use it",
             ));

@@ -17,7 +17,7 @@ use crate::store::{
     StatusChange, Store,
 };
 use chrono::{DateTime, Utc};
-use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
+use switchboard_actors::campaign::{AuditEvent, CampaignStatus, NumberStatus};
 use switchboard_actors::clock::{SharedClock, TimeHold, TokioClock};
 use switchboard_actors::engine::{Engine, EngineConfig};
 use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, PhoneNumberId, WorkspaceId};
@@ -113,7 +113,7 @@ impl VirtualRun {
             .add_owned_number(
                 ws.id,
                 &PhoneNumber::from_e164_unchecked("+972501110000".into()),
-                "active",
+                NumberStatus::Active,
             )
             .await
             .context("number")?;

@@ -16,8 +16,8 @@ use switchboard_actors::ids::{ApiKeyId, CampaignId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::{
-    CampaignSettings, Page, Paged, Store, StoreResult, classify, coded, corrupt, opt_coded,
-    opt_id, sql, ts,
+    CampaignSettings, Page, Paged, Store, StoreResult, classify, coded, corrupt, opt_coded, opt_id,
+    sql, ts,
 };
 
 /// A stored campaign: settings plus engine-owned fields.

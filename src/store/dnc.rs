@@ -15,7 +15,32 @@ use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, ApiKeyId, DncEntryId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreResult, classify, sql, ts};
+use super::{Page, Paged, Store, StoreResult, classify, coded, sql, ts};
+
+/// Who added a do-not-call entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DncSource {
+    /// Through the API.
+    Api,
+    /// By an operator.
+    Manual,
+}
+
+impl DncSource {
+    pub const ALL: [DncSource; 2] = [DncSource::Api, DncSource::Manual];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DncSource::Api => "api",
+            DncSource::Manual => "manual",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
 
 /// An agent a do-not-call entry applies to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
@@ -37,7 +62,8 @@ pub struct DncEntry {
     pub phone_number: String,
     pub reason: String,
     /// `api` for entries added through the API, `manual` for entries added by an operator.
-    pub source: String,
+    #[schema(value_type = String)]
+    pub source: DncSource,
     /// When the entry stops applying; null for never.
     pub expires_at: Option<DateTime<Utc>>,
     /// The agents the entry applies to; empty when it applies to every agent.
@@ -54,7 +80,7 @@ pub struct NewDncEntry<'a> {
     /// Already normalized to E.164.
     pub phone_number: &'a str,
     pub reason: &'a str,
-    pub source: &'a str,
+    pub source: DncSource,
     pub expires_at: Option<DateTime<Utc>>,
     pub agent_ids: &'a [AgentId],
     pub created_by: Option<ApiKeyId>,
@@ -73,14 +99,14 @@ pub struct DncUpdate<'a> {
 const COLUMNS: &str =
     "id, workspace_id, phone_number, reason, source, expires_at, created_by, created_at";
 
-fn entry(r: &SqliteRow) -> Result<DncEntry, sqlx::Error> {
+fn entry(r: &SqliteRow) -> StoreResult<DncEntry> {
     let created_by: Option<uuid::Uuid> = r.try_get("created_by")?;
     Ok(DncEntry {
         id: DncEntryId::from_uuid(r.try_get("id")?),
         company_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
         phone_number: r.try_get("phone_number")?,
         reason: r.try_get("reason")?,
-        source: r.try_get("source")?,
+        source: coded(r, "source", DncSource::parse)?,
         expires_at: r.try_get("expires_at")?,
         agents: Vec::new(),
         created_by: created_by.map(ApiKeyId::from_uuid),
@@ -243,7 +269,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(new.phone_number)
         .bind(new.reason)
-        .bind(new.source)
+        .bind(new.source.as_str())
         .bind(new.expires_at.map(ts))
         .bind(new.created_by.map(|k| k.as_uuid()))
         .bind(&at)

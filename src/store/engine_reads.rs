@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use switchboard_actors::call::CallStatus;
-use switchboard_actors::campaign::{AgentFacts, NumberFacts};
+use switchboard_actors::campaign::{AgentFacts, NumberFacts, NumberStatus};
 use switchboard_actors::contact::{CallOutcome, ContactState};
 use switchboard_actors::ids::{AgentId, CallId, CampaignId, ContactId, DispositionId, WorkspaceId};
 use switchboard_actors::money::Cents;
@@ -23,7 +23,7 @@ use super::CampaignSettings;
 use super::calls::{funds_in, spec_row};
 use super::campaigns::{CAMPAIGN_COLUMNS, campaign_row};
 use super::engine_calls::BLOCKED;
-use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, corrupt, opt_id, sql, ts};
+use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, coded, corrupt, opt_id, sql, ts};
 
 const OPEN_ATTEMPT_SELECT: &str = "SELECT c.id, c.state, c.attempts, c.infra_retries, k.id AS call_id, k.status AS call_status, k.outcome, \
      k.end_reason, k.ended_at, k.disposition_id FROM contacts c LEFT JOIN calls k ON k.id = c.last_call_id";
@@ -148,7 +148,7 @@ impl Store {
         let from_number = match number_found {
             Some(_) => Some(NumberFacts {
                 is_active: row.try_get("number_is_active")?,
-                status: row.try_get("number_status")?,
+                status: coded(&row, "number_status", NumberStatus::parse)?,
                 number: row.try_get("number_number")?,
                 trunk: self.trunk_of(&row)?,
             }),

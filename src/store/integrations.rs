@@ -9,7 +9,42 @@ use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, IntegrationId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Store, StoreResult, corrupt, ts};
+use super::{Store, StoreResult, coded, corrupt, ts};
+use crate::domain::integrations::Provider;
+
+/// Whether an integration's account can be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntegrationStatus {
+    Connected,
+    /// Disconnected from the dashboard or the operator's commands (or its grant was refused):
+    /// a flow's node that uses it fails until it is connected again.
+    Disconnected,
+}
+
+impl IntegrationStatus {
+    pub const ALL: [IntegrationStatus; 2] = [
+        IntegrationStatus::Connected,
+        IntegrationStatus::Disconnected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntegrationStatus::Connected => "connected",
+            IntegrationStatus::Disconnected => "disconnected",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for IntegrationStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 #[derive(Debug, Clone, Serialize, ToSchema, PartialEq)]
 pub struct Integration {
@@ -17,11 +52,12 @@ pub struct Integration {
     pub id: IntegrationId,
     // A provider's wire name; the document says which, from the catalog.
     #[schema(schema_with = crate::domain::integrations::provider_schema)]
-    pub provider: String,
+    pub provider: Provider,
     /// The connected account, e.g. its email address.
     pub account: String,
     /// `connected` or `disconnected`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: IntegrationStatus,
     pub connected_at: DateTime<Utc>,
     pub disconnected_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
@@ -42,9 +78,9 @@ const COLUMNS: &str = "id, provider, account, status, connected_at, disconnected
 fn integration_row(r: &SqliteRow) -> StoreResult<Integration> {
     Ok(Integration {
         id: IntegrationId::from_uuid(r.try_get("id")?),
-        provider: r.try_get("provider")?,
+        provider: coded(r, "provider", Provider::parse)?,
         account: r.try_get("account")?,
-        status: r.try_get("status")?,
+        status: coded(r, "status", IntegrationStatus::parse)?,
         connected_at: r.try_get("connected_at")?,
         disconnected_at: r.try_get("disconnected_at")?,
         created_at: r.try_get("created_at")?,

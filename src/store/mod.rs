@@ -578,4 +578,28 @@ mod tests {
         }
         assert_eq!(DeliveryStatus::parse("sent"), None);
     }
+
+    #[test]
+    fn tool_types_integrations_and_dnc_sources_round_trip() {
+        for t in ToolType::ALL {
+            assert_eq!(ToolType::parse(t.as_str()), Some(t));
+            assert_eq!(serde_json::to_value(t).unwrap(), t.as_str());
+        }
+        assert_eq!(ToolType::parse("Webhook"), None);
+        for p in crate::domain::integrations::Provider::ALL {
+            assert_eq!(serde_json::to_value(p).unwrap(), p.name());
+            assert_eq!(p.to_string(), p.name());
+        }
+        for st in IntegrationStatus::ALL {
+            assert_eq!(IntegrationStatus::parse(st.as_str()), Some(st));
+            assert_eq!(serde_json::to_value(st).unwrap(), st.as_str());
+            assert_eq!(st.to_string(), st.as_str());
+        }
+        assert_eq!(IntegrationStatus::parse("revoked"), None);
+        for s in DncSource::ALL {
+            assert_eq!(DncSource::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        assert_eq!(DncSource::parse("import"), None);
+    }
 }

@@ -5,11 +5,14 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, Row};
+use switchboard_actors::campaign::NumberStatus;
 use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, corrupt, opt_id, sql, ts};
+use super::{
+    Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt, opt_id, sql, ts,
+};
 use crate::domain::trunks::{TrunkStatus, sip_outbound_configured};
 
 /// The carrier account a number is on (embedded).
@@ -32,7 +35,8 @@ pub struct PhoneNumberRecord {
     pub friendly_name: String,
     pub provider: String,
     /// `active` or `pending_requirements`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: NumberStatus,
     pub is_active: bool,
     #[schema(value_type = Option<uuid::Uuid>)]
     pub inbound_agent_id: Option<AgentId>,
@@ -95,7 +99,7 @@ fn number_record(
         number: r.try_get("number")?,
         friendly_name: r.try_get("friendly_name")?,
         provider: r.try_get("provider")?,
-        status: r.try_get("status")?,
+        status: coded(&r, "status", NumberStatus::parse)?,
         is_active: r.try_get("is_active")?,
         inbound_agent_id: opt_id(&r, "inbound_agent_id")?,
         outbound_agent_id: opt_id(&r, "outbound_agent_id")?,
@@ -129,11 +133,11 @@ impl Store {
         &self,
         ws: WorkspaceId,
         number: &PhoneNumber,
-        status: &str,
+        status: NumberStatus,
     ) -> StoreResult<PhoneNumberRecord> {
         let id = PhoneNumberId::new();
         let at = self.now();
-        let active = status == "active";
+        let active = status == NumberStatus::Active;
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query(
@@ -143,7 +147,7 @@ impl Store {
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
         .bind(number.as_str())
-        .bind(status)
+        .bind(status.as_str())
         .bind(active)
         .bind(number.country().unwrap_or_default())
         .bind(ts(at))

@@ -8,7 +8,30 @@ use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, DeliveryId, ToolId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, corrupt, sql, ts};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt, sql, ts};
+
+/// What a tool is: a `webhook` the service calls, or a `function` the agent webhook answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolType {
+    Webhook,
+    Function,
+}
+
+impl ToolType {
+    pub const ALL: [ToolType; 2] = [ToolType::Webhook, ToolType::Function];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolType::Webhook => "webhook",
+            ToolType::Function => "function",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
 
 /// The spec's Tool object. Listed for one agent, it also carries that agent's
 /// `execution_order` and `config_override`.
@@ -21,7 +44,8 @@ pub struct Tool {
     pub description: String,
     /// `webhook` or `function`.
     #[serde(rename = "type")]
-    pub tool_type: String,
+    #[schema(value_type = String)]
+    pub tool_type: ToolType,
     #[schema(value_type = Object)]
     pub config: Value,
     pub is_active: bool,
@@ -53,7 +77,7 @@ fn tool_row(r: &SqliteRow, attached: bool) -> StoreResult<Tool> {
         id: ToolId::from_uuid(r.try_get("id")?),
         name: r.try_get("name")?,
         description: r.try_get("description")?,
-        tool_type: r.try_get("type")?,
+        tool_type: coded(r, "type", ToolType::parse)?,
         config: serde_json::from_str(&config).map_err(|e| corrupt("tools.config", e))?,
         is_active: r.try_get("is_active")?,
         created_at: r.try_get("created_at")?,
@@ -68,7 +92,7 @@ fn tool_row(r: &SqliteRow, attached: bool) -> StoreResult<Tool> {
 pub struct NewTool {
     pub name: String,
     pub description: String,
-    pub tool_type: String,
+    pub tool_type: ToolType,
     pub config: Value,
     pub idempotency_key: Option<String>,
     pub request_hash: Option<String>,
@@ -125,7 +149,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(&new.name)
         .bind(&new.description)
-        .bind(&new.tool_type)
+        .bind(new.tool_type.as_str())
         .bind(new.config.to_string())
         .bind(&new.idempotency_key)
         .bind(&new.request_hash)

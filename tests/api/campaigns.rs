@@ -2,6 +2,7 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use switchboard_actors::campaign::NumberStatus;
 use switchboard_actors::phone::{PhoneNumber, parse_country};
 
 use crate::helpers::{TestApp, spawn_app};
@@ -21,7 +22,11 @@ pub async fn agent(app: &TestApp, max_call_duration_secs: Option<i64>) -> String
 pub async fn number(app: &TestApp, e164: &str, status: &str) -> String {
     let parsed = PhoneNumber::parse(e164, parse_country("IL").unwrap()).unwrap();
     app.store
-        .add_owned_number(app.workspace_id, &parsed, status)
+        .add_owned_number(
+            app.workspace_id,
+            &parsed,
+            NumberStatus::parse(status).expect("a number status"),
+        )
         .await
         .unwrap()
         .id

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use switchboard::domain::auth::Scopes;
 use switchboard::store::{Agent, CampaignSettings, NewContact, StatusChange, Store};
-use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
+use switchboard_actors::campaign::{AuditEvent, CampaignStatus, NumberStatus};
 use switchboard_actors::ids::CampaignId;
 use switchboard_actors::phone::PhoneNumber;
 
@@ -170,7 +170,7 @@ pub async fn running_campaign(
         .add_owned_number(
             ws.id,
             &PhoneNumber::from_e164_unchecked("+972501119999".into()),
-            "active",
+            NumberStatus::Active,
         )
         .await
         .unwrap();

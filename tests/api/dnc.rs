@@ -1,7 +1,7 @@
 use chrono::{Duration, Utc};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use switchboard::store::NewDncEntry;
+use switchboard::store::{DncSource, NewDncEntry};
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 
 use crate::helpers::{TestApp, spawn_app};
@@ -316,7 +316,7 @@ async fn an_expired_entry_counts_as_absent() {
     let new = NewDncEntry {
         phone_number: "+972501234567",
         reason: "temporary",
-        source: "manual",
+        source: DncSource::Manual,
         expires_at: Some(past),
         agent_ids: &[],
         created_by: None,

@@ -366,7 +366,7 @@ async fn block(rig: &Rig, number: &str) {
             &switchboard::store::NewDncEntry {
                 phone_number: number,
                 reason: "asked",
-                source: "api",
+                source: switchboard::store::DncSource::Api,
                 expires_at: None,
                 agent_ids: &[],
                 created_by: None,

@@ -12,7 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use switchboard::domain::secrets::Secrets;
 use switchboard::runtime::integrations::connect;
-use switchboard::store::Integration;
+use switchboard::store::{Integration, IntegrationStatus};
 
 use crate::converse::{Live, call_slug, conversing_app_with};
 use crate::google::{Fault, GoogleStandIn, grant};
@@ -258,7 +258,7 @@ async fn a_disconnected_integration_stays_in_error_until_it_is_connected_again()
     // Connected again: the same integration, and the node works at once.
     let again = connect_google(&r.app, "google_calendar", "desk@example.com").await;
     assert_eq!(again.id, r.calendar.id);
-    assert_eq!(again.status, "connected");
+    assert_eq!(again.status, IntegrationStatus::Connected);
     assert_eq!(r.slot().await.final_node, "free");
 
     // The account revokes access: Google refuses the grant at the next refresh, and the

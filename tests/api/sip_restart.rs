@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use switchboard::store::{CallRecord, Store};
 use switchboard_actors::call::CallStatus;
+use switchboard_actors::campaign::NumberStatus;
 use switchboard_actors::ids::{CallId, WorkspaceId};
 use switchboard_sip::trunk::{Gateway, TrunkTransport};
 use tokio::net::UdpSocket;
@@ -78,7 +79,7 @@ impl Killable {
         .unwrap();
         let number = k
             .store
-            .add_owned_number(k.ws, &parsed, "active")
+            .add_owned_number(k.ws, &parsed, NumberStatus::Active)
             .await
             .unwrap()
             .id

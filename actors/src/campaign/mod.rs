@@ -23,7 +23,9 @@ use crate::money::Cents;
 mod preflight;
 mod settings;
 
-pub use preflight::{AgentFacts, ConfigProblem, NumberFacts, Preflight, PreflightProblem};
+pub use preflight::{
+    AgentFacts, ConfigProblem, NumberFacts, NumberStatus, Preflight, PreflightProblem,
+};
 pub use settings::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

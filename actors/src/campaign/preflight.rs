@@ -2,6 +2,7 @@
 //! evaluation, for it to keep running).
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 
 use crate::limits::TrunkLimits;
 use crate::window::CallingWindow;
@@ -13,11 +14,37 @@ pub struct AgentFacts {
     pub max_call_duration_secs: Option<i64>,
 }
 
+/// A held phone number's status: a purchased number is `pending_requirements` until its
+/// regulatory review completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NumberStatus {
+    Active,
+    PendingRequirements,
+}
+
+impl NumberStatus {
+    pub const ALL: [NumberStatus; 2] = [Self::Active, Self::PendingRequirements];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::PendingRequirements => "pending_requirements",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+display_as_str!(NumberStatus);
+
 /// What the preflight needs to know about the campaign's from-number.
 #[derive(Debug, Clone)]
 pub struct NumberFacts {
     pub is_active: bool,
-    pub status: String,
+    pub status: NumberStatus,
     pub number: String,
     /// The trunk that carries the number's calls, with its caps (the queue enforces them);
     /// `None` when no trunk's caps apply.
@@ -59,7 +86,10 @@ pub enum PreflightProblem {
     #[error(
         "the campaign's from-number {number} is not active (status {status}); assign an active number"
     )]
-    FromNumberInactive { number: String, status: String },
+    FromNumberInactive {
+        number: String,
+        status: NumberStatus,
+    },
     #[error("ends_at is in the past; move ends_at later")]
     EndedAlready,
     #[error("no reachable calling window before ends_at (or within 7 days); fix the calling hours")]
@@ -123,10 +153,10 @@ impl Preflight<'_> {
             .from_number
             .as_ref()
             .ok_or(PreflightProblem::FromNumberMissing)?;
-        if !number.is_active || number.status != "active" {
+        if !number.is_active || number.status != NumberStatus::Active {
             return Err(PreflightProblem::FromNumberInactive {
                 number: number.number.clone(),
-                status: number.status.clone(),
+                status: number.status,
             });
         }
         if self.ends_at.is_some_and(|end| end <= self.now) {
@@ -146,6 +176,15 @@ impl Preflight<'_> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn number_statuses_round_trip() {
+        for status in NumberStatus::ALL {
+            assert_eq!(NumberStatus::parse(status.as_str()), Some(status));
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+        assert_eq!(NumberStatus::parse("released"), None);
+    }
+
     fn preflight(window: &CallingWindow) -> Preflight<'_> {
         Preflight {
             agent_id_set: true,
@@ -156,7 +195,7 @@ mod tests {
             from_number_id_set: true,
             from_number: Some(NumberFacts {
                 is_active: true,
-                status: "active".into(),
+                status: NumberStatus::Active,
                 number: "+972501234567".into(),
                 trunk: None,
             }),
@@ -189,7 +228,7 @@ mod tests {
         let mut p = preflight(&window);
         p.from_number = Some(NumberFacts {
             is_active: true,
-            status: "pending_requirements".into(),
+            status: NumberStatus::PendingRequirements,
             number: "+972501234567".into(),
             trunk: None,
         });

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
+use switchboard_actors::campaign::NumberStatus;
 use switchboard_actors::phone::{PhoneNumber, parse_country};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -81,7 +82,9 @@ pub(crate) async fn stock_workspace(
     let mut ids = Vec::with_capacity(numbers.len());
     for n in numbers {
         let parsed = PhoneNumber::parse(n, country).with_context(|| format!("number {n}"))?;
-        let record = store.add_owned_number(ws, &parsed, "active").await?;
+        let record = store
+            .add_owned_number(ws, &parsed, NumberStatus::Active)
+            .await?;
         ids.push((n.clone(), record.id.to_string()));
     }
     Ok(ids)

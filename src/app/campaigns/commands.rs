@@ -37,7 +37,7 @@ pub async fn preflight(
         from_number_id_set: s.from_phone_number_id.is_some(),
         from_number: number.as_ref().map(|n| NumberFacts {
             is_active: n.is_active,
-            status: n.status.clone(),
+            status: n.status,
             number: n.number.clone(),
             trunk: None,
         }),

@@ -61,10 +61,9 @@ impl Agent<'_> {
     /// Starts the model's round now: its words follow what is being said (`silent`: it only
     /// fills the arguments it is asked for).
     fn speak_now(&mut self, silent: bool) {
-        if self.reply.in_progress() {
+        if self.reply.is_open() {
             self.reply.complete = false;
         } else {
-            self.generation += 1;
             self.reply = super::reply::Reply::default();
         }
         self.silent_round = silent;
@@ -77,9 +76,11 @@ impl Agent<'_> {
         let Some(director) = self.director.as_mut() else {
             return;
         };
+        // The context's length makes the ids unique on the call.
+        let first = self.history.len();
         for (n, (node, content)) in director.take_results().into_iter().enumerate() {
             let call = ToolCall {
-                id: format!("result-{}-{n}", self.generation),
+                id: format!("result-{first}-{n}"),
                 name: "flow_step_result".into(),
                 arguments: serde_json::json!({ "step": node }).to_string(),
             };

@@ -11,6 +11,9 @@
 //! - turn-taking ([`listening`]): the caller's speech, the end of their turn, early transcripts;
 //! - the reply ([`reply`]): its sentences, their synthesis and playout, tool rounds, and what
 //!   goes into the transcript and the model's context of what was played;
+//! - one handle per utterance ([`speech_handle::SpeechHandle`]): its id, what was queued and
+//!   played, whether it was interrupted, its end. What comes back for an utterance carries
+//!   its id; what comes back for one that is no longer current is dropped;
 //! - answering-machine handling ([`machine`]);
 //! - the session ([`session`]): the loop, its timers and limits, and the call's end.
 //!
@@ -36,6 +39,7 @@ mod machine;
 mod reply;
 mod saying;
 mod session;
+mod speech_handle;
 pub mod text;
 mod tools;
 mod work;

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use tokio::time::Instant;
 
 use super::line::Clip;
+use super::speech_handle::{SpeechHandle, SpeechId};
 use crate::conversation::{Conversation, Speaker, Turn};
 use crate::turns::{MAX_TOOL_ROUNDS, words_heard};
 use crate::vendors::{ChatMessage, ToolCall};
@@ -23,6 +24,8 @@ struct Queued {
 /// lines (a greeting, an apology), which is a reply written whole.
 #[derive(Default)]
 pub(super) struct Reply {
+    /// The utterance: its id (what comes back for it carries it), its playout, its end.
+    handle: SpeechHandle,
     /// Sentences received so far (their indexes are 0..sentences).
     pub sentences: u32,
     /// The next sentence to queue for playing.
@@ -88,6 +91,49 @@ impl Reply {
         !self.queued.is_empty()
     }
 
+    /// Its utterance's id.
+    pub fn id(&self) -> SpeechId {
+        self.handle.id()
+    }
+
+    /// Whether what came back for `id` is still wanted.
+    pub fn is_current(&self, id: SpeechId) -> bool {
+        self.handle.is_current(id)
+    }
+
+    /// Whether it takes more sentences: under way and not interrupted.
+    pub fn is_open(&self) -> bool {
+        self.in_progress() && !self.handle.interrupted()
+    }
+
+    /// Whether something of it is on the line (until the line says it is idle).
+    pub fn sounding(&self) -> bool {
+        self.handle.sounding()
+    }
+
+    /// Whether any of its sentences reached the line.
+    pub fn queued_any(&self) -> bool {
+        self.handle.queued_sentences() > 0
+    }
+
+    /// The line has played all it had.
+    pub fn line_idle(&mut self) {
+        self.handle.line_idle();
+    }
+
+    /// Cuts it short: what comes back for it from now on is stale.
+    pub fn interrupt(&mut self) {
+        if self.handle.interrupt() {
+            let handle = &self.handle;
+            tracing::debug!(
+                queued = handle.queued_sentences(),
+                played = handle.played_sentences(),
+                played_ms = handle.played_ms(),
+                "the agent's utterance was interrupted"
+            );
+        }
+    }
+
     /// The turn as it is being said: what was played of it, then what is playing or queued.
     pub fn under_way(&self) -> String {
         let mut text = self.said.clone();
@@ -105,23 +151,18 @@ impl Reply {
 
     /// Sentence `index` is ready (`None`: it has no audio); the sentences now due to play, in
     /// order, with their tags. `now_ms` starts the turn's clock at its first.
-    pub fn ready(
-        &mut self,
-        index: u32,
-        clip: Option<Clip>,
-        generation: u64,
-        now_ms: u64,
-    ) -> Vec<(Clip, u64)> {
+    pub fn ready(&mut self, index: u32, clip: Option<Clip>, now_ms: u64) -> Vec<(Clip, u64)> {
         self.ready.insert(index, clip);
         let mut due = Vec::new();
         while let Some(clip) = self.ready.remove(&self.next) {
             let index = self.next;
             self.next += 1;
             let Some(clip) = clip else { continue };
-            let tag = (generation << 20) | u64::from(index + 1);
+            let tag = self.handle.tag(index);
             if self.queued.is_empty() {
                 self.playing_since = Some(Instant::now());
             }
+            self.handle.queued(Instant::now());
             self.queued.push_back(Queued {
                 tag,
                 text: clip.text.clone(),
@@ -143,6 +184,7 @@ impl Reply {
     /// The line played `tag` in full; the next sentence starts now.
     pub fn played_out(&mut self, tag: u64) {
         if let Some(done) = self.dequeue(tag) {
+            self.handle.played(Instant::now());
             self.played(&done.text, done.index);
             self.playing_since = Some(Instant::now());
         }
@@ -151,6 +193,7 @@ impl Reply {
     /// The line cut `tag` after `played` of it; nothing after it plays.
     pub fn cut(&mut self, tag: u64, played: usize) {
         if let Some(cut) = self.dequeue(tag) {
+            self.handle.cut(Instant::now());
             self.played(&words_heard(&cut.text, played, cut.len), cut.index);
         }
         self.queued.clear();
@@ -204,6 +247,7 @@ impl Reply {
             return false;
         }
         self.done = true;
+        self.handle.finish();
         self.finish(conversation, history, now_ms, false);
         true
     }
@@ -223,6 +267,7 @@ impl Reply {
         self.queued.clear();
         if interrupted {
             self.done = true;
+            self.interrupt();
         }
         if said.is_empty() {
             return;

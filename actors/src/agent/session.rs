@@ -72,19 +72,16 @@ pub(super) struct Agent<'a> {
     pub(super) conversation: Conversation,
     /// The model's context (its system prompt comes from the director each round).
     pub(super) history: Vec<ChatMessage>,
-    /// A new caller turn or a barge-in makes everything older stale.
-    pub(super) generation: u64,
+    /// The utterance under way (or the last one): what comes back for another is stale.
     pub(super) reply: Reply,
     /// The model's round being written.
     pub(super) writer: Option<Abort>,
     pub(super) listening: Listening,
     pub(super) machine: Machine,
-    /// Something of the agent's is queued on the line.
-    pub(super) agent_speaking: bool,
     pub(super) quiet_since: Instant,
     pub(super) asked_still_there: bool,
     pub(super) fallback_said: bool,
-    /// Tools dispatched and not yet answered, of any generation.
+    /// Tools dispatched and not yet answered, of any utterance.
     pub(super) tools_in_flight: u32,
     /// Turns handed to the plan's sink so far.
     pub(super) turns_told: usize,
@@ -130,12 +127,10 @@ impl<'a> Agent<'a> {
             parties,
             conversation: Conversation::default(),
             history: Vec::new(),
-            generation: 0,
             reply: Reply::default(),
             writer: None,
             listening: Listening::default(),
             machine: Machine::new(plan),
-            agent_speaking: false,
             quiet_since: Instant::now(),
             asked_still_there: false,
             fallback_said: false,
@@ -220,7 +215,7 @@ impl<'a> Agent<'a> {
     fn give_floor(&mut self) {
         let waiting = self.writer.is_none()
             && !self.reply.in_progress()
-            && !self.agent_speaking
+            && !self.reply.sounding()
             && self.dispatches == 0
             && self.course.is_empty()
             && self.transfer_to.is_none()
@@ -251,7 +246,7 @@ impl<'a> Agent<'a> {
             || self.listening.transcribing > 0
             || self.reply.tools_running > 0;
         let watch_silence = !self.listening.speaking
-            && !self.agent_speaking
+            && !self.reply.sounding()
             && !busy
             && self.machine.detection == Detection::Off;
         consider(
@@ -347,7 +342,7 @@ impl<'a> Agent<'a> {
                     .finish(&mut self.conversation, &mut self.history, now_ms, true);
             }
             MediaEvent::PlayoutDone => {
-                self.agent_speaking = false;
+                self.reply.line_idle();
                 self.quiet_since = Instant::now();
                 if self.machine.detection == Detection::LeavingMessage && !self.reply.in_progress()
                 {
@@ -368,7 +363,6 @@ impl<'a> Agent<'a> {
     }
 
     fn on_work(&mut self, work: Work) -> Option<EndReason> {
-        let current = self.generation;
         match work {
             Work::Heard { result } => self.heard(result),
             Work::Early { pause, result } => {
@@ -376,22 +370,23 @@ impl<'a> Agent<'a> {
                     self.line.drop_utterance();
                 }
             }
-            Work::Sentence { generation, .. } if generation == current && self.silent_round => {}
-            Work::Sentence { generation, text } if generation == current => {
+            Work::Sentence { speech, .. } if self.reply.is_current(speech) && self.silent_round => {
+            }
+            Work::Sentence { speech, text } if self.reply.is_current(speech) => {
                 super::reply::append(&mut self.reply.written, &text);
                 let index = self.reply.add_sentence();
                 self.voice(index, text);
             }
-            Work::Function { generation, call } if generation == current => {
+            Work::Function { speech, call } if self.reply.is_current(speech) => {
                 return self.function(call);
             }
             Work::ToolDone {
-                generation,
+                speech,
                 call,
                 run,
                 at_ms,
-            } => return self.tool_done(generation, call, run, at_ms),
-            Work::Replied { generation, result } if generation == current => {
+            } => return self.tool_done(speech, call, run, at_ms),
+            Work::Replied { speech, result } if self.reply.is_current(speech) => {
                 if let Some(reason) = self.replied(result) {
                     return Some(reason);
                 }
@@ -403,11 +398,11 @@ impl<'a> Agent<'a> {
                 at_ms,
             } => return self.dispatched(outcome, event, at_ms),
             Work::Spoken {
-                generation,
+                speech,
                 index,
                 text,
                 result,
-            } if generation == current => {
+            } if self.reply.is_current(speech) => {
                 let clip = match result {
                     Ok(audio) if !audio.is_empty() => Some(Clip {
                         text,
@@ -428,8 +423,8 @@ impl<'a> Agent<'a> {
                 self.ready(index, clip);
                 return self.reply_said();
             }
-            // Stale: a newer turn or a barge-in replaced its generation. A function call
-            // among them is never dispatched.
+            // Stale: its utterance was interrupted or replaced (a newer turn). A function
+            // call among them is never dispatched.
             Work::Sentence { .. }
             | Work::Function { .. }
             | Work::Replied { .. }
@@ -443,7 +438,7 @@ impl<'a> Agent<'a> {
     fn caller_speaks(&mut self) {
         self.listening.speech_started(Instant::now(), self.now_ms());
         self.asked_still_there = false;
-        let agent_busy = self.agent_speaking || self.writer.is_some() || self.reply.in_progress();
+        let agent_busy = self.reply.sounding() || self.writer.is_some() || self.reply.in_progress();
         if self.machine.detection != Detection::Off || !agent_busy {
             return;
         }
@@ -496,7 +491,7 @@ impl<'a> Agent<'a> {
         if self.machine.detection != Detection::Off {
             return None;
         }
-        self.generation += 1;
+        // What was under way for the last turn is stale: a new utterance answers this one.
         self.writer = None;
         self.silent_round = false;
         self.course.clear();

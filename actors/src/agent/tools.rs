@@ -1,5 +1,5 @@
 //! The model's rounds on a call: each started briefed by the director, its function calls (what
-//! the director says each does; tools run once and only for the current generation), their
+//! the director says each does; tools run once and only for the current utterance), their
 //! results fed back for the next round, and the round's end.
 
 use tokio::time::Instant;
@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use super::EndReason;
 use super::director::{Function, Round, Step};
 use super::session::Agent;
+use super::speech_handle::SpeechId;
 use super::work::Abort;
 use crate::call_tools::ToolRun;
 use crate::conversation::{ToolEvent, ToolStatus};
@@ -14,7 +15,7 @@ use crate::turns::{APOLOGY_LINE, MAX_TOOL_ROUNDS};
 use crate::vendors::{ChatMessage, ChatRequest, ToolCall, VendorError};
 
 impl Agent<'_> {
-    /// The model asked for a function (in the current generation); the call's end if what
+    /// The model asked for a function (for the current utterance); the call's end if what
     /// it does ends it.
     pub(super) fn function(&mut self, call: ToolCall) -> Option<EndReason> {
         let at_ms = self.now_ms();
@@ -34,14 +35,14 @@ impl Agent<'_> {
                 self.conversation.events.push(builtin_event(&call, at_ms));
             }
             (Function::Tool, Some(tools)) => {
-                // Dispatched once, now: its generation is current.
+                // Dispatched once, now: its utterance is current.
                 self.reply.tool_calls.push(call.clone());
                 self.reply.tools_running += 1;
                 self.reply.tools_since.get_or_insert_with(Instant::now);
                 self.tools_in_flight += 1;
                 let parties = self.parties.clone();
                 self.work
-                    .run_tool(tools.clone(), call, parties, self.generation, at_ms);
+                    .run_tool(tools.clone(), call, parties, self.reply.id(), at_ms);
             }
             (Function::Moved { result, steps }, _) => {
                 // The model is told where the course went, with the words it said on the way;
@@ -67,10 +68,10 @@ impl Agent<'_> {
         None
     }
 
-    /// A tool dispatched for `generation` answered.
+    /// A tool dispatched for utterance `speech` answered.
     pub(super) fn tool_done(
         &mut self,
-        generation: u64,
+        speech: SpeechId,
         call: ToolCall,
         mut run: ToolRun,
         at_ms: u64,
@@ -78,7 +79,7 @@ impl Agent<'_> {
         self.tools_in_flight = self.tools_in_flight.saturating_sub(1);
         run.event.at_ms = at_ms;
         self.conversation.events.push(run.event);
-        if generation == self.generation {
+        if self.reply.is_current(speech) {
             self.reply.tools_running = self.reply.tools_running.saturating_sub(1);
             if self.reply.tools_running == 0 {
                 self.reply.tools_since = None;
@@ -117,7 +118,7 @@ impl Agent<'_> {
             max_tokens: None,
             force: briefing.force,
         };
-        Some(self.work.converse(&mind.model, request, self.generation))
+        Some(self.work.converse(&mind.model, request, self.reply.id()))
     }
 
     /// The round of tools is done: the model continues the reply with their results.
@@ -128,7 +129,7 @@ impl Agent<'_> {
         }
     }
 
-    /// The model's round (of the current generation) is complete, or failed.
+    /// The model's round (of the current utterance) is complete, or failed.
     pub(super) fn replied(&mut self, result: Result<(), VendorError>) -> Option<EndReason> {
         self.writer = None;
         self.reply.complete = true;

@@ -72,7 +72,7 @@ impl Agent<'_> {
                 let at = self.now_ms();
                 self.conversation
                     .vendor_failed("transcriber", "speech to text failed", &e, at);
-                if !self.listening.speaking {
+                if !self.listening.is_speaking() {
                     self.say(APOLOGY_LINE);
                 }
             }

@@ -47,7 +47,7 @@ impl Agent<'_> {
         self.reply
             .finish(&mut self.conversation, &mut self.history, now_ms, true);
         self.tell_turns();
-        if let Some(director) = &self.director {
+        if let Some(director) = self.course.director() {
             self.conversation.path = director.path();
         }
         if let Some(sink) = &self.plan.turns {
@@ -61,7 +61,7 @@ impl Agent<'_> {
             stats,
             answered_by: self.machine.answered_by,
             conversation: self.conversation,
-            director: self.director,
+            director: self.course.into_director(),
         }
     }
 }

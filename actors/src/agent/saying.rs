@@ -59,7 +59,7 @@ impl Agent<'_> {
         if self.reply.end_call {
             return Some(EndReason::AgentHangup);
         }
-        if self.transfer_to.is_some() {
+        if self.course.transfer_due() {
             return self.transfer_when_said();
         }
         if self.machine.detection == Detection::LeavingMessage && !self.reply.queued_any() {

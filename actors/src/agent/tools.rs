@@ -27,7 +27,7 @@ impl Agent<'_> {
             tools: specs.filter(|_| self.reply.rounds < MAX_TOOL_ROUNDS),
         };
         match (
-            self.director.as_mut()?.function(&call, round, at_ms),
+            self.course.director_mut()?.function(&call, round, at_ms),
             &mind.tools,
         ) {
             (Function::EndCall, _) => {
@@ -104,7 +104,7 @@ impl Agent<'_> {
     pub(super) fn start_round(&self, offer_tools: bool) -> Option<Abort> {
         let mind = self.plan.mind.as_ref()?;
         let tools = mind.tools.as_ref().map(|t| t.specs());
-        let briefing = self.director.as_ref()?.brief(Round {
+        let briefing = self.course.director()?.brief(Round {
             notes: &mind.notes,
             tools: tools.filter(|_| offer_tools),
         });

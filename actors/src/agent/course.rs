@@ -9,7 +9,7 @@ use super::EndReason;
 use super::director::{Director, Dispatch, Outcome, Step};
 use super::session::Agent;
 use crate::conversation::{ToolEvent, ToolStatus};
-use crate::vendors::{ChatMessage, ToolCall};
+use crate::vendors::ToolCall;
 
 /// The director's course on the call: the director itself, the steps waiting for the model's
 /// round under way, and the dispatches and the transfer under way.
@@ -201,21 +201,14 @@ impl Agent<'_> {
             return;
         };
         // The context's length makes the ids unique on the call.
-        let first = self.history.len();
+        let first = self.record.context_len();
         for (n, (node, content)) in director.take_results().into_iter().enumerate() {
             let call = ToolCall {
                 id: format!("result-{first}-{n}"),
                 name: "flow_step_result".into(),
                 arguments: serde_json::json!({ "step": node }).to_string(),
             };
-            self.history.push(ChatMessage::Assistant {
-                text: None,
-                tool_calls: vec![call.clone()],
-            });
-            self.history.push(ChatMessage::Tool {
-                tool_call_id: call.id,
-                content,
-            });
+            self.record.tool_exchange(call, content);
         }
     }
 
@@ -253,7 +246,7 @@ impl Agent<'_> {
     ) -> Option<EndReason> {
         self.course.dispatch_done();
         event.at_ms = at_ms;
-        self.conversation.events.push(event);
+        self.record.event(event);
         let now_ms = self.now_ms();
         let steps = self.course.director_mut()?.dispatched(outcome, now_ms);
         self.act(steps)
@@ -286,14 +279,14 @@ impl Agent<'_> {
         match result {
             Ok(code) => {
                 event.status_code = code;
-                self.conversation.events.push(event);
+                self.record.event(event);
                 Some(EndReason::Transferred)
             }
             Err(why) => {
                 event.status = ToolStatus::Failed;
                 event.error = Some(why);
                 let at_ms = event.at_ms;
-                self.conversation.events.push(event);
+                self.record.event(event);
                 let steps = self.course.director_mut()?.transfer_failed(at_ms);
                 self.act(steps)
             }

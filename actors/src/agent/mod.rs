@@ -36,6 +36,7 @@ mod end;
 pub mod line;
 mod listening;
 mod machine;
+mod record;
 mod reply;
 mod saying;
 mod session;

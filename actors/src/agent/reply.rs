@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use tokio::time::Instant;
 
 use super::line::Clip;
+use super::record::Record;
 use super::speech_handle::{SpeechHandle, SpeechId};
-use crate::conversation::{Conversation, Speaker, Turn};
+use crate::conversation::{Speaker, Turn};
 use crate::turns::{MAX_TOOL_ROUNDS, words_heard};
 use crate::vendors::{ChatMessage, ToolCall};
 
@@ -231,12 +232,7 @@ impl Reply {
 
     /// Ends the turn once the model has finished and every sentence has been played (or could
     /// not be synthesized); `true` if it has ended now.
-    pub fn said(
-        &mut self,
-        conversation: &mut Conversation,
-        history: &mut Vec<ChatMessage>,
-        now_ms: u64,
-    ) -> bool {
+    pub fn said(&mut self, record: &mut Record, now_ms: u64) -> bool {
         if !self.complete
             || !self.queued.is_empty()
             || self.next < self.sentences
@@ -248,19 +244,13 @@ impl Reply {
         }
         self.done = true;
         self.handle.finish();
-        self.finish(conversation, history, now_ms, false);
+        self.finish(record, now_ms, false);
         true
     }
 
     /// Ends the agent's turn: what was played goes into the transcript and the model's context
     /// (only that, when it was interrupted), and the reply is cleared.
-    pub fn finish(
-        &mut self,
-        conversation: &mut Conversation,
-        history: &mut Vec<ChatMessage>,
-        now_ms: u64,
-        interrupted: bool,
-    ) {
+    pub fn finish(&mut self, record: &mut Record, now_ms: u64, interrupted: bool) {
         let said = std::mem::take(&mut self.said);
         let said_round = std::mem::take(&mut self.said_round);
         let started = self.started_ms.take();
@@ -272,7 +262,7 @@ impl Reply {
         if said.is_empty() {
             return;
         }
-        conversation.transcript.push(Turn {
+        record.turn(Turn {
             role: Speaker::Agent,
             text: said,
             start_ms: started.unwrap_or(now_ms),
@@ -283,7 +273,7 @@ impl Reply {
         if said_round.is_empty() {
             return;
         }
-        history.push(ChatMessage::Assistant {
+        record.context(ChatMessage::Assistant {
             text: Some(if interrupted {
                 format!("{said_round} [interrupted]")
             } else {
@@ -295,7 +285,7 @@ impl Reply {
 
     /// The tool calls of a reply cut short go into the context with the results already in
     /// (the others follow when they answer).
-    pub fn flush_tools(&mut self, history: &mut Vec<ChatMessage>) {
+    pub fn flush_tools(&mut self, record: &mut Record) {
         let calls = std::mem::take(&mut self.tool_calls);
         let answered: Vec<ToolCall> = calls
             .into_iter()
@@ -306,13 +296,13 @@ impl Reply {
         if answered.is_empty() {
             return;
         }
-        history.push(ChatMessage::Assistant {
+        record.context(ChatMessage::Assistant {
             text: None,
             tool_calls: answered.clone(),
         });
         for call in answered {
             if let Some(content) = self.results.remove(&call.id) {
-                history.push(ChatMessage::Tool {
+                record.context(ChatMessage::Tool {
                     tool_call_id: call.id,
                     content,
                 });
@@ -323,19 +313,19 @@ impl Reply {
     /// Once the model has finished a round and every tool it called has answered: the round's
     /// text, calls and results go into the context; `true` if the model is to continue the
     /// reply with them (it did not also hang up).
-    pub fn round_done(&mut self, history: &mut Vec<ChatMessage>) -> bool {
+    pub fn round_done(&mut self, record: &mut Record) -> bool {
         if !self.complete || self.tools_running > 0 || self.tool_calls.is_empty() {
             return false;
         }
         let text = std::mem::take(&mut self.written);
         let calls = std::mem::take(&mut self.tool_calls);
-        history.push(ChatMessage::Assistant {
+        record.context(ChatMessage::Assistant {
             text: (!text.trim().is_empty()).then_some(text),
             tool_calls: calls.clone(),
         });
         for call in calls {
             let content = self.results.remove(&call.id).unwrap_or_default();
-            history.push(ChatMessage::Tool {
+            record.context(ChatMessage::Tool {
                 tool_call_id: call.id,
                 content,
             });

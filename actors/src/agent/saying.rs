@@ -50,10 +50,7 @@ impl Agent<'_> {
     /// (or a voicemail message could not be said).
     pub(super) fn reply_said(&mut self) -> Option<EndReason> {
         let now_ms = self.now_ms();
-        if !self
-            .reply
-            .said(&mut self.conversation, &mut self.history, now_ms)
-        {
+        if !self.reply.said(&mut self.record, now_ms) {
             return None;
         }
         if self.reply.end_call {
@@ -75,11 +72,10 @@ impl Agent<'_> {
     pub(super) fn interrupt(&mut self) {
         self.reply.interrupt();
         self.writer = None;
-        self.reply.flush_tools(&mut self.history);
+        self.reply.flush_tools(&mut self.record);
         if !self.reply.playing() {
             let now_ms = self.now_ms();
-            self.reply
-                .finish(&mut self.conversation, &mut self.history, now_ms, true);
+            self.reply.finish(&mut self.record, now_ms, true);
         }
     }
 }

@@ -11,11 +11,11 @@ use super::course::Course;
 use super::line::{Clip, Line, LineEvent};
 use super::listening::Listening;
 use super::machine::{Detection, Machine, Step};
+use super::record::Record;
 use super::reply::Reply;
 use super::work::{Abort, Voice, Work, WorkRx, WorkTx, work_queue};
 use super::{AgentEnd, AgentPlan, EndReason, Speech};
 use crate::call_tools::CallParties;
-use crate::conversation::Conversation;
 use crate::turns::{FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, STILL_THERE_LINE};
 use crate::vendors::ChatMessage;
 
@@ -67,9 +67,8 @@ pub(super) struct Agent<'a> {
     /// How sentences are voiced; none on a line that takes text.
     pub(super) voice: Option<Voice>,
     pub(super) parties: CallParties,
-    pub(super) conversation: Conversation,
-    /// The model's context (its system prompt comes from the director each round).
-    pub(super) history: Vec<ChatMessage>,
+    /// The call's record: the conversation, the model's context, the turns told.
+    pub(super) record: Record,
     /// The utterance under way (or the last one): what comes back for another is stale.
     pub(super) reply: Reply,
     /// The model's round being written.
@@ -79,8 +78,6 @@ pub(super) struct Agent<'a> {
     pub(super) fallback_said: bool,
     /// Tools dispatched and not yet answered, of any utterance.
     pub(super) tools_in_flight: u32,
-    /// Turns handed to the plan's sink so far.
-    pub(super) turns_told: usize,
     /// The director's course: the director, steps waiting, dispatches, the transfer.
     pub(super) course: Course,
     /// The line has been told the agent waits for the other party.
@@ -110,15 +107,13 @@ impl<'a> Agent<'a> {
             deadline: answered + plan.max_duration,
             voice,
             parties,
-            conversation: Conversation::default(),
-            history: Vec::new(),
+            record: Record::default(),
             reply: Reply::default(),
             writer: None,
             listening: Listening::new(Instant::now()),
             machine: Machine::new(plan),
             fallback_said: false,
             tools_in_flight: 0,
-            turns_told: 0,
             course: Course::new(plan.mind.as_ref().map(|m| m.director.clone())),
             floor_given: false,
         }
@@ -306,8 +301,7 @@ impl<'a> Agent<'a> {
             MediaEvent::Cut { tag, played } => {
                 self.reply.cut(tag, played);
                 let now_ms = self.now_ms();
-                self.reply
-                    .finish(&mut self.conversation, &mut self.history, now_ms, true);
+                self.reply.finish(&mut self.record, now_ms, true);
             }
             MediaEvent::PlayoutDone => {
                 self.reply.line_idle();
@@ -379,7 +373,7 @@ impl<'a> Agent<'a> {
                     Ok(_) => None,
                     Err(e) => {
                         let at = self.now_ms();
-                        self.conversation.vendor_failed(
+                        self.record.vendor_failed(
                             "speech",
                             "a reply could not be synthesized",
                             &e,
@@ -451,9 +445,9 @@ impl<'a> Agent<'a> {
     /// still decides, the turn is only written down.
     fn end_turn(&mut self) -> Option<EndReason> {
         let mut turn = self.listening.take_turn()?;
-        self.history.push(ChatMessage::User(turn.text.clone()));
+        self.record.context(ChatMessage::User(turn.text.clone()));
         turn.node = self.course.position();
-        self.conversation.transcript.push(turn);
+        self.record.turn(turn);
         self.course.director()?;
         if self.machine.detection != Detection::Off {
             return None;
@@ -461,7 +455,7 @@ impl<'a> Agent<'a> {
         // What was under way for the last turn is stale: a new utterance answers this one.
         self.writer = None;
         self.course.caller_turn();
-        self.reply.flush_tools(&mut self.history);
+        self.reply.flush_tools(&mut self.record);
         self.reply = Reply::default();
         let now_ms = self.now_ms();
         let steps = self.course.director_mut()?.caller_turn(now_ms);
@@ -472,23 +466,6 @@ impl<'a> Agent<'a> {
     pub(super) fn tell_turns(&mut self) {
         // Each turn carries where the director's course was when it was written down.
         let position = self.course.position();
-        for turn in self
-            .conversation
-            .transcript
-            .iter_mut()
-            .skip(self.turns_told)
-        {
-            if turn.node.is_none() {
-                turn.node.clone_from(&position);
-            }
-        }
-        let Some(sink) = &self.plan.turns else {
-            self.turns_told = self.conversation.transcript.len();
-            return;
-        };
-        while let Some(turn) = self.conversation.transcript.get(self.turns_told) {
-            self.turns_told += 1;
-            sink.final_turn(self.turns_told as u32, turn);
-        }
+        self.record.tell(self.plan.turns.as_deref(), position);
     }
 }

@@ -12,7 +12,7 @@ use super::work::Abort;
 use crate::call_tools::ToolRun;
 use crate::conversation::{ToolEvent, ToolStatus};
 use crate::turns::{APOLOGY_LINE, MAX_TOOL_ROUNDS};
-use crate::vendors::{ChatMessage, ChatRequest, ToolCall, VendorError};
+use crate::vendors::{ChatRequest, ToolCall, VendorError};
 
 impl Agent<'_> {
     /// The model asked for a function (for the current utterance); the call's end if what
@@ -32,7 +32,7 @@ impl Agent<'_> {
         ) {
             (Function::EndCall, _) => {
                 self.reply.end_call = true;
-                self.conversation.events.push(builtin_event(&call, at_ms));
+                self.record.event(builtin_event(&call, at_ms));
             }
             (Function::Tool, Some(tools)) => {
                 // Dispatched once, now: its utterance is current.
@@ -49,7 +49,7 @@ impl Agent<'_> {
                 // it goes on speaking only if the course asks it to.
                 self.reply.results.insert(call.id.clone(), result);
                 self.reply.tool_calls.push(call.clone());
-                self.conversation.events.push(builtin_event(&call, at_ms));
+                self.record.event(builtin_event(&call, at_ms));
                 let speaks = steps.iter().any(|s| matches!(s, Step::Reply));
                 self.reply.no_more_rounds |= !speaks;
                 let steps: Vec<Step> = steps
@@ -62,7 +62,7 @@ impl Agent<'_> {
                 let run = unknown_function(&call, at_ms);
                 self.reply.results.insert(call.id.clone(), run.content);
                 self.reply.tool_calls.push(call);
-                self.conversation.events.push(run.event);
+                self.record.event(run.event);
             }
         }
         None
@@ -78,7 +78,7 @@ impl Agent<'_> {
     ) -> Option<EndReason> {
         self.tools_in_flight = self.tools_in_flight.saturating_sub(1);
         run.event.at_ms = at_ms;
-        self.conversation.events.push(run.event);
+        self.record.event(run.event);
         if self.reply.is_current(speech) {
             self.reply.tools_running = self.reply.tools_running.saturating_sub(1);
             if self.reply.tools_running == 0 {
@@ -88,14 +88,7 @@ impl Agent<'_> {
             self.continue_round();
         } else {
             // It ran for a turn that was cut short: the model still learns what it did.
-            self.history.push(ChatMessage::Assistant {
-                text: None,
-                tool_calls: vec![call.clone()],
-            });
-            self.history.push(ChatMessage::Tool {
-                tool_call_id: call.id,
-                content: run.content,
-            });
+            self.record.tool_exchange(call, run.content);
         }
         self.reply_said()
     }
@@ -108,11 +101,8 @@ impl Agent<'_> {
             notes: &mind.notes,
             tools: tools.filter(|_| offer_tools),
         });
-        let mut messages = Vec::with_capacity(self.history.len() + 1);
-        messages.push(ChatMessage::System(briefing.instructions));
-        messages.extend(self.history.iter().cloned());
         let request = ChatRequest {
-            messages,
+            messages: self.record.messages(briefing.instructions),
             tools: briefing.functions,
             temperature: briefing.temperature,
             max_tokens: None,
@@ -123,7 +113,7 @@ impl Agent<'_> {
 
     /// The round of tools is done: the model continues the reply with their results.
     pub(super) fn continue_round(&mut self) {
-        if self.reply.round_done(&mut self.history) {
+        if self.reply.round_done(&mut self.record) {
             self.take_results();
             self.writer = self.start_round(self.reply.rounds < MAX_TOOL_ROUNDS);
         }
@@ -135,7 +125,7 @@ impl Agent<'_> {
         self.reply.complete = true;
         if let Err(e) = result {
             let at = self.now_ms();
-            self.conversation
+            self.record
                 .vendor_failed("chat_model", "the model failed", &e, at);
             if self.reply.sentences == 0 {
                 self.say(APOLOGY_LINE);

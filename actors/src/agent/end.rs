@@ -22,7 +22,7 @@ impl Agent<'_> {
         inbox: &mut WorkRx,
         stop: &tokio_util::sync::CancellationToken,
     ) -> AgentEnd {
-        self.writer = None;
+        self.reply.write(None);
         // Dispatched tools cannot be stopped: their runs belong on the call's record.
         if self.tools_in_flight > 0 && !stop.is_cancelled() {
             let until = Instant::now() + TOOL_DRAIN;

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::line::Clip;
 use super::record::Record;
 use super::speech_handle::{SpeechHandle, SpeechId};
+use super::work::Abort;
 use crate::conversation::{Speaker, Turn};
 use crate::turns::{MAX_TOOL_ROUNDS, words_heard};
 use crate::vendors::{ChatMessage, ToolCall};
@@ -27,6 +28,8 @@ struct Queued {
 pub(super) struct Reply {
     /// The utterance: its id (what comes back for it carries it), its playout, its end.
     handle: SpeechHandle,
+    /// The model's round being written for it (aborted when dropped).
+    writer: Option<Abort>,
     /// Sentences received so far (their indexes are 0..sentences).
     pub sentences: u32,
     /// The next sentence to queue for playing.
@@ -82,7 +85,7 @@ impl Reply {
     }
 
     /// Whether it has a sentence or a tool under way and has not been written down yet (a
-    /// model's round still being written is the call's `writer`).
+    /// model's round still being written is [`Reply::writing`]).
     pub fn in_progress(&self) -> bool {
         !self.done && (self.sentences > 0 || self.tools_running > 0)
     }
@@ -102,9 +105,19 @@ impl Reply {
         self.handle.is_current(id)
     }
 
-    /// Whether it takes more sentences: under way and not interrupted.
+    /// Whether it takes more sentences: under way (or being written) and not interrupted.
     pub fn is_open(&self) -> bool {
-        self.in_progress() && !self.handle.interrupted()
+        (self.in_progress() || self.writing()) && !self.handle.interrupted()
+    }
+
+    /// Whether the model's round is being written for it.
+    pub fn writing(&self) -> bool {
+        self.writer.is_some()
+    }
+
+    /// The model's round now written for it (`None`: none; one under way is aborted).
+    pub fn write(&mut self, round: Option<Abort>) {
+        self.writer = round;
     }
 
     /// Whether something of it is on the line (until the line says it is idle).
@@ -124,6 +137,7 @@ impl Reply {
 
     /// Cuts it short: what comes back for it from now on is stale.
     pub fn interrupt(&mut self) {
+        self.writer = None;
         if self.handle.interrupt() {
             let handle = &self.handle;
             tracing::debug!(

@@ -71,7 +71,6 @@ impl Agent<'_> {
     /// reports the cut).
     pub(super) fn interrupt(&mut self) {
         self.reply.interrupt();
-        self.writer = None;
         self.reply.flush_tools(&mut self.record);
         if !self.reply.playing() {
             let now_ms = self.now_ms();

@@ -13,7 +13,7 @@ use super::listening::Listening;
 use super::machine::{Detection, Machine, Step};
 use super::record::Record;
 use super::reply::Reply;
-use super::work::{Abort, Voice, Work, WorkRx, WorkTx, work_queue};
+use super::work::{Voice, Work, WorkRx, WorkTx, work_queue};
 use super::{AgentEnd, AgentPlan, EndReason, Speech};
 use crate::call_tools::CallParties;
 use crate::turns::{FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, STILL_THERE_LINE};
@@ -71,8 +71,6 @@ pub(super) struct Agent<'a> {
     pub(super) record: Record,
     /// The utterance under way (or the last one): what comes back for another is stale.
     pub(super) reply: Reply,
-    /// The model's round being written.
-    pub(super) writer: Option<Abort>,
     pub(super) listening: Listening,
     pub(super) machine: Machine,
     pub(super) fallback_said: bool,
@@ -109,7 +107,6 @@ impl<'a> Agent<'a> {
             parties,
             record: Record::default(),
             reply: Reply::default(),
-            writer: None,
             listening: Listening::new(Instant::now()),
             machine: Machine::new(plan),
             fallback_said: false,
@@ -186,7 +183,7 @@ impl<'a> Agent<'a> {
     /// Tells the line once each time the agent has nothing left to say or do but wait for
     /// the other party.
     fn give_floor(&mut self) {
-        let waiting = self.writer.is_none()
+        let waiting = !self.reply.writing()
             && !self.reply.in_progress()
             && !self.reply.sounding()
             && self.course.idle()
@@ -209,7 +206,7 @@ impl<'a> Agent<'a> {
             }
         };
         consider(self.machine.beep_due(), Timer::NoBeep);
-        let busy = self.writer.is_some()
+        let busy = self.reply.writing()
             || self.reply.in_progress()
             || self.listening.transcribing()
             || self.reply.tools_running > 0;
@@ -399,7 +396,7 @@ impl<'a> Agent<'a> {
     /// about to say is dropped.
     fn caller_speaks(&mut self) {
         self.listening.speech_started(Instant::now(), self.now_ms());
-        let agent_busy = self.reply.sounding() || self.writer.is_some() || self.reply.in_progress();
+        let agent_busy = self.reply.sounding() || self.reply.writing() || self.reply.in_progress();
         if self.machine.detection != Detection::Off || !agent_busy {
             return;
         }
@@ -453,7 +450,6 @@ impl<'a> Agent<'a> {
             return None;
         }
         // What was under way for the last turn is stale: a new utterance answers this one.
-        self.writer = None;
         self.course.caller_turn();
         self.reply.flush_tools(&mut self.record);
         self.reply = Reply::default();

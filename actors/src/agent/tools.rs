@@ -115,13 +115,14 @@ impl Agent<'_> {
     pub(super) fn continue_round(&mut self) {
         if self.reply.round_done(&mut self.record) {
             self.take_results();
-            self.writer = self.start_round(self.reply.rounds < MAX_TOOL_ROUNDS);
+            let round = self.start_round(self.reply.rounds < MAX_TOOL_ROUNDS);
+            self.reply.write(round);
         }
     }
 
     /// The model's round (of the current utterance) is complete, or failed.
     pub(super) fn replied(&mut self, result: Result<(), VendorError>) -> Option<EndReason> {
-        self.writer = None;
+        self.reply.write(None);
         self.reply.complete = true;
         if let Err(e) = result {
             let at = self.now_ms();

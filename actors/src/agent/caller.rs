@@ -70,9 +70,9 @@ impl Agent<'_> {
             }
             Err(e) => {
                 let at = self.now_ms();
-                self.conversation
+                self.record
                     .vendor_failed("transcriber", "speech to text failed", &e, at);
-                if !self.listening.speaking {
+                if !self.listening.is_speaking() {
                     self.say(APOLOGY_LINE);
                 }
             }

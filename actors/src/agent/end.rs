@@ -22,7 +22,7 @@ impl Agent<'_> {
         inbox: &mut WorkRx,
         stop: &tokio_util::sync::CancellationToken,
     ) -> AgentEnd {
-        self.writer = None;
+        self.reply.write(None);
         // Dispatched tools cannot be stopped: their runs belong on the call's record.
         if self.tools_in_flight > 0 && !stop.is_cancelled() {
             let until = Instant::now() + TOOL_DRAIN;
@@ -31,7 +31,7 @@ impl Agent<'_> {
                     Ok(Some(Work::ToolDone { mut run, at_ms, .. })) => {
                         self.tools_in_flight -= 1;
                         run.event.at_ms = at_ms;
-                        self.conversation.events.push(run.event);
+                        self.record.event(run.event);
                     }
                     Ok(Some(_)) => {}
                     Ok(None) | Err(_) => break,
@@ -40,28 +40,25 @@ impl Agent<'_> {
         }
         // What the caller said last, if the call ended before the agent could answer it.
         if let Some(turn) = self.listening.take_turn() {
-            self.conversation.transcript.push(turn);
+            self.record.turn(turn);
         }
         let now_ms = self.now_ms();
         self.reply.hung_up(self.line.sample_rate());
-        self.reply
-            .finish(&mut self.conversation, &mut self.history, now_ms, true);
+        self.reply.finish(&mut self.record, now_ms, true);
         self.tell_turns();
-        if let Some(director) = &self.director {
-            self.conversation.path = director.path();
-        }
         if let Some(sink) = &self.plan.turns {
             sink.flush().await;
         }
         let duration_secs = self.answered.elapsed().as_secs() as i64;
         let stats = self.line.finish().await;
+        let path = self.course.director().map(|d| d.path()).unwrap_or_default();
         AgentEnd {
             reason,
             duration_secs,
             stats,
             answered_by: self.machine.answered_by,
-            conversation: self.conversation,
-            director: self.director,
+            conversation: self.record.finish(path),
+            director: self.course.into_director(),
         }
     }
 }

@@ -12,8 +12,8 @@ use crate::conversation::{Speaker, Turn};
 use crate::turns::sounds_unfinished;
 use crate::vendors::{Transcript, VendorError};
 
-/// The caller's turn so far.
-#[derive(Debug, Default)]
+/// The caller's turn so far, and how long the call has been quiet.
+#[derive(Debug)]
 pub(super) struct Listening {
     /// Their words so far this turn.
     heard: String,
@@ -21,13 +21,13 @@ pub(super) struct Listening {
     heard_from: Option<u64>,
     heard_to: u64,
     /// Transcriptions of whole utterances in flight.
-    pub transcribing: u32,
+    transcribing: u32,
     /// When the turn ends (once no transcription is in flight).
-    pub turn_ends_at: Option<Instant>,
+    turn_ends_at: Option<Instant>,
     /// Since when the caller has been speaking without a stop.
-    pub speech_started: Option<Instant>,
+    speech_started: Option<Instant>,
     /// The VAD hears the caller.
-    pub speaking: bool,
+    speaking: bool,
     /// The pause the pending early transcript was made at.
     early: Option<u64>,
     /// Pauses so far.
@@ -37,11 +37,77 @@ pub(super) struct Listening {
     /// The turn ended on an early transcript: the utterance it was made of is not transcribed
     /// again.
     ended_early: bool,
+    /// Since when neither side has been heard (the silence timeout counts from there).
+    quiet_since: Instant,
+    /// The agent has asked whether the caller is still there since they last spoke.
+    asked_still_there: bool,
 }
 
 impl Listening {
+    /// Nothing heard yet, quiet since `now`.
+    pub fn new(now: Instant) -> Listening {
+        Listening {
+            heard: String::new(),
+            heard_from: None,
+            heard_to: 0,
+            transcribing: 0,
+            turn_ends_at: None,
+            speech_started: None,
+            speaking: false,
+            early: None,
+            pauses: 0,
+            paused_at_ms: 0,
+            ended_early: false,
+            quiet_since: now,
+            asked_still_there: false,
+        }
+    }
+
+    /// The VAD hears the caller.
+    pub fn is_speaking(&self) -> bool {
+        self.speaking
+    }
+
+    /// Whether a transcription of the caller's speech is in flight.
+    pub fn transcribing(&self) -> bool {
+        self.transcribing > 0
+    }
+
+    /// Whether nothing of the caller's is under way: not speaking, nothing being transcribed,
+    /// no turn about to end.
+    pub fn idle(&self) -> bool {
+        !self.speaking && self.transcribing == 0 && self.ends_at().is_none()
+    }
+
+    /// When a caller speaking without a pause has spoken `max` and their turn ends for them.
+    pub fn long_speech_due(&self, max: Duration) -> Option<Instant> {
+        self.speech_started.map(|at| at + max)
+    }
+
+    /// The call is quiet from `now` (someone stopped speaking, or the agent's audio ended).
+    pub fn quiet(&mut self, now: Instant) {
+        self.quiet_since = now;
+    }
+
+    /// When the silence timeout runs out, if nobody speaks before.
+    pub fn silence_due(&self, timeout: Duration) -> Instant {
+        self.quiet_since + timeout
+    }
+
+    /// The silence timeout ran out: `true` if the agent asks whether the caller is still
+    /// there (once since they last spoke; the timeout then counts again from `now`), `false`
+    /// if it has asked already.
+    pub fn ask_still_there(&mut self, now: Instant) -> bool {
+        if std::mem::replace(&mut self.asked_still_there, true) {
+            return false;
+        }
+        self.quiet_since = now;
+        true
+    }
+
     /// The caller started (or resumed) speaking: an early transcript is stale.
     pub fn speech_started(&mut self, now: Instant, now_ms: u64) {
+        self.asked_still_there = false;
         self.early = None;
         self.ended_early = false;
         self.speaking = true;
@@ -176,5 +242,60 @@ impl Listening {
             interrupted: false,
             node: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn transcript(text: &str) -> Result<Transcript, VendorError> {
+        Ok(Transcript {
+            text: text.into(),
+            ..Transcript::default()
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_still_there_question_is_asked_once_until_the_caller_speaks() {
+        let start = Instant::now();
+        let timeout = Duration::from_secs(5);
+        let mut listening = Listening::new(start);
+        assert_eq!(listening.silence_due(timeout), start + timeout);
+        let later = start + timeout;
+        assert!(listening.ask_still_there(later));
+        assert_eq!(listening.silence_due(timeout), later + timeout);
+        assert!(!listening.ask_still_there(later + timeout));
+        listening.speech_started(later, 5000);
+        listening.speech_stopped(6000);
+        listening.quiet(later + Duration::from_secs(1));
+        assert!(listening.ask_still_there(later + timeout));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_speech_is_due_from_its_start_and_a_turn_ends_after_its_transcript() {
+        let start = Instant::now();
+        let mut listening = Listening::new(start);
+        let max = Duration::from_secs(10);
+        assert_eq!(listening.long_speech_due(max), None);
+        listening.speech_started(start, 0);
+        assert_eq!(listening.long_speech_due(max), Some(start + max));
+        assert!(listening.is_speaking() && !listening.idle());
+        listening.speech_stopped(1200);
+        assert!(listening.utterance());
+        assert!(listening.transcribing() && listening.ends_at().is_none());
+        let heard = start + Duration::from_millis(1400);
+        let grace = Duration::from_millis(500);
+        listening
+            .heard(transcript("I want to book"), heard, grace)
+            .unwrap();
+        // Unfinished words get the grace.
+        assert_eq!(listening.ends_at(), Some(heard + grace));
+        let turn = listening.take_turn().expect("a turn");
+        assert_eq!(
+            (turn.text.as_str(), turn.start_ms, turn.end_ms),
+            ("I want to book", 0, 1200)
+        );
+        assert!(listening.idle() && listening.long_speech_due(max).is_none());
     }
 }

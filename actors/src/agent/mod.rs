@@ -1,16 +1,26 @@
 //! The agent on an answered call, for either direction and on any line.
 //!
-//! [`converse`] runs the agent until the call ends. It is small parts around one loop:
+//! [`converse`] runs the agent until the call ends. It is small parts around one loop, each
+//! owning its state (its fields are private to it; the session wires them):
 //!
 //! - the **line** ([`line::Line`]): what the agent does to and hears from the call (queue
 //!   tagged audio or text, clear, hang up; media events in). A SIP call is one
 //!   ([`line::SipLine`]); a text line ([`text::TextLine`]) carries turns as text, with no speech
 //!   vendors;
 //! - the **director** ([`director::Director`]): what the model is told and offered at each
-//!   round, and what a function call does. A prompt agent ([`director::PromptAgent`]) is one;
-//! - turn-taking ([`listening`]): the caller's speech, the end of their turn, early transcripts;
-//! - the reply ([`reply`]): its sentences, their synthesis and playout, tool rounds, and what
-//!   goes into the transcript and the model's context of what was played;
+//!   round, and what a function call does. A prompt agent ([`director::PromptAgent`]) is one.
+//!   Each call runs its own copy of the plan's director and hands it back in [`AgentEnd`];
+//! - the course ([`course::Course`]): the director, the steps waiting for the model's round,
+//!   the dispatches and the transfer under way; its steps are done by [`steps`];
+//! - turn-taking ([`listening::Listening`]): the caller's speech, the end of their turn, early
+//!   transcripts, the quiet and still-there timers;
+//! - the reply ([`reply::Reply`]): the utterance under way: the model's round being written,
+//!   its sentences, their synthesis and playout, tool rounds, and what goes into the record of
+//!   what was played;
+//! - one handle per utterance ([`speech_handle::SpeechHandle`]): its id, what was queued and
+//!   played, whether it was interrupted, its end. What comes back for an utterance carries
+//!   its id; what comes back for one that is no longer current is dropped;
+//! - the record ([`record::Record`]): the conversation, the model's context, the turns told;
 //! - answering-machine handling ([`machine`]);
 //! - the session ([`session`]): the loop, its timers and limits, and the call's end.
 //!
@@ -33,9 +43,12 @@ mod end;
 pub mod line;
 mod listening;
 mod machine;
+mod record;
 mod reply;
 mod saying;
 mod session;
+mod speech_handle;
+mod steps;
 pub mod text;
 mod tools;
 mod work;

@@ -7,7 +7,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use tokio::time::Instant;
 
 use super::line::Clip;
-use crate::conversation::{Conversation, Speaker, Turn};
+use super::record::Record;
+use super::speech_handle::{SpeechHandle, SpeechId};
+use super::work::Abort;
+use crate::conversation::{Speaker, Turn};
 use crate::turns::{MAX_TOOL_ROUNDS, words_heard};
 use crate::vendors::{ChatMessage, ToolCall};
 
@@ -23,6 +26,10 @@ struct Queued {
 /// lines (a greeting, an apology), which is a reply written whole.
 #[derive(Default)]
 pub(super) struct Reply {
+    /// The utterance: its id (what comes back for it carries it), its playout, its end.
+    handle: SpeechHandle,
+    /// The model's round being written for it (aborted when dropped).
+    writer: Option<Abort>,
     /// Sentences received so far (their indexes are 0..sentences).
     pub sentences: u32,
     /// The next sentence to queue for playing.
@@ -78,7 +85,7 @@ impl Reply {
     }
 
     /// Whether it has a sentence or a tool under way and has not been written down yet (a
-    /// model's round still being written is the call's `writer`).
+    /// model's round still being written is [`Reply::writing`]).
     pub fn in_progress(&self) -> bool {
         !self.done && (self.sentences > 0 || self.tools_running > 0)
     }
@@ -86,6 +93,60 @@ impl Reply {
     /// Whether something of it is queued on the line.
     pub fn playing(&self) -> bool {
         !self.queued.is_empty()
+    }
+
+    /// Its utterance's id.
+    pub fn id(&self) -> SpeechId {
+        self.handle.id()
+    }
+
+    /// Whether what came back for `id` is still wanted.
+    pub fn is_current(&self, id: SpeechId) -> bool {
+        self.handle.is_current(id)
+    }
+
+    /// Whether it takes more sentences: under way (or being written) and not interrupted.
+    pub fn is_open(&self) -> bool {
+        (self.in_progress() || self.writing()) && !self.handle.interrupted()
+    }
+
+    /// Whether the model's round is being written for it.
+    pub fn writing(&self) -> bool {
+        self.writer.is_some()
+    }
+
+    /// The model's round now written for it (`None`: none; one under way is aborted).
+    pub fn write(&mut self, round: Option<Abort>) {
+        self.writer = round;
+    }
+
+    /// Whether something of it is on the line (until the line says it is idle).
+    pub fn sounding(&self) -> bool {
+        self.handle.sounding()
+    }
+
+    /// Whether any of its sentences reached the line.
+    pub fn queued_any(&self) -> bool {
+        self.handle.queued_sentences() > 0
+    }
+
+    /// The line has played all it had.
+    pub fn line_idle(&mut self) {
+        self.handle.line_idle();
+    }
+
+    /// Cuts it short: what comes back for it from now on is stale.
+    pub fn interrupt(&mut self) {
+        self.writer = None;
+        if self.handle.interrupt() {
+            let handle = &self.handle;
+            tracing::debug!(
+                queued = handle.queued_sentences(),
+                played = handle.played_sentences(),
+                played_ms = handle.played_ms(),
+                "the agent's utterance was interrupted"
+            );
+        }
     }
 
     /// The turn as it is being said: what was played of it, then what is playing or queued.
@@ -105,23 +166,18 @@ impl Reply {
 
     /// Sentence `index` is ready (`None`: it has no audio); the sentences now due to play, in
     /// order, with their tags. `now_ms` starts the turn's clock at its first.
-    pub fn ready(
-        &mut self,
-        index: u32,
-        clip: Option<Clip>,
-        generation: u64,
-        now_ms: u64,
-    ) -> Vec<(Clip, u64)> {
+    pub fn ready(&mut self, index: u32, clip: Option<Clip>, now_ms: u64) -> Vec<(Clip, u64)> {
         self.ready.insert(index, clip);
         let mut due = Vec::new();
         while let Some(clip) = self.ready.remove(&self.next) {
             let index = self.next;
             self.next += 1;
             let Some(clip) = clip else { continue };
-            let tag = (generation << 20) | u64::from(index + 1);
+            let tag = self.handle.tag(index);
             if self.queued.is_empty() {
                 self.playing_since = Some(Instant::now());
             }
+            self.handle.queued(Instant::now());
             self.queued.push_back(Queued {
                 tag,
                 text: clip.text.clone(),
@@ -143,6 +199,7 @@ impl Reply {
     /// The line played `tag` in full; the next sentence starts now.
     pub fn played_out(&mut self, tag: u64) {
         if let Some(done) = self.dequeue(tag) {
+            self.handle.played(Instant::now());
             self.played(&done.text, done.index);
             self.playing_since = Some(Instant::now());
         }
@@ -151,6 +208,7 @@ impl Reply {
     /// The line cut `tag` after `played` of it; nothing after it plays.
     pub fn cut(&mut self, tag: u64, played: usize) {
         if let Some(cut) = self.dequeue(tag) {
+            self.handle.cut(Instant::now());
             self.played(&words_heard(&cut.text, played, cut.len), cut.index);
         }
         self.queued.clear();
@@ -188,12 +246,7 @@ impl Reply {
 
     /// Ends the turn once the model has finished and every sentence has been played (or could
     /// not be synthesized); `true` if it has ended now.
-    pub fn said(
-        &mut self,
-        conversation: &mut Conversation,
-        history: &mut Vec<ChatMessage>,
-        now_ms: u64,
-    ) -> bool {
+    pub fn said(&mut self, record: &mut Record, now_ms: u64) -> bool {
         if !self.complete
             || !self.queued.is_empty()
             || self.next < self.sentences
@@ -204,30 +257,26 @@ impl Reply {
             return false;
         }
         self.done = true;
-        self.finish(conversation, history, now_ms, false);
+        self.handle.finish();
+        self.finish(record, now_ms, false);
         true
     }
 
     /// Ends the agent's turn: what was played goes into the transcript and the model's context
     /// (only that, when it was interrupted), and the reply is cleared.
-    pub fn finish(
-        &mut self,
-        conversation: &mut Conversation,
-        history: &mut Vec<ChatMessage>,
-        now_ms: u64,
-        interrupted: bool,
-    ) {
+    pub fn finish(&mut self, record: &mut Record, now_ms: u64, interrupted: bool) {
         let said = std::mem::take(&mut self.said);
         let said_round = std::mem::take(&mut self.said_round);
         let started = self.started_ms.take();
         self.queued.clear();
         if interrupted {
             self.done = true;
+            self.interrupt();
         }
         if said.is_empty() {
             return;
         }
-        conversation.transcript.push(Turn {
+        record.turn(Turn {
             role: Speaker::Agent,
             text: said,
             start_ms: started.unwrap_or(now_ms),
@@ -238,7 +287,7 @@ impl Reply {
         if said_round.is_empty() {
             return;
         }
-        history.push(ChatMessage::Assistant {
+        record.context(ChatMessage::Assistant {
             text: Some(if interrupted {
                 format!("{said_round} [interrupted]")
             } else {
@@ -250,7 +299,7 @@ impl Reply {
 
     /// The tool calls of a reply cut short go into the context with the results already in
     /// (the others follow when they answer).
-    pub fn flush_tools(&mut self, history: &mut Vec<ChatMessage>) {
+    pub fn flush_tools(&mut self, record: &mut Record) {
         let calls = std::mem::take(&mut self.tool_calls);
         let answered: Vec<ToolCall> = calls
             .into_iter()
@@ -261,13 +310,13 @@ impl Reply {
         if answered.is_empty() {
             return;
         }
-        history.push(ChatMessage::Assistant {
+        record.context(ChatMessage::Assistant {
             text: None,
             tool_calls: answered.clone(),
         });
         for call in answered {
             if let Some(content) = self.results.remove(&call.id) {
-                history.push(ChatMessage::Tool {
+                record.context(ChatMessage::Tool {
                     tool_call_id: call.id,
                     content,
                 });
@@ -278,19 +327,19 @@ impl Reply {
     /// Once the model has finished a round and every tool it called has answered: the round's
     /// text, calls and results go into the context; `true` if the model is to continue the
     /// reply with them (it did not also hang up).
-    pub fn round_done(&mut self, history: &mut Vec<ChatMessage>) -> bool {
+    pub fn round_done(&mut self, record: &mut Record) -> bool {
         if !self.complete || self.tools_running > 0 || self.tool_calls.is_empty() {
             return false;
         }
         let text = std::mem::take(&mut self.written);
         let calls = std::mem::take(&mut self.tool_calls);
-        history.push(ChatMessage::Assistant {
+        record.context(ChatMessage::Assistant {
             text: (!text.trim().is_empty()).then_some(text),
             tool_calls: calls.clone(),
         });
         for call in calls {
             let content = self.results.remove(&call.id).unwrap_or_default();
-            history.push(ChatMessage::Tool {
+            record.context(ChatMessage::Tool {
                 tool_call_id: call.id,
                 content,
             });

@@ -13,7 +13,7 @@ impl Agent<'_> {
     /// Says one of the agent's own lines: the next sentence of the reply under way, or a
     /// reply of its own.
     pub(super) fn say(&mut self, text: &str) {
-        if !self.reply.in_progress() {
+        if !self.reply.is_open() {
             self.reply = Reply::line();
         }
         let index = self.reply.add_sentence();
@@ -26,7 +26,7 @@ impl Agent<'_> {
         match &self.voice {
             Some(voice) => self
                 .work
-                .synthesize(&self.speech, voice, index, self.generation, text),
+                .synthesize(&self.speech, voice, index, self.reply.id(), text),
             None => self.ready(index, Some(Clip { text, audio: None })),
         }
     }
@@ -35,9 +35,8 @@ impl Agent<'_> {
     pub(super) fn ready(&mut self, index: u32, clip: Option<Clip>) {
         let now_ms = self.now_ms();
         let mut started = false;
-        for (clip, tag) in self.reply.ready(index, clip, self.generation, now_ms) {
+        for (clip, tag) in self.reply.ready(index, clip, now_ms) {
             self.line.play(clip, tag);
-            self.agent_speaking = true;
             started = true;
         }
         // What is being said goes out as it starts (the live page shows it), before the turn
@@ -51,35 +50,31 @@ impl Agent<'_> {
     /// (or a voicemail message could not be said).
     pub(super) fn reply_said(&mut self) -> Option<EndReason> {
         let now_ms = self.now_ms();
-        if !self
-            .reply
-            .said(&mut self.conversation, &mut self.history, now_ms)
-        {
+        if !self.reply.said(&mut self.record, now_ms) {
             return None;
         }
         if self.reply.end_call {
             return Some(EndReason::AgentHangup);
         }
-        if self.transfer_to.is_some() {
+        if self.course.transfer_due() {
             return self.transfer_when_said();
         }
-        if self.machine.detection == Detection::LeavingMessage && !self.agent_speaking {
+        if self.machine.detection == Detection::LeavingMessage && !self.reply.queued_any() {
             // The message could not be synthesized: nothing was left.
             return Some(EndReason::AnsweringMachine);
         }
         None
     }
 
-    /// Cuts the agent's reply short: everything of its generation is stale, and what was
-    /// played of it is written down as interrupted (now, or when the line reports the cut).
+    /// Cuts the agent's reply short: everything that comes back for its utterance is stale,
+    /// and what was played of it is written down as interrupted (now, or when the line
+    /// reports the cut).
     pub(super) fn interrupt(&mut self) {
-        self.generation += 1;
-        self.writer = None;
-        self.reply.flush_tools(&mut self.history);
+        self.reply.interrupt();
+        self.reply.flush_tools(&mut self.record);
         if !self.reply.playing() {
             let now_ms = self.now_ms();
-            self.reply
-                .finish(&mut self.conversation, &mut self.history, now_ms, true);
+            self.reply.finish(&mut self.record, now_ms, true);
         }
     }
 }

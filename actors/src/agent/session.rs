@@ -7,15 +7,15 @@ use std::sync::Arc;
 use switchboard_sip::media::MediaEvent;
 use tokio::time::Instant;
 
-use super::director::Director;
+use super::course::Course;
 use super::line::{Clip, Line, LineEvent};
 use super::listening::Listening;
 use super::machine::{Detection, Machine, Step};
+use super::record::Record;
 use super::reply::Reply;
-use super::work::{Abort, Voice, Work, WorkRx, WorkTx, work_queue};
+use super::work::{Voice, Work, WorkRx, WorkTx, work_queue};
 use super::{AgentEnd, AgentPlan, EndReason, Speech};
 use crate::call_tools::CallParties;
-use crate::conversation::Conversation;
 use crate::turns::{FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, STILL_THERE_LINE};
 use crate::vendors::ChatMessage;
 
@@ -64,42 +64,20 @@ pub(super) struct Agent<'a> {
     pub(super) work: WorkTx,
     pub(super) answered: Instant,
     pub(super) deadline: Instant,
-    /// The call's own director (a copy of the mind's); none without a mind.
-    pub(super) director: Option<Box<dyn Director>>,
     /// How sentences are voiced; none on a line that takes text.
     pub(super) voice: Option<Voice>,
     pub(super) parties: CallParties,
-    pub(super) conversation: Conversation,
-    /// The model's context (its system prompt comes from the director each round).
-    pub(super) history: Vec<ChatMessage>,
-    /// A new caller turn or a barge-in makes everything older stale.
-    pub(super) generation: u64,
+    /// The call's record: the conversation, the model's context, the turns told.
+    pub(super) record: Record,
+    /// The utterance under way (or the last one): what comes back for another is stale.
     pub(super) reply: Reply,
-    /// The model's round being written.
-    pub(super) writer: Option<Abort>,
     pub(super) listening: Listening,
     pub(super) machine: Machine,
-    /// Something of the agent's is queued on the line.
-    pub(super) agent_speaking: bool,
-    pub(super) quiet_since: Instant,
-    pub(super) asked_still_there: bool,
     pub(super) fallback_said: bool,
-    /// Tools dispatched and not yet answered, of any generation.
+    /// Tools dispatched and not yet answered, of any utterance.
     pub(super) tools_in_flight: u32,
-    /// Turns handed to the plan's sink so far.
-    pub(super) turns_told: usize,
-    /// Steps of the director's course waiting for the model's round under way.
-    pub(super) course: Vec<super::director::Step>,
-    /// The model's round under way only fills arguments: its words are not said.
-    pub(super) silent_round: bool,
-    /// Dispatches of the course under way.
-    pub(super) dispatches: u32,
-    /// Where the call is transferred once what is being said has been said.
-    pub(super) transfer_to: Option<String>,
-    /// The transfer under way: its record, completed when the line says how it went.
-    pub(super) transferring: Option<crate::conversation::ToolEvent>,
-    /// The director's opening has been done.
-    opened: bool,
+    /// The director's course: the director, steps waiting, dispatches, the transfer.
+    pub(super) course: Course,
     /// The line has been told the agent waits for the other party.
     floor_given: bool,
 }
@@ -125,28 +103,15 @@ impl<'a> Agent<'a> {
             work,
             answered,
             deadline: answered + plan.max_duration,
-            director: plan.mind.as_ref().map(|m| m.director.clone()),
             voice,
             parties,
-            conversation: Conversation::default(),
-            history: Vec::new(),
-            generation: 0,
+            record: Record::default(),
             reply: Reply::default(),
-            writer: None,
-            listening: Listening::default(),
+            listening: Listening::new(Instant::now()),
             machine: Machine::new(plan),
-            agent_speaking: false,
-            quiet_since: Instant::now(),
-            asked_still_there: false,
             fallback_said: false,
             tools_in_flight: 0,
-            turns_told: 0,
-            course: Vec::new(),
-            silent_round: false,
-            dispatches: 0,
-            transfer_to: None,
-            transferring: None,
-            opened: false,
+            course: Course::new(plan.mind.as_ref().map(|m| m.director.clone())),
             floor_given: false,
         }
     }
@@ -177,11 +142,11 @@ impl<'a> Agent<'a> {
     /// The opening of the director's course, or else the greeting when the agent speaks
     /// first; once.
     fn greet(&mut self) -> Option<EndReason> {
-        if std::mem::replace(&mut self.opened, true) {
+        if !self.course.open() {
             return None;
         }
         let now_ms = self.now_ms();
-        let opening = self.director.as_mut().and_then(|d| d.opening(now_ms));
+        let opening = self.course.director_mut().and_then(|d| d.opening(now_ms));
         if let Some(steps) = opening {
             return self.act(steps);
         }
@@ -218,16 +183,11 @@ impl<'a> Agent<'a> {
     /// Tells the line once each time the agent has nothing left to say or do but wait for
     /// the other party.
     fn give_floor(&mut self) {
-        let waiting = self.writer.is_none()
+        let waiting = !self.reply.writing()
             && !self.reply.in_progress()
-            && !self.agent_speaking
-            && self.dispatches == 0
-            && self.course.is_empty()
-            && self.transfer_to.is_none()
-            && self.transferring.is_none()
-            && self.listening.transcribing == 0
-            && !self.listening.speaking
-            && self.listening.ends_at().is_none()
+            && !self.reply.sounding()
+            && self.course.idle()
+            && self.listening.idle()
             && self.machine.detection == Detection::Off;
         if waiting && !self.floor_given {
             self.line.floor();
@@ -246,25 +206,22 @@ impl<'a> Agent<'a> {
             }
         };
         consider(self.machine.beep_due(), Timer::NoBeep);
-        let busy = self.writer.is_some()
+        let busy = self.reply.writing()
             || self.reply.in_progress()
-            || self.listening.transcribing > 0
+            || self.listening.transcribing()
             || self.reply.tools_running > 0;
-        let watch_silence = !self.listening.speaking
-            && !self.agent_speaking
+        let watch_silence = !self.listening.is_speaking()
+            && !self.reply.sounding()
             && !busy
             && self.machine.detection == Detection::Off;
         consider(
-            watch_silence.then(|| self.quiet_since + self.plan.silence_timeout),
+            watch_silence.then(|| self.listening.silence_due(self.plan.silence_timeout)),
             Timer::Silence,
         );
         let filler = self.reply.tools_since.map(|at| at + FILLER_AFTER);
         consider(filler.filter(|_| self.reply.filler_due()), Timer::Filler);
         if let Some(mind) = &self.plan.mind {
-            let long = self
-                .listening
-                .speech_started
-                .map(|at| at + mind.max_continuous_speech);
+            let long = self.listening.long_speech_due(mind.max_continuous_speech);
             consider(long, Timer::LongSpeech);
         }
         consider(self.listening.ends_at(), Timer::TurnEnd);
@@ -276,13 +233,11 @@ impl<'a> Agent<'a> {
             Timer::Limit => return Some(EndReason::MaxDuration),
             Timer::NoBeep => return Some(EndReason::VoicemailNoBeep),
             Timer::Silence => {
-                if self.plan.mind.is_none() || self.asked_still_there {
+                // Once, before the silence ends the call.
+                if self.plan.mind.is_none() || !self.listening.ask_still_there(Instant::now()) {
                     return Some(EndReason::SilenceTimeout);
                 }
-                // Once, before the silence ends the call.
-                self.asked_still_there = true;
                 self.say(STILL_THERE_LINE);
-                self.quiet_since = Instant::now();
             }
             Timer::Filler => {
                 self.reply.filler_said = true;
@@ -302,13 +257,13 @@ impl<'a> Agent<'a> {
             LineEvent::Ended(reason) => return Some(reason),
             LineEvent::Transferred(result) => return self.transferred(result),
             // The call is being handed over: the caller waits for it.
-            _ if self.transferring.is_some() => return None,
+            _ if self.course.is_transferring() => return None,
             LineEvent::Said(text) => {
                 let (now, now_ms) = (Instant::now(), self.now_ms());
                 self.caller_speaks();
                 self.listening.speech_stopped(now_ms);
                 self.listening.said(&text, now, now_ms);
-                self.quiet_since = now;
+                self.listening.quiet(now);
                 self.fallback();
                 return None;
             }
@@ -318,7 +273,7 @@ impl<'a> Agent<'a> {
             MediaEvent::SpeechStarted | MediaEvent::Resumed => self.caller_speaks(),
             MediaEvent::SpeechStopped => {
                 self.listening.speech_stopped(self.now_ms());
-                self.quiet_since = Instant::now();
+                self.listening.quiet(Instant::now());
                 if self.machine.greet_early(self.plan)
                     && let Some(reason) = self.greet()
                 {
@@ -343,12 +298,11 @@ impl<'a> Agent<'a> {
             MediaEvent::Cut { tag, played } => {
                 self.reply.cut(tag, played);
                 let now_ms = self.now_ms();
-                self.reply
-                    .finish(&mut self.conversation, &mut self.history, now_ms, true);
+                self.reply.finish(&mut self.record, now_ms, true);
             }
             MediaEvent::PlayoutDone => {
-                self.agent_speaking = false;
-                self.quiet_since = Instant::now();
+                self.reply.line_idle();
+                self.listening.quiet(Instant::now());
                 if self.machine.detection == Detection::LeavingMessage && !self.reply.in_progress()
                 {
                     return Some(EndReason::VoicemailLeft);
@@ -368,7 +322,6 @@ impl<'a> Agent<'a> {
     }
 
     fn on_work(&mut self, work: Work) -> Option<EndReason> {
-        let current = self.generation;
         match work {
             Work::Heard { result } => self.heard(result),
             Work::Early { pause, result } => {
@@ -376,22 +329,23 @@ impl<'a> Agent<'a> {
                     self.line.drop_utterance();
                 }
             }
-            Work::Sentence { generation, .. } if generation == current && self.silent_round => {}
-            Work::Sentence { generation, text } if generation == current => {
+            Work::Sentence { speech, .. }
+                if self.reply.is_current(speech) && self.course.is_silent() => {}
+            Work::Sentence { speech, text } if self.reply.is_current(speech) => {
                 super::reply::append(&mut self.reply.written, &text);
                 let index = self.reply.add_sentence();
                 self.voice(index, text);
             }
-            Work::Function { generation, call } if generation == current => {
+            Work::Function { speech, call } if self.reply.is_current(speech) => {
                 return self.function(call);
             }
             Work::ToolDone {
-                generation,
+                speech,
                 call,
                 run,
                 at_ms,
-            } => return self.tool_done(generation, call, run, at_ms),
-            Work::Replied { generation, result } if generation == current => {
+            } => return self.tool_done(speech, call, run, at_ms),
+            Work::Replied { speech, result } if self.reply.is_current(speech) => {
                 if let Some(reason) = self.replied(result) {
                     return Some(reason);
                 }
@@ -403,11 +357,11 @@ impl<'a> Agent<'a> {
                 at_ms,
             } => return self.dispatched(outcome, event, at_ms),
             Work::Spoken {
-                generation,
+                speech,
                 index,
                 text,
                 result,
-            } if generation == current => {
+            } if self.reply.is_current(speech) => {
                 let clip = match result {
                     Ok(audio) if !audio.is_empty() => Some(Clip {
                         text,
@@ -416,7 +370,7 @@ impl<'a> Agent<'a> {
                     Ok(_) => None,
                     Err(e) => {
                         let at = self.now_ms();
-                        self.conversation.vendor_failed(
+                        self.record.vendor_failed(
                             "speech",
                             "a reply could not be synthesized",
                             &e,
@@ -428,8 +382,8 @@ impl<'a> Agent<'a> {
                 self.ready(index, clip);
                 return self.reply_said();
             }
-            // Stale: a newer turn or a barge-in replaced its generation. A function call
-            // among them is never dispatched.
+            // Stale: its utterance was interrupted or replaced (a newer turn). A function
+            // call among them is never dispatched.
             Work::Sentence { .. }
             | Work::Function { .. }
             | Work::Replied { .. }
@@ -442,8 +396,7 @@ impl<'a> Agent<'a> {
     /// about to say is dropped.
     fn caller_speaks(&mut self) {
         self.listening.speech_started(Instant::now(), self.now_ms());
-        self.asked_still_there = false;
-        let agent_busy = self.agent_speaking || self.writer.is_some() || self.reply.in_progress();
+        let agent_busy = self.reply.sounding() || self.reply.writing() || self.reply.in_progress();
         if self.machine.detection != Detection::Off || !agent_busy {
             return;
         }
@@ -466,7 +419,7 @@ impl<'a> Agent<'a> {
         match step? {
             Step::Converse { greet } => {
                 self.line.yield_to_speech(true);
-                self.quiet_since = Instant::now();
+                self.listening.quiet(Instant::now());
                 if greet {
                     return self.greet();
                 }
@@ -489,45 +442,26 @@ impl<'a> Agent<'a> {
     /// still decides, the turn is only written down.
     fn end_turn(&mut self) -> Option<EndReason> {
         let mut turn = self.listening.take_turn()?;
-        self.history.push(ChatMessage::User(turn.text.clone()));
-        turn.node = self.director.as_ref().and_then(|d| d.position());
-        self.conversation.transcript.push(turn);
-        self.director.as_ref()?;
+        self.record.context(ChatMessage::User(turn.text.clone()));
+        turn.node = self.course.position();
+        self.record.turn(turn);
+        self.course.director()?;
         if self.machine.detection != Detection::Off {
             return None;
         }
-        self.generation += 1;
-        self.writer = None;
-        self.silent_round = false;
-        self.course.clear();
-        self.reply.flush_tools(&mut self.history);
+        // What was under way for the last turn is stale: a new utterance answers this one.
+        self.course.caller_turn();
+        self.reply.flush_tools(&mut self.record);
         self.reply = Reply::default();
         let now_ms = self.now_ms();
-        let steps = self.director.as_mut()?.caller_turn(now_ms);
+        let steps = self.course.director_mut()?.caller_turn(now_ms);
         self.act(steps)
     }
 
     /// Hands the transcript's turns not yet told to the plan's sink.
     pub(super) fn tell_turns(&mut self) {
         // Each turn carries where the director's course was when it was written down.
-        let position = self.director.as_ref().and_then(|d| d.position());
-        for turn in self
-            .conversation
-            .transcript
-            .iter_mut()
-            .skip(self.turns_told)
-        {
-            if turn.node.is_none() {
-                turn.node.clone_from(&position);
-            }
-        }
-        let Some(sink) = &self.plan.turns else {
-            self.turns_told = self.conversation.transcript.len();
-            return;
-        };
-        while let Some(turn) = self.conversation.transcript.get(self.turns_told) {
-            self.turns_told += 1;
-            sink.final_turn(self.turns_told as u32, turn);
-        }
+        let position = self.course.position();
+        self.record.tell(self.plan.turns.as_deref(), position);
     }
 }

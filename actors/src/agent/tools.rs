@@ -1,5 +1,5 @@
 //! The model's rounds on a call: each started briefed by the director, its function calls (what
-//! the director says each does; tools run once and only for the current generation), their
+//! the director says each does; tools run once and only for the current utterance), their
 //! results fed back for the next round, and the round's end.
 
 use tokio::time::Instant;
@@ -7,14 +7,15 @@ use tokio::time::Instant;
 use super::EndReason;
 use super::director::{Function, Round, Step};
 use super::session::Agent;
+use super::speech_handle::SpeechId;
 use super::work::Abort;
 use crate::call_tools::ToolRun;
 use crate::conversation::{ToolEvent, ToolStatus};
 use crate::turns::{APOLOGY_LINE, MAX_TOOL_ROUNDS};
-use crate::vendors::{ChatMessage, ChatRequest, ToolCall, VendorError};
+use crate::vendors::{ChatRequest, ToolCall, VendorError};
 
 impl Agent<'_> {
-    /// The model asked for a function (in the current generation); the call's end if what
+    /// The model asked for a function (for the current utterance); the call's end if what
     /// it does ends it.
     pub(super) fn function(&mut self, call: ToolCall) -> Option<EndReason> {
         let at_ms = self.now_ms();
@@ -26,29 +27,29 @@ impl Agent<'_> {
             tools: specs.filter(|_| self.reply.rounds < MAX_TOOL_ROUNDS),
         };
         match (
-            self.director.as_mut()?.function(&call, round, at_ms),
+            self.course.director_mut()?.function(&call, round, at_ms),
             &mind.tools,
         ) {
             (Function::EndCall, _) => {
                 self.reply.end_call = true;
-                self.conversation.events.push(builtin_event(&call, at_ms));
+                self.record.event(builtin_event(&call, at_ms));
             }
             (Function::Tool, Some(tools)) => {
-                // Dispatched once, now: its generation is current.
+                // Dispatched once, now: its utterance is current.
                 self.reply.tool_calls.push(call.clone());
                 self.reply.tools_running += 1;
                 self.reply.tools_since.get_or_insert_with(Instant::now);
                 self.tools_in_flight += 1;
                 let parties = self.parties.clone();
                 self.work
-                    .run_tool(tools.clone(), call, parties, self.generation, at_ms);
+                    .run_tool(tools.clone(), call, parties, self.reply.id(), at_ms);
             }
             (Function::Moved { result, steps }, _) => {
                 // The model is told where the course went, with the words it said on the way;
                 // it goes on speaking only if the course asks it to.
                 self.reply.results.insert(call.id.clone(), result);
                 self.reply.tool_calls.push(call.clone());
-                self.conversation.events.push(builtin_event(&call, at_ms));
+                self.record.event(builtin_event(&call, at_ms));
                 let speaks = steps.iter().any(|s| matches!(s, Step::Reply));
                 self.reply.no_more_rounds |= !speaks;
                 let steps: Vec<Step> = steps
@@ -61,24 +62,24 @@ impl Agent<'_> {
                 let run = unknown_function(&call, at_ms);
                 self.reply.results.insert(call.id.clone(), run.content);
                 self.reply.tool_calls.push(call);
-                self.conversation.events.push(run.event);
+                self.record.event(run.event);
             }
         }
         None
     }
 
-    /// A tool dispatched for `generation` answered.
+    /// A tool dispatched for utterance `speech` answered.
     pub(super) fn tool_done(
         &mut self,
-        generation: u64,
+        speech: SpeechId,
         call: ToolCall,
         mut run: ToolRun,
         at_ms: u64,
     ) -> Option<EndReason> {
         self.tools_in_flight = self.tools_in_flight.saturating_sub(1);
         run.event.at_ms = at_ms;
-        self.conversation.events.push(run.event);
-        if generation == self.generation {
+        self.record.event(run.event);
+        if self.reply.is_current(speech) {
             self.reply.tools_running = self.reply.tools_running.saturating_sub(1);
             if self.reply.tools_running == 0 {
                 self.reply.tools_since = None;
@@ -87,14 +88,7 @@ impl Agent<'_> {
             self.continue_round();
         } else {
             // It ran for a turn that was cut short: the model still learns what it did.
-            self.history.push(ChatMessage::Assistant {
-                text: None,
-                tool_calls: vec![call.clone()],
-            });
-            self.history.push(ChatMessage::Tool {
-                tool_call_id: call.id,
-                content: run.content,
-            });
+            self.record.tool_exchange(call, run.content);
         }
         self.reply_said()
     }
@@ -103,38 +97,36 @@ impl Agent<'_> {
     pub(super) fn start_round(&self, offer_tools: bool) -> Option<Abort> {
         let mind = self.plan.mind.as_ref()?;
         let tools = mind.tools.as_ref().map(|t| t.specs());
-        let briefing = self.director.as_ref()?.brief(Round {
+        let briefing = self.course.director()?.brief(Round {
             notes: &mind.notes,
             tools: tools.filter(|_| offer_tools),
         });
-        let mut messages = Vec::with_capacity(self.history.len() + 1);
-        messages.push(ChatMessage::System(briefing.instructions));
-        messages.extend(self.history.iter().cloned());
         let request = ChatRequest {
-            messages,
+            messages: self.record.messages(briefing.instructions),
             tools: briefing.functions,
             temperature: briefing.temperature,
             max_tokens: None,
             force: briefing.force,
         };
-        Some(self.work.converse(&mind.model, request, self.generation))
+        Some(self.work.converse(&mind.model, request, self.reply.id()))
     }
 
     /// The round of tools is done: the model continues the reply with their results.
     pub(super) fn continue_round(&mut self) {
-        if self.reply.round_done(&mut self.history) {
+        if self.reply.round_done(&mut self.record) {
             self.take_results();
-            self.writer = self.start_round(self.reply.rounds < MAX_TOOL_ROUNDS);
+            let round = self.start_round(self.reply.rounds < MAX_TOOL_ROUNDS);
+            self.reply.write(round);
         }
     }
 
-    /// The model's round (of the current generation) is complete, or failed.
+    /// The model's round (of the current utterance) is complete, or failed.
     pub(super) fn replied(&mut self, result: Result<(), VendorError>) -> Option<EndReason> {
-        self.writer = None;
+        self.reply.write(None);
         self.reply.complete = true;
         if let Err(e) = result {
             let at = self.now_ms();
-            self.conversation
+            self.record
                 .vendor_failed("chat_model", "the model failed", &e, at);
             if self.reply.sentences == 0 {
                 self.say(APOLOGY_LINE);

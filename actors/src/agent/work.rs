@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::Speech;
 use super::SpeechError;
 use super::director::{Dispatch, HardFailure, Outcome};
+use super::speech_handle::SpeechId;
 use crate::call_tools::{CallParties, CallTools, Integrations, ToolRun};
 use crate::conversation::{ToolEvent, ToolStatus};
 use crate::turns::Sentences;
@@ -24,20 +25,20 @@ pub(super) enum Work {
         pause: u64,
         result: Result<Transcript, VendorError>,
     },
-    /// The next sentence of a reply of generation `generation`.
-    Sentence { generation: u64, text: String },
+    /// The next sentence of a reply of utterance `speech`.
+    Sentence { speech: SpeechId, text: String },
     /// The model asked for a function.
-    Function { generation: u64, call: ToolCall },
-    /// A tool dispatched for `generation` (dispatched `at_ms` into the call) has answered.
+    Function { speech: SpeechId, call: ToolCall },
+    /// A tool dispatched for utterance `speech` (dispatched `at_ms` into the call) has answered.
     ToolDone {
-        generation: u64,
+        speech: SpeechId,
         call: ToolCall,
         run: ToolRun,
         at_ms: u64,
     },
-    /// The model's round of `generation` is complete (or failed).
+    /// The model's round of utterance `speech` is complete (or failed).
     Replied {
-        generation: u64,
+        speech: SpeechId,
         result: Result<(), VendorError>,
     },
     /// A dispatch of the director's course (dispatched `at_ms` into the call) came back.
@@ -46,9 +47,9 @@ pub(super) enum Work {
         event: ToolEvent,
         at_ms: u64,
     },
-    /// Sentence `index` of `generation`'s audio.
+    /// Sentence `index` of utterance `speech`'s audio.
     Spoken {
-        generation: u64,
+        speech: SpeechId,
         index: u32,
         text: String,
         result: Result<Arc<[i16]>, SpeechError>,
@@ -93,13 +94,14 @@ impl WorkTx {
         });
     }
 
-    /// Synthesizes sentence `index` of `generation`; its audio comes back as [`Work::Spoken`].
+    /// Synthesizes sentence `index` of utterance `utterance`; its audio comes back as
+    /// [`Work::Spoken`].
     pub(super) fn synthesize(
         &self,
         speech: &Arc<dyn Speech>,
         voice: &Voice,
         index: u32,
-        generation: u64,
+        utterance: SpeechId,
         text: String,
     ) {
         let (speech, work, voice) = (speech.clone(), self.clone(), voice.clone());
@@ -108,7 +110,7 @@ impl WorkTx {
                 .speak(&text, &voice.voice, &voice.language, voice.rate)
                 .await;
             work.send(Work::Spoken {
-                generation,
+                speech: utterance,
                 index,
                 text,
                 result,
@@ -123,14 +125,14 @@ impl WorkTx {
         tools: Arc<dyn CallTools>,
         call: ToolCall,
         parties: CallParties,
-        generation: u64,
+        speech: SpeechId,
         at_ms: u64,
     ) {
         let work = self.clone();
         tokio::spawn(async move {
             let run = tools.run(&call, &parties).await;
             work.send(Work::ToolDone {
-                generation,
+                speech,
                 call,
                 run,
                 at_ms,
@@ -211,12 +213,12 @@ impl WorkTx {
     }
 
     /// Starts the model's round on `request`: its sentences, function calls and end come
-    /// back as [`Work`] of `generation`. Aborted when the returned handle is dropped.
+    /// back as [`Work`] of utterance `speech`. Aborted when the returned handle is dropped.
     pub(super) fn converse(
         &self,
         model: &Arc<dyn ChatModel>,
         request: ChatRequest,
-        generation: u64,
+        speech: SpeechId,
     ) -> Abort {
         let (model, work) = (model.clone(), self.clone());
         Abort(tokio::spawn(async move {
@@ -228,11 +230,11 @@ impl WorkTx {
                     match event? {
                         ChatEvent::Text(text) => {
                             for text in sentences.push(&text) {
-                                work.send(Work::Sentence { generation, text });
+                                work.send(Work::Sentence { speech, text });
                             }
                         }
                         ChatEvent::ToolCall(call) => {
-                            work.send(Work::Function { generation, call });
+                            work.send(Work::Function { speech, call });
                         }
                         ChatEvent::Done { .. } => break,
                     }
@@ -241,9 +243,9 @@ impl WorkTx {
             }
             .await;
             if let Some(text) = sentences.finish() {
-                work.send(Work::Sentence { generation, text });
+                work.send(Work::Sentence { speech, text });
             }
-            work.send(Work::Replied { generation, result });
+            work.send(Work::Replied { speech, result });
         }))
     }
 }

@@ -128,7 +128,9 @@ fn handlers(route: Route) -> MethodRouter<App> {
 
 async fn secure(req: Request, next: Next) -> Response {
     let assets = Route::Asset.pattern().trim_end_matches("{*path}");
-    let is_asset = (req.uri().path().strip_prefix(BASE)).is_some_and(|p| p.starts_with(assets));
+    // Nested under BASE, the router sees its paths without it.
+    let path = req.uri().path();
+    let is_asset = path.strip_prefix(BASE).unwrap_or(path).starts_with(assets);
     let mut response = next.run(req).await;
     let headers = response.headers_mut();
     // A page may widen the policy for itself (the integrations page's forms lead to the

@@ -376,6 +376,12 @@ async fn a_call_shows_its_facts_and_another_workspace_sees_a_404() {
     let css = o.get("/app/assets/app.css").await;
     assert_eq!(css.status, StatusCode::OK);
     assert_eq!(css.headers["content-type"], "text/css; charset=utf-8");
+    // An asset may be kept an hour; a page never.
+    assert_eq!(css.headers["cache-control"], "public, max-age=3600");
+    assert_eq!(
+        o.get("/app/calls").await.headers["cache-control"],
+        "no-store"
+    );
     let htmx = o.get("/app/assets/vendor/htmx/htmx.min.js").await;
     assert_eq!(htmx.status, StatusCode::OK);
     // Pages and assets go compressed to a browser that takes gzip.

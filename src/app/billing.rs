@@ -5,7 +5,7 @@ use crate::app::error::AppError;
 use crate::app::fields::parse_fields;
 use crate::app::state::App;
 use crate::domain::payments::PaymentError;
-use crate::store::{BillingAccount, BillingSettingsUpdate};
+use crate::store::{BillingAccount, BillingSettingsUpdate, LedgerKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchboard_actors::ids::WorkspaceId;
@@ -76,7 +76,7 @@ pub async fn top_up(
         .apply_ledger_entry(
             auth.workspace_id,
             amount,
-            "topup",
+            LedgerKind::Topup,
             "top-up",
             Some(&reference),
         )

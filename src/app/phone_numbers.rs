@@ -6,7 +6,7 @@ use crate::app::error::AppError;
 use crate::app::fields::{Patch, parse_fields};
 use crate::app::state::App;
 use crate::runtime::charges::ChargeError;
-use crate::store::{PhoneNumberRecord, StoreError};
+use crate::store::{LedgerKind, PhoneNumberRecord, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchboard_actors::ids::{PhoneNumberId, WorkspaceId};
@@ -49,7 +49,7 @@ pub async fn purchase(
         state.payments.as_ref(),
         ws,
         Cents::new(cents),
-        "number_purchase",
+        LedgerKind::NumberPurchase,
         &description,
     )
     .await
@@ -218,7 +218,13 @@ pub async fn refund(
     let description = format!("Phone number {number}: purchase not completed, refunded");
     state
         .store
-        .apply_ledger_entry(ws, cents, "number_purchase_refund", &description, None)
+        .apply_ledger_entry(
+            ws,
+            cents,
+            LedgerKind::NumberPurchaseRefund,
+            &description,
+            None,
+        )
         .await?;
     Ok(())
 }

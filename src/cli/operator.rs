@@ -19,7 +19,7 @@ use crate::app::keys::NewKey;
 use crate::domain::auth::Scopes;
 use crate::domain::integrations::Provider;
 use crate::domain::trunks::{read_trunk, read_trunk_update};
-use crate::store::{CarrierAccountUpdate, Store, TrunkUpdate};
+use crate::store::{CarrierAccountUpdate, LedgerKind, Store, TrunkUpdate};
 
 /// An operation's refusal as the command line says it: a field's rule under its flag
 /// (`--name must be ...`).
@@ -498,7 +498,13 @@ async fn billing(store: &Store, command: BillingCommand) -> anyhow::Result<()> {
                 bail!("--amount-cents must not be zero");
             }
             let entry = store
-                .apply_ledger_entry(workspace, amount_cents, "credit", "operator credit", None)
+                .apply_ledger_entry(
+                    workspace,
+                    amount_cents,
+                    LedgerKind::Credit,
+                    "operator credit",
+                    None,
+                )
                 .await?
                 .with_context(|| format!("no workspace {workspace}"))?;
             print(

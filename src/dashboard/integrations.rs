@@ -177,10 +177,10 @@ pub async fn start(State(state): State<App>, viewer: Viewer, req: Request) -> Re
         return denied(&viewer, Scope::IntegrationsManage);
     }
     let provider = form.get("provider").map(String::as_str).unwrap_or_default();
-    let (Some(client), Some(providers), Some(scope), Some(session)) = (
+    let (Some(client), Some(providers), Some(provider), Some(session)) = (
         state.config.google_client.as_ref(),
         state.providers.as_ref(),
-        Provider::parse(provider).map(Provider::scope),
+        Provider::parse(provider),
         session,
     ) else {
         return render(
@@ -196,7 +196,7 @@ pub async fn start(State(state): State<App>, viewer: Viewer, req: Request) -> Re
     let kept = OAuthHandshake {
         session_hash: session.to_vec(),
         workspace_id: viewer.workspace_id,
-        provider: provider.to_owned(),
+        provider,
         verifier: handshake.verifier.clone(),
         expires_at: state.store.now() + Duration::minutes(HANDSHAKE_MINUTES),
     };
@@ -211,7 +211,7 @@ pub async fn start(State(state): State<App>, viewer: Viewer, req: Request) -> Re
         &providers.google.urls,
         client,
         &redirect_uri(&state),
-        scope,
+        provider.scope(),
         &handshake,
     ) {
         Ok(url) => Redirect::to(&url).into_response(),
@@ -360,7 +360,7 @@ async fn redeem(
         &state.store,
         &secrets,
         kept.workspace_id,
-        &kept.provider,
+        kept.provider.name(),
         &account,
         Some(&grant),
     )

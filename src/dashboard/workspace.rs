@@ -441,7 +441,7 @@ pub async fn billing(State(state): State<App>, viewer: Viewer) -> Response {
                 thead { tr { th scope="col" { "When" } th scope="col" { "Kind" } th scope="col" { "Description" } th scope="col" { "Amount" } th scope="col" { "Balance after" } } }
                 tbody {
                     @for e in &ledger.items {
-                        tr { td { (when(&e.created_at)) } td { (e.kind) } td { (e.description) } td.num { (money(e.amount_cents)) } td.num { (money(e.balance_after_cents)) } }
+                        tr { td { (when(&e.created_at)) } td { (e.kind.as_str()) } td { (e.description) } td.num { (money(e.amount_cents)) } td.num { (money(e.balance_after_cents)) } }
                     }
                 }
             }

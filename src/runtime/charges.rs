@@ -4,7 +4,7 @@ use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::money::Cents;
 
 use crate::domain::payments::PaymentProvider;
-use crate::store::{Debit, LedgerEntry, Store, StoreError};
+use crate::store::{Debit, LedgerEntry, LedgerKind, Store, StoreError};
 
 /// Why a charge to a workspace failed.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +29,7 @@ pub async fn charge(
     payments: &dyn PaymentProvider,
     workspace: WorkspaceId,
     amount: Cents,
-    kind: &str,
+    kind: LedgerKind,
     description: &str,
 ) -> Result<LedgerEntry, ChargeError> {
     let entry = store
@@ -76,7 +76,7 @@ pub async fn auto_topup(
         .apply_ledger_entry(
             workspace,
             amount.get(),
-            "auto_topup",
+            LedgerKind::AutoTopup,
             "automatic top-up",
             Some(&reference),
         )

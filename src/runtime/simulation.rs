@@ -13,8 +13,8 @@ use std::time::Duration;
 use crate::domain::auth::Scopes;
 use crate::runtime::engine::{EnginePort, FaultHook};
 use crate::store::{
-    Agent, CallFilter, CallRecord, CampaignRecord, CampaignSettings, Contact, NewContact, Page,
-    StatusChange, Store,
+    Agent, CallFilter, CallRecord, CampaignRecord, CampaignSettings, Contact, LedgerKind,
+    NewContact, Page, StatusChange, Store,
 };
 use chrono::{DateTime, Utc};
 use switchboard_actors::campaign::{AuditEvent, CampaignStatus, NumberStatus};
@@ -99,7 +99,13 @@ impl VirtualRun {
             .await
             .context("ws")?;
         store
-            .apply_ledger_entry(ws.id, 10_000_000, "credit", "simulation credit", None)
+            .apply_ledger_entry(
+                ws.id,
+                10_000_000,
+                LedgerKind::Credit,
+                "simulation credit",
+                None,
+            )
             .await
             .context("credit")?;
         let (key, _) = store
@@ -455,7 +461,7 @@ impl VirtualRun {
             .apply_ledger_entry(
                 self.ws,
                 cents - now,
-                "adjustment",
+                LedgerKind::Adjustment,
                 "simulation balance",
                 None,
             )

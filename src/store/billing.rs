@@ -8,7 +8,7 @@ use sqlx::Row;
 use switchboard_actors::ids::WorkspaceId;
 use utoipa::ToSchema;
 
-use super::{Store, StoreResult, ts};
+use super::{Store, StoreResult, coded, ts};
 
 /// One balance change.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -18,10 +18,59 @@ pub struct LedgerEntry {
     pub amount_cents: i64,
     pub balance_after_cents: i64,
     /// `topup`, `credit`, `number_purchase`, `call`, ...
-    pub kind: String,
+    #[schema(value_type = String)]
+    pub kind: LedgerKind,
     pub description: String,
     pub reference: Option<String>,
     pub created_at: DateTime<Utc>,
+}
+
+/// What a balance change was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerKind {
+    /// Paid in through the payment provider.
+    Topup,
+    /// Paid in automatically when the balance fell under the workspace's threshold.
+    AutoTopup,
+    /// Credited by the operator (or a simulation's workspace).
+    Credit,
+    /// Corrected by the service (a simulation's settlement).
+    Adjustment,
+    /// A phone number bought.
+    NumberPurchase,
+    /// A number purchase given back.
+    NumberPurchaseRefund,
+    /// A call's charge.
+    Call,
+}
+
+impl LedgerKind {
+    pub const ALL: [LedgerKind; 7] = [
+        LedgerKind::Topup,
+        LedgerKind::AutoTopup,
+        LedgerKind::Credit,
+        LedgerKind::Adjustment,
+        LedgerKind::NumberPurchase,
+        LedgerKind::NumberPurchaseRefund,
+        LedgerKind::Call,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerKind::Topup => "topup",
+            LedgerKind::AutoTopup => "auto_topup",
+            LedgerKind::Credit => "credit",
+            LedgerKind::Adjustment => "adjustment",
+            LedgerKind::NumberPurchase => "number_purchase",
+            LedgerKind::NumberPurchaseRefund => "number_purchase_refund",
+            LedgerKind::Call => "call",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
 }
 
 /// A workspace's billing settings and balance.
@@ -77,7 +126,7 @@ impl Store {
         &self,
         ws: WorkspaceId,
         amount_cents: i64,
-        kind: &str,
+        kind: LedgerKind,
         description: &str,
     ) -> StoreResult<Debit> {
         let mut conn = self.conn().await?;
@@ -114,7 +163,7 @@ impl Store {
         &self,
         ws: WorkspaceId,
         amount_cents: i64,
-        kind: &str,
+        kind: LedgerKind,
         description: &str,
         reference: Option<&str>,
     ) -> StoreResult<Option<LedgerEntry>> {
@@ -165,13 +214,13 @@ impl Store {
                     id: r.try_get("id")?,
                     amount_cents: r.try_get("amount_cents")?,
                     balance_after_cents: r.try_get("balance_after_cents")?,
-                    kind: r.try_get("kind")?,
+                    kind: coded(&r, "kind", LedgerKind::parse)?,
                     description: r.try_get("description")?,
                     reference: r.try_get("reference")?,
                     created_at: r.try_get("created_at")?,
                 })
             })
-            .collect::<Result<_, sqlx::Error>>()?;
+            .collect::<StoreResult<_>>()?;
         Ok(super::Paged { items, total })
     }
 }
@@ -181,7 +230,7 @@ pub(crate) async fn ledger_entry_in(
     tx: &mut sqlx::SqliteConnection,
     ws: WorkspaceId,
     amount_cents: i64,
-    kind: &str,
+    kind: LedgerKind,
     description: &str,
     reference: Option<&str>,
     created_at: DateTime<Utc>,
@@ -200,7 +249,7 @@ pub(crate) async fn ledger_entry_in(
     .bind(ws.as_uuid())
     .bind(id)
     .bind(amount_cents)
-    .bind(kind.to_owned())
+    .bind(kind.as_str())
     .bind(description.to_owned())
     .bind(reference.map(str::to_owned))
     .bind(at)
@@ -211,7 +260,7 @@ pub(crate) async fn ledger_entry_in(
         id,
         amount_cents,
         balance_after_cents,
-        kind: kind.to_owned(),
+        kind,
         description: description.to_owned(),
         reference: reference.map(str::to_owned),
         created_at,

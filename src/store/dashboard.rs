@@ -5,8 +5,9 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 use switchboard_actors::ids::{ApiKeyId, CampaignId, WorkspaceId};
 
-use super::{Store, StoreError, StoreResult, ts};
+use super::{Store, StoreError, StoreResult, coded, ts};
 use crate::domain::auth::Scopes;
+use crate::domain::integrations::Provider;
 
 /// A live session, as a request sees it: its key's workspace and scopes as they are now.
 #[derive(Debug, Clone)]
@@ -160,7 +161,7 @@ pub struct OAuthHandshake {
     /// The SHA-256 of the session cookie that started it.
     pub session_hash: Vec<u8>,
     pub workspace_id: WorkspaceId,
-    pub provider: String,
+    pub provider: Provider,
     pub verifier: String,
     pub expires_at: DateTime<Utc>,
 }
@@ -184,7 +185,7 @@ impl Store {
         .bind(&state_hash[..])
         .bind(&handshake.session_hash)
         .bind(handshake.workspace_id.as_uuid())
-        .bind(&handshake.provider)
+        .bind(handshake.provider.name())
         .bind(&handshake.verifier)
         .bind(ts(handshake.expires_at))
         .execute(&mut *conn)
@@ -204,11 +205,11 @@ impl Store {
         .bind(&state_hash[..])
         .fetch_optional(&mut *self.conn().await?)
         .await?;
-        row.map(|r| {
+        row.map(|r| -> StoreResult<OAuthHandshake> {
             Ok(OAuthHandshake {
                 session_hash: r.try_get("session_hash")?,
                 workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
-                provider: r.try_get("provider")?,
+                provider: coded(&r, "provider", Provider::parse)?,
                 verifier: r.try_get("verifier")?,
                 expires_at: r.try_get("expires_at")?,
             })

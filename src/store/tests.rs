@@ -66,3 +66,12 @@ fn tool_types_integrations_and_dnc_sources_round_trip() {
     }
     assert_eq!(DncSource::parse("import"), None);
 }
+
+#[test]
+fn ledger_kinds_round_trip() {
+    for kind in LedgerKind::ALL {
+        assert_eq!(LedgerKind::parse(kind.as_str()), Some(kind));
+        assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+    }
+    assert_eq!(LedgerKind::parse("refund"), None);
+}

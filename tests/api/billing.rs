@@ -202,7 +202,7 @@ async fn the_ledger_lists_newest_first_and_adds_up_to_the_balance_after_charges(
         &switchboard::domain::payments::LocalPaymentProvider,
         app.workspace_id,
         switchboard_actors::money::Cents::new(1234),
-        "call",
+        switchboard::store::LedgerKind::Call,
         "a call",
     )
     .await

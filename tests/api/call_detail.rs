@@ -140,7 +140,13 @@ pub(crate) async fn app_mixed(
     })
     .await;
     app.store
-        .apply_ledger_entry(app.workspace_id, 100_000, "credit", "test credit", None)
+        .apply_ledger_entry(
+            app.workspace_id,
+            100_000,
+            switchboard::store::LedgerKind::Credit,
+            "test credit",
+            None,
+        )
         .await
         .unwrap();
     app

@@ -27,7 +27,13 @@ pub(crate) async fn sim_app(mix: &str) -> TestApp {
     })
     .await;
     app.store
-        .apply_ledger_entry(app.workspace_id, 100_000, "credit", "test credit", None)
+        .apply_ledger_entry(
+            app.workspace_id,
+            100_000,
+            switchboard::store::LedgerKind::Credit,
+            "test credit",
+            None,
+        )
         .await
         .unwrap();
     app
@@ -176,7 +182,13 @@ async fn a_call_the_balance_cannot_cover_is_refused_with_402() {
     let p = parts(&app).await;
     // 100,000 cents cover 5,000 reservations of 20; leave 19.
     app.store
-        .apply_ledger_entry(app.workspace_id, -99_981, "adjustment", "test", None)
+        .apply_ledger_entry(
+            app.workspace_id,
+            -99_981,
+            switchboard::store::LedgerKind::Adjustment,
+            "test",
+            None,
+        )
         .await
         .unwrap();
     let resp = app

@@ -37,7 +37,13 @@ pub async fn number(app: &TestApp, e164: &str, status: &str) -> String {
 async fn ready_campaign(app: &TestApp, name: &str) -> String {
     // Enough credit that the engine does not pause the campaign for money.
     app.store
-        .apply_ledger_entry(app.workspace_id, 100_000, "credit", "test credit", None)
+        .apply_ledger_entry(
+            app.workspace_id,
+            100_000,
+            switchboard::store::LedgerKind::Credit,
+            "test credit",
+            None,
+        )
         .await
         .expect("credit");
     let agent = agent(app, Some(300)).await;

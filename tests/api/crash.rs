@@ -156,7 +156,13 @@ pub async fn running_campaign(
     let store = Store::open(db).await.unwrap();
     let ws = store.create_workspace("crash", "IL").await.unwrap();
     store
-        .apply_ledger_entry(ws.id, 1_000_000, "credit", "test credit", None)
+        .apply_ledger_entry(
+            ws.id,
+            1_000_000,
+            switchboard::store::LedgerKind::Credit,
+            "test credit",
+            None,
+        )
         .await
         .unwrap();
     let (key, secret) = store

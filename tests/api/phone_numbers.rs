@@ -21,7 +21,13 @@ async fn give_payment_method(app: &TestApp, ws: WorkspaceId) {
 
 async fn credit(app: &TestApp, ws: WorkspaceId, cents: i64) {
     app.store
-        .apply_ledger_entry(ws, cents, "credit", "test credit", None)
+        .apply_ledger_entry(
+            ws,
+            cents,
+            switchboard::store::LedgerKind::Credit,
+            "test credit",
+            None,
+        )
         .await
         .expect("credit")
         .expect("workspace exists");

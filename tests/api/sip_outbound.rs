@@ -66,7 +66,13 @@ pub async fn outbound_app_with(
     })
     .await;
     app.store
-        .apply_ledger_entry(app.workspace_id, 100_000, "credit", "test credit", None)
+        .apply_ledger_entry(
+            app.workspace_id,
+            100_000,
+            switchboard::store::LedgerKind::Credit,
+            "test credit",
+            None,
+        )
         .await
         .unwrap();
     app

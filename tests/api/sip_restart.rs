@@ -51,7 +51,13 @@ impl Killable {
             .await
             .unwrap();
         store
-            .apply_ledger_entry(ws.id, 100_000, "credit", "test credit", None)
+            .apply_ledger_entry(
+                ws.id,
+                100_000,
+                switchboard::store::LedgerKind::Credit,
+                "test credit",
+                None,
+            )
             .await
             .unwrap();
         let mut k = Killable {

@@ -75,7 +75,13 @@ pub(crate) async fn stock_workspace(
     numbers: &[String],
 ) -> anyhow::Result<Vec<(String, String)>> {
     store
-        .apply_ledger_entry(ws, 1_000_000_000, "credit", "bench", None)
+        .apply_ledger_entry(
+            ws,
+            1_000_000_000,
+            switchboard::store::LedgerKind::Credit,
+            "bench",
+            None,
+        )
         .await?
         .context("crediting the workspace")?;
     let country = parse_country("IL").context("country")?;

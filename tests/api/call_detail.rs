@@ -139,16 +139,7 @@ pub(crate) async fn app_mixed(
         tune(c);
     })
     .await;
-    app.store
-        .apply_ledger_entry(
-            app.workspace_id,
-            100_000,
-            switchboard::store::LedgerKind::Credit,
-            "test credit",
-            None,
-        )
-        .await
-        .unwrap();
+    crate::helpers::credit(&app.store, app.workspace_id, 100_000).await;
     app
 }
 

@@ -26,16 +26,7 @@ pub(crate) async fn sim_app(mix: &str) -> TestApp {
         c.disposition_timeout = Duration::from_secs(2);
     })
     .await;
-    app.store
-        .apply_ledger_entry(
-            app.workspace_id,
-            100_000,
-            switchboard::store::LedgerKind::Credit,
-            "test credit",
-            None,
-        )
-        .await
-        .unwrap();
+    crate::helpers::credit(&app.store, app.workspace_id, 100_000).await;
     app
 }
 

@@ -36,16 +36,7 @@ pub async fn number(app: &TestApp, e164: &str, status: &str) -> String {
 /// A campaign ready to launch: agent with a cap, active number, an always-open window.
 async fn ready_campaign(app: &TestApp, name: &str) -> String {
     // Enough credit that the engine does not pause the campaign for money.
-    app.store
-        .apply_ledger_entry(
-            app.workspace_id,
-            100_000,
-            switchboard::store::LedgerKind::Credit,
-            "test credit",
-            None,
-        )
-        .await
-        .expect("credit");
+    crate::helpers::credit(&app.store, app.workspace_id, 100_000).await;
     let agent = agent(app, Some(300)).await;
     let number = number(
         app,

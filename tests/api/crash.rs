@@ -155,16 +155,7 @@ pub async fn running_campaign(
 ) -> (CampaignId, String) {
     let store = Store::open(db).await.unwrap();
     let ws = store.create_workspace("crash", "IL").await.unwrap();
-    store
-        .apply_ledger_entry(
-            ws.id,
-            1_000_000,
-            switchboard::store::LedgerKind::Credit,
-            "test credit",
-            None,
-        )
-        .await
-        .unwrap();
+    crate::helpers::credit(&store, ws.id, 1_000_000).await;
     let (key, secret) = store
         .create_key(ws.id, "crash", &Scopes::All, None)
         .await

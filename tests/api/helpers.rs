@@ -349,6 +349,21 @@ const POLL: Duration = Duration::from_millis(50);
 /// Checks `check` until it answers `Some` and returns that; panics naming `what` if `within`
 /// passes first. For what the service does in the background (a call ending, a job running,
 /// a process starting): the test goes on as soon as it has happened.
+/// Credits `cents` to workspace `ws`'s balance, as the operator's `credit` does.
+pub async fn credit(store: &Store, ws: WorkspaceId, cents: i64) {
+    store
+        .apply_ledger_entry(
+            ws,
+            cents,
+            switchboard::store::LedgerKind::Credit,
+            "test credit",
+            None,
+        )
+        .await
+        .expect("credit")
+        .expect("workspace exists");
+}
+
 pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,

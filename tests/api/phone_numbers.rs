@@ -20,17 +20,7 @@ async fn give_payment_method(app: &TestApp, ws: WorkspaceId) {
 }
 
 async fn credit(app: &TestApp, ws: WorkspaceId, cents: i64) {
-    app.store
-        .apply_ledger_entry(
-            ws,
-            cents,
-            switchboard::store::LedgerKind::Credit,
-            "test credit",
-            None,
-        )
-        .await
-        .expect("credit")
-        .expect("workspace exists");
+    crate::helpers::credit(&app.store, ws, cents).await;
 }
 
 async fn balance(app: &TestApp) -> i64 {

@@ -65,16 +65,7 @@ pub async fn outbound_app_with(
         configure(c);
     })
     .await;
-    app.store
-        .apply_ledger_entry(
-            app.workspace_id,
-            100_000,
-            switchboard::store::LedgerKind::Credit,
-            "test credit",
-            None,
-        )
-        .await
-        .unwrap();
+    crate::helpers::credit(&app.store, app.workspace_id, 100_000).await;
     app
 }
 

@@ -50,16 +50,7 @@ impl Killable {
             .create_key(ws.id, "test", &switchboard::domain::auth::Scopes::All, None)
             .await
             .unwrap();
-        store
-            .apply_ledger_entry(
-                ws.id,
-                100_000,
-                switchboard::store::LedgerKind::Credit,
-                "test credit",
-                None,
-            )
-            .await
-            .unwrap();
+        crate::helpers::credit(&store, ws.id, 100_000).await;
         let mut k = Killable {
             dir,
             db,

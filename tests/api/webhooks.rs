@@ -159,16 +159,7 @@ async fn app() -> TestApp {
 
 async fn app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     let app = spawn_app_with(configure).await;
-    app.store
-        .apply_ledger_entry(
-            app.workspace_id,
-            100_000,
-            switchboard::store::LedgerKind::Credit,
-            "test credit",
-            None,
-        )
-        .await
-        .unwrap();
+    crate::helpers::credit(&app.store, app.workspace_id, 100_000).await;
     app
 }
 

@@ -90,37 +90,37 @@ pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
     let stop_ids: String = r.try_get("stop_disposition_ids")?;
     let basis: Option<String> = r.try_get("regulatory_basis")?;
     let date: Option<String> = r.try_get("daily_window_date")?;
-    let settings = CampaignSettings {
-        name: r.try_get("name")?,
-        description: r.try_get("description")?,
-        agent_id: opt_id(r, "agent_id")?,
-        from_phone_number_id: opt_id(r, "from_phone_number_id")?,
-        regulatory_basis: basis
-            .as_deref()
-            .map(|b| RegulatoryBasis::parse(b).ok_or_else(|| corrupt("regulatory_basis", b)))
-            .transpose()?,
-        calling_window: window
-            .map(|w| serde_json::from_str(&w).map_err(|e| corrupt("calling_window", e)))
-            .transpose()?,
-        stop_disposition_ids: serde_json::from_str(&stop_ids)
-            .map_err(|e| corrupt("stop_disposition_ids", e))?,
-        stop_on_no_answer: r.try_get("stop_on_no_answer")?,
-        stop_on_voicemail: r.try_get("stop_on_voicemail")?,
-        stop_on_unclassified: r.try_get("stop_on_unclassified")?,
-        randomize_retry_time: r.try_get("randomize_retry_time")?,
-        double_dial_enabled: r.try_get("double_dial_enabled")?,
-        max_attempts: r.try_get("max_attempts")?,
-        max_infra_retries: r.try_get("max_infra_retries")?,
-        retry_no_answer_seconds: r.try_get("retry_no_answer_seconds")?,
-        retry_completed_seconds: r.try_get("retry_completed_seconds")?,
-        double_dial_gap_seconds: r.try_get("double_dial_gap_seconds")?,
-        max_calls_per_day: r.try_get("max_calls_per_day")?,
-        min_seconds_between_calls: r.try_get("min_seconds_between_calls")?,
-        max_in_flight: r.try_get("max_in_flight")?,
-        budget_cents: r.try_get("budget_cents")?,
-        starts_at: r.try_get("starts_at")?,
-        ends_at: r.try_get("ends_at")?,
-    };
+    let mut settings = CampaignSettings::defaults(r.try_get("name")?);
+    settings.description = r.try_get("description")?;
+    settings.agent_id = opt_id(r, "agent_id")?;
+    settings.from_phone_number_id = opt_id(r, "from_phone_number_id")?;
+    settings.regulatory_basis = basis
+        .as_deref()
+        .map(|b| RegulatoryBasis::parse(b).ok_or_else(|| corrupt("regulatory_basis", b)))
+        .transpose()?;
+    settings.calling_window = window
+        .map(|w| serde_json::from_str(&w).map_err(|e| corrupt("calling_window", e)))
+        .transpose()?;
+    settings.stop_disposition_ids =
+        serde_json::from_str(&stop_ids).map_err(|e| corrupt("stop_disposition_ids", e))?;
+    settings.budget_cents = r.try_get("budget_cents")?;
+    // The flags, the integers and the times, each in its column of the same name, as
+    // `bind_settings` writes them.
+    for field in campaign::BOOL_FIELDS {
+        if let Some(slot) = settings.flag_mut(field) {
+            *slot = r.try_get(field)?;
+        }
+    }
+    for rule in campaign::INT_RULES {
+        if let Some(slot) = settings.int_mut(rule.field) {
+            *slot = r.try_get(rule.field)?;
+        }
+    }
+    for field in campaign::TIME_FIELDS {
+        if let Some(slot) = settings.time_mut(field) {
+            *slot = r.try_get(field)?;
+        }
+    }
     Ok(CampaignRecord {
         id: CampaignId::from_uuid(r.try_get("id")?),
         workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
@@ -177,10 +177,10 @@ fn bind_settings(
     }
     sep.push("budget_cents = ")
         .push_bind_unseparated(s.budget_cents);
-    sep.push("starts_at = ")
-        .push_bind_unseparated(s.starts_at.map(ts));
-    sep.push("ends_at = ")
-        .push_bind_unseparated(s.ends_at.map(ts));
+    for field in campaign::TIME_FIELDS {
+        sep.push(format_args!("{field} = "))
+            .push_bind_unseparated(s.time(field).flatten().map(ts));
+    }
     sep.push("updated_at = ").push_bind_unseparated(ts(at));
     Ok(())
 }

@@ -257,6 +257,21 @@ pub const BOOL_FIELDS: [&str; 5] = {
     out
 };
 
+/// Every time setting, in table order.
+pub const TIME_FIELDS: [&str; 2] = {
+    let mut out = [""; 2];
+    let (mut i, mut n) = (0, 0);
+    while i < SETTINGS.len() {
+        if let SettingKind::Time = SETTINGS[i].kind {
+            out[n] = SETTINGS[i].field;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == out.len(), "TIME_FIELDS holds every time setting");
+    out
+};
+
 /// A campaign field rule was broken; the message names the field and what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -379,6 +394,12 @@ mod tests {
             assert_eq!(
                 setting_named(field).map(|s| s.kind),
                 Some(SettingKind::Flag)
+            );
+        }
+        for field in TIME_FIELDS {
+            assert_eq!(
+                setting_named(field).map(|s| s.kind),
+                Some(SettingKind::Time)
             );
         }
         assert_eq!(setting_named("status"), None);

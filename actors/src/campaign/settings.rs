@@ -243,34 +243,37 @@ pub const INT_RULES: [IntRule; 8] = {
 };
 
 /// The boolean settings (all default false), in table order.
-pub const BOOL_FIELDS: [&str; 5] = {
-    let mut out = [""; 5];
-    let (mut i, mut n) = (0, 0);
-    while i < SETTINGS.len() {
-        if let SettingKind::Flag = SETTINGS[i].kind {
-            out[n] = SETTINGS[i].field;
-            n += 1;
-        }
-        i += 1;
-    }
-    assert!(n == out.len(), "BOOL_FIELDS holds every boolean setting");
-    out
-};
+pub const BOOL_FIELDS: [&str; 5] = fields_of(Uniform::Flag);
 
 /// Every time setting, in table order.
-pub const TIME_FIELDS: [&str; 2] = {
-    let mut out = [""; 2];
+pub const TIME_FIELDS: [&str; 2] = fields_of(Uniform::Time);
+
+/// The kinds of setting the store reads and writes alike, one column each.
+#[derive(Clone, Copy)]
+enum Uniform {
+    Flag,
+    Time,
+}
+
+/// The fields of the table's settings of kind `of`, in table order; the build fails unless
+/// there are exactly `N`.
+const fn fields_of<const N: usize>(of: Uniform) -> [&'static str; N] {
+    let mut out = [""; N];
     let (mut i, mut n) = (0, 0);
     while i < SETTINGS.len() {
-        if let SettingKind::Time = SETTINGS[i].kind {
+        if matches!(
+            (of, &SETTINGS[i].kind),
+            (Uniform::Flag, SettingKind::Flag) | (Uniform::Time, SettingKind::Time)
+        ) {
+            assert!(n < N, "more settings of this kind than the list holds");
             out[n] = SETTINGS[i].field;
             n += 1;
         }
         i += 1;
     }
-    assert!(n == out.len(), "TIME_FIELDS holds every time setting");
+    assert!(n == N, "the list holds every setting of its kind");
     out
-};
+}
 
 /// A campaign field rule was broken; the message names the field and what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

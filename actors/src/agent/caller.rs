@@ -37,7 +37,7 @@ impl Agent<'_> {
         let (Some(mind), Some(rate)) = (&self.plan.mind, self.line.sample_rate()) else {
             return;
         };
-        if self.machine.detection != Detection::Off {
+        if self.machine.detection() != Detection::Off {
             return;
         }
         let paused = Duration::from_secs_f64(mind.listen.pause_secs.max(0.0));

@@ -56,7 +56,7 @@ impl Agent<'_> {
             reason,
             duration_secs,
             stats,
-            answered_by: self.machine.answered_by,
+            answered_by: self.machine.answered_by(),
             conversation: self.record.finish(path),
             director: self.course.into_director(),
         }

@@ -26,13 +26,13 @@ pub(super) enum Detection {
 /// The machine part of a call.
 #[derive(Debug)]
 pub(super) struct Machine {
-    pub detection: Detection,
+    detection: Detection,
     /// The verdict, once detection decided.
-    pub answered_by: Option<AnsweredBy>,
+    answered_by: Option<AnsweredBy>,
     /// Until when the beep is waited for.
-    pub beep_deadline: Option<Instant>,
+    beep_deadline: Option<Instant>,
     /// The greeting started before the verdict.
-    pub greeted_early: bool,
+    greeted_early: bool,
 }
 
 /// What the agent does on a verdict or a beep.
@@ -49,6 +49,16 @@ pub(super) enum Step {
 }
 
 impl Machine {
+    /// Where detection stands.
+    pub fn detection(&self) -> Detection {
+        self.detection
+    }
+
+    /// The verdict, once detection decided.
+    pub fn answered_by(&self) -> Option<AnsweredBy> {
+        self.answered_by
+    }
+
     pub fn new(plan: &AgentPlan) -> Machine {
         Machine {
             detection: if plan.amd.is_some() {

@@ -31,9 +31,9 @@ pub(super) struct Reply {
     /// The model's round being written for it (aborted when dropped).
     writer: Option<Abort>,
     /// Sentences received so far (their indexes are 0..sentences).
-    pub sentences: u32,
+    sentences: u32,
     /// The next sentence to queue for playing.
-    pub next: u32,
+    next: u32,
     /// Synthesized sentences waiting for their turn (`None`: it could not be synthesized).
     ready: BTreeMap<u32, Option<Clip>>,
     /// Queued sentences, in order.
@@ -49,26 +49,26 @@ pub(super) struct Reply {
     round_start: u32,
     /// What the model has written in this round: it goes into the context with the round's
     /// tool calls.
-    pub written: String,
+    written: String,
     /// The workspace's tools the model called in this round (dispatched, or answered at
     /// once when the model named no such tool).
-    pub tool_calls: Vec<ToolCall>,
+    tool_calls: Vec<ToolCall>,
     /// Their results, by call id.
-    pub results: HashMap<String, String>,
+    results: HashMap<String, String>,
     /// Tools of this reply still running.
-    pub tools_running: u32,
+    tools_running: u32,
     /// Since when tools of this reply have been running.
-    pub tools_since: Option<Instant>,
+    tools_since: Option<Instant>,
     /// The filler line has been said this turn.
-    pub filler_said: bool,
+    filler_said: bool,
     /// Model rounds that followed tool results.
-    pub rounds: u32,
+    rounds: u32,
     /// The model has finished the reply (a line is finished from the start).
-    pub complete: bool,
+    complete: bool,
     /// The model asked to hang up once the reply is said.
-    pub end_call: bool,
+    end_call: bool,
     /// The director's course took over mid-round: the model does not continue this reply.
-    pub no_more_rounds: bool,
+    no_more_rounds: bool,
     /// The turn has been written down.
     done: bool,
     /// When its first audio started, in ms from the answer.
@@ -76,6 +76,79 @@ pub(super) struct Reply {
 }
 
 impl Reply {
+    /// Whether the model may be offered tools again in this reply.
+    pub fn may_offer_tools(&self) -> bool {
+        self.rounds < MAX_TOOL_ROUNDS
+    }
+
+    /// The model asked to hang up once this reply is said.
+    pub fn hang_up_after(&mut self) {
+        self.end_call = true;
+    }
+
+    /// Whether the call ends once this reply is said.
+    pub fn hangs_up(&self) -> bool {
+        self.end_call
+    }
+
+    /// A tool the model called was dispatched for this reply.
+    pub fn tool_dispatched(&mut self, call: ToolCall) {
+        self.tool_calls.push(call);
+        self.tools_running += 1;
+        self.tools_since.get_or_insert_with(Instant::now);
+    }
+
+    /// A tool dispatched for this reply came back with `content`.
+    pub fn tool_returned(&mut self, call_id: String, content: String) {
+        self.tools_running = self.tools_running.saturating_sub(1);
+        if self.tools_running == 0 {
+            self.tools_since = None;
+        }
+        self.results.insert(call_id, content);
+    }
+
+    /// A function the model called was answered at once with `content`.
+    pub fn answered(&mut self, call: ToolCall, content: String) {
+        self.results.insert(call.id.clone(), content);
+        self.tool_calls.push(call);
+    }
+
+    /// The director's course took over: the model does not continue this reply.
+    pub fn no_more_rounds(&mut self) {
+        self.no_more_rounds = true;
+    }
+
+    /// Tools of this reply are still running.
+    pub fn tools_pending(&self) -> bool {
+        self.tools_running > 0
+    }
+
+    /// Since when tools of this reply have been running.
+    pub fn tools_since(&self) -> Option<Instant> {
+        self.tools_since
+    }
+
+    /// The filler line has been said for this reply's tools.
+    pub fn filler_said(&mut self) {
+        self.filler_said = true;
+    }
+
+    /// The model wrote `text` (a sentence) in this round.
+    pub fn written(&mut self, text: &str) {
+        append(&mut self.written, text);
+    }
+
+    /// The model's round is over (or failed): whether it had written any sentence.
+    pub fn round_over(&mut self) -> bool {
+        self.complete = true;
+        self.sentences > 0
+    }
+
+    /// The model speaks again in this reply: it is not complete.
+    pub fn reopen(&mut self) {
+        self.complete = false;
+    }
+
     /// One of the agent's own lines, written whole.
     pub fn line() -> Reply {
         Reply {

@@ -53,13 +53,13 @@ impl Agent<'_> {
         if !self.reply.said(&mut self.record, now_ms) {
             return None;
         }
-        if self.reply.end_call {
+        if self.reply.hangs_up() {
             return Some(EndReason::AgentHangup);
         }
         if self.course.transfer_due() {
             return self.transfer_when_said();
         }
-        if self.machine.detection == Detection::LeavingMessage && !self.reply.queued_any() {
+        if self.machine.detection() == Detection::LeavingMessage && !self.reply.queued_any() {
             // The message could not be synthesized: nothing was left.
             return Some(EndReason::AnsweringMachine);
         }

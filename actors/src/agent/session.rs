@@ -188,7 +188,7 @@ impl<'a> Agent<'a> {
             && !self.reply.sounding()
             && self.course.idle()
             && self.listening.idle()
-            && self.machine.detection == Detection::Off;
+            && self.machine.detection() == Detection::Off;
         if waiting && !self.floor_given {
             self.line.floor();
         }
@@ -209,16 +209,16 @@ impl<'a> Agent<'a> {
         let busy = self.reply.writing()
             || self.reply.in_progress()
             || self.listening.transcribing()
-            || self.reply.tools_running > 0;
+            || self.reply.tools_pending();
         let watch_silence = !self.listening.is_speaking()
             && !self.reply.sounding()
             && !busy
-            && self.machine.detection == Detection::Off;
+            && self.machine.detection() == Detection::Off;
         consider(
             watch_silence.then(|| self.listening.silence_due(self.plan.silence_timeout)),
             Timer::Silence,
         );
-        let filler = self.reply.tools_since.map(|at| at + FILLER_AFTER);
+        let filler = self.reply.tools_since().map(|at| at + FILLER_AFTER);
         consider(filler.filter(|_| self.reply.filler_due()), Timer::Filler);
         if let Some(mind) = &self.plan.mind {
             let long = self.listening.long_speech_due(mind.max_continuous_speech);
@@ -240,7 +240,7 @@ impl<'a> Agent<'a> {
                 self.say(STILL_THERE_LINE);
             }
             Timer::Filler => {
-                self.reply.filler_said = true;
+                self.reply.filler_said();
                 self.say(FILLER_LINE);
             }
             Timer::LongSpeech => {
@@ -303,7 +303,8 @@ impl<'a> Agent<'a> {
             MediaEvent::PlayoutDone => {
                 self.reply.line_idle();
                 self.listening.quiet(Instant::now());
-                if self.machine.detection == Detection::LeavingMessage && !self.reply.in_progress()
+                if self.machine.detection() == Detection::LeavingMessage
+                    && !self.reply.in_progress()
                 {
                     return Some(EndReason::VoicemailLeft);
                 }
@@ -332,7 +333,7 @@ impl<'a> Agent<'a> {
             Work::Sentence { speech, .. }
                 if self.reply.is_current(speech) && self.course.is_silent() => {}
             Work::Sentence { speech, text } if self.reply.is_current(speech) => {
-                super::reply::append(&mut self.reply.written, &text);
+                self.reply.written(&text);
                 let index = self.reply.add_sentence();
                 self.voice(index, text);
             }
@@ -397,7 +398,7 @@ impl<'a> Agent<'a> {
     fn caller_speaks(&mut self) {
         self.listening.speech_started(Instant::now(), self.now_ms());
         let agent_busy = self.reply.sounding() || self.reply.writing() || self.reply.in_progress();
-        if self.machine.detection != Detection::Off || !agent_busy {
+        if self.machine.detection() != Detection::Off || !agent_busy {
             return;
         }
         self.line.clear();
@@ -407,7 +408,7 @@ impl<'a> Agent<'a> {
     /// Without a model to answer with: the fallback line, once, when the caller has spoken.
     fn fallback(&mut self) {
         if self.plan.mind.is_none()
-            && self.machine.detection == Detection::Off
+            && self.machine.detection() == Detection::Off
             && !self.fallback_said
         {
             self.fallback_said = true;
@@ -446,7 +447,7 @@ impl<'a> Agent<'a> {
         turn.node = self.course.position();
         self.record.turn(turn);
         self.course.director()?;
-        if self.machine.detection != Detection::Off {
+        if self.machine.detection() != Detection::Off {
             return None;
         }
         // What was under way for the last turn is stale: a new utterance answers this one.

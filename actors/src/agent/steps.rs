@@ -36,7 +36,7 @@ impl Agent<'_> {
                 }
                 Step::Hangup => {
                     if self.reply.in_progress() || busy {
-                        self.reply.end_call = true;
+                        self.reply.hang_up_after();
                     } else {
                         return Some(EndReason::AgentHangup);
                     }
@@ -61,7 +61,7 @@ impl Agent<'_> {
     /// fills the arguments it is asked for).
     fn speak_now(&mut self, silent: bool) {
         if self.reply.is_open() {
-            self.reply.complete = false;
+            self.reply.reopen();
         } else {
             self.reply = super::reply::Reply::default();
         }

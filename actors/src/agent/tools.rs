@@ -2,8 +2,6 @@
 //! the director says each does; tools run once and only for the current utterance), their
 //! results fed back for the next round, and the round's end.
 
-use tokio::time::Instant;
-
 use super::EndReason;
 use super::director::{Function, Round, Step};
 use super::session::Agent;
@@ -11,7 +9,7 @@ use super::speech_handle::SpeechId;
 use super::work::Abort;
 use crate::call_tools::ToolRun;
 use crate::conversation::{ToolEvent, ToolStatus};
-use crate::turns::{APOLOGY_LINE, MAX_TOOL_ROUNDS};
+use crate::turns::APOLOGY_LINE;
 use crate::vendors::{ChatRequest, ToolCall, VendorError};
 
 impl Agent<'_> {
@@ -24,21 +22,19 @@ impl Agent<'_> {
         let specs = mind.tools.as_ref().map(|t| t.specs());
         let round = Round {
             notes: &mind.notes,
-            tools: specs.filter(|_| self.reply.rounds < MAX_TOOL_ROUNDS),
+            tools: specs.filter(|_| self.reply.may_offer_tools()),
         };
         match (
             self.course.director_mut()?.function(&call, round, at_ms),
             &mind.tools,
         ) {
             (Function::EndCall, _) => {
-                self.reply.end_call = true;
+                self.reply.hang_up_after();
                 self.record.event(builtin_event(&call, at_ms));
             }
             (Function::Tool, Some(tools)) => {
                 // Dispatched once, now: its utterance is current.
-                self.reply.tool_calls.push(call.clone());
-                self.reply.tools_running += 1;
-                self.reply.tools_since.get_or_insert_with(Instant::now);
+                self.reply.tool_dispatched(call.clone());
                 self.tools_in_flight += 1;
                 let parties = self.parties.clone();
                 self.work
@@ -47,11 +43,12 @@ impl Agent<'_> {
             (Function::Moved { result, steps }, _) => {
                 // The model is told where the course went, with the words it said on the way;
                 // it goes on speaking only if the course asks it to.
-                self.reply.results.insert(call.id.clone(), result);
-                self.reply.tool_calls.push(call.clone());
+                self.reply.answered(call.clone(), result);
                 self.record.event(builtin_event(&call, at_ms));
                 let speaks = steps.iter().any(|s| matches!(s, Step::Reply));
-                self.reply.no_more_rounds |= !speaks;
+                if !speaks {
+                    self.reply.no_more_rounds();
+                }
                 let steps: Vec<Step> = steps
                     .into_iter()
                     .filter(|s| !matches!(s, Step::Reply))
@@ -60,8 +57,7 @@ impl Agent<'_> {
             }
             (Function::Tool | Function::Unknown, _) => {
                 let run = unknown_function(&call, at_ms);
-                self.reply.results.insert(call.id.clone(), run.content);
-                self.reply.tool_calls.push(call);
+                self.reply.answered(call, run.content);
                 self.record.event(run.event);
             }
         }
@@ -80,11 +76,7 @@ impl Agent<'_> {
         run.event.at_ms = at_ms;
         self.record.event(run.event);
         if self.reply.is_current(speech) {
-            self.reply.tools_running = self.reply.tools_running.saturating_sub(1);
-            if self.reply.tools_running == 0 {
-                self.reply.tools_since = None;
-            }
-            self.reply.results.insert(call.id, run.content);
+            self.reply.tool_returned(call.id, run.content);
             self.continue_round();
         } else {
             // It ran for a turn that was cut short: the model still learns what it did.
@@ -115,7 +107,7 @@ impl Agent<'_> {
     pub(super) fn continue_round(&mut self) {
         if self.reply.round_done(&mut self.record) {
             self.take_results();
-            let round = self.start_round(self.reply.rounds < MAX_TOOL_ROUNDS);
+            let round = self.start_round(self.reply.may_offer_tools());
             self.reply.write(round);
         }
     }
@@ -123,12 +115,12 @@ impl Agent<'_> {
     /// The model's round (of the current utterance) is complete, or failed.
     pub(super) fn replied(&mut self, result: Result<(), VendorError>) -> Option<EndReason> {
         self.reply.write(None);
-        self.reply.complete = true;
+        let wrote = self.reply.round_over();
         if let Err(e) = result {
             let at = self.now_ms();
             self.record
                 .vendor_failed("chat_model", "the model failed", &e, at);
-            if self.reply.sentences == 0 {
+            if !wrote {
                 self.say(APOLOGY_LINE);
             }
         }

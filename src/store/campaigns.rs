@@ -78,11 +78,24 @@ pub struct CampaignEvent {
     pub created_at: DateTime<Utc>,
 }
 
-pub(crate) const CAMPAIGN_COLUMNS: &str = "id, workspace_id, name, description, status, agent_id, from_phone_number_id, from_number, regulatory_basis, \
-    calling_window, stop_disposition_ids, stop_on_no_answer, stop_on_voicemail, stop_on_unclassified, randomize_retry_time, double_dial_enabled, \
-    max_attempts, max_infra_retries, retry_no_answer_seconds, retry_completed_seconds, double_dial_gap_seconds, max_calls_per_day, \
-    min_seconds_between_calls, max_in_flight, budget_cents, starts_at, ends_at, daily_admitted_count, daily_window_date, last_admitted_at, \
-    estimate_cents, spent_cents, reserved_cents, last_tick_at, last_tick_result, last_error, started_at, completed_at, created_by, created_at, updated_at";
+/// The engine's own columns of a campaign, beside its settings'.
+const ENGINE_COLUMNS: &str = "id, workspace_id, status, from_number, daily_admitted_count, daily_window_date, \
+    last_admitted_at, estimate_cents, spent_cents, reserved_cents, last_tick_at, last_tick_result, last_error, \
+    started_at, completed_at, created_by, created_at, updated_at";
+
+/// Every column a campaign's row is read from: the engine's, and one per setting of the
+/// settings table (`campaign::SETTINGS`), named as the setting.
+pub(crate) fn campaign_columns() -> &'static str {
+    static COLUMNS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    COLUMNS.get_or_init(|| {
+        let mut columns = ENGINE_COLUMNS.to_string();
+        for field in campaign::WRITABLE_FIELDS {
+            columns.push_str(", ");
+            columns.push_str(field);
+        }
+        columns
+    })
+}
 
 pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
     let status: String = r.try_get("status")?;
@@ -275,7 +288,8 @@ impl Store {
         id: CampaignId,
     ) -> StoreResult<Option<CampaignRecord>> {
         let row = sqlx::query(sql(format!(
-            "SELECT {CAMPAIGN_COLUMNS} FROM campaigns WHERE workspace_id = ? AND id = ?"
+            "SELECT {} FROM campaigns WHERE workspace_id = ? AND id = ?",
+            campaign_columns()
         )))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
@@ -311,8 +325,9 @@ impl Store {
             .fetch_one(&mut *self.conn().await?)
             .await?;
         let rows = sqlx::query(sql(format!(
-            "SELECT {CAMPAIGN_COLUMNS} FROM campaigns WHERE workspace_id = ? AND status <> 'archived' AND (? IS NULL OR status = ?) \
-             ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+            "SELECT {} FROM campaigns WHERE workspace_id = ? AND status <> 'archived' AND (? IS NULL OR status = ?) \
+             ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+            campaign_columns()
         )))
         .bind(ws.as_uuid())
         .bind(status)

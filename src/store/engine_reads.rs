@@ -21,7 +21,7 @@ use switchboard_actors::window::CallingWindow;
 
 use super::CampaignSettings;
 use super::calls::{funds_in, spec_row};
-use super::campaigns::{CAMPAIGN_COLUMNS, campaign_row};
+use super::campaigns::{campaign_columns, campaign_row};
 use super::engine_calls::BLOCKED;
 use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, coded, corrupt, opt_id, sql, ts};
 
@@ -110,7 +110,7 @@ impl Store {
         // a released number counts as none).
         static QUERY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         let query = QUERY.get_or_init(|| {
-            let columns: Vec<String> = CAMPAIGN_COLUMNS
+            let columns: Vec<String> = campaign_columns()
                 .split(',')
                 .map(|c| format!("c.{}", c.trim()))
                 .collect();

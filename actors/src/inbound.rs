@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use crate::agent::SipLine;
 use crate::agent::actor::AgentArgs;
 pub use crate::agent::{AgentPlan, Speech, SpeechError};
+use crate::call::EndReason;
 
 use crate::clock::SharedClock;
 use crate::conversation::Conversation;
@@ -43,7 +44,7 @@ pub struct InboundStart {
     pub plan: InboundPlan,
     /// The caller's number or SIP user.
     pub from: String,
-    pub codec: String,
+    pub codec: switchboard_sip::sdp::Codec,
     pub started_at: DateTime<Utc>,
 }
 
@@ -58,7 +59,7 @@ pub struct InboundEnd {
     pub ended_at: DateTime<Utc>,
     pub duration_secs: i64,
     /// `caller_hangup`, `silence_timeout`, `max_duration`, `ack_timeout`, `shutdown`, ...
-    pub end_reason: String,
+    pub end_reason: EndReason,
     pub packets_sent: u64,
     pub packets_received: u64,
     pub packets_lost: u64,
@@ -142,7 +143,7 @@ impl InboundFacts {
             answered_at: self.answered_at,
             ended_at,
             duration_secs: (ended_at - self.answered_at).num_seconds().max(0),
-            end_reason: crate::call::END_INTERRUPTED.into(),
+            end_reason: EndReason::Interrupted,
             packets_sent: 0,
             packets_received: 0,
             packets_lost: 0,
@@ -174,7 +175,7 @@ pub async fn run_call(inbound: InboundCall) -> Result<(), AgentFailed> {
         id,
         plan: plan.clone(),
         from: call.from.clone(),
-        codec: call.codec.name().to_string(),
+        codec: call.codec,
         started_at: answered_at,
     };
     let recorded = store.inbound_started(&start).await;
@@ -222,7 +223,7 @@ pub async fn run_call(inbound: InboundCall) -> Result<(), AgentFailed> {
         answered_at,
         ended_at: clock.now(),
         duration_secs: ended.duration_secs,
-        end_reason: ended.reason.as_str().to_string(),
+        end_reason: ended.reason,
         packets_sent: stats.packets_sent,
         packets_received: stats.packets_received,
         packets_lost: stats.packets_lost,

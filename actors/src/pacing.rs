@@ -86,6 +86,48 @@ impl TickResult {
     }
 }
 
+impl TickResult {
+    /// Every result but `Admitted`, which carries its count.
+    const NAMED: [TickResult; 22] = [
+        Self::WaitingForStartsAt,
+        Self::StartsAtReached,
+        Self::CreditRestored,
+        Self::InsufficientCredit,
+        Self::Config(ConfigProblem::ALL[0]),
+        Self::Config(ConfigProblem::ALL[1]),
+        Self::Config(ConfigProblem::ALL[2]),
+        Self::Config(ConfigProblem::ALL[3]),
+        Self::AllContactsDone,
+        Self::DailyCapReached,
+        Self::MaxInFlight,
+        Self::WaitingForQueue,
+        Self::MinSecondsBetweenCalls,
+        Self::OutsideCallingWindow,
+        Self::BudgetReached,
+        Self::BudgetReservedByCallsInFlight,
+        Self::StatusChanged,
+        Self::InsufficientCreditForMore,
+        Self::FundsChanged,
+        Self::WaitingForCalls,
+        Self::NoContactsDue,
+        Self::RepeatedInfraErrors,
+    ];
+
+    /// Reads the recorded form back.
+    pub fn parse(s: &str) -> Option<Self> {
+        if let Some(n) = s.strip_prefix("admitted:") {
+            return n.parse().ok().filter(|n| *n >= 0).map(Self::Admitted);
+        }
+        Self::NAMED.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl serde::Serialize for TickResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.as_str())
+    }
+}
+
 impl fmt::Display for TickResult {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.as_str())
@@ -307,7 +349,7 @@ impl ContactHold {
     }
 
     /// A sentence for a person; `last_tick` is the campaign's last evaluation.
-    pub fn message(&self, last_tick: Option<&str>) -> String {
+    pub fn message(&self, last_tick: Option<TickResult>) -> String {
         match self {
             Self::CallInProgress => "A call of this attempt is queued or live".into(),
             Self::AwaitingDisposition { .. } => {
@@ -331,7 +373,7 @@ impl ContactHold {
             }
             Self::WaitingForASlot => format!(
                 "Due; admitted as pacing allows (last evaluation: {})",
-                last_tick.unwrap_or("none yet")
+                last_tick.map_or("none yet".into(), |t| t.as_str())
             ),
         }
     }
@@ -398,6 +440,50 @@ pub fn contact_hold(
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn tick_results_read_back() {
+        assert_eq!(
+            TickResult::parse("admitted:3"),
+            Some(TickResult::Admitted(3))
+        );
+        assert_eq!(TickResult::parse("admitted:-1"), None);
+        assert_eq!(TickResult::parse("admitted:"), None);
+        assert_eq!(TickResult::parse("paused"), None);
+        for result in TickResult::NAMED {
+            assert_eq!(
+                TickResult::parse(&result.as_str()),
+                Some(result),
+                "{result}"
+            );
+            // A new result must be listed in NAMED to be read back: the match makes it named here.
+            match result {
+                TickResult::Admitted(_) => panic!("Admitted is not named"),
+                TickResult::WaitingForStartsAt
+                | TickResult::StartsAtReached
+                | TickResult::CreditRestored
+                | TickResult::InsufficientCredit
+                | TickResult::Config(_)
+                | TickResult::AllContactsDone
+                | TickResult::DailyCapReached
+                | TickResult::MaxInFlight
+                | TickResult::WaitingForQueue
+                | TickResult::MinSecondsBetweenCalls
+                | TickResult::OutsideCallingWindow
+                | TickResult::BudgetReached
+                | TickResult::BudgetReservedByCallsInFlight
+                | TickResult::StatusChanged
+                | TickResult::InsufficientCreditForMore
+                | TickResult::FundsChanged
+                | TickResult::WaitingForCalls
+                | TickResult::NoContactsDue
+                | TickResult::RepeatedInfraErrors => {}
+            }
+        }
+        let names: std::collections::HashSet<_> =
+            TickResult::NAMED.iter().map(|r| r.as_str()).collect();
+        assert_eq!(names.len(), TickResult::NAMED.len());
+    }
 
     fn window(json: serde_json::Value) -> CallingWindow {
         CallingWindow::from_json(&json).expect("a valid window")

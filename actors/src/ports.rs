@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use crate::call::CallStatus;
+use crate::call::{CallStatus, EndReason};
 pub use crate::campaign::CampaignRules;
 use crate::campaign::{AgentFacts, CampaignStatus, NumberFacts};
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
@@ -17,6 +17,8 @@ use crate::ids::{
 pub use crate::limits::TrunkLimits;
 use crate::money::Cents;
 use crate::window::CallingWindow;
+use switchboard_sip::amd::AnsweredBy;
+use switchboard_sip::sdp::Codec;
 
 /// A failure of a port (database down, corrupt row, ...). The engine logs it and retries at
 /// its next evaluation; an actor that cannot go on fails and is restarted by its supervisor.
@@ -210,7 +212,7 @@ pub struct CallEnd {
     /// Connected seconds that are billed (answered and voicemail calls).
     pub billable_secs: i64,
     pub cost_cents: Cents,
-    pub end_reason: String,
+    pub end_reason: EndReason,
     /// A disposition label the agent chose during the call, if any (the end-of-call analysis
     /// runs after the end and lands its choice as `POST /calls/{id}/disposition` does).
     pub disposition_label: Option<String>,
@@ -228,9 +230,9 @@ pub struct NetworkDetails {
     pub sip_reason: Option<String>,
     /// The Q.850 cause of the response's `Reason` header.
     pub q850_cause: Option<u16>,
-    /// `human`, `machine` or `unsure` (answering-machine detection on answered calls).
-    pub answered_by: Option<String>,
-    pub codec: Option<String>,
+    /// Answering-machine detection's verdict on an answered call.
+    pub answered_by: Option<AnsweredBy>,
+    pub codec: Option<Codec>,
     /// A recording of the call exists.
     pub recorded: bool,
 }
@@ -241,7 +243,7 @@ pub struct StoredCall {
     pub id: CallId,
     pub status: CallStatus,
     pub outcome: Option<CallOutcome>,
-    pub end_reason: Option<String>,
+    pub end_reason: Option<EndReason>,
     pub ended_at: Option<DateTime<Utc>>,
     pub disposition_id: Option<DispositionId>,
 }
@@ -355,7 +357,7 @@ pub trait EngineStore: Send + Sync + 'static {
     async fn cancel_call(
         &self,
         call: &CallSpec,
-        reason: &str,
+        reason: EndReason,
         now: DateTime<Utc>,
     ) -> PortResult<bool>;
     /// Commits another call within the same attempt (double dial); `false` if the contact left
@@ -407,7 +409,7 @@ pub struct DialResult {
     pub ring_secs: i64,
     /// Connected seconds (answered or voicemail), capped at max_duration_secs.
     pub talk_secs: i64,
-    pub end_reason: String,
+    pub end_reason: EndReason,
     pub disposition_label: Option<String>,
     pub network: NetworkDetails,
     /// What the agent and the other party said, and the tools run (answered calls).

@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::call::EndReason;
 use crate::clock::SharedClock;
 use crate::contact::CallOutcome;
 use crate::ids::CampaignId;
@@ -299,21 +300,21 @@ impl Dialer for SimCarrier {
         let end_reason = match outcome {
             CallOutcome::Answered | CallOutcome::Voicemail => {
                 if talk >= request.max_duration_secs {
-                    "max_duration"
+                    EndReason::MaxDuration
                 } else {
-                    "hangup"
+                    EndReason::Hangup
                 }
             }
-            CallOutcome::NoAnswer => "no_answer",
-            CallOutcome::Busy => "busy",
-            CallOutcome::Failed => "rejected",
-            CallOutcome::InfraError => "carrier_error",
+            CallOutcome::NoAnswer => EndReason::NoAnswer,
+            CallOutcome::Busy => EndReason::Busy,
+            CallOutcome::Failed => EndReason::Rejected,
+            CallOutcome::InfraError => EndReason::CarrierError,
         };
         DialResult {
             outcome,
             ring_secs: i64::from(ring),
             talk_secs: talk,
-            end_reason: end_reason.into(),
+            end_reason,
             disposition_label: None,
             network: Default::default(),
             conversation: Default::default(),

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::actor::AgentArgs;
 use crate::agent::{AgentPlan, SipLine, Speech};
-use crate::call::END_INTERRUPTED;
+use crate::call::EndReason;
 use crate::contact::CallOutcome;
 use crate::ports::{DialProgress, DialRequest, DialResult, Dialer, NetworkDetails, PortResult};
 
@@ -74,28 +74,28 @@ fn once(hook: Box<dyn FnOnce() + Send>) -> Arc<dyn Fn() + Send + Sync> {
 }
 
 /// The outcome of a failed dial, by the SIP final response or what stood for one.
-pub fn outcome_of(failure: &DialFailure) -> (CallOutcome, &'static str) {
+pub fn outcome_of(failure: &DialFailure) -> (CallOutcome, EndReason) {
     match failure.kind {
-        FailureKind::RingTimeout => (CallOutcome::NoAnswer, "ring_timeout"),
-        FailureKind::Cancelled => (CallOutcome::InfraError, "shutdown"),
-        FailureKind::NoResponse => (CallOutcome::InfraError, "no_response"),
-        FailureKind::Transport => (CallOutcome::InfraError, "transport_error"),
-        FailureKind::Local => (CallOutcome::InfraError, "local_error"),
+        FailureKind::RingTimeout => (CallOutcome::NoAnswer, EndReason::RingTimeout),
+        FailureKind::Cancelled => (CallOutcome::InfraError, EndReason::Shutdown),
+        FailureKind::NoResponse => (CallOutcome::InfraError, EndReason::NoResponse),
+        FailureKind::Transport => (CallOutcome::InfraError, EndReason::TransportError),
+        FailureKind::Local => (CallOutcome::InfraError, EndReason::LocalError),
         FailureKind::Response => match failure.sip_code.unwrap_or(0) {
-            486 | 600 => (CallOutcome::Busy, "busy"),
-            408 | 480 | 487 => (CallOutcome::NoAnswer, "no_answer"),
-            404 | 410 | 484 | 485 | 604 => (CallOutcome::Failed, "invalid_number"),
-            403 | 603 | 607 | 608 => (CallOutcome::Failed, "rejected"),
-            401 | 407 | 488 | 415 => (CallOutcome::Failed, "trunk_configuration"),
-            500..=599 => (CallOutcome::InfraError, "carrier_error"),
-            _ => (CallOutcome::Failed, "rejected"),
+            486 | 600 => (CallOutcome::Busy, EndReason::Busy),
+            408 | 480 | 487 => (CallOutcome::NoAnswer, EndReason::NoAnswer),
+            404 | 410 | 484 | 485 | 604 => (CallOutcome::Failed, EndReason::InvalidNumber),
+            403 | 603 | 607 | 608 => (CallOutcome::Failed, EndReason::Rejected),
+            401 | 407 | 488 | 415 => (CallOutcome::Failed, EndReason::TrunkConfiguration),
+            500..=599 => (CallOutcome::InfraError, EndReason::CarrierError),
+            _ => (CallOutcome::Failed, EndReason::Rejected),
         },
     }
 }
 
 fn failed(
     outcome: CallOutcome,
-    reason: &str,
+    reason: EndReason,
     ring_secs: i64,
     network: NetworkDetails,
 ) -> DialResult {
@@ -103,7 +103,7 @@ fn failed(
         outcome,
         ring_secs,
         talk_secs: 0,
-        end_reason: reason.into(),
+        end_reason: reason,
         disposition_label: None,
         network,
         conversation: Default::default(),
@@ -117,13 +117,18 @@ impl Dialer for SipDialer {
             Ok(Some(route)) => route,
             Ok(None) => {
                 tracing::warn!(call = %request.call_id, from = %request.from_number, "no SIP trunk serves this number");
-                return failed(CallOutcome::InfraError, "no_trunk", 0, Default::default());
+                return failed(
+                    CallOutcome::InfraError,
+                    EndReason::NoTrunk,
+                    0,
+                    Default::default(),
+                );
             }
             Err(e) => {
                 tracing::warn!(call = %request.call_id, error = %e, "the call's trunk could not be read");
                 return failed(
                     CallOutcome::InfraError,
-                    "route_error",
+                    EndReason::RouteError,
                     0,
                     Default::default(),
                 );
@@ -144,7 +149,7 @@ impl Dialer for SipDialer {
             Ok(answered) => answered,
             Err(failure) => {
                 let (outcome, reason) = outcome_of(&failure);
-                if reason == "trunk_configuration" {
+                if reason == EndReason::TrunkConfiguration {
                     tracing::warn!(call = %request.call_id, gateway = ?failure.gateway, code = ?failure.sip_code, "the trunk refused the call's credentials or media: check its configuration");
                 }
                 let network = NetworkDetails {
@@ -166,7 +171,7 @@ impl Dialer for SipDialer {
         {
             panic!("injected fault in call {}", request.call_id);
         }
-        let codec = answered.call.codec.name().to_string();
+        let codec = answered.call.codec;
         let args = AgentArgs {
             line: Box::new(SipLine::new(answered.call)),
             plan: route.agent.clone(),
@@ -185,7 +190,7 @@ impl Dialer for SipDialer {
                 codec: Some(codec),
                 ..Default::default()
             };
-            return failed(CallOutcome::InfraError, END_INTERRUPTED, 0, network);
+            return failed(CallOutcome::InfraError, EndReason::Interrupted, 0, network);
         };
         tracing::info!(
             call = %request.call_id,
@@ -208,13 +213,13 @@ impl Dialer for SipDialer {
             },
             ring_secs: answered.ring.as_secs() as i64,
             talk_secs: ended.duration_secs.min(request.max_duration_secs),
-            end_reason: ended.reason.as_str().to_string(),
+            end_reason: ended.reason,
             disposition_label: None,
             network: NetworkDetails {
                 sip_code: Some(200),
                 sip_reason: Some("OK".into()),
                 q850_cause: None,
-                answered_by: ended.answered_by.map(|a| a.as_str().to_string()),
+                answered_by: ended.answered_by,
                 codec: Some(codec),
                 recorded: route.recording.is_some(),
             },
@@ -260,7 +265,10 @@ mod tests {
         }
         let mut ring = response(487);
         ring.kind = FailureKind::RingTimeout;
-        assert_eq!(outcome_of(&ring), (CallOutcome::NoAnswer, "ring_timeout"));
+        assert_eq!(
+            outcome_of(&ring),
+            (CallOutcome::NoAnswer, EndReason::RingTimeout)
+        );
         let mut timeout = response(0);
         timeout.kind = FailureKind::NoResponse;
         assert_eq!(outcome_of(&timeout).0, CallOutcome::InfraError);

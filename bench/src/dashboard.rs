@@ -97,7 +97,7 @@ fn seed(
            priority, max_duration_secs, cost_cents, duration_secs, queued_at, started_at, ended_at, created_at, updated_at)
          SELECT randomblob(16), {ws}, 'outbound', 'ended',
            CASE i % 4 WHEN 0 THEN 'answered' WHEN 1 THEN 'no_answer' WHEN 2 THEN 'busy' ELSE 'voicemail' END,
-           'completed', '+97250000001', printf('+9725%08d', i % {contacts}), {campaign}, 0, 300, 3, 40, t, t, e, t, e
+           'hangup', '+97250000001', printf('+9725%08d', i % {contacts}), {campaign}, 0, 300, 3, 40, t, t, e, t, e
          FROM (SELECT i, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {count})) AS t,
                       strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {count}), '+40 seconds') AS e FROM n);
          UPDATE campaigns SET status = 'paused', started_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-10 days') WHERE id = {campaign};

@@ -287,13 +287,13 @@ async fn campaign_sim(args: SimArgs) -> anyhow::Result<Value> {
         let _held = run.hold.enter();
         let c = run
             .campaign(|s| {
-                s.max_attempts = args.max_attempts;
-                s.max_in_flight = args.max_in_flight;
-                s.min_seconds_between_calls = args.min_gap;
-                s.max_calls_per_day = args.max_calls_per_day;
-                s.retry_no_answer_seconds = args.retry_secs;
-                s.retry_completed_seconds = args.retry_secs.max(60);
-                s.stop_on_unclassified = true;
+                s.rules.max_attempts = args.max_attempts;
+                s.rules.max_in_flight = args.max_in_flight;
+                s.rules.min_seconds_between_calls = args.min_gap;
+                s.rules.max_calls_per_day = args.max_calls_per_day;
+                s.rules.retry_no_answer_seconds = args.retry_secs;
+                s.rules.retry_completed_seconds = args.retry_secs.max(60);
+                s.rules.stop_on_unclassified = true;
                 s.calling_window = Some(all_day("UTC"));
             })
             .await;
@@ -393,8 +393,8 @@ async fn eval_cost(args: EvalArgs) -> anyhow::Result<Value> {
             let _held = run.hold.enter();
             let c = run
                 .campaign(|s| {
-                    s.max_in_flight = 8;
-                    s.max_attempts = 3;
+                    s.rules.max_in_flight = 8;
+                    s.rules.max_attempts = 3;
                     s.calling_window = Some(all_day("UTC"));
                 })
                 .await;

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use switchboard_actors::call::EndReason;
 use switchboard_actors::conversation::{ToolEvent, Turn};
 use switchboard_actors::flow::PathStep;
 use switchboard_actors::ids::{AgentId, CallId};
@@ -86,7 +87,8 @@ pub struct FlowTestResult {
     /// The node the call ended in.
     pub(crate) final_node: Option<String>,
     /// `agent_hangup`, `caller_hangup` (the script ended), `transferred` or `time_limit`.
-    pub(crate) end_reason: String,
+    #[schema(value_type = String)]
+    pub(crate) end_reason: EndReason,
     /// The version run; null: the flow as it is now.
     pub(crate) flow_version: Option<i64>,
     pub(crate) dry_run: bool,

@@ -202,7 +202,7 @@ fn simulator_form(viewer: &Viewer, a: &Agent) -> Markup {
 fn simulation(result: &crate::app::flow_test::FlowTestResult) -> Markup {
     html! {
         div.notice role="status" {
-            "Ended in " strong { (result.final_node.as_deref().unwrap_or("—")) } " (" (result.end_reason.replace('_', " ")) ")"
+            "Ended in " strong { (result.final_node.as_deref().unwrap_or("—")) } " (" (result.end_reason.as_str().replace('_', " ")) ")"
             @if result.dry_run { " — a dry run" }
         }
         h3 { "Path" }

@@ -336,7 +336,7 @@ pub async fn call(State(state): State<App>, viewer: Viewer, Path(id): Path<Strin
                     dt { "From" } dd { (c.from_number) }
                     dt { "To" } dd { (c.to_number) }
                     dt { "Status" } dd { (c.status) @if let Some(o) = &c.outcome { " · " (o) } }
-                    dt { "End reason" } dd { (c.end_reason.as_deref().unwrap_or("—")) }
+                    dt { "End reason" } dd { (c.end_reason.map_or("—", |r| r.as_str())) }
                     dt { "Answered by" } dd { (c.answered_by.map_or("—", |a| a.as_str())) }
                     dt { "Codec" } dd { (c.codec.map_or("—", |c| c.name())) }
                     dt { "SIP code" } dd { (c.sip_code.map(|s| s.to_string()).unwrap_or_else(|| "—".into())) }

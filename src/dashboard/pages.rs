@@ -5,7 +5,9 @@ use axum::http::StatusCode;
 use axum::response::{Redirect, Response};
 use maud::{Markup, html};
 use serde_json::Value;
+use switchboard_actors::campaign::ConfigProblem;
 use switchboard_actors::ids::CampaignId;
+use switchboard_actors::pacing::TickResult;
 
 use super::layout::{denied, empty, money, page, respond, unavailable};
 use super::urls::Url;
@@ -140,38 +142,46 @@ pub(super) async fn campaigns_with(
 
 /// The last evaluation's result, in words.
 pub fn evaluation(result: Option<&str>) -> String {
-    let Some(result) = result else {
+    let Some(recorded) = result else {
         return "Not evaluated yet".into();
     };
-    if let Some(n) = result.strip_prefix("admitted:") {
-        return format!("Admitted {n} contact(s) to be dialled");
-    }
+    let Some(result) = TickResult::parse(recorded) else {
+        return format!("Last evaluation: {recorded}");
+    };
     match result {
-        "waiting_for_starts_at" => "Waiting for its start time",
-        "starts_at_reached" => "Its start time came; it is running",
-        "credit_restored" => "Credit was added; it is running again",
-        "insufficient_credit" => "Paused: the balance does not cover one more call",
-        "agent_unavailable" => "Paused: its agent is missing or inactive",
-        "agent_without_duration_cap" => "Paused: its agent has no maximum call duration",
-        "from_number_inactive" => "Paused: its caller number is not active",
-        "no_reachable_calling_window" => "Paused: its calling window never opens before it ends",
-        "all_contacts_done" => "Every contact is done",
-        "daily_cap_reached" => "The day's call cap is reached; it goes on tomorrow",
-        "max_in_flight" => "As many calls as it may place at once are under way",
-        "waiting_for_queue" => "Waiting for the last admitted call to be dialled",
-        "min_seconds_between_calls" => "Waiting the gap between calls",
-        "outside_calling_window" => "Outside its calling window",
-        "budget_reached" => "Paused: its budget cannot take one more call",
-        "budget_reserved_by_calls_in_flight" => {
+        TickResult::Admitted(n) => return format!("Admitted {n} contact(s) to be dialled"),
+        TickResult::WaitingForStartsAt => "Waiting for its start time",
+        TickResult::StartsAtReached => "Its start time came; it is running",
+        TickResult::CreditRestored => "Credit was added; it is running again",
+        TickResult::InsufficientCredit => "Paused: the balance does not cover one more call",
+        TickResult::Config(ConfigProblem::AgentUnavailable) => {
+            "Paused: its agent is missing or inactive"
+        }
+        TickResult::Config(ConfigProblem::AgentWithoutDurationCap) => {
+            "Paused: its agent has no maximum call duration"
+        }
+        TickResult::Config(ConfigProblem::FromNumberInactive) => {
+            "Paused: its caller number is not active"
+        }
+        TickResult::Config(ConfigProblem::NoReachableCallingWindow) => {
+            "Paused: its calling window never opens before it ends"
+        }
+        TickResult::AllContactsDone => "Every contact is done",
+        TickResult::DailyCapReached => "The day's call cap is reached; it goes on tomorrow",
+        TickResult::MaxInFlight => "As many calls as it may place at once are under way",
+        TickResult::WaitingForQueue => "Waiting for the last admitted call to be dialled",
+        TickResult::MinSecondsBetweenCalls => "Waiting the gap between calls",
+        TickResult::OutsideCallingWindow => "Outside its calling window",
+        TickResult::BudgetReached => "Paused: its budget cannot take one more call",
+        TickResult::BudgetReservedByCallsInFlight => {
             "The budget is held by calls under way; it may free up when they end"
         }
-        "status_changed" => "Its status changed during the evaluation",
-        "insufficient_credit_for_more" => "Admitted some; the balance ran short for more",
-        "funds_changed" => "Money changed during the evaluation; it looks again at once",
-        "waiting_for_calls" => "Nobody is due; calls are still under way",
-        "no_contacts_due" => "Nobody is due now",
-        "repeated_infra_errors" => "Paused: the carrier failed too many calls in a row",
-        other => return format!("Last evaluation: {other}"),
+        TickResult::StatusChanged => "Its status changed during the evaluation",
+        TickResult::InsufficientCreditForMore => "Admitted some; the balance ran short for more",
+        TickResult::FundsChanged => "Money changed during the evaluation; it looks again at once",
+        TickResult::WaitingForCalls => "Nobody is due; calls are still under way",
+        TickResult::NoContactsDue => "Nobody is due now",
+        TickResult::RepeatedInfraErrors => "Paused: the carrier failed too many calls in a row",
     }
     .into()
 }

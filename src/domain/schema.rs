@@ -9,6 +9,17 @@ pub fn one_of(values: impl IntoIterator<Item = &'static str>) -> utoipa::openapi
         .build()
 }
 
+/// The schema of a string or null, with its description.
+pub fn nullable_described(description: &str) -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+            utoipa::openapi::schema::Type::String,
+            utoipa::openapi::schema::Type::Null,
+        ]))
+        .description(Some(description))
+        .build()
+}
+
 /// The schema of a string that is `pattern` or null (an optional field that reads null as
 /// absent).
 pub fn nullable_pattern(

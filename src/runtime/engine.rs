@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use switchboard_actors::call::EndReason;
 use switchboard_actors::campaign::CampaignStatus;
 use switchboard_actors::clock::TimeHold;
 use switchboard_actors::contact::{CallOutcome, ExclusionReason};
@@ -198,7 +199,7 @@ impl EngineStore for EnginePort {
     async fn cancel_call(
         &self,
         call: &CallSpec,
-        reason: &str,
+        reason: EndReason,
         now: DateTime<Utc>,
     ) -> PortResult<bool> {
         self.query("cancel_call", self.store.cancel_call(call, reason, now))
@@ -257,7 +258,7 @@ impl Dialer for NoCarrier {
             outcome: CallOutcome::InfraError,
             ring_secs: 0,
             talk_secs: 0,
-            end_reason: "no_carrier".into(),
+            end_reason: EndReason::NoCarrier,
             disposition_label: None,
             network: Default::default(),
             conversation: Default::default(),

@@ -173,7 +173,7 @@ impl VirtualRun {
         s.agent_id = Some(self.agent);
         s.from_phone_number_id = Some(self.number);
         s.calling_window = Some(all_day("UTC"));
-        s.max_calls_per_day = 100_000;
+        s.rules.max_calls_per_day = 100_000;
         tune(&mut s);
         self.store
             .create_campaign(self.ws, &s, self.key)
@@ -212,7 +212,10 @@ impl VirtualRun {
     pub async fn launch(&self, c: CampaignId) {
         let _held = self.hold.enter();
         let current = self.record(c).await;
-        let to = switchboard_actors::campaign::start_status(self.now(), current.settings.starts_at);
+        let to = switchboard_actors::campaign::start_status(
+            self.now(),
+            current.settings.rules.starts_at,
+        );
         let change = StatusChange {
             from: current.status,
             to,

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use switchboard_actors::agent::director::Director;
 use switchboard_actors::agent::text::{TextCaller, text_line};
-use switchboard_actors::agent::{AgentPlan, Mind, converse};
+use switchboard_actors::agent::{AgentPlan, EndReason, Mind, converse};
 use switchboard_actors::call_tools::{
     CallParties, CallTools, IntegrationRun, Integrations, ToolRun,
 };
@@ -64,7 +64,7 @@ pub struct Simulated {
     pub values: Map<String, Value>,
     pub final_node: Option<String>,
     /// `agent_hangup`, `caller_hangup` (the script ended), `transferred`, or `time_limit`.
-    pub end_reason: String,
+    pub end_reason: EndReason,
 }
 
 /// Why a simulation did not run.
@@ -198,8 +198,8 @@ pub async fn simulate(
         values: flow.map(|f| f.values().clone()).unwrap_or_default(),
         final_node: flow.and_then(|f| f.position()),
         end_reason: match played {
-            Err(_) => "time_limit".into(),
-            Ok(()) => end.reason.as_str().into(),
+            Err(_) => EndReason::TimeLimit,
+            Ok(()) => end.reason,
         },
     })
 }

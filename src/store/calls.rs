@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, QueryBuilder, Row, Sqlite};
-use switchboard_actors::call::{CallDirection, CallStatus};
+use switchboard_actors::call::{CallDirection, CallStatus, EndReason};
 use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::ids::{
     AgentId, CallId, CampaignId, ContactId, DispositionId, PhoneNumberId, SipEndpointId,
@@ -27,6 +27,17 @@ fn status_schema() -> utoipa::openapi::schema::Object {
     crate::domain::schema::one_of(CallStatus::ALL.map(CallStatus::as_str))
 }
 
+fn end_reason_schema() -> utoipa::openapi::schema::Object {
+    let reasons: Vec<String> = EndReason::ALL
+        .iter()
+        .map(|r| format!("`{r}`: {}", r.meaning()))
+        .collect();
+    crate::domain::schema::nullable_described(&format!(
+        "Why it ended, once ended. {}",
+        reasons.join(" ")
+    ))
+}
+
 /// A call as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CallRecord {
@@ -43,9 +54,9 @@ pub struct CallRecord {
     /// `answered`, `no_answer`, `busy`, `voicemail`, `failed` or `infra_error`, once ended.
     #[schema(value_type = Option<String>)]
     pub outcome: Option<CallOutcome>,
-    /// Why it ended: `hangup`, `max_duration`, `no_answer`, `busy`, `rejected`, `carrier_error`,
-    /// `interrupted` (the service stopped during the call), `campaign_closed`, ...
-    pub end_reason: Option<String>,
+    /// Why it ended, once ended.
+    #[schema(schema_with = end_reason_schema)]
+    pub end_reason: Option<EndReason>,
     #[schema(value_type = Option<uuid::Uuid>)]
     pub agent_id: Option<AgentId>,
     #[schema(value_type = Option<uuid::Uuid>)]
@@ -149,7 +160,7 @@ pub(super) fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
         direction: coded(r, "direction", CallDirection::parse)?,
         status: coded(r, "status", CallStatus::parse)?,
         outcome: opt_coded(r, "outcome", CallOutcome::parse)?,
-        end_reason: r.try_get("end_reason")?,
+        end_reason: opt_coded(r, "end_reason", EndReason::parse)?,
         agent_id: opt_id(r, "agent_id")?,
         from_phone_number_id: opt_id(r, "from_phone_number_id")?,
         from_number: r.try_get("from_number")?,

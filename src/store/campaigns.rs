@@ -13,6 +13,8 @@ use sqlx::{Connection, QueryBuilder, Row, Sqlite};
 use switchboard_actors::campaign::{self, AuditEvent, CampaignStatus, Closing, RegulatoryBasis};
 use switchboard_actors::contact::ContactState;
 use switchboard_actors::ids::{ApiKeyId, CampaignId, WorkspaceId};
+use switchboard_actors::money::Cents;
+use switchboard_actors::pacing::TickResult;
 use utoipa::ToSchema;
 
 use super::{
@@ -35,7 +37,7 @@ pub struct CampaignRecord {
     pub spent_cents: i64,
     pub reserved_cents: i64,
     pub last_tick_at: Option<DateTime<Utc>>,
-    pub last_tick_result: Option<String>,
+    pub last_tick_result: Option<TickResult>,
     pub last_error: Option<String>,
     pub started_at: Option<DateTime<Utc>>,
     pub completed_at: Option<DateTime<Utc>>,
@@ -114,23 +116,23 @@ pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
     settings.calling_window = window
         .map(|w| serde_json::from_str(&w).map_err(|e| corrupt("calling_window", e)))
         .transpose()?;
-    settings.stop_disposition_ids =
+    settings.rules.stop_disposition_ids =
         serde_json::from_str(&stop_ids).map_err(|e| corrupt("stop_disposition_ids", e))?;
-    settings.budget_cents = r.try_get("budget_cents")?;
+    settings.rules.budget_cents = r.try_get::<Option<i64>, _>("budget_cents")?.map(Cents::new);
     // The flags, the integers and the times, each in its column of the same name, as
     // `bind_settings` writes them.
     for field in campaign::BOOL_FIELDS {
-        if let Some(slot) = settings.flag_mut(field) {
+        if let Some(slot) = settings.rules.flag_mut(field) {
             *slot = r.try_get(field)?;
         }
     }
     for rule in campaign::INT_RULES {
-        if let Some(slot) = settings.int_mut(rule.field) {
+        if let Some(slot) = settings.rules.int_mut(rule.field) {
             *slot = r.try_get(rule.field)?;
         }
     }
     for field in campaign::TIME_FIELDS {
-        if let Some(slot) = settings.time_mut(field) {
+        if let Some(slot) = settings.rules.time_mut(field) {
             *slot = r.try_get(field)?;
         }
     }
@@ -149,7 +151,7 @@ pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
         spent_cents: r.try_get("spent_cents")?,
         reserved_cents: r.try_get("reserved_cents")?,
         last_tick_at: r.try_get("last_tick_at")?,
-        last_tick_result: r.try_get("last_tick_result")?,
+        last_tick_result: opt_coded(r, "last_tick_result", TickResult::parse)?,
         last_error: r.try_get("last_error")?,
         started_at: r.try_get("started_at")?,
         completed_at: r.try_get("completed_at")?,
@@ -165,7 +167,7 @@ fn bind_settings(
     at: DateTime<Utc>,
 ) -> StoreResult<()> {
     let window = s.calling_window.as_ref().map(|w| w.to_json().to_string());
-    let stop_ids = serde_json::to_string(&s.stop_disposition_ids)
+    let stop_ids = serde_json::to_string(&s.rules.stop_disposition_ids)
         .map_err(|e| corrupt("stop_disposition_ids", e))?;
     let mut sep = q.separated(", ");
     sep.push("name = ").push_bind_unseparated(s.name.clone());
@@ -182,17 +184,17 @@ fn bind_settings(
         .push_bind_unseparated(stop_ids);
     for field in campaign::BOOL_FIELDS {
         sep.push(format_args!("{field} = "))
-            .push_bind_unseparated(s.flag(field));
+            .push_bind_unseparated(s.rules.flag(field));
     }
     for rule in campaign::INT_RULES {
         sep.push(format_args!("{} = ", rule.field))
-            .push_bind_unseparated(s.int(rule.field));
+            .push_bind_unseparated(s.rules.int(rule.field));
     }
     sep.push("budget_cents = ")
-        .push_bind_unseparated(s.budget_cents);
+        .push_bind_unseparated(s.rules.budget_cents.map(|b| b.get()));
     for field in campaign::TIME_FIELDS {
         sep.push(format_args!("{field} = "))
-            .push_bind_unseparated(s.time(field).flatten().map(ts));
+            .push_bind_unseparated(s.rules.time(field).flatten().map(ts));
     }
     sep.push("updated_at = ").push_bind_unseparated(ts(at));
     Ok(())

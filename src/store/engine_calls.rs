@@ -13,7 +13,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Column, Connection, Row};
-use switchboard_actors::call::END_INTERRUPTED;
+use switchboard_actors::call::EndReason;
 use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
 use switchboard_actors::contact::ExclusionReason;
 use switchboard_actors::events::EventKind;
@@ -22,6 +22,8 @@ use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{
     Admission, AdmitResult, CallEnd, CallSpec, Settlement, TickRecord,
 };
+use switchboard_sip::amd::AnsweredBy;
+use switchboard_sip::sdp::Codec;
 
 use super::campaigns::insert_event;
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
@@ -146,7 +148,7 @@ impl<'a> Ending<'a> {
         let at = ts(end.ended_at);
         let mut q = q
             .bind(end.outcome.as_str())
-            .bind(end.end_reason.clone())
+            .bind(end.end_reason.as_str())
             .bind(end.started_at.map(ts))
             .bind(end.answered_at.map(ts))
             .bind(at.clone())
@@ -156,8 +158,8 @@ impl<'a> Ending<'a> {
             .bind(end.network.sip_code.map(i64::from))
             .bind(end.network.sip_reason.clone())
             .bind(end.network.q850_cause.map(i64::from))
-            .bind(end.network.answered_by.clone())
-            .bind(end.network.codec.clone())
+            .bind(end.network.answered_by.map(AnsweredBy::as_str))
+            .bind(end.network.codec.map(Codec::name))
             .bind(end.network.recorded)
             .bind(end.disposition_label.clone())
             .bind(end.disposition_label.clone())
@@ -520,7 +522,7 @@ impl Store {
         let done = sqlx::query(
             "UPDATE calls SET status = 'ended', outcome = 'infra_error', end_reason = ?, ended_at = ?, updated_at = ? WHERE status IN ('dialing', 'ringing', 'in_progress')",
         )
-        .bind(END_INTERRUPTED)
+        .bind(EndReason::Interrupted.as_str())
         .bind(&at)
         .bind(&at)
         .execute(&mut *tx)
@@ -627,7 +629,7 @@ impl Store {
     pub async fn cancel_call(
         &self,
         spec: &CallSpec,
-        reason: &str,
+        reason: EndReason,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let at = ts(now);
@@ -637,7 +639,7 @@ impl Store {
                     "UPDATE calls SET status = 'cancelled', end_reason = ?, ended_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'; \
                      UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?) WHERE id = ? AND changes() = 1",
                 ))
-                .bind(reason.to_owned())
+                .bind(reason.as_str())
                 .bind(at.clone())
                 .bind(at)
                 .bind(spec.id.as_uuid())

@@ -7,15 +7,14 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
-use switchboard_actors::call::CallStatus;
+use switchboard_actors::call::{CallStatus, EndReason};
 use switchboard_actors::campaign::{AgentFacts, NumberFacts, NumberStatus};
 use switchboard_actors::contact::{CallOutcome, ContactState};
 use switchboard_actors::ids::{AgentId, CallId, CampaignId, ContactId, DispositionId, WorkspaceId};
 use switchboard_actors::money::Cents;
 use switchboard_actors::policy::country_zone;
 use switchboard_actors::ports::{
-    CallSpec, CampaignRules, ContactCounts, DueContact, DueScan, EngineCampaign, Funds,
-    OpenAttempt, StoredCall,
+    CallSpec, ContactCounts, DueContact, DueScan, EngineCampaign, Funds, OpenAttempt, StoredCall,
 };
 use switchboard_actors::window::CallingWindow;
 
@@ -23,7 +22,9 @@ use super::CampaignSettings;
 use super::calls::{funds_in, spec_row};
 use super::campaigns::{campaign_columns, campaign_row};
 use super::engine_calls::BLOCKED;
-use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, coded, corrupt, opt_id, sql, ts};
+use super::{
+    Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, coded, corrupt, opt_coded, opt_id, sql, ts,
+};
 
 const OPEN_ATTEMPT_SELECT: &str = "SELECT c.id, c.state, c.attempts, c.infra_retries, k.id AS call_id, k.status AS call_status, k.outcome, \
      k.end_reason, k.ended_at, k.disposition_id FROM contacts c LEFT JOIN calls k ON k.id = c.last_call_id";
@@ -48,7 +49,7 @@ fn open_attempt_row(r: &SqliteRow) -> StoreResult<OpenAttempt> {
                             .ok_or_else(|| corrupt("call outcome", o))
                     })
                     .transpose()?,
-                end_reason: r.try_get("end_reason")?,
+                end_reason: opt_coded(r, "end_reason", EndReason::parse)?,
                 ended_at: r.try_get("ended_at")?,
                 disposition_id: opt_id(r, "disposition_id")?,
             })
@@ -161,25 +162,7 @@ impl Store {
             id,
             workspace_id: ws,
             status: c.status,
-            rules: CampaignRules {
-                max_attempts: s.max_attempts,
-                max_infra_retries: s.max_infra_retries,
-                retry_no_answer_seconds: s.retry_no_answer_seconds,
-                retry_completed_seconds: s.retry_completed_seconds,
-                randomize_retry_time: s.randomize_retry_time,
-                double_dial_enabled: s.double_dial_enabled,
-                double_dial_gap_seconds: s.double_dial_gap_seconds,
-                max_calls_per_day: s.max_calls_per_day,
-                min_seconds_between_calls: s.min_seconds_between_calls,
-                max_in_flight: s.max_in_flight,
-                budget_cents: s.budget_cents.map(Cents::new),
-                stop_disposition_ids: s.stop_disposition_ids.clone(),
-                stop_on_no_answer: s.stop_on_no_answer,
-                stop_on_voicemail: s.stop_on_voicemail,
-                stop_on_unclassified: s.stop_on_unclassified,
-                starts_at: s.starts_at,
-                ends_at: s.ends_at,
-            },
+            rules: s.rules.clone(),
             window,
             agent_id: s.agent_id,
             agent,

@@ -114,7 +114,7 @@ impl Store {
         .bind(at.clone())
         .bind(at.clone())
         .bind(p.endpoint_id.as_uuid())
-        .bind(&call.codec)
+        .bind(call.codec.name())
         .bind(p.recorded);
         let q = bind_call_event(q, call.id, EventKind::CallStarted);
         let q = bind_call_event(q, call.id, EventKind::CallAnswered);
@@ -153,7 +153,7 @@ impl Store {
             ended_at: call.ended_at,
             billable_secs: call.duration_secs,
             cost_cents: cost,
-            end_reason: call.end_reason.clone(),
+            end_reason: call.end_reason,
             disposition_label: None,
             network: Default::default(),
             conversation: call.conversation.clone(),

@@ -12,6 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use switchboard::config::{Carrier, Config, DialerHook, VendorSettings};
 use switchboard_actors::agent::AgentPlan;
+use switchboard_actors::call::EndReason;
 use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::conversation::{
     Conversation, Speaker, ToolEvent, ToolStatus, Turn, VendorFailure,
@@ -702,7 +703,7 @@ async fn an_inbound_call_keeps_its_conversation_with_its_end() {
             id,
             plan,
             from: "alice".into(),
-            codec: "pcmu".into(),
+            codec: switchboard_sip::sdp::Codec::Pcmu,
             started_at: now,
         })
         .await
@@ -717,7 +718,7 @@ async fn an_inbound_call_keeps_its_conversation_with_its_end() {
         answered_at: now,
         ended_at: now + chrono::Duration::seconds(11),
         duration_secs: 11,
-        end_reason: "caller_hangup".into(),
+        end_reason: EndReason::CallerHangup,
         packets_sent: 0,
         packets_received: 0,
         packets_lost: 0,

@@ -69,11 +69,11 @@ async fn killing_the_service_mid_campaign_never_redials_an_attempt_nor_loses_a_c
 
     // A running campaign, prepared straight in the store.
     let (c, secret) = running_campaign(&db, CONTACTS, 4_000_000, |s| {
-        s.max_in_flight = 4;
-        s.max_attempts = 2;
-        s.retry_no_answer_seconds = 30;
-        s.retry_completed_seconds = 60;
-        s.stop_on_unclassified = true;
+        s.rules.max_in_flight = 4;
+        s.rules.max_attempts = 2;
+        s.rules.retry_no_answer_seconds = 30;
+        s.rules.retry_completed_seconds = 60;
+        s.rules.stop_on_unclassified = true;
     })
     .await;
 

@@ -365,3 +365,24 @@ fn the_link_checker_finds_what_is_broken() {
         ]
     );
 }
+
+/// Every end reason a call can have is named in the manual, where a reader looks up what a
+/// call's `end_reason` means.
+#[test]
+fn every_end_reason_is_documented() {
+    let root = root();
+    let manual: String = pages(&root)
+        .iter()
+        .filter(|p| p.starts_with("docs"))
+        .map(|p| fs::read_to_string(root.join(p)).expect("a page of the manual"))
+        .collect();
+    let missing: Vec<&str> = switchboard_actors::call::EndReason::ALL
+        .iter()
+        .map(|r| r.as_str())
+        .filter(|name| !manual.contains(&format!("`{name}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "end reasons the manual does not name: {missing:?}"
+    );
+}

@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchboard_actors::call::CallStatus;
-use switchboard_actors::campaign::CampaignStatus;
+use switchboard_actors::campaign::{CampaignStatus, ConfigProblem};
 use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
+use switchboard_actors::money::Cents;
+use switchboard_actors::pacing::TickResult;
 use switchboard_actors::ports::{DialProgress, DialRequest, DialResult, Dialer, TrunkLimits};
 use tokio::time::Instant;
 
@@ -25,11 +27,11 @@ async fn a_campaign_runs_to_completion_within_its_pacing() {
     .await;
     let c = rig
         .campaign(|s| {
-            s.max_in_flight = 3;
-            s.min_seconds_between_calls = 20;
-            s.max_attempts = 2;
-            s.retry_no_answer_seconds = 600;
-            s.stop_on_unclassified = true;
+            s.rules.max_in_flight = 3;
+            s.rules.min_seconds_between_calls = 20;
+            s.rules.max_attempts = 2;
+            s.rules.retry_no_answer_seconds = 600;
+            s.rules.stop_on_unclassified = true;
         })
         .await;
     rig.enroll(c, 40, None).await;
@@ -91,8 +93,8 @@ async fn a_daily_cap_rolls_over_at_midnight_in_the_window_zone() {
     let rig = Rig::new("2026-05-04T10:00:00Z", "busy=1", |_, _| {}).await;
     let c = rig
         .campaign(|s| {
-            s.max_calls_per_day = 5;
-            s.stop_on_no_answer = true;
+            s.rules.max_calls_per_day = 5;
+            s.rules.stop_on_no_answer = true;
             s.calling_window = Some(crate::rig::all_day("America/New_York"));
         })
         .await;
@@ -100,7 +102,7 @@ async fn a_daily_cap_rolls_over_at_midnight_in_the_window_zone() {
     rig.launch(c).await;
     let first = rig
         .run_until(c, DAY, |r| {
-            r.last_tick_result.as_deref() == Some("daily_cap_reached")
+            r.last_tick_result == Some(TickResult::DailyCapReached)
         })
         .await;
     assert_eq!(first.daily_admitted_count, 5);
@@ -133,16 +135,16 @@ async fn lowering_the_daily_cap_below_todays_admissions_stops_admission_for_the_
     let rig = Rig::new("2026-05-04T14:00:00Z", "busy=1", |_, _| {}).await;
     let c = rig
         .campaign(|s| {
-            s.max_calls_per_day = 100;
-            s.min_seconds_between_calls = 60;
-            s.stop_on_no_answer = true;
+            s.rules.max_calls_per_day = 100;
+            s.rules.min_seconds_between_calls = 60;
+            s.rules.stop_on_no_answer = true;
             s.calling_window = Some(crate::rig::all_day("America/New_York"));
         })
         .await;
     rig.enroll(c, 40, None).await;
     rig.launch(c).await;
     rig.run_until(c, DAY, |r| r.daily_admitted_count >= 6).await;
-    rig.patch(c, |s| s.max_calls_per_day = 3).await;
+    rig.patch(c, |s| s.rules.max_calls_per_day = 3).await;
     // An evaluation already under way when the PATCH landed may still finish.
     tokio::time::sleep(Duration::from_secs(60)).await;
     let capped = rig.record(c).await;
@@ -150,7 +152,7 @@ async fn lowering_the_daily_cap_below_todays_admissions_stops_admission_for_the_
     tokio::time::sleep(Duration::from_secs(2 * 3600)).await;
     let later = rig.record(c).await;
     assert_eq!(later.status, CampaignStatus::Running);
-    assert_eq!(later.last_tick_result.as_deref(), Some("daily_cap_reached"));
+    assert_eq!(later.last_tick_result, Some(TickResult::DailyCapReached));
     assert_eq!(later.daily_admitted_count, capped.daily_admitted_count);
     assert_eq!(rig.calls(c).await.len(), calls, "no call was admitted");
 }
@@ -161,8 +163,8 @@ async fn calling_hours_follow_the_zone_across_a_dst_change() {
     let rig = Rig::new("2026-03-06T12:00:00Z", "busy=1", |_, _| {}).await;
     let c = rig
         .campaign(|s| {
-            s.stop_on_no_answer = true;
-            s.max_calls_per_day = 2;
+            s.rules.stop_on_no_answer = true;
+            s.rules.max_calls_per_day = 2;
             s.calling_window = Some(hours("America/New_York", "09:00", "10:00", false));
         })
         .await;
@@ -192,8 +194,8 @@ async fn each_contact_is_called_within_the_hours_of_its_own_zone() {
     let rig = Rig::new("2026-05-04T00:00:00Z", "busy=1", |_, _| {}).await;
     let c = rig
         .campaign(|s| {
-            s.stop_on_no_answer = true;
-            s.max_in_flight = 2;
+            s.rules.stop_on_no_answer = true;
+            s.rules.max_in_flight = 2;
             s.calling_window = Some(hours("UTC", "09:00", "17:00", true));
         })
         .await;
@@ -246,8 +248,8 @@ async fn calls_share_the_workspace_limit_and_direct_calls_keep_their_priority() 
     }
     let c = rig
         .campaign(|s| {
-            s.max_in_flight = 2;
-            s.stop_on_unclassified = true;
+            s.rules.max_in_flight = 2;
+            s.rules.stop_on_unclassified = true;
         })
         .await;
     rig.enroll(c, 6, None).await;
@@ -288,8 +290,8 @@ async fn the_budget_pauses_the_campaign_and_raising_it_does_not_resume() {
     .await;
     let c = rig
         .campaign(|s| {
-            s.budget_cents = Some(150);
-            s.stop_on_unclassified = true;
+            s.rules.budget_cents = Some(Cents::new(150));
+            s.rules.stop_on_unclassified = true;
         })
         .await;
     rig.enroll(c, 50, None).await;
@@ -305,7 +307,8 @@ async fn the_budget_pauses_the_campaign_and_raising_it_does_not_resume() {
     assert_eq!(paused.spent_cents, 10 * rig.calls(c).await.len() as i64);
     assert!(paused.last_error.as_deref().unwrap().contains("budget"));
 
-    rig.patch(c, |s| s.budget_cents = Some(10_000)).await;
+    rig.patch(c, |s| s.rules.budget_cents = Some(Cents::new(10_000)))
+        .await;
     tokio::time::sleep(Duration::from_secs(3600)).await;
     assert_eq!(rig.record(c).await.status, CampaignStatus::PausedBudget);
 }
@@ -317,15 +320,15 @@ async fn low_credit_pauses_and_a_top_up_resumes_automatically() {
     })
     .await;
     rig.set_balance(125).await;
-    let c = rig.campaign(|s| s.stop_on_unclassified = true).await;
+    let c = rig.campaign(|s| s.rules.stop_on_unclassified = true).await;
     rig.enroll(c, 10, None).await;
     rig.launch(c).await;
     let paused = rig
         .run_to(c, CampaignStatus::PausedInsufficientCredit, DAY)
         .await;
     assert_eq!(
-        paused.last_tick_result.as_deref(),
-        Some("insufficient_credit")
+        paused.last_tick_result,
+        Some(TickResult::InsufficientCredit)
     );
     // 125 cents: two calls of 10 cents, then 105 left covers one reservation, 95 does not.
     assert_eq!(rig.calls(c).await.len(), 3);
@@ -340,7 +343,9 @@ async fn low_credit_pauses_and_a_top_up_resumes_automatically() {
 #[tokio::test]
 async fn a_deactivated_agent_pauses_for_configuration() {
     let rig = Rig::new("2026-05-04T08:00:00Z", "no_answer=1", |_, _| {}).await;
-    let c = rig.campaign(|s| s.retry_no_answer_seconds = 3600).await;
+    let c = rig
+        .campaign(|s| s.rules.retry_no_answer_seconds = 3600)
+        .await;
     rig.enroll(c, 3, None).await;
     rig.launch(c).await;
     rig.run_until(c, DAY, |r| r.daily_admitted_count >= 3).await;
@@ -351,8 +356,8 @@ async fn a_deactivated_agent_pauses_for_configuration() {
     rig.engine.campaign_changed(c);
     let paused = rig.run_to(c, CampaignStatus::PausedConfig, DAY).await;
     assert_eq!(
-        paused.last_tick_result.as_deref(),
-        Some("agent_unavailable")
+        paused.last_tick_result,
+        Some(TickResult::Config(ConfigProblem::AgentUnavailable))
     );
     assert!(paused.last_error.is_some());
 }
@@ -388,7 +393,7 @@ async fn excluded_unreached(rig: &Rig, c: switchboard_actors::ids::CampaignId, n
 #[tokio::test]
 async fn do_not_call_is_checked_at_admission() {
     let rig = Rig::new("2026-05-04T08:00:00Z", "busy=1", |_, _| {}).await;
-    let c = rig.campaign(|s| s.stop_on_no_answer = true).await;
+    let c = rig.campaign(|s| s.rules.stop_on_no_answer = true).await;
     rig.enroll(c, 3, None).await;
     block(&rig, "+972521000001").await;
     rig.launch(c).await;
@@ -403,8 +408,8 @@ async fn a_number_blocked_while_its_contact_waits_in_line_is_not_dialled() {
     let rig = Rig::new("2026-05-04T08:00:00Z", "busy=1", |_, _| {}).await;
     let c = rig
         .campaign(|s| {
-            s.max_in_flight = 1;
-            s.stop_on_no_answer = true;
+            s.rules.max_in_flight = 1;
+            s.rules.stop_on_no_answer = true;
         })
         .await;
     rig.enroll(c, 3, None).await;
@@ -426,8 +431,8 @@ async fn a_scheduled_campaign_starts_at_starts_at() {
     let starts = at("2026-05-04T11:00:00Z");
     let c = rig
         .campaign(|s| {
-            s.starts_at = Some(starts);
-            s.stop_on_no_answer = true;
+            s.rules.starts_at = Some(starts);
+            s.rules.stop_on_no_answer = true;
         })
         .await;
     rig.enroll(c, 2, None).await;

@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use switchboard::store::DispositionSource;
+use switchboard_actors::call::EndReason;
 use switchboard_actors::campaign::CampaignStatus;
 use switchboard_actors::contact::{CallOutcome, ContactState};
+use switchboard_actors::pacing::TickResult;
 
 use crate::rig::{DAY, Rig};
 
@@ -16,9 +18,9 @@ async fn no_answers_retry_until_max_attempts_and_then_exhaust() {
     let rig = Rig::new("2026-05-04T08:00:00Z", "no_answer=1", |_, _| {}).await;
     let c = rig
         .campaign(|s| {
-            s.max_attempts = 3;
-            s.retry_no_answer_seconds = 3600;
-            s.max_in_flight = 2;
+            s.rules.max_attempts = 3;
+            s.rules.retry_no_answer_seconds = 3600;
+            s.rules.max_in_flight = 2;
         })
         .await;
     rig.enroll(c, 5, None).await;
@@ -51,8 +53,8 @@ async fn a_stop_outcome_retires_the_contact_after_one_attempt() {
     let rig = Rig::new("2026-05-04T08:00:00Z", "busy=1", |_, _| {}).await;
     let c = rig
         .campaign(|s| {
-            s.stop_on_no_answer = true;
-            s.max_attempts = 5;
+            s.rules.stop_on_no_answer = true;
+            s.rules.max_attempts = 5;
         })
         .await;
     rig.enroll(c, 4, None).await;
@@ -72,7 +74,7 @@ async fn unclassified_answers_wait_for_the_disposition_timeout() {
     .await;
     let c = rig
         .campaign(|s| {
-            s.stop_on_unclassified = true;
+            s.rules.stop_on_unclassified = true;
         })
         .await;
     rig.enroll(c, 2, None).await;
@@ -101,9 +103,9 @@ async fn a_disposition_that_lands_unannounced_still_decides_at_the_timeout() {
     };
     let c = rig
         .campaign(|s| {
-            s.max_attempts = 3;
-            s.retry_completed_seconds = 600;
-            s.stop_disposition_ids = vec![stop];
+            s.rules.max_attempts = 3;
+            s.rules.retry_completed_seconds = 600;
+            s.rules.stop_disposition_ids = vec![stop];
         })
         .await;
     rig.enroll(c, 1, None).await;
@@ -146,13 +148,13 @@ async fn infra_errors_give_attempts_back_then_pause_the_campaign() {
         config.infra_pause_after = 5;
     })
     .await;
-    let c = rig.campaign(|s| s.max_infra_retries = 3).await;
+    let c = rig.campaign(|s| s.rules.max_infra_retries = 3).await;
     rig.enroll(c, 10, None).await;
     rig.launch(c).await;
     let paused = rig.run_to(c, CampaignStatus::PausedInfra, DAY).await;
     assert_eq!(
-        paused.last_tick_result.as_deref(),
-        Some("repeated_infra_errors")
+        paused.last_tick_result,
+        Some(TickResult::RepeatedInfraErrors)
     );
     // Wait for the last call to settle, then check: no attempt was spent on an infra error.
     tokio::time::sleep(Duration::from_secs(600)).await;
@@ -167,9 +169,9 @@ async fn a_no_answer_is_dialled_twice_within_one_attempt() {
     let rig = Rig::new("2026-05-04T08:00:00Z", "no_answer=1", |_, _| {}).await;
     let c = rig
         .campaign(|s| {
-            s.max_attempts = 1;
-            s.double_dial_enabled = true;
-            s.double_dial_gap_seconds = 45;
+            s.rules.max_attempts = 1;
+            s.rules.double_dial_enabled = true;
+            s.rules.double_dial_gap_seconds = 45;
         })
         .await;
     rig.enroll(c, 3, None).await;
@@ -200,8 +202,8 @@ async fn stop_cancels_queued_calls_and_lets_live_ones_finish() {
     .await;
     let c = rig
         .campaign(|s| {
-            s.max_in_flight = 2;
-            s.stop_on_unclassified = true;
+            s.rules.max_in_flight = 2;
+            s.rules.stop_on_unclassified = true;
         })
         .await;
     rig.enroll(c, 10, None).await;
@@ -236,11 +238,11 @@ async fn stop_cancels_queued_calls_and_lets_live_ones_finish() {
 async fn retrying_campaign(rig: &Rig, max_in_flight: i64) -> switchboard_actors::ids::CampaignId {
     let c = rig
         .campaign(|s| {
-            s.max_in_flight = max_in_flight;
-            s.max_attempts = 2;
-            s.retry_no_answer_seconds = 600;
-            s.retry_completed_seconds = 600;
-            s.stop_on_unclassified = true;
+            s.rules.max_in_flight = max_in_flight;
+            s.rules.max_attempts = 2;
+            s.rules.retry_no_answer_seconds = 600;
+            s.rules.retry_completed_seconds = 600;
+            s.rules.stop_on_unclassified = true;
         })
         .await;
     rig.enroll(c, 20, None).await;
@@ -263,7 +265,7 @@ async fn completes_without_redials(rig: &Rig, c: switchboard_actors::ids::Campai
     }
     calls
         .iter()
-        .filter(|k| k.end_reason.as_deref() == Some("interrupted"))
+        .filter(|k| k.end_reason == Some(EndReason::Interrupted))
         .count()
 }
 

@@ -9,6 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 use switchboard::runtime::lead_memory::{HEADING, recall};
 use switchboard::store::LeadFields;
+use switchboard_actors::call::EndReason;
 use switchboard_actors::conversation::{Conversation, Speaker, Turn};
 use switchboard_actors::ids::{AgentId, CallId, SipEndpointId, WorkspaceId};
 use switchboard_actors::inbound::{InboundEnd, InboundStart};
@@ -77,7 +78,7 @@ async fn past_inbound_call(
             id,
             plan,
             from: from.into(),
-            codec: "pcmu".into(),
+            codec: switchboard_sip::sdp::Codec::Pcmu,
             started_at: answered_at,
         })
         .await
@@ -98,7 +99,7 @@ async fn past_inbound_call(
         answered_at,
         ended_at,
         duration_secs: 30,
-        end_reason: "caller_hangup".into(),
+        end_reason: EndReason::CallerHangup,
         packets_sent: 0,
         packets_received: 0,
         packets_lost: 0,

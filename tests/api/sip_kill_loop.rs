@@ -276,8 +276,8 @@ async fn killing_a_sip_campaign_at_the_invite_the_answer_and_the_ack_loses_and_l
 
     // A running campaign, one attempt per contact, prepared straight in the store.
     let (c, secret) = running_campaign(&db, CONTACTS, 5_000_000, |s| {
-        s.max_in_flight = 2;
-        s.max_attempts = 1;
+        s.rules.max_in_flight = 2;
+        s.rules.max_attempts = 1;
     })
     .await;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchboard::store::{CallRecord, Store};
-use switchboard_actors::call::CallStatus;
+use switchboard_actors::call::{CallStatus, EndReason};
 use switchboard_actors::campaign::NumberStatus;
 use switchboard_actors::ids::{CallId, WorkspaceId};
 use switchboard_sip::trunk::{Gateway, TrunkTransport};
@@ -236,7 +236,7 @@ async fn killed_as_the_invite_arrives_the_restart_cancels_that_very_invite() {
     );
     far.respond(&cancel, from, 200, "OK").await;
     let call = k.reconciled(id).await;
-    assert_eq!(call.end_reason.as_deref(), Some("interrupted"));
+    assert_eq!(call.end_reason, Some(EndReason::Interrupted));
     assert!(call.answered_at.is_none());
     assert_eq!(k.calls().await, 1, "never redialled");
 }
@@ -257,7 +257,7 @@ async fn killed_as_our_ack_arrives_the_restart_hangs_up_the_answered_call() {
     assert!(bye.starts_with("BYE sip:callee@127.0.0.1:"), "{bye}");
     far.respond(&bye, from, 200, "OK").await;
     let call = k.reconciled(id).await;
-    assert_eq!(call.end_reason.as_deref(), Some("interrupted"));
+    assert_eq!(call.end_reason, Some(EndReason::Interrupted));
     assert!(
         call.answered_at.is_some(),
         "the carrier counts it connected: {call:?}"
@@ -290,7 +290,7 @@ async fn killed_as_the_far_end_answers_the_restart_hangs_up_with_the_rung_tag() 
     };
     assert!(header(&bye, "to").contains("tag=theirs"), "{bye}");
     let call = k.reconciled(id).await;
-    assert_eq!(call.end_reason.as_deref(), Some("interrupted"));
+    assert_eq!(call.end_reason, Some(EndReason::Interrupted));
     assert_eq!(k.calls().await, 1, "never redialled");
 }
 
@@ -323,7 +323,7 @@ async fn an_answer_crossing_the_restarts_cancel_is_acked_hung_up_and_recorded() 
     })
     .await;
     assert_eq!(answered.status, CallStatus::Ended);
-    assert_eq!(answered.end_reason.as_deref(), Some("interrupted"));
+    assert_eq!(answered.end_reason, Some(EndReason::Interrupted));
     assert_eq!(k.calls().await, 1, "never redialled");
 }
 
@@ -344,5 +344,5 @@ async fn a_restart_cancels_what_a_killed_process_left_ringing() {
     k.spawn().await;
     sipp.passed().await;
     let ended = k.reconciled(id).await;
-    assert_eq!(ended.end_reason.as_deref(), Some("interrupted"));
+    assert_eq!(ended.end_reason, Some(EndReason::Interrupted));
 }

@@ -95,66 +95,8 @@ pub trait Speech: Send + Sync + 'static {
     ) -> Result<Arc<[i16]>, SpeechError>;
 }
 
-/// Why a conversation ended: the call's `end_reason`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndReason {
-    /// The caller of an inbound call hung up.
-    CallerHangup,
-    /// The callee of an outbound call hung up.
-    CalleeHangup,
-    /// The agent hung up: its model's `end_call`, after saying goodbye.
-    AgentHangup,
-    /// The caller cancelled before the call was set up.
-    CallerCancelled,
-    /// Our answer was never acknowledged.
-    AckTimeout,
-    /// The peer stopped refreshing the session.
-    SessionExpired,
-    /// The call's signalling failed.
-    SignallingError,
-    /// Neither side spoke for the agent's `silence_timeout_secs`.
-    SilenceTimeout,
-    /// The call reached its cap on length.
-    MaxDuration,
-    /// The service is shutting down.
-    Shutdown,
-    /// A machine answered and the agent has no voicemail message: it hung up at once.
-    AnsweringMachine,
-    /// A machine answered; the agent left its voicemail message after the beep.
-    VoicemailLeft,
-    /// A machine answered but no beep came within the listening window: nothing was left.
-    VoicemailNoBeep,
-    /// A flow's transfer node handed the call to its destination.
-    Transferred,
-}
-
-impl EndReason {
-    /// Its name, as the call record keeps it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndReason::CallerHangup => "caller_hangup",
-            EndReason::CalleeHangup => "callee_hangup",
-            EndReason::AgentHangup => "agent_hangup",
-            EndReason::CallerCancelled => "caller_cancelled",
-            EndReason::AckTimeout => "ack_timeout",
-            EndReason::SessionExpired => "session_expired",
-            EndReason::SignallingError => "signalling_error",
-            EndReason::SilenceTimeout => "silence_timeout",
-            EndReason::MaxDuration => "max_duration",
-            EndReason::Shutdown => "shutdown",
-            EndReason::AnsweringMachine => "answering_machine",
-            EndReason::VoicemailLeft => "voicemail_left",
-            EndReason::VoicemailNoBeep => "voicemail_no_beep",
-            EndReason::Transferred => "transferred",
-        }
-    }
-}
-
-impl std::fmt::Display for EndReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Why a conversation ended: one of the call's end reasons.
+pub use crate::call::EndReason;
 
 /// What an agent needs to converse: its vendors and its instructions. Without one (no model
 /// or no speech-to-text configured) the agent greets and answers with [`crate::turns::FALLBACK_LINE`].

@@ -17,8 +17,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::contact::{ContactState, ExclusionReason};
-use crate::ids::DispositionId;
-use crate::money::Cents;
 
 mod preflight;
 mod settings;
@@ -429,26 +427,4 @@ mod tests {
             S::Scheduled
         );
     }
-}
-
-/// The per-contact rules of a campaign, as of the last evaluation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CampaignRules {
-    pub max_attempts: i64,
-    pub max_infra_retries: i64,
-    pub retry_no_answer_seconds: i64,
-    pub retry_completed_seconds: i64,
-    pub randomize_retry_time: bool,
-    pub double_dial_enabled: bool,
-    pub double_dial_gap_seconds: i64,
-    pub max_calls_per_day: i64,
-    pub min_seconds_between_calls: i64,
-    pub max_in_flight: i64,
-    pub budget_cents: Option<Cents>,
-    pub stop_disposition_ids: Vec<DispositionId>,
-    pub stop_on_no_answer: bool,
-    pub stop_on_voicemail: bool,
-    pub stop_on_unclassified: bool,
-    pub starts_at: Option<DateTime<Utc>>,
-    pub ends_at: Option<DateTime<Utc>>,
 }

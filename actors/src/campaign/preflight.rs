@@ -123,6 +123,13 @@ pub enum ConfigProblem {
 }
 
 impl ConfigProblem {
+    pub const ALL: [ConfigProblem; 4] = [
+        Self::AgentUnavailable,
+        Self::AgentWithoutDurationCap,
+        Self::FromNumberInactive,
+        Self::NoReachableCallingWindow,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::AgentUnavailable => "agent_unavailable",

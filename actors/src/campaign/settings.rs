@@ -3,10 +3,15 @@
 //! ranges and defaults), when PATCH may change it ([`Changeable`]) and what the OpenAPI
 //! document says of it. The writable fields, the integer rules and the boolean fields are read
 //! from the table; so are the create and PATCH validation, the PATCH rule, the body schemas and a
-//! new campaign's defaults. Also here: the lawful basis, names, budgets and schedules.
+//! new campaign's defaults. [`CampaignRules`] holds the settings the engine acts on, the
+//! integers, flags and times reachable by name for the table. Also here: the lawful basis,
+//! names, budgets and schedules.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+use crate::ids::DispositionId;
+use crate::money::Cents;
 
 /// The lawful basis for calling, chosen by the customer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -346,6 +351,120 @@ pub fn check_schedule(
     }
 }
 
+/// The per-contact and pacing rules of a campaign.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CampaignRules {
+    pub max_attempts: i64,
+    pub max_infra_retries: i64,
+    pub retry_no_answer_seconds: i64,
+    pub retry_completed_seconds: i64,
+    pub randomize_retry_time: bool,
+    pub double_dial_enabled: bool,
+    pub double_dial_gap_seconds: i64,
+    pub max_calls_per_day: i64,
+    pub min_seconds_between_calls: i64,
+    pub max_in_flight: i64,
+    pub budget_cents: Option<Cents>,
+    pub stop_disposition_ids: Vec<DispositionId>,
+    pub stop_on_no_answer: bool,
+    pub stop_on_voicemail: bool,
+    pub stop_on_unclassified: bool,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+}
+
+/// A getter and a mutable getter by name over fields of one type; `None` for another name.
+macro_rules! by_name {
+    ($(#[$doc:meta])* $get:ident, $get_mut:ident, $ty:ty, [$($field:ident),+ $(,)?]) => {
+        $(#[$doc])*
+        pub fn $get(&self, field: &str) -> Option<$ty> {
+            match field {
+                $(stringify!($field) => Some(self.$field),)+
+                _ => None,
+            }
+        }
+
+        $(#[$doc])*
+        pub fn $get_mut(&mut self, field: &str) -> Option<&mut $ty> {
+            match field {
+                $(stringify!($field) => Some(&mut self.$field),)+
+                _ => None,
+            }
+        }
+    };
+}
+
+impl CampaignRules {
+    /// A new campaign's rules: DESIGN.md's defaults (the integers' from their rules, every flag
+    /// false, no budget, no stop disposition, no schedule).
+    pub fn defaults() -> Self {
+        let mut rules = Self {
+            max_attempts: 0,
+            max_infra_retries: 0,
+            retry_no_answer_seconds: 0,
+            retry_completed_seconds: 0,
+            randomize_retry_time: false,
+            double_dial_enabled: false,
+            double_dial_gap_seconds: 0,
+            max_calls_per_day: 0,
+            min_seconds_between_calls: 0,
+            max_in_flight: 0,
+            budget_cents: None,
+            stop_disposition_ids: Vec::new(),
+            stop_on_no_answer: false,
+            stop_on_voicemail: false,
+            stop_on_unclassified: false,
+            starts_at: None,
+            ends_at: None,
+        };
+        for rule in INT_RULES {
+            if let Some(slot) = rules.int_mut(rule.field) {
+                *slot = rule.default;
+            }
+        }
+        rules
+    }
+
+    by_name!(
+        /// An integer setting (a `SettingKind::Int` of the table).
+        int,
+        int_mut,
+        i64,
+        [
+            max_attempts,
+            max_infra_retries,
+            retry_no_answer_seconds,
+            retry_completed_seconds,
+            double_dial_gap_seconds,
+            max_calls_per_day,
+            min_seconds_between_calls,
+            max_in_flight,
+        ]
+    );
+
+    by_name!(
+        /// A boolean setting (a `SettingKind::Flag` of the table).
+        flag,
+        flag_mut,
+        bool,
+        [
+            stop_on_no_answer,
+            stop_on_voicemail,
+            stop_on_unclassified,
+            randomize_retry_time,
+            double_dial_enabled,
+        ]
+    );
+
+    by_name!(
+        /// A time setting (a `SettingKind::Time` of the table).
+        time,
+        time_mut,
+        Option<DateTime<Utc>>,
+        [starts_at, ends_at]
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,5 +545,24 @@ mod tests {
         assert_eq!(check_name("  Spring  ").unwrap(), "Spring");
         assert!(check_name("   ").is_err());
         assert!(check_name(&"x".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn every_setting_of_the_table_is_reachable_by_name() {
+        let mut rules = CampaignRules::defaults();
+        for rule in INT_RULES {
+            assert_eq!(rules.int(rule.field), Some(rule.default), "{}", rule.field);
+            assert!(rules.int_mut(rule.field).is_some());
+        }
+        for field in BOOL_FIELDS {
+            assert_eq!(rules.flag(field), Some(false), "{field}");
+            assert!(rules.flag_mut(field).is_some());
+        }
+        for field in TIME_FIELDS {
+            assert_eq!(rules.time(field), Some(None), "{field}");
+            assert!(rules.time_mut(field).is_some());
+        }
+        assert_eq!(rules.int("stop_on_voicemail"), None);
+        assert_eq!(rules.flag("max_attempts"), None);
     }
 }

@@ -16,7 +16,7 @@ use super::messages::{
     SupervisorMsg,
 };
 use super::shared::{Shared, Timer};
-use crate::call::{CallStatus, END_INTERRUPTED};
+use crate::call::{CallStatus, EndReason};
 use crate::clock::until;
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
 use crate::ids::{CallId, CampaignId, ContactId};
@@ -81,7 +81,7 @@ impl ContactActor {
         match call.status {
             CallStatus::Cancelled => Some(Verdict::Cancelled),
             CallStatus::Ended => Some(match call.outcome {
-                _ if call.end_reason.as_deref() == Some(END_INTERRUPTED) => Verdict::Interrupted,
+                _ if call.end_reason == Some(EndReason::Interrupted) => Verdict::Interrupted,
                 Some(CallOutcome::Answered) => Verdict::Answered(call.disposition_id),
                 Some(outcome) => Verdict::Ended(outcome),
                 None => Verdict::Interrupted,
@@ -103,7 +103,7 @@ impl ContactActor {
         handover: Option<Box<EndHandover>>,
     ) -> Result<(), ActorProcessingErr> {
         let handed = handover.map(|h| (h, end));
-        if end.end_reason == END_INTERRUPTED {
+        if end.end_reason == EndReason::Interrupted {
             return Self::settle(myself, state, Verdict::Interrupted, handed).await;
         }
         match end.outcome {

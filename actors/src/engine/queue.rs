@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use super::messages::{CampaignMsg, Placed, QueueMsg, SupervisorMsg};
 use super::shared::{Shared, Timer};
 use super::slots::QueueCore;
+use crate::call::EndReason;
 
 pub struct QueueArgs {
     pub shared: Arc<Shared>,
@@ -142,7 +143,7 @@ impl Actor for CallQueue {
                     if state
                         .shared
                         .store
-                        .cancel_call(&spec, "campaign_closed", now)
+                        .cancel_call(&spec, EndReason::CampaignClosed, now)
                         .await?
                         && let Some(contact) = spec.contact_id
                     {

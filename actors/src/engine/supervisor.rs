@@ -13,7 +13,7 @@ use super::contact::{ContactActor, ContactArgs};
 use super::messages::{AttemptStart, BootError, CampaignMsg, SupervisorMsg};
 use super::queue::{CallQueue, QueueArgs};
 use super::shared::{Shared, SpawningContact};
-use crate::call::END_INTERRUPTED;
+use crate::call::EndReason;
 use crate::campaign::CampaignStatus;
 use crate::contact::CallOutcome;
 use crate::ids::CampaignId;
@@ -319,7 +319,7 @@ async fn interrupt(shared: &Shared, spec: &CallSpec) {
         ended_at: shared.clock.now(),
         billable_secs: 0,
         cost_cents: Cents::ZERO,
-        end_reason: END_INTERRUPTED.into(),
+        end_reason: EndReason::Interrupted,
         disposition_label: None,
         network: Default::default(),
         conversation: Default::default(),

@@ -43,8 +43,8 @@ pub async fn preflight(
         }),
         window: &window,
         now: state.store.now(),
-        starts_at: s.starts_at,
-        ends_at: s.ends_at,
+        starts_at: s.rules.starts_at,
+        ends_at: s.rules.ends_at,
     }
     .check();
     match check {
@@ -80,7 +80,7 @@ pub async fn command(
             Transition::Start(event) => {
                 let from_number = preflight(state, ws, &current).await?;
                 (
-                    rules::start_status(state.store.now(), current.settings.starts_at),
+                    rules::start_status(state.store.now(), current.settings.rules.starts_at),
                     event,
                     from_number,
                 )

@@ -69,10 +69,10 @@ fn hold_of(
     let campaign = CampaignFacts {
         status: c.status,
         window,
-        ends_at: c.settings.ends_at,
+        ends_at: c.settings.rules.ends_at,
         daily_window_date: c.daily_window_date,
         daily_admitted_count: c.daily_admitted_count,
-        max_calls_per_day: c.settings.max_calls_per_day,
+        max_calls_per_day: c.settings.rules.max_calls_per_day,
         disposition_timeout: chrono::Duration::from_std(state.config.disposition_timeout)
             .unwrap_or(chrono::Duration::MAX),
     };
@@ -89,7 +89,7 @@ fn hold_of(
     Ok(ContactStatus {
         reason: hold.reason(),
         until: hold.until(),
-        message: hold.message(c.last_tick_result.as_deref()),
+        message: hold.message(c.last_tick_result),
     })
 }
 

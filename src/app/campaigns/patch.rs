@@ -8,6 +8,7 @@ use switchboard_actors::campaign::{
     self as rules, CampaignStatus, IntRule, RegulatoryBasis, SettingKind,
 };
 use switchboard_actors::ids::{AgentId, CampaignId, DispositionId, PhoneNumberId, WorkspaceId};
+use switchboard_actors::money::Cents;
 use switchboard_actors::window::CallingWindow;
 
 use crate::app::auth::Auth;
@@ -117,25 +118,25 @@ pub async fn apply_changes(
                 }
             }
             SettingKind::Dispositions => {
-                settings.stop_disposition_ids = dispositions(state, ws, field, v).await?;
+                settings.rules.stop_disposition_ids = dispositions(state, ws, field, v).await?;
             }
             SettingKind::Flag => {
                 let value = as_bool(field, v)?;
-                if let Some(slot) = settings.flag_mut(field) {
+                if let Some(slot) = settings.rules.flag_mut(field) {
                     *slot = value;
                 }
             }
             SettingKind::Int(rule) => {
                 let value = as_int(rule, v)?;
-                if let Some(slot) = settings.int_mut(field) {
+                if let Some(slot) = settings.rules.int_mut(field) {
                     *slot = value;
                 }
             }
             SettingKind::Budget => {
-                settings.budget_cents = match v {
+                settings.rules.budget_cents = match v {
                     Value::Null => None,
                     v if v.is_i64() || v.is_u64() => {
-                        Some(rules::check_budget(v.as_i64().unwrap_or(0)).map_err(|e| field_error(e.field, &e.message))?)
+                        Some(Cents::new(rules::check_budget(v.as_i64().unwrap_or(0)).map_err(|e| field_error(e.field, &e.message))?))
                     }
                     _ => return Err(field_error(field, "must be a positive integer or null")),
                 }
@@ -148,13 +149,13 @@ pub async fn apply_changes(
             }
             SettingKind::Time => {
                 let value = as_time(field, v)?;
-                if let Some(slot) = settings.time_mut(field) {
+                if let Some(slot) = settings.rules.time_mut(field) {
                     *slot = value;
                 }
             }
         }
     }
-    rules::check_schedule(settings.starts_at, settings.ends_at)
+    rules::check_schedule(settings.rules.starts_at, settings.rules.ends_at)
         .map_err(|e| field_error(e.field, &e.message))?;
     Ok(changed)
 }
@@ -257,10 +258,14 @@ mod tests {
             let field = setting.field;
             match setting.kind {
                 SettingKind::Int(rule) => {
-                    assert_eq!(settings.int_mut(field).copied(), Some(rule.default));
+                    assert_eq!(settings.rules.int_mut(field).copied(), Some(rule.default));
                 }
-                SettingKind::Flag => assert_eq!(settings.flag_mut(field).copied(), Some(false)),
-                SettingKind::Time => assert_eq!(settings.time_mut(field).copied(), Some(None)),
+                SettingKind::Flag => {
+                    assert_eq!(settings.rules.flag_mut(field).copied(), Some(false))
+                }
+                SettingKind::Time => {
+                    assert_eq!(settings.rules.time_mut(field).copied(), Some(None))
+                }
                 _ => {}
             }
         }

@@ -4,6 +4,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use switchboard_actors::ids::WorkspaceId;
+use switchboard_actors::pacing::TickResult;
 use switchboard_actors::window::CallingWindow;
 use utoipa::ToSchema;
 
@@ -81,7 +82,8 @@ pub struct CampaignView {
     pub spent_cents: i64,
     pub reserved_cents: i64,
     pub last_tick_at: Option<DateTime<Utc>>,
-    pub last_tick_result: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub last_tick_result: Option<TickResult>,
     pub last_error: Option<String>,
     pub started_at: Option<DateTime<Utc>>,
     pub completed_at: Option<DateTime<Utc>>,
@@ -111,7 +113,7 @@ pub async fn view(
     };
     let stop_dispositions = state
         .store
-        .existing_dispositions(ws, &s.stop_disposition_ids)
+        .existing_dispositions(ws, &s.rules.stop_disposition_ids)
         .await?;
     let stats = state.store.campaign_stats(ws, c.id).await?;
     Ok(CampaignView {
@@ -127,33 +129,38 @@ pub async fn view(
         from_number: c.from_number,
         regulatory_basis: s.regulatory_basis.map(|b| b.as_str().to_owned()),
         retry_rules: RetryRules {
-            max_attempts: s.max_attempts,
-            max_infra_retries: s.max_infra_retries,
-            retry_no_answer_seconds: s.retry_no_answer_seconds,
-            retry_completed_seconds: s.retry_completed_seconds,
-            randomize_retry_time: s.randomize_retry_time,
-            double_dial_enabled: s.double_dial_enabled,
-            double_dial_gap_seconds: s.double_dial_gap_seconds,
+            max_attempts: s.rules.max_attempts,
+            max_infra_retries: s.rules.max_infra_retries,
+            retry_no_answer_seconds: s.rules.retry_no_answer_seconds,
+            retry_completed_seconds: s.rules.retry_completed_seconds,
+            randomize_retry_time: s.rules.randomize_retry_time,
+            double_dial_enabled: s.rules.double_dial_enabled,
+            double_dial_gap_seconds: s.rules.double_dial_gap_seconds,
         },
         calling_window: s.calling_window.as_ref().map(CallingWindow::to_json),
-        stop_disposition_ids: s.stop_disposition_ids.iter().map(|d| d.as_uuid()).collect(),
+        stop_disposition_ids: s
+            .rules
+            .stop_disposition_ids
+            .iter()
+            .map(|d| d.as_uuid())
+            .collect(),
         stop_dispositions,
-        stop_on_no_answer: s.stop_on_no_answer,
-        stop_on_voicemail: s.stop_on_voicemail,
-        stop_on_unclassified: s.stop_on_unclassified,
-        max_attempts: s.max_attempts,
-        max_infra_retries: s.max_infra_retries,
-        retry_no_answer_seconds: s.retry_no_answer_seconds,
-        retry_completed_seconds: s.retry_completed_seconds,
-        randomize_retry_time: s.randomize_retry_time,
-        double_dial_enabled: s.double_dial_enabled,
-        double_dial_gap_seconds: s.double_dial_gap_seconds,
-        max_calls_per_day: s.max_calls_per_day,
-        min_seconds_between_calls: s.min_seconds_between_calls,
-        max_in_flight: s.max_in_flight,
-        budget_cents: s.budget_cents,
-        starts_at: s.starts_at,
-        ends_at: s.ends_at,
+        stop_on_no_answer: s.rules.stop_on_no_answer,
+        stop_on_voicemail: s.rules.stop_on_voicemail,
+        stop_on_unclassified: s.rules.stop_on_unclassified,
+        max_attempts: s.rules.max_attempts,
+        max_infra_retries: s.rules.max_infra_retries,
+        retry_no_answer_seconds: s.rules.retry_no_answer_seconds,
+        retry_completed_seconds: s.rules.retry_completed_seconds,
+        randomize_retry_time: s.rules.randomize_retry_time,
+        double_dial_enabled: s.rules.double_dial_enabled,
+        double_dial_gap_seconds: s.rules.double_dial_gap_seconds,
+        max_calls_per_day: s.rules.max_calls_per_day,
+        min_seconds_between_calls: s.rules.min_seconds_between_calls,
+        max_in_flight: s.rules.max_in_flight,
+        budget_cents: s.rules.budget_cents.map(|b| b.get()),
+        starts_at: s.rules.starts_at,
+        ends_at: s.rules.ends_at,
         daily_admitted_count: c.daily_admitted_count,
         daily_window_date: c.daily_window_date,
         last_admitted_at: c.last_admitted_at,

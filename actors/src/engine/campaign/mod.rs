@@ -21,7 +21,7 @@ use super::messages::{
     Activation, AttemptStart, CampaignMsg, ContactMsg, Placed, QueueMsg, Settled,
 };
 use super::shared::{Shared, Timer};
-use crate::call::END_INTERRUPTED;
+use crate::call::EndReason;
 use crate::campaign::CampaignStatus;
 use crate::clock::until;
 use crate::contact::{CallOutcome, ContactState, ExclusionReason};
@@ -466,7 +466,7 @@ impl Actor for CampaignActor {
                         c.spent_cents += end.cost_cents;
                         c.reserved_cents = (c.reserved_cents - reservation).at_least_zero();
                     }
-                    if end.end_reason != END_INTERRUPTED {
+                    if end.end_reason != EndReason::Interrupted {
                         if end.outcome == CallOutcome::InfraError {
                             state.consecutive_infra += 1;
                         } else {

@@ -95,8 +95,10 @@ async fn start() -> std::process::ExitCode {
     // The SIP stack logs every datagram at info; only its warnings are kept by default.
     let filter = EnvFilter::try_from_env("SWITCHBOARD_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,rsipstack=warn"));
+    // Colours only where a person reads the log on a terminal, never in a file or a pipe.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if json_logs {
         builder.json().init();

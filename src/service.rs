@@ -34,6 +34,16 @@ pub async fn serve(
         config.public_url = Some(format!("http://{}", listener.local_addr()?));
     }
     config.check()?;
+    let espeak = crate::edge::speech::Espeak::find().is_some();
+    let vendors = crate::runtime::vendors::described(&config, espeak);
+    let dashboard = format!(
+        "{}/app",
+        config
+            .public_url
+            .as_deref()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+    );
     let prepared = prepare(store, config).await?;
     let running = start(prepared, sip).await?;
     let (app, metrics) = doors(&running, metrics)?;
@@ -45,6 +55,10 @@ pub async fn serve(
     };
     let background = Background::spawn(&running);
     tracing::info!(addr = %listener.local_addr()?, "HTTP control plane listening");
+    for (vendor, what) in &vendors {
+        tracing::info!("{vendor}: {what}");
+    }
+    tracing::info!("dashboard: {dashboard}");
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),

@@ -83,3 +83,74 @@ pub fn transcriber(
             .map(|endpoint| Arc::new(crate::edge::vendors::OpenAiTranscriber { endpoint }) as _),
     )
 }
+
+/// An address as the log may show it: no user name, password, query or fragment.
+fn shown(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string().trim_end_matches('/').to_string()
+        }
+        Err(_) => "an address that does not parse".into(),
+    }
+}
+
+/// What the start-up log says of each vendor: what is configured, or that none is and what
+/// calls then do. `espeak` tells whether espeak-ng is installed.
+pub fn described(config: &Config, espeak: bool) -> [(&'static str, String); 3] {
+    let chat = match &config.llm {
+        Some(v) => format!("{} at {}", v.model, shown(&v.base_url)),
+        None => "none (--llm-url): flows whose steps need no model still run; other agents \
+                 answer the caller with the fallback line"
+            .into(),
+    };
+    let stt = match &config.stt {
+        Some(v) => format!("{} at {}", v.model, shown(&v.base_url)),
+        None => "none (--stt-url): what callers say is not understood; agents answer with the \
+                 fallback line"
+            .into(),
+    };
+    let tts = match &config.tts {
+        Tts::OpenAi {
+            base_url, model, ..
+        } => format!("{model} at {}", shown(base_url)),
+        Tts::Espeak => "espeak-ng".into(),
+        Tts::Auto if espeak => "espeak-ng (the default; --tts openai for another)".into(),
+        Tts::Auto => "none: espeak-ng is not installed, so agents speak in chimes".into(),
+        Tts::Tones => "chimes (--tts tones)".into(),
+    };
+    [
+        ("chat model", chat),
+        ("speech to text", stt),
+        ("text to speech", tts),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::edge::vendors::VendorSettings;
+
+    #[test]
+    fn the_start_up_log_names_each_vendor_and_no_secret() {
+        let mut config = Config::default();
+        let none = described(&config, false);
+        assert!(none[0].1.starts_with("none (--llm-url)"));
+        assert!(none[1].1.starts_with("none (--stt-url)"));
+        assert!(none[2].1.contains("chimes"));
+        config.llm = Some(VendorSettings {
+            base_url: "https://user:pw@llm.example/v1?key=abc".into(),
+            api_key: Some("sk-secret".into()),
+            model: "gpt-4o-mini".into(),
+        });
+        config.tts = Tts::Espeak;
+        let some = described(&config, true);
+        assert_eq!(some[0].1, "gpt-4o-mini at https://llm.example/v1");
+        assert_eq!(some[2].1, "espeak-ng");
+        let all = format!("{some:?}");
+        assert!(!all.contains("sk-secret") && !all.contains("pw") && !all.contains("abc"));
+    }
+}

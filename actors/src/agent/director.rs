@@ -161,8 +161,9 @@ pub trait Director: CopyDirector + std::any::Any + Send + Sync + std::fmt::Debug
     fn opening(&mut self, _at_ms: u64) -> Option<Vec<Step>> {
         None
     }
-    /// The caller's turn has ended: what the agent does (`[Step::Reply]`: the model answers).
-    fn caller_turn(&mut self, _at_ms: u64) -> Vec<Step> {
+    /// The caller's turn (what they said) has ended: what the agent does (`[Step::Reply]`: the
+    /// model answers).
+    fn caller_turn(&mut self, _words: &str, _at_ms: u64) -> Vec<Step> {
         vec![Step::Reply]
     }
     /// A dispatch came back.

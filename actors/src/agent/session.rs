@@ -443,6 +443,7 @@ impl<'a> Agent<'a> {
     /// still decides, the turn is only written down.
     fn end_turn(&mut self) -> Option<EndReason> {
         let mut turn = self.listening.take_turn()?;
+        let words = turn.text.clone();
         self.record.context(ChatMessage::User(turn.text.clone()));
         turn.node = self.course.position();
         self.record.turn(turn);
@@ -455,7 +456,7 @@ impl<'a> Agent<'a> {
         self.reply.flush_tools(&mut self.record);
         self.reply = Reply::default();
         let now_ms = self.now_ms();
-        let steps = self.course.director_mut()?.caller_turn(now_ms);
+        let steps = self.course.director_mut()?.caller_turn(&words, now_ms);
         self.act(steps)
     }
 

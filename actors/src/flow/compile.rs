@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use super::graph::{
-    Arg, Branch, Check, Flow, GraphIssue, Kind, Line, Node, Rule, Test, Transition, Variable,
-    WHEN_SHAPE, issue,
+    Arg, Branch, CALLER_WORDS, Check, Flow, GraphIssue, Kind, Line, MAX_PATTERN_CHARS, Node,
+    Pattern, Rule, Test, Transition, Variable, WHEN_SHAPE, issue, words,
 };
 use super::node::{self as typed, ArgMode, ArgTemplate, FlowConfig, FlowNode};
 
@@ -266,10 +266,37 @@ fn check(when: &typed::When) -> Option<Check> {
     if source.is_empty() || name.is_empty() {
         return None;
     }
-    let test = match (&when.equals, &when.not_equals, when.exists) {
-        (Some(v), None, None) => Test::Equals(v.clone()),
-        (None, Some(v), None) => Test::NotEquals(v.clone()),
-        (None, None, Some(b)) => Test::Exists(b),
+    if source == "caller" && name != CALLER_WORDS {
+        return None;
+    }
+    let test = match (
+        &when.equals,
+        &when.not_equals,
+        when.exists,
+        &when.contains,
+        &when.matches,
+    ) {
+        (Some(v), None, None, None, None) => Test::Equals(v.clone()),
+        (None, Some(v), None, None, None) => Test::NotEquals(v.clone()),
+        (None, None, Some(b), None, None) => Test::Exists(b),
+        (None, None, None, Some(phrases), None) => {
+            let phrases: Vec<String> = phrases.list().into_iter().map(words).collect();
+            if phrases.is_empty() || phrases.iter().any(String::is_empty) {
+                return None;
+            }
+            Test::Contains(phrases)
+        }
+        (None, None, None, None, Some(pattern)) => {
+            if pattern.chars().count() > MAX_PATTERN_CHARS {
+                return None;
+            }
+            let regex = regex::RegexBuilder::new(pattern)
+                .case_insensitive(true)
+                .size_limit(1 << 20)
+                .build()
+                .ok()?;
+            Test::Matches(Pattern(regex))
+        }
         _ => return None,
     };
     if let Some(path) = &when.path

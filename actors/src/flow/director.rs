@@ -97,8 +97,8 @@ impl Director for FlowDirector {
         Some(self.run.start(at_ms))
     }
 
-    fn caller_turn(&mut self, at_ms: u64) -> Vec<Step> {
-        self.run.caller_turn(at_ms)
+    fn caller_turn(&mut self, words: &str, at_ms: u64) -> Vec<Step> {
+        self.run.caller_turn(words, at_ms)
     }
 
     fn dispatched(&mut self, outcome: Outcome, at_ms: u64) -> Vec<Step> {

@@ -39,6 +39,48 @@ pub enum Test {
     NotEquals(Value),
     /// Whether the value is there (and not null or empty).
     Exists(bool),
+    /// The value holds one of these phrases as whole words (each as [`words`] gives it).
+    Contains(Vec<String>),
+    /// The value, as [`words`] gives it, matches the pattern.
+    Matches(Pattern),
+}
+
+/// A `matches` pattern, compiled (case-insensitive).
+#[derive(Debug, Clone)]
+pub struct Pattern(pub regex::Regex);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+/// The variable of a check that reads the caller's last words at the node.
+pub const CALLER_WORDS: &str = "last_words";
+
+/// The longest `matches` pattern a flow may hold.
+pub const MAX_PATTERN_CHARS: usize = 200;
+
+/// Text as a check on words reads it: lowercase, every run of characters that are neither
+/// letters nor digits one space, trimmed ("Yes, please!" is "yes please").
+pub fn words(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            out.extend(c.to_lowercase());
+        } else if !out.is_empty() && !out.ends_with(' ') {
+            out.push(' ');
+        }
+    }
+    if out.ends_with(' ') {
+        out.pop();
+    }
+    out
+}
+
+/// Whether `text` (already [`words`]) holds `phrase` (already [`words`]) as whole words.
+pub fn holds_phrase(text: &str, phrase: &str) -> bool {
+    !phrase.is_empty() && format!(" {text} ").contains(&format!(" {phrase} "))
 }
 
 /// A way out of a conversation node.
@@ -162,7 +204,7 @@ pub const NODE_TYPES: [&str; 6] = [
 ];
 
 /// What a malformed `when` is told.
-pub(super) const WHEN_SHAPE: &str = "must be {variable, path?, equals | not_equals | exists}, the variable `<node_id>.<name>` or `metadata.<key>`";
+pub(super) const WHEN_SHAPE: &str = "must be {variable, path?, equals | not_equals | exists | contains | matches}, the variable `<node_id>.<name>`, `metadata.<key>` or `caller.last_words`, `contains` a phrase or a list of them, `matches` a regular expression of at most 200 characters";
 
 pub(super) fn issue(node: &str, code: &'static str, field: &str, message: &str) -> GraphIssue {
     GraphIssue {

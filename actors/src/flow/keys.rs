@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::graph::{GraphIssue, NODE_TYPES, WHEN_SHAPE, issue};
 use super::node::{
     ArgMode, ArgTemplate, Branch, ConversationNode, EndNode, FlowNode, Global, IntegrationCallNode,
-    NodeBase, StartNode, ToolCallNode, TransferNode, Transition, Variable, When,
+    NodeBase, Phrases, StartNode, ToolCallNode, TransferNode, Transition, Variable, When,
 };
 
 impl<'de> Deserialize<'de> for FlowNode {
@@ -390,11 +390,28 @@ fn when(value: &Value) -> Option<When> {
         Some(Value::Bool(b)) => Some(*b),
         Some(_) => return None,
     };
+    let contains = match o.get("contains") {
+        None => None,
+        Some(Value::String(p)) => Some(Phrases::One(p.clone())),
+        Some(Value::Array(ps)) => Some(Phrases::Any(
+            ps.iter()
+                .map(|p| p.as_str().map(str::to_string))
+                .collect::<Option<_>>()?,
+        )),
+        Some(_) => return None,
+    };
+    let matches = match o.get("matches") {
+        None => None,
+        Some(Value::String(p)) => Some(p.clone()),
+        Some(_) => return None,
+    };
     Some(When {
         variable: o.get("variable")?.as_str()?.to_string(),
         path,
         equals: o.get("equals").cloned(),
         not_equals: o.get("not_equals").cloned(),
         exists,
+        contains,
+        matches,
     })
 }

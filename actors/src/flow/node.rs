@@ -234,11 +234,13 @@ pub struct Transition {
     pub when: Option<When>,
 }
 
-/// A check on a value the call has: exactly one of `equals`, `not_equals`, `exists`.
+/// A check on a value the call has: exactly one of `equals`, `not_equals`, `exists`,
+/// `contains`, `matches`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct When {
-    /// `<node_id>.<name>` or `metadata.<key>`.
+    /// `<node_id>.<name>`, `metadata.<key>`, or `caller.last_words` (what the caller said in
+    /// their last turn at this node).
     pub variable: String,
     /// A JSONPath into the value.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -251,6 +253,32 @@ pub struct When {
     pub not_equals: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exists: Option<bool>,
+    /// A word or phrase (or any of a list) the value holds, as whole words; case and
+    /// punctuation aside.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contains: Option<Phrases>,
+    /// A regular expression the value matches somewhere, case aside, once lowercased with its
+    /// punctuation taken out (at most 200 characters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matches: Option<String>,
+}
+
+/// One phrase, or a list of them (any one holds).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum Phrases {
+    One(String),
+    Any(Vec<String>),
+}
+
+impl Phrases {
+    pub fn list(&self) -> Vec<&str> {
+        match self {
+            Phrases::One(p) => vec![p.as_str()],
+            Phrases::Any(ps) => ps.iter().map(String::as_str).collect(),
+        }
+    }
 }
 
 /// An argument of an integration_call node: a string is a literal (it may hold

@@ -8,7 +8,9 @@ use serde_json::{Map, Value, json};
 
 use super::edges;
 pub use super::edges::{EDGE_PREFIX, Edge};
-use super::graph::{Arg, Check, Flow, Kind, Line, Node, Rule, Test};
+use super::graph::{
+    Arg, CALLER_WORDS, Check, Flow, Kind, Line, Node, Rule, Test, holds_phrase, words,
+};
 use super::routing;
 use super::tokens::resolve;
 use super::tokens::stringified;
@@ -26,6 +28,8 @@ pub struct FlowRun {
     path: Vec<PathStep>,
     /// The caller has taken a turn in the current node.
     heard_here: bool,
+    /// What the caller said in their last turn at the current node (empty on entering one).
+    last_words: String,
     /// The arguments the current node waits for the model to fill.
     extraction: Option<ToolSpec>,
     /// The current node's dispatch is under way.
@@ -54,6 +58,7 @@ impl FlowRun {
             metadata,
             path: Vec::new(),
             heard_here: false,
+            last_words: String::new(),
             extraction: None,
             dispatching: false,
             results: Vec::new(),
@@ -88,6 +93,7 @@ impl FlowRun {
     fn enter(&mut self, next: usize, reason: String, at_ms: u64) -> Vec<Step> {
         self.current = next;
         self.heard_here = false;
+        self.last_words.clear();
         self.extraction = None;
         self.dispatching = false;
         let node = self.flow.node(next).clone();
@@ -163,8 +169,13 @@ impl FlowRun {
     }
 
     fn holds(&self, check: &Check) -> bool {
+        let said;
         let value = match check.variable.split_once('.') {
             Some(("metadata", key)) => self.metadata.get(key),
+            Some(("caller", CALLER_WORDS)) => {
+                said = Value::String(self.last_words.clone());
+                Some(&said)
+            }
             _ => self.values.get(&check.variable),
         };
         let value = match (&check.path, value) {
@@ -179,15 +190,23 @@ impl FlowRun {
                 let there = value.is_some_and(|v| !v.is_null() && !stringified(v).is_empty());
                 there == *want
             }
+            Test::Contains(phrases) => value.is_some_and(|v| {
+                let text = words(&stringified(v));
+                phrases.iter().any(|p| holds_phrase(&text, p))
+            }),
+            Test::Matches(pattern) => {
+                value.is_some_and(|v| pattern.0.is_match(&words(&stringified(v))))
+            }
         }
     }
 
-    /// The caller's turn has ended: where the flow goes before the model answers. Empty: the
-    /// model answers in the current node.
-    pub fn caller_turn(&mut self, at_ms: u64) -> Vec<Step> {
+    /// The caller's turn (`words`) has ended: where the flow goes before the model answers.
+    /// Empty: the model answers in the current node.
+    pub fn caller_turn(&mut self, words: &str, at_ms: u64) -> Vec<Step> {
         let node = self.node().clone();
         let first_here = !self.heard_here;
         self.heard_here = true;
+        self.last_words = words.to_string();
         // At a dispatching node the caller's words go into the context: the arguments are
         // asked for again (an earlier ask was cut short), or the dispatch under way is awaited.
         if let Some(spec) = &self.extraction {
@@ -205,6 +224,17 @@ impl FlowRun {
                 Some(next) => {
                     let mut steps = self.enter(next, "next_step_id".into(), at_ms);
                     self.heard_here = true;
+                    // The first words are the next node's to check, as if said there: when
+                    // they route on at once, that node's line is not said.
+                    if steps
+                        .iter()
+                        .all(|s| matches!(s, Step::Say(_) | Step::Reply))
+                    {
+                        self.last_words = words.to_string();
+                        if let Some((next, reason)) = self.checks() {
+                            return self.enter(next, reason, at_ms);
+                        }
+                    }
                     if !steps.iter().any(is_speech) && !steps.iter().any(is_dispatching) {
                         steps.push(Step::Reply);
                     }
@@ -460,5 +490,7 @@ fn describe(check: &Check) -> String {
         Test::NotEquals(v) => format!("{at} is not {}", stringified(v)),
         Test::Exists(true) => format!("{at} is set"),
         Test::Exists(false) => format!("{at} is not set"),
+        Test::Contains(phrases) => format!("{at} contains \"{}\"", phrases.join("\" or \"")),
+        Test::Matches(pattern) => format!("{at} matches /{}/", pattern.0.as_str()),
     }
 }

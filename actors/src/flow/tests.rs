@@ -159,7 +159,7 @@ fn a_call_walks_the_booking_flow_from_greeting_to_goodbye() {
         vec![Step::Say("Hi, this is Ada from Acme.".into())]
     );
     // The caller's first turn is answered in the node after the start.
-    assert_eq!(run.caller_turn(1000), vec![Step::Reply]);
+    assert_eq!(run.caller_turn("", 1000), vec![Step::Reply]);
     assert_eq!(run.node().id, "ask");
     let edges = run.edges();
     let names: Vec<&str> = edges.iter().map(|e| e.function.name.as_str()).collect();
@@ -232,7 +232,7 @@ fn a_call_walks_the_booking_flow_from_greeting_to_goodbye() {
 fn a_custom_branch_and_a_hard_failure_route_as_the_spec_says() {
     let mut run = run_of(booking(), json!({}));
     run.start(0);
-    run.caller_turn(10);
+    run.caller_turn("", 10);
     run.take("go_to_check", &json!({"time": "t"}), 20);
     run.extracted(&json!({"attendee": "a@b.c"}));
     let (steps, reason) = run.dispatched(Outcome::Done(json!({"available": "false"})), 30);
@@ -258,7 +258,7 @@ fn deterministic_checks_come_before_the_model() {
     let mut run = run_of(booking(), json!({"tier": "vip"}));
     run.start(0);
     // In `ask`, the check on the metadata holds at once: the caller's turn moves on to `vip`.
-    let steps = run.caller_turn(100);
+    let steps = run.caller_turn("", 100);
     assert_eq!(run.node().id, "vip");
     assert_eq!(
         steps,
@@ -271,7 +271,101 @@ fn deterministic_checks_come_before_the_model() {
 fn an_edge_not_offered_here_moves_nothing() {
     let mut run = run_of(booking(), json!({}));
     run.start(0);
-    run.caller_turn(10);
+    run.caller_turn("", 10);
     assert_eq!(run.take("go_to_book", &json!({}), 20), None);
     assert_eq!(run.node().id, "ask");
+}
+
+/// A keypad-free front desk that routes on the caller's words alone: no model decides.
+fn front_desk() -> Value {
+    json!({"nodes": [
+        {"id": "start", "type": "start", "greeting": "Hello. Do you want to book a table, or hear our hours?", "is_literal": true, "next_step_id": "menu"},
+        {"id": "menu", "type": "conversation", "greeting": "Say book, or hours.", "is_literal": true,
+         "transitions": [
+            {"next_step_id": "book", "when": {"variable": "caller.last_words", "contains": ["book", "reserve", "a table"]}},
+            {"next_step_id": "hours", "when": {"variable": "caller.last_words", "matches": "\\b(hours?|open(ing)?)\\b"}}
+         ]},
+        {"id": "book", "type": "conversation", "greeting": "For how many people?", "is_literal": true,
+         "transitions": [{"next_step_id": "done", "when": {"variable": "caller.last_words", "matches": "\\b([1-9]|one|two|three|four|five|six)\\b"}}]},
+        {"id": "hours", "type": "end", "greeting": "We are open from noon to ten.", "is_literal": true},
+        {"id": "done", "type": "end", "greeting": "Booked. Goodbye!", "is_literal": true}
+    ]})
+}
+
+#[test]
+fn the_caller_s_words_route_a_flow_case_and_punctuation_aside() {
+    let mut run = run_of(front_desk(), json!({}));
+    run.start(0);
+    // The first words are checked in the node after the start, as if said there.
+    let steps = run.caller_turn("Hi! I'd like to RESERVE, please.", 100);
+    assert_eq!(steps, vec![Step::Say("For how many people?".into())]);
+    assert_eq!(trail(run.path())[1], ("menu", "next_step_id"));
+    assert_eq!(
+        trail(run.path()).last(),
+        Some(&(
+            "book",
+            "when: caller.last_words contains \"book\" or \"reserve\" or \"a table\""
+        ))
+    );
+    // Words heard in the node before do not count in the next: the node waits for its own.
+    assert_eq!(run.node().id, "book");
+    // "Bookings" is not the word "book"; a number matches the pattern.
+    let steps = run.caller_turn("Four of us.", 200);
+    assert_eq!(
+        steps,
+        vec![Step::Say("Booked. Goodbye!".into()), Step::Hangup]
+    );
+}
+
+#[test]
+fn phrases_are_whole_words_and_a_miss_is_left_to_the_node() {
+    let mut run = run_of(front_desk(), json!({}));
+    run.start(0);
+    run.caller_turn("Hello there", 100);
+    assert_eq!(run.node().id, "menu");
+    assert_eq!(run.caller_turn("bookings?", 200), vec![Step::Reply]);
+    assert_eq!(run.node().id, "menu");
+    run.caller_turn("When are you OPEN?", 300);
+    assert_eq!(run.node().id, "hours");
+    assert_eq!(super::graph::words("  Yes,   please!! "), "yes please");
+    assert_eq!(super::graph::words("Café — ÜBER"), "café über");
+}
+
+#[test]
+fn word_checks_of_the_wrong_shape_are_refused_at_save() {
+    let flow = |when: Value| {
+        json!({"nodes": [
+            {"id": "start", "type": "start", "next_step_id": "a"},
+            {"id": "a", "type": "conversation", "transitions": [{"next_step_id": "b", "when": when}]},
+            {"id": "b", "type": "end"}
+        ]})
+    };
+    for bad in [
+        json!({"variable": "caller.last_words", "contains": 3}),
+        json!({"variable": "caller.last_words", "contains": []}),
+        json!({"variable": "caller.last_words", "contains": ["", "x"]}),
+        json!({"variable": "caller.last_words", "contains": "!!"}),
+        json!({"variable": "caller.last_words", "matches": "("}),
+        json!({"variable": "caller.last_words", "matches": "a".repeat(201)}),
+        json!({"variable": "caller.last_words", "contains": "yes", "equals": "yes"}),
+        json!({"variable": "caller.mood", "contains": "yes"}),
+    ] {
+        let issues = codes(flow(bad.clone()));
+        assert!(
+            issues.iter().any(|(_, code)| *code == "transition_invalid"),
+            "{bad}: {issues:?}"
+        );
+    }
+    assert!(
+        codes(flow(
+            json!({"variable": "caller.last_words", "contains": "yes"})
+        ))
+        .is_empty()
+    );
+    assert!(
+        codes(flow(
+            json!({"variable": "caller.last_words", "matches": "^no\\b"})
+        ))
+        .is_empty()
+    );
 }

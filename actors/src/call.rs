@@ -145,6 +145,9 @@ end_reasons! {
     VoicemailNoBeep = "voicemail_no_beep",
     /// A flow's transfer node handed the call to its destination.
     Transferred = "transferred",
+    /// The agent needed the chat model (to answer, decide or fill in a value) and none is
+    /// configured: it said so and hung up.
+    ModelNotConfigured = "model_not_configured",
     /// The simulated carrier's answered call ended.
     Hangup = "hangup",
     /// Nobody answered before our ring timeout.

@@ -123,9 +123,15 @@ pub async fn run(args: FlowSimArgs) -> anyhow::Result<Value> {
             tool_samples: Default::default(),
         };
         let start = Instant::now();
-        let done = simulate(&agent, &config, model.clone(), (None, None), simulation)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let done = simulate(
+            &agent,
+            &config,
+            Some(model.clone() as _),
+            (None, None),
+            simulation,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
         times.push(start.elapsed());
         turns_seen = done.transcript.len();
     }

@@ -139,6 +139,7 @@ async fn render(
         }
         _ => None,
     };
+    let warnings = crate::app::agents::save::warnings(state, a);
     let body = html! {
         @if let Some(note) = notice { div.notice role="status" { (note) } }
         dl.facts {
@@ -157,6 +158,13 @@ async fn render(
         @if let Some(graph) = flow {
             section aria-labelledby="flow-title" {
                 h2 id="flow-title" { "Flow" }
+                @if !warnings.is_empty() {
+                    div.notice role="note" {
+                        p { "These steps need a chat model, and none is configured: a call that reaches one ends there ("
+                            code { "model_not_configured" } ")." }
+                        ul { @for w in &warnings { li { strong { (w.node_id) } ": " (w.message) } } }
+                    }
+                }
                 (graph)
             }
             section aria-labelledby="sim-title" {

@@ -5,10 +5,10 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use switchboard_actors::ids::AgentId;
-use utoipa::{IntoParams, PartialSchema};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -79,30 +79,49 @@ async fn get_one(
     found.map(Json).ok_or(ApiError::not_found("Agent"))
 }
 
+/// An agent as a save answers it: the agent, and what its flow needs that this service lacks.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentSaved {
+    #[serde(flatten)]
+    agent: Agent,
+    /// A flow's nodes that need the chat model when none is configured (`model_not_configured`):
+    /// the flow is saved and runs, but a call that reaches such a node ends there. Empty for a
+    /// prompt agent and when nothing is missing.
+    warnings: Vec<crate::runtime::flows::FlowWarning>,
+}
+
+impl AgentSaved {
+    fn of(state: &AppState, agent: Agent) -> Self {
+        AgentSaved {
+            warnings: crate::app::agents::save::warnings(state, &agent),
+            agent,
+        }
+    }
+}
+
 /// Create an agent
 #[utoipa::path(post, path = "/agents", operation_id = "createAgent", tag = "agents", security(("bearer" = ["agents:create"])),
-    request_body = AgentCreate, responses((status = 201, body = Agent), (status = 400)))]
+    request_body = AgentCreate, responses((status = 201, body = AgentSaved), (status = 400)))]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
     JsonObject(body): JsonObject,
-) -> Result<(StatusCode, Json<Agent>), ApiError> {
+) -> Result<(StatusCode, Json<AgentSaved>), ApiError> {
     let created = create_agent(&state, &auth, body).await?;
-    Ok((StatusCode::CREATED, Json(created)))
+    Ok((StatusCode::CREATED, Json(AgentSaved::of(&state, created))))
 }
 
 /// Update an agent (only the sent fields change)
 #[utoipa::path(patch, path = "/agents/{id}", operation_id = "updateAgent", tag = "agents", security(("bearer" = ["agents:update"])),
-    params(("id" = uuid::Uuid, Path)), request_body = AgentPatch, responses((status = 200, body = Agent), (status = 400), (status = 404)))]
+    params(("id" = uuid::Uuid, Path)), request_body = AgentPatch, responses((status = 200, body = AgentSaved), (status = 400), (status = 404)))]
 async fn update(
     State(state): State<AppState>,
     auth: Auth,
     PathId(id): PathId,
     JsonObject(body): JsonObject,
-) -> Result<Json<Agent>, ApiError> {
-    Ok(Json(
-        update_agent(&state, &auth, AgentId::from_uuid(id), body).await?,
-    ))
+) -> Result<Json<AgentSaved>, ApiError> {
+    let updated = update_agent(&state, &auth, AgentId::from_uuid(id), body).await?;
+    Ok(Json(AgentSaved::of(&state, updated)))
 }
 
 /// Deactivate an agent (it is kept, with `is_active` false)

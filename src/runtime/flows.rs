@@ -177,6 +177,38 @@ fn args_issues(
     }
 }
 
+/// What a flow needs that this service lacks: it is saved and runs, but a call that reaches
+/// the node ends there.
+#[derive(Debug, Clone, Serialize, ToSchema, PartialEq, Eq)]
+pub struct FlowWarning {
+    pub node_id: String,
+    /// `model_not_configured`: the node needs the chat model and none is configured
+    /// (`--llm-url`); a call that reaches it ends `model_not_configured`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// The nodes of `flow` that need the chat model, when none is configured.
+pub fn model_warnings(flow: &FlowConfig, model_configured: bool) -> Vec<FlowWarning> {
+    if model_configured {
+        return Vec::new();
+    }
+    let Ok(flow) = Flow::compile(flow) else {
+        return Vec::new();
+    };
+    flow.model_needs()
+        .into_iter()
+        .map(|need| FlowWarning {
+            message: format!(
+                "{}, and no chat model is configured (--llm-url): a call that reaches this node ends there",
+                need.why
+            ),
+            node_id: need.node_id,
+            code: "model_not_configured",
+        })
+        .collect()
+}
+
 /// The issues of the flow's graph: what would stop it running (no start, an unreachable node,
 /// a node with no way out, a bad transition, a global node without its condition).
 pub fn graph_issues(flow: &FlowConfig) -> Vec<FlowIssue> {

@@ -49,29 +49,26 @@ pub fn agent_plan(
     vendors: &crate::runtime::vendors::Vendors,
     variables: &serde_json::Map<String, serde_json::Value>,
 ) -> AgentPlan {
-    let mind = match (&vendors.model, &vendors.transcriber) {
-        (Some(model), Some(transcriber)) => Some(Mind {
-            model: model.clone(),
-            transcriber: transcriber.clone(),
-            director: Box::new(PromptAgent {
-                system_prompt: fill(&agent.system_prompt, variables),
-                temperature: Some(agent.temperature as f32),
-            }),
-            notes: Vec::new(),
-            listen: ListenSettings {
-                pause_secs: (agent.vad_stop_secs / 2.0).max(0.2),
-                pre_roll_secs: agent.vad_start_secs + 0.3,
-                max_secs: agent.max_continuous_speech_secs.max(1) as f64 + 1.0,
-            },
-            unfinished_grace: Duration::from_secs_f64(agent.vad_stop_secs.clamp(0.0, 1.0)),
-            max_continuous_speech: Duration::from_secs(
-                agent.max_continuous_speech_secs.max(1) as u64
-            ),
-            tools: None,
-            integrations: None,
+    // Speech to text is what a conversation needs; a flow needs the chat model only at the
+    // steps it decides with it.
+    let mind = vendors.transcriber.as_ref().map(|transcriber| Mind {
+        model: vendors.model.clone(),
+        transcriber: transcriber.clone(),
+        director: Box::new(PromptAgent {
+            system_prompt: fill(&agent.system_prompt, variables),
+            temperature: Some(agent.temperature as f32),
         }),
-        _ => None,
-    };
+        notes: Vec::new(),
+        listen: ListenSettings {
+            pause_secs: (agent.vad_stop_secs / 2.0).max(0.2),
+            pre_roll_secs: agent.vad_start_secs + 0.3,
+            max_secs: agent.max_continuous_speech_secs.max(1) as f64 + 1.0,
+        },
+        unfinished_grace: Duration::from_secs_f64(agent.vad_stop_secs.clamp(0.0, 1.0)),
+        max_continuous_speech: Duration::from_secs(agent.max_continuous_speech_secs.max(1) as u64),
+        tools: None,
+        integrations: None,
+    });
     AgentPlan {
         mind,
         turns: None,

@@ -103,9 +103,11 @@ fn shown(url: &str) -> String {
 pub fn described(config: &Config, espeak: bool) -> [(&'static str, String); 3] {
     let chat = match &config.llm {
         Some(v) => format!("{} at {}", v.model, shown(&v.base_url)),
-        None => "none (--llm-url): flows whose steps need no model still run; other agents \
-                 answer the caller with the fallback line"
-            .into(),
+        None => {
+            "none (--llm-url): flows whose steps need no model run whole; at a step that needs \
+             one the agent says its fallback line and hangs up"
+                .into()
+        }
     };
     let stt = match &config.stt {
         Some(v) => format!("{} at {}", v.model, shown(&v.base_url)),

@@ -11,7 +11,7 @@ use switchboard::runtime::integrations::connect;
 use crate::campaigns::agent;
 use crate::dashboard::Session;
 use crate::flow_integrations::routing;
-use crate::helpers::{TestApp, spawn_app_with};
+use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 use crate::tools::{receiver, webhook};
 use crate::vendor::VendorServer;
 
@@ -263,4 +263,43 @@ async fn tools_are_tested_and_sip_slugs_are_shown_once_from_the_workspace_pages(
         assert_eq!(r.status, StatusCode::FORBIDDEN, "{page}");
         assert!(r.text.contains(scope), "{page}: {}", r.text);
     }
+}
+
+#[tokio::test]
+async fn a_flow_s_page_names_the_steps_that_need_a_model_when_none_is_configured() {
+    let app = spawn_app().await;
+    let created = app
+        .post(
+            "/agents",
+            json!({"name": "Helper", "type": "flow", "flow_config": {"flow_config_version": 1, "nodes": [
+                {"id": "start", "type": "start", "greeting": "Hi.", "is_literal": true, "next_step_id": "help"},
+                {"id": "help", "type": "conversation", "instructions": "Help the caller.",
+                 "transitions": [{"next_step_id": "done", "when": {"variable": "caller.last_words", "contains": "bye"}}]},
+                {"id": "done", "type": "end", "greeting": "Bye.", "is_literal": true}]}}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    assert_eq!(created.body["warnings"][0]["node_id"], "help");
+    let helper = created.body["id"].as_str().unwrap().to_string();
+    let mut s = Session::new(&app);
+    s.sign_in(&app.key).await;
+    let page = s.get(&format!("/app/agents/{helper}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    assert!(
+        page.text
+            .contains("These steps need a chat model, and none is configured"),
+        "{}",
+        page.text
+    );
+    assert!(page.text.contains("<strong>help</strong>"), "{}", page.text);
+    // A flow of literal lines needs none: nothing is said.
+    app.patch(
+        &format!("/agents/{helper}"),
+        json!({"flow_config": {"flow_config_version": 1, "nodes": [
+            {"id": "start", "type": "start", "greeting": "Hi.", "is_literal": true, "next_step_id": "done"},
+            {"id": "done", "type": "end", "greeting": "Bye.", "is_literal": true}]}}),
+    )
+    .await;
+    let page = s.get(&format!("/app/agents/{helper}")).await;
+    assert!(!page.text.contains("need a chat model"), "{}", page.text);
 }

@@ -306,10 +306,133 @@ async fn the_simulator_refuses_what_it_cannot_run_in_words() {
         )
         .await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
-    // Without a chat model the flow cannot run.
-    let r = app.post(&path, json!({"turns": ["Hi"]})).await;
+    // Without a chat model a played caller cannot be played.
+    let r = app
+        .post(&path, json!({"caller": {"description": "A busy man"}}))
+        .await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
     assert_eq!(r.error_code(), "MODEL_NOT_CONFIGURED");
+    // A save names the nodes that need the model, none being configured.
+    let saved = app
+        .patch(&format!("/agents/{id}"), json!({"name": "Booker"}))
+        .await;
+    assert_eq!(saved.status, StatusCode::OK, "{}", saved.text);
+    let warned: Vec<(&str, &str)> = saved.body["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["node_id"].as_str().unwrap(), w["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        warned,
+        [
+            ("ask", "model_not_configured"),
+            ("check", "model_not_configured"),
+            ("taken", "model_not_configured"),
+            ("confirm", "model_not_configured")
+        ]
+    );
+    assert!(
+        saved.body["warnings"][1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ai_extract")
+    );
+    // The flow runs until a step needs the model: there the agent says so and hangs up.
+    let r = app.post(&path, json!({"turns": ["Hi"]})).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let d = &r.body["data"];
+    assert_eq!(d["end_reason"], "model_not_configured", "{d}");
+    assert_eq!(d["final_node"], "ask");
+    let said: Vec<&str> = d["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "agent")
+        .map(|t| t["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        said,
+        ["Hi, this is Ada.", switchboard_actors::turns::FALLBACK_LINE]
+    );
+}
+
+/// A front desk decided by the caller's words alone: no node needs the model.
+fn front_desk() -> Value {
+    flow(json!([
+        {"id": "start", "type": "start", "greeting": "Hello, Acme Bistro. Would you like to book a table, or hear our hours?", "is_literal": true, "next_step_id": "menu"},
+        {"id": "menu", "type": "conversation", "greeting": "Say book, or hours.", "is_literal": true,
+         "transitions": [
+            {"next_step_id": "party", "when": {"variable": "caller.last_words", "contains": ["book", "reserve", "a table"]}},
+            {"next_step_id": "hours", "when": {"variable": "caller.last_words", "matches": "\\b(hours?|open)\\b"}}
+         ]},
+        {"id": "party", "type": "conversation", "greeting": "For how many people?", "is_literal": true,
+         "transitions": [{"next_step_id": "booked", "when": {"variable": "caller.last_words", "matches": "\\b([1-9]|one|two|three|four|five|six)\\b"}}]},
+        {"id": "hours", "type": "end", "greeting": "We are open from noon to ten, every day.", "is_literal": true},
+        {"id": "booked", "type": "end", "greeting": "Your table is booked. Goodbye!", "is_literal": true}
+    ]))
+}
+
+#[tokio::test]
+async fn a_flow_decided_by_the_caller_s_words_runs_with_no_model_at_all() {
+    let app = spawn_app().await;
+    let created = app
+        .post(
+            "/agents",
+            json!({"name": "Front desk", "type": "flow", "flow_config": front_desk()}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    assert_eq!(
+        created.body["warnings"],
+        json!([]),
+        "no node needs the model"
+    );
+    let id = created.body["id"].as_str().unwrap();
+    let path = format!("/agents/{id}/flow/test");
+    let r = app
+        .post(&path, json!({"turns": ["Hi, umm, what time do you OPEN?"]}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let d = &r.body["data"];
+    assert_eq!(d["end_reason"], "agent_hangup", "{d}");
+    assert_eq!(
+        trail(&d["path"]),
+        [
+            ("start", "start"),
+            ("menu", "next_step_id"),
+            (
+                "hours",
+                "when: caller.last_words matches /\\b(hours?|open)\\b/"
+            )
+        ]
+    );
+    // A miss asks again in the node's own words; the words of one node are not checked at the next.
+    let r = app
+        .post(
+            &path,
+            json!({"turns": ["Hello?", "I'd like to reserve, please.", "Just me and three friends, four."]}),
+        )
+        .await;
+    let d = &r.body["data"];
+    assert_eq!(d["end_reason"], "agent_hangup", "{d}");
+    assert_eq!(d["final_node"], "booked", "{d}");
+    let said: Vec<&str> = d["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "agent")
+        .map(|t| t["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "Hello, Acme Bistro. Would you like to book a table, or hear our hours?",
+            "Say book, or hours.",
+            "For how many people?",
+            "Your table is booked. Goodbye!"
+        ]
+    );
 }
 
 #[tokio::test]

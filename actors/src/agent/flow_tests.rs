@@ -400,3 +400,85 @@ async fn a_barge_in_before_the_edge_leaves_the_flow_where_it_was() {
             .any(|t| t.text == "Booked for ten.")
     );
 }
+
+/// A plan for `flow` with no chat model at all.
+fn modelless(flow: Value) -> AgentPlan {
+    let flow = Arc::new(compiled(&flow).expect("a valid flow"));
+    let run = FlowRun::new(flow, Map::new(), HashMap::new());
+    let mut plan = plan(booking_model("ten"), Calendar::new(0));
+    let mind = plan.mind.as_mut().expect("a mind");
+    mind.model = None;
+    mind.director = Box::new(FlowDirector::new(run, String::new(), None));
+    plan
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_flow_of_words_and_literal_lines_converses_with_no_model() {
+    let plan = modelless(json!({"nodes": [
+        {"id": "start", "type": "start", "greeting": "Hello. Book a table, or hear our hours?", "is_literal": true, "next_step_id": "menu"},
+        {"id": "menu", "type": "conversation", "greeting": "Say book, or hours.", "is_literal": true,
+         "transitions": [
+            {"next_step_id": "party", "when": {"variable": "caller.last_words", "contains": "book"}},
+            {"next_step_id": "hours", "when": {"variable": "caller.last_words", "contains": "hours"}}
+         ]},
+        {"id": "party", "type": "conversation", "greeting": "For how many?", "is_literal": true,
+         "transitions": [{"next_step_id": "booked", "when": {"variable": "caller.last_words", "matches": "\\b(two|three|four)\\b"}}]},
+        {"id": "hours", "type": "end", "greeting": "Noon to ten.", "is_literal": true},
+        {"id": "booked", "type": "end", "greeting": "Booked. Goodbye!", "is_literal": true}
+    ]}));
+    let (line, _log) = ScriptedLine::new();
+    let line = line
+        .says(4000, 800, "Pardon?")
+        .says(8000, 900, "Book, please.")
+        .says(12_000, 700, "Four of us.")
+        .hangs_up(30_000);
+    let end = run(line, &plan).await;
+    assert_eq!(end.reason, EndReason::AgentHangup);
+    let said: Vec<String> = texts(&end)
+        .into_iter()
+        .filter(|(who, ..)| *who == Speaker::Agent)
+        .map(|(_, text, _)| text)
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "Hello. Book a table, or hear our hours?",
+            "Say book, or hours.",
+            "For how many?",
+            "Booked. Goodbye!"
+        ]
+    );
+    assert_eq!(
+        trail(&end.conversation.path).last(),
+        Some(&(
+            "booked",
+            "when: caller.last_words matches /\\b(two|three|four)\\b/"
+        ))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_that_needs_the_model_without_one_says_so_and_ends_the_call() {
+    let plan = modelless(flow());
+    let (line, _log) = ScriptedLine::new();
+    let line = line
+        .says(2000, 1000, "I'd like a meeting.")
+        .hangs_up(60_000);
+    let end = run(line, &plan).await;
+    assert_eq!(end.reason, EndReason::ModelNotConfigured);
+    let said: Vec<(String, Option<String>)> = texts(&end)
+        .into_iter()
+        .filter(|(who, ..)| *who == Speaker::Agent)
+        .map(|(_, text, node)| (text, node))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("Hi, this is Ada.".to_string(), Some("start".to_string())),
+            (
+                crate::turns::FALLBACK_LINE.to_string(),
+                Some("ask".to_string())
+            )
+        ]
+    );
+}

@@ -102,7 +102,9 @@ pub use crate::call::EndReason;
 /// or no speech-to-text configured) the agent greets and answers with [`crate::turns::FALLBACK_LINE`].
 #[derive(Clone)]
 pub struct Mind {
-    pub model: Arc<dyn ChatModel>,
+    /// None: no chat model is configured. A flow whose steps need none still runs; when a
+    /// step needs it, the agent says so and hangs up (`model_not_configured`).
+    pub model: Option<Arc<dyn ChatModel>>,
     pub transcriber: Arc<dyn Transcriber>,
     /// What the model is told and offered at each round, and what its functions do. Each
     /// call's agent runs a copy of it, as it is here, and hands that back at the end.

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use tokio::time::Instant;
 
+use super::EndReason;
 use super::line::Clip;
 use super::record::Record;
 use super::speech_handle::{SpeechHandle, SpeechId};
@@ -65,8 +66,9 @@ pub(super) struct Reply {
     rounds: u32,
     /// The model has finished the reply (a line is finished from the start).
     complete: bool,
-    /// The model asked to hang up once the reply is said.
-    end_call: bool,
+    /// The call ends once the reply is said, and why (the model asked to hang up, or the agent
+    /// cannot go on).
+    end_call: Option<EndReason>,
     /// The director's course took over mid-round: the model does not continue this reply.
     no_more_rounds: bool,
     /// The turn has been written down.
@@ -81,13 +83,13 @@ impl Reply {
         self.rounds < MAX_TOOL_ROUNDS
     }
 
-    /// The model asked to hang up once this reply is said.
-    pub fn hang_up_after(&mut self) {
-        self.end_call = true;
+    /// The call ends once this reply is said, for `reason`.
+    pub fn hang_up_after(&mut self, reason: EndReason) {
+        self.end_call = Some(reason);
     }
 
-    /// Whether the call ends once this reply is said.
-    pub fn hangs_up(&self) -> bool {
+    /// Whether the call ends once this reply is said, and why.
+    pub fn hangs_up(&self) -> Option<EndReason> {
         self.end_call
     }
 
@@ -419,7 +421,7 @@ impl Reply {
         }
         // After its last round with tools the model has had its say: a model that keeps
         // calling functions it is not offered does not loop.
-        if self.end_call || self.no_more_rounds || self.rounds > MAX_TOOL_ROUNDS {
+        if self.end_call.is_some() || self.no_more_rounds || self.rounds > MAX_TOOL_ROUNDS {
             return false;
         }
         self.rounds += 1;

@@ -53,8 +53,8 @@ impl Agent<'_> {
         if !self.reply.said(&mut self.record, now_ms) {
             return None;
         }
-        if self.reply.hangs_up() {
-            return Some(EndReason::AgentHangup);
+        if let Some(reason) = self.reply.hangs_up() {
+            return Some(reason);
         }
         if self.course.transfer_due() {
             return self.transfer_when_said();

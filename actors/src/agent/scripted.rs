@@ -542,7 +542,7 @@ pub fn stand_in_mind(
     director: Box<dyn super::director::Director>,
 ) -> super::Mind {
     super::Mind {
-        model,
+        model: Some(model),
         transcriber: Arc::new(StandInTranscriber {
             delay: Duration::from_millis(150),
         }),

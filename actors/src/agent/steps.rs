@@ -9,6 +9,7 @@ use super::EndReason;
 use super::director::{Dispatch, Outcome, Step};
 use super::session::Agent;
 use crate::conversation::{ToolEvent, ToolStatus};
+use crate::turns::FALLBACK_LINE;
 use crate::vendors::ToolCall;
 
 impl Agent<'_> {
@@ -20,6 +21,9 @@ impl Agent<'_> {
             let busy = self.reply.writing();
             match step {
                 Step::Say(text) => self.say_line(&text),
+                Step::Reply | Step::Extract(_) if !self.has_model() => {
+                    return self.without_model();
+                }
                 Step::Reply | Step::Extract(_) if busy => {
                     // After the round under way (a function moved the course mid-round).
                     self.course.wait(std::iter::once(step).chain(steps));
@@ -36,13 +40,31 @@ impl Agent<'_> {
                 }
                 Step::Hangup => {
                     if self.reply.in_progress() || busy {
-                        self.reply.hang_up_after();
+                        self.reply.hang_up_after(EndReason::AgentHangup);
                     } else {
                         return Some(EndReason::AgentHangup);
                     }
                 }
             }
         }
+        None
+    }
+
+    /// Whether a chat model is configured for this call.
+    fn has_model(&self) -> bool {
+        self.plan.mind.as_ref().is_some_and(|m| m.model.is_some())
+    }
+
+    /// A step needs the model and none is configured: the agent says it cannot answer, and
+    /// hangs up once that is said (the call ends `model_not_configured`, never in silence).
+    fn without_model(&mut self) -> Option<EndReason> {
+        let node = self.course.position();
+        tracing::warn!(
+            node = node.as_deref().unwrap_or("-"),
+            "this step needs the chat model and none is configured (--llm-url): the call ends"
+        );
+        self.say(FALLBACK_LINE);
+        self.reply.hang_up_after(EndReason::ModelNotConfigured);
         None
     }
 

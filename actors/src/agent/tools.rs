@@ -29,7 +29,7 @@ impl Agent<'_> {
             &mind.tools,
         ) {
             (Function::EndCall, _) => {
-                self.reply.hang_up_after();
+                self.reply.hang_up_after(EndReason::AgentHangup);
                 self.record.event(builtin_event(&call, at_ms));
             }
             (Function::Tool, Some(tools)) => {
@@ -100,7 +100,8 @@ impl Agent<'_> {
             max_tokens: None,
             force: briefing.force,
         };
-        Some(self.work.converse(&mind.model, request, self.reply.id()))
+        let model = mind.model.as_ref()?;
+        Some(self.work.converse(model, request, self.reply.id()))
     }
 
     /// The round of tools is done: the model continues the reply with their results.

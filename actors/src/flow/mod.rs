@@ -8,6 +8,7 @@ pub mod director;
 mod edges;
 pub mod graph;
 mod keys;
+pub mod needs;
 pub mod node;
 pub mod read;
 pub mod routing;
@@ -20,6 +21,7 @@ mod typed_tests;
 
 pub use director::FlowDirector;
 pub use graph::{Flow, GraphIssue};
+pub use needs::ModelNeed;
 pub use node::{FlowConfig, FlowMetadata, FlowNode, NodePosition};
 pub use read::{FieldError, Read, read};
 pub use run::{Dispatch, FlowRun, Outcome, PathStep, Step};

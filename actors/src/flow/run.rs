@@ -242,6 +242,10 @@ impl FlowRun {
                 }
                 None => vec![Step::Reply],
             },
+            // A node decided by its checks alone asks again in its own words.
+            _ if super::needs::answers_itself(&node) => {
+                node.line.iter().map(|line| self.line(line)).collect()
+            }
             _ => vec![Step::Reply],
         }
     }

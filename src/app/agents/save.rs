@@ -78,6 +78,17 @@ async fn check_flow_links(
 
 /// What would stop `flow` from saving now: its graph's issues, and its integration_call
 /// nodes' against the workspace's integrations and tools (one issue per node, code and field).
+/// What `agent`'s flow needs that this service lacks (a node that needs the chat model, with
+/// none configured): it is saved and runs, and these are said beside it.
+pub fn warnings(state: &App, agent: &Agent) -> Vec<crate::runtime::flows::FlowWarning> {
+    match (&agent.agent_type, &agent.flow_config) {
+        (crate::store::AgentType::Flow, Some(flow)) => {
+            crate::runtime::flows::model_warnings(flow, state.model.is_some())
+        }
+        _ => Vec::new(),
+    }
+}
+
 pub async fn flow_issues(
     state: &App,
     ws: WorkspaceId,

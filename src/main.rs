@@ -120,6 +120,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => {
             let mut config = args.config(cli.database_url.clone())?;
             config.secrets_key_file = cli.secrets_key_file.clone();
+            // Stopped when the service is: it lives until this arm ends.
+            let _speech = args.local_speech(&mut config).await?;
             std::fs::create_dir_all(&config.data_dir)?;
             if let Some((workspace, key)) = store.bootstrap().await? {
                 println!(

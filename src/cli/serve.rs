@@ -140,6 +140,22 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_SIP_RETRY_AFTER_SECS", default_value_t = 2,
           value_parser = clap::value_parser!(u32).range(1..=3600))]
     pub sip_retry_after_secs: u32,
+    /// `local`: start the local speech server (`speech/`, installed by `speech/install.sh`) and
+    /// use it for speech to text and, unless `--tts` says otherwise, text to speech. `none`: only
+    /// the vendors the other flags name.
+    #[arg(long, env = "SWITCHBOARD_SPEECH", default_value = "none", value_parser = ["none", "local"])]
+    pub speech: String,
+    /// With `--speech local`: where it listens (loopback).
+    #[arg(
+        long,
+        env = "SWITCHBOARD_SPEECH_LISTEN",
+        default_value = "127.0.0.1:8090"
+    )]
+    pub speech_listen: SocketAddr,
+    /// With `--speech local`: the directory holding `speech/` and `target/speech/` (the
+    /// repository).
+    #[arg(long, env = "SWITCHBOARD_SPEECH_ROOT", default_value = ".")]
+    pub speech_root: PathBuf,
     /// Text to speech: `auto` (espeak-ng if installed, else the chime fallback), `espeak`,
     /// `openai` (an OpenAI-compatible speech endpoint) or `tones` (the chime fallback).
     #[arg(long, env = "SWITCHBOARD_TTS", default_value = "auto", value_parser = ["auto", "espeak", "openai", "tones"])]
@@ -375,6 +391,39 @@ impl ServeArgs {
         crate::domain::trunks::read_trunk(value)
             .map(Some)
             .context("--outbound-trunk")
+    }
+
+    /// Starts the local speech server when `--speech local` asks for it, and points speech to
+    /// text (and text to speech, left at `auto`) at it; the server runs while the answer lives.
+    pub async fn local_speech(
+        &self,
+        config: &mut Config,
+    ) -> anyhow::Result<Option<crate::edge::local_speech::LocalSpeech>> {
+        use crate::edge::local_speech::{LocalSpeech, SpeechInstall};
+        if self.speech != "local" {
+            return Ok(None);
+        }
+        if !self.speech_listen.ip().is_loopback() {
+            anyhow::bail!("--speech-listen must be a loopback address");
+        }
+        let speech =
+            LocalSpeech::start(&SpeechInstall::under(&self.speech_root), self.speech_listen)
+                .await?;
+        if config.stt.is_none() {
+            config.stt = Some(VendorSettings {
+                base_url: speech.base_url.clone(),
+                api_key: None,
+                model: "whisper-1".into(),
+            });
+        }
+        if matches!(config.tts, Tts::Auto) {
+            config.tts = Tts::OpenAi {
+                base_url: speech.base_url.clone(),
+                api_key: None,
+                model: "tts-1".into(),
+            };
+        }
+        Ok(Some(speech))
     }
 
     pub fn config(&self, database_url: String) -> anyhow::Result<Config> {

@@ -36,6 +36,7 @@ mod google;
 mod integrations;
 mod lead_memory;
 mod leads;
+mod local_speech;
 mod openapi;
 mod overload;
 mod pcap;

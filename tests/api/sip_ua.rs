@@ -335,6 +335,18 @@ impl Ua {
         }
     }
 
+    /// Sends one RTP packet of PCMU `payload` to `to`, on the same stream as [`Ua::stream_tone`].
+    pub async fn send_rtp(&self, to: SocketAddr, payload: &[u8]) {
+        let i = self
+            .rtp_sent
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut pkt = vec![0x80u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7];
+        pkt[2..4].copy_from_slice(&i.wrapping_add(1).to_be_bytes());
+        pkt[4..8].copy_from_slice(&(u32::from(i) * 160).to_be_bytes());
+        pkt.extend_from_slice(payload);
+        let _ = self.media.send_to(&pkt, to).await;
+    }
+
     /// Streams `frames` 20 ms PCMU packets of a tone to `to` (the server's media address).
     pub async fn stream_tone(&self, to: SocketAddr, frames: u16) {
         // One RTP stream across calls of this: sequence and timestamp go on from the last.

@@ -33,6 +33,20 @@ pub struct Turn {
     /// A flow call's node when the turn was written down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// A caller's turn whose words could not be heard, and why (its `text` is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unheard: Option<Unheard>,
+}
+
+/// Why a caller's turn has no words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Unheard {
+    /// No speech to text is configured (`--stt-url`): the caller spoke, nobody transcribed it.
+    NoSpeechToText,
+    /// Speech to text failed on it (the call's `vendor_failures` say how).
+    TranscriptionFailed,
 }
 
 /// How a tool or integration run went.

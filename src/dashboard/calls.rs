@@ -10,16 +10,17 @@ use chrono::{DateTime, Days, NaiveDate, Utc};
 use maud::{Markup, html};
 use serde::Deserialize;
 use switchboard_actors::call::{CallDirection, CallStatus};
-use switchboard_actors::conversation::Speaker;
+use switchboard_actors::conversation::{Speaker, Unheard};
 use switchboard_actors::ids::{AgentId, CallId, CampaignId};
 
 use super::layout::{denied, empty, money, page, respond, when};
 use super::layout::{not_found, unavailable};
 use super::urls::Url;
 use super::viewer::Viewer;
+use super::workspace::masked_address;
 use crate::app::state::App;
 use crate::domain::auth::Scope;
-use crate::store::{AnalysisStatus, CallFilter};
+use crate::store::{AnalysisSkip, AnalysisStatus, CallFilter};
 
 /// Most calls a page of the list shows.
 const ROWS: i64 = 50;
@@ -277,7 +278,7 @@ fn table(rows: &[(i64, crate::store::CallRecord)], names: &Names) -> Markup {
                         td { a href=(Url::Call { id: c.id }) { (when(&c.created_at)) } }
                         td { (c.direction) }
                         td { (c.from_number) }
-                        td { (c.to_number) }
+                        td { (masked_address(&c.to_number)) }
                         td { @if let Some(a) = c.agent_id { (agents.get(&a).copied().unwrap_or("an older agent")) } @else { "—" } }
                         td { @if let Some(id) = c.campaign_id {
                             a href=(Url::Campaign { id }) { (campaigns.get(&id).copied().unwrap_or("an older campaign")) }
@@ -324,7 +325,7 @@ pub async fn call(State(state): State<App>, viewer: Viewer, Path(id): Path<Strin
     let title = if c.direction == CallDirection::Inbound {
         format!("Call from {}", c.from_number)
     } else {
-        format!("Call to {}", c.to_number)
+        format!("Call to {}", masked_address(&c.to_number))
     };
     let body = html! {
         // Side by side on a wide screen: the facts and the player (kept in view), then the
@@ -334,7 +335,7 @@ pub async fn call(State(state): State<App>, viewer: Viewer, Path(id): Path<Strin
                 dl.facts {
                     dt { "Direction" } dd { (c.direction) }
                     dt { "From" } dd { (c.from_number) }
-                    dt { "To" } dd { (c.to_number) }
+                    dt { "To" } dd { (masked_address(&c.to_number)) }
                     dt { "Status" } dd { (c.status) @if let Some(o) = &c.outcome { " · " (o) } }
                     dt { "End reason" } dd { (c.end_reason.map_or("—", |r| r.as_str())) }
                     dt { "Answered by" } dd { (c.answered_by.map_or("—", |a| a.as_str())) }
@@ -369,7 +370,14 @@ pub async fn call(State(state): State<App>, viewer: Viewer, Path(id): Path<Strin
                                 " "
                                 strong { (who) }
                                 @if let Some(node) = &t.node { " " span.node { "in " (node) } }
-                                p { (t.text) @if t.interrupted { " " em { "(interrupted)" } } }
+                                p {
+                                    (t.text) @if t.interrupted { " " em { "(interrupted)" } }
+                                    @match t.unheard {
+                                        Some(Unheard::NoSpeechToText) => em.muted { "Not heard: no speech to text is configured (--stt-url)." },
+                                        Some(Unheard::TranscriptionFailed) => em.muted { "Not heard: speech to text failed (see the vendor failures)." },
+                                        None => {}
+                                    }
+                                }
                             }
                         }
                     }
@@ -408,7 +416,11 @@ pub async fn call(State(state): State<App>, viewer: Viewer, Path(id): Path<Strin
             h2 id="analysis" { "Analysis" }
             @match (&detail.summary, detail.analysis_status) {
                 (Some(summary), _) => p { (summary) },
-                (None, Some(AnalysisStatus::Skipped)) => p.muted { "Not analysed: the call was not answered, nothing was said, or no chat model is configured." },
+                (None, Some(AnalysisStatus::Skipped)) => p.muted { (match detail.analysis_skipped {
+                    Some(AnalysisSkip::NotAnswered) => "Not analysed: the call was not answered by a person.",
+                    Some(AnalysisSkip::NothingSaid) => "Not analysed: nothing was said on the call.",
+                    Some(AnalysisSkip::NoChatModel) | None => "Not analysed: no chat model is configured (--llm-url).",
+                }) },
                 (None, Some(AnalysisStatus::Failed)) => p.muted { "The analysis failed: " (detail.analysis_error.as_deref().unwrap_or("no reason was given")) },
                 (None, Some(AnalysisStatus::Pending)) => p.muted { "The analysis is under way." },
                 (None, _) => p.muted { "No analysis yet: the call has not ended." },

@@ -31,6 +31,32 @@ fn more(shown: usize, total: i64, what: &str) -> Markup {
     html! { @if total > shown as i64 { p.muted { "The first " (shown) " of " (total) " " (what) "." } } }
 }
 
+/// A call's SIP address as the calls pages show it: its slug masked (`sip:desk-••••••••k9uj@host`);
+/// anything else (a phone number) as it is.
+pub fn masked_address(address: &str) -> String {
+    match address
+        .strip_prefix("sip:")
+        .and_then(|rest| rest.split_once('@'))
+    {
+        Some((slug, host)) => format!("sip:{}@{host}", masked(slug)),
+        None => address.to_string(),
+    }
+}
+
+/// A webhook's answer as the page shows it: JSON pretty-printed, also when it came as a string
+/// that holds JSON.
+fn shown_body(body: &Value) -> String {
+    let parsed = body
+        .as_str()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .filter(|v| v.is_object() || v.is_array());
+    match (parsed, body) {
+        (Some(json), _) => serde_json::to_string_pretty(&json).unwrap_or_default(),
+        (None, Value::String(text)) => text.clone(),
+        (None, other) => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
 /// A SIP slug as the page shows it after its creation: the prefix and the last four.
 pub fn masked(slug: &str) -> String {
     match slug.rsplit_once('-') {
@@ -64,7 +90,7 @@ async fn tools_page(
             @match outcome {
                 Ok(answer) => div.notice role="status" {
                     p { "Test of " strong { (name) } ": the webhook answered " (answer["status_code"]) "." }
-                    pre.prompt { (serde_json::to_string_pretty(&answer["response_body"]).unwrap_or_default()) }
+                    pre.prompt { (shown_body(&answer["response_body"])) }
                 },
                 Err(e) => div.problem role="alert" {
                     p { "Test of " (name) ": " (e.to_string()) }
@@ -462,5 +488,28 @@ mod tests {
     fn a_slug_is_masked_to_its_prefix_and_last_four() {
         assert_eq!(masked("acme-abcdefghijklmnopqrstuvwx"), "acme-••••••••uvwx");
         assert_eq!(masked("nodash"), "••••••••");
+        assert_eq!(
+            masked_address("sip:acme-abcdefghijklmnopqrstuvwx@pbx.example:5060"),
+            "sip:acme-••••••••uvwx@pbx.example:5060"
+        );
+        assert_eq!(masked_address("+14155550100"), "+14155550100");
+    }
+
+    #[test]
+    fn a_webhook_s_json_answer_is_shown_as_json_even_inside_a_string() {
+        let pretty = "{\n  \"status\": \"shipped\"\n}";
+        assert_eq!(
+            shown_body(&serde_json::json!({"status": "shipped"})),
+            pretty
+        );
+        assert_eq!(
+            shown_body(&Value::String("{\"status\": \"shipped\"}".into())),
+            pretty
+        );
+        assert_eq!(
+            shown_body(&Value::String("plain text".into())),
+            "plain text"
+        );
+        assert_eq!(shown_body(&Value::String("42".into())), "42");
     }
 }

@@ -585,6 +585,7 @@ mod tests {
             end_ms: start_ms + 500,
             interrupted: false,
             node: None,
+            unheard: None,
         };
         let mut transcript = vec![
             turn(Speaker::Agent, "Hello, this is Dana from Acme.", 0),

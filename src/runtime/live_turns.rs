@@ -136,6 +136,7 @@ mod tests {
             end_ms: 100,
             interrupted: false,
             node: None,
+            unheard: None,
         }
     }
 

@@ -15,12 +15,12 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sqlx::Row;
 use switchboard_actors::call::CallStatus;
-use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::conversation::{Conversation, ToolEvent, Turn, VendorFailure};
 use switchboard_actors::flow::PathStep;
 use switchboard_actors::ids::{AgentId, CallId, WorkspaceId};
 use utoipa::ToSchema;
 
+use super::analysis_status::{AnalysisSkip, AnalysisStatus};
 use super::{CallRecord, Store, StoreResult, corrupt, opt_id, ts};
 
 /// Longest text of one turn, in characters.
@@ -162,51 +162,6 @@ impl StoredConversation {
     }
 }
 
-/// Where a call's end-of-call analysis stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AnalysisStatus {
-    /// Waiting for its (next) attempt.
-    Pending,
-    Completed,
-    /// Every attempt failed.
-    Failed,
-    /// Not run: no chat model is configured, or the call was not answered or has no transcript.
-    Skipped,
-}
-
-impl AnalysisStatus {
-    pub const ALL: [AnalysisStatus; 4] = [
-        AnalysisStatus::Pending,
-        AnalysisStatus::Completed,
-        AnalysisStatus::Failed,
-        AnalysisStatus::Skipped,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AnalysisStatus::Pending => "pending",
-            AnalysisStatus::Completed => "completed",
-            AnalysisStatus::Failed => "failed",
-            AnalysisStatus::Skipped => "skipped",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|a| a.as_str() == s)
-    }
-
-    /// The analysis a call's end starts: pending for an answered call with a transcript while
-    /// a chat model is configured (`enabled`), else skipped.
-    pub fn at_end(enabled: bool, outcome: CallOutcome, conversation: &Conversation) -> Self {
-        if enabled && outcome == CallOutcome::Answered && !conversation.transcript.is_empty() {
-            AnalysisStatus::Pending
-        } else {
-            AnalysisStatus::Skipped
-        }
-    }
-}
-
 /// A call with everything it left: `GET /calls/{id}`. `GET /calls` lists calls without these
 /// fields.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -232,6 +187,8 @@ pub struct CallDetail {
     /// The end-of-call analysis: `pending`, `completed`, `failed` or `skipped` (no chat
     /// model, the call was not answered, or nothing was said); null until the call ends.
     pub analysis_status: Option<AnalysisStatus>,
+    /// With `skipped`: why (`not_answered`, `nothing_said`, `no_chat_model`); else null.
+    pub analysis_skipped: Option<AnalysisSkip>,
     /// Attempts the analysis has made (at most 5).
     pub analysis_attempts: i64,
     /// Why the last attempt of the analysis failed (cleared while the next one runs).
@@ -283,6 +240,7 @@ impl Store {
             // Nothing was said: nothing to analyse, once the call is over.
             let over = matches!(call.status, CallStatus::Ended | CallStatus::Cancelled);
             return Ok(Some(CallDetail {
+                analysis_skipped: over.then(|| AnalysisSkip::of(&call, &[])),
                 call,
                 transcript: Vec::new(),
                 events: Vec::new(),
@@ -302,9 +260,13 @@ impl Store {
         let status: String = r.try_get("analysis_status")?;
         let status = AnalysisStatus::parse(&status)
             .ok_or_else(|| corrupt("call_details.analysis_status", status))?;
+        let transcript: Vec<Turn> =
+            parse_json("call_details.transcript", r.try_get("transcript")?)?;
         Ok(Some(CallDetail {
+            analysis_skipped: (status == AnalysisStatus::Skipped)
+                .then(|| AnalysisSkip::of(&call, &transcript)),
             call,
-            transcript: parse_json("call_details.transcript", r.try_get("transcript")?)?,
+            transcript,
             events: parse_json("call_details.events", r.try_get("events")?)?,
             vendor_failures: parse_json(
                 "call_details.vendor_failures",
@@ -451,6 +413,7 @@ mod tests {
             end_ms: 10,
             interrupted: false,
             node: None,
+            unheard: None,
         }
     }
 
@@ -538,30 +501,5 @@ mod tests {
         let failures: Vec<VendorFailure> = serde_json::from_str(&stored.vendor_failures).unwrap();
         assert_eq!(failures.len(), MAX_VENDOR_FAILURES);
         assert!(failures[0].error.chars().count() <= MAX_ERROR_CHARS + TRUNCATED.len());
-    }
-
-    #[test]
-    fn an_analysis_starts_only_for_an_answered_call_with_words() {
-        let said = Conversation {
-            transcript: vec![turn("Hi")],
-            ..Conversation::default()
-        };
-        let at_end = AnalysisStatus::at_end;
-        assert_eq!(
-            at_end(true, CallOutcome::Answered, &said),
-            AnalysisStatus::Pending
-        );
-        assert_eq!(
-            at_end(false, CallOutcome::Answered, &said),
-            AnalysisStatus::Skipped
-        );
-        assert_eq!(
-            at_end(true, CallOutcome::Voicemail, &said),
-            AnalysisStatus::Skipped
-        );
-        assert_eq!(
-            at_end(true, CallOutcome::Answered, &Conversation::default()),
-            AnalysisStatus::Skipped
-        );
     }
 }

@@ -14,6 +14,7 @@
 
 mod affiliates;
 mod agents;
+mod analysis_status;
 mod billing;
 mod call_details;
 mod calls;
@@ -45,6 +46,7 @@ mod write_gate;
 
 pub use affiliates::*;
 pub use agents::*;
+pub use analysis_status::*;
 pub use billing::*;
 pub use call_details::*;
 pub use calls::*;

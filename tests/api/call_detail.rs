@@ -54,6 +54,7 @@ fn turn(role: Speaker, text: &str, start_ms: u64, end_ms: u64, interrupted: bool
         end_ms,
         interrupted,
         node: None,
+        unheard: None,
     }
 }
 

@@ -298,3 +298,60 @@ async fn a_model_that_does_not_answer_in_time_gets_the_apology_said_and_recorded
     let said = agent_lines(&detail.body);
     assert_eq!(said, ["Hello.", APOLOGY]);
 }
+
+#[tokio::test]
+async fn without_speech_to_text_the_caller_s_turn_is_on_the_record_unheard_and_says_why() {
+    let s = crate::sip_calls::sip_app(0, 100).await;
+    let live = Live::open(&s.app).await;
+    let (_, _, slug) = endpoint(
+        &s.app,
+        json!({"greeting_message": "Hello.", "agent_speaks_first": true}),
+        json!({}),
+    )
+    .await;
+    let (mut ua, media) = call_slug(&s, &slug).await;
+    live.agent_said("Hello.").await;
+    ua.stream_tone(media, 75).await;
+    live.agent_said(switchboard_actors::turns::FALLBACK_LINE)
+        .await;
+    ua.bye().await;
+    let (_, bye) = ua.final_reply("BYE", SECS).await;
+    assert_eq!(bye.code, 200);
+    let call = ended_call(&s.app, 1).await;
+    let id = call["id"].as_str().unwrap();
+    let detail = s.app.get(&format!("/calls/{id}")).await.body;
+    let caller: Vec<&Value> = detail["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "user")
+        .collect();
+    assert_eq!(caller.len(), 1, "{detail}");
+    assert_eq!(caller[0]["text"], "");
+    assert_eq!(caller[0]["unheard"], "no_speech_to_text");
+    assert_eq!(detail["analysis_status"], "skipped");
+    assert_eq!(detail["analysis_skipped"], "no_chat_model");
+    // The dashboard says the same in words.
+    let mut web = Session::new(&s.app);
+    web.sign_in(&s.app.key).await;
+    let page = web.get(&format!("/app/calls/{id}")).await;
+    assert!(
+        page.text
+            .contains("Not heard: no speech to text is configured (--stt-url)."),
+        "{}",
+        page.text
+    );
+    assert!(
+        page.text
+            .contains("Not analysed: no chat model is configured (--llm-url)."),
+        "{}",
+        page.text
+    );
+    // The endpoint's slug is a credential: the page shows it masked.
+    assert!(!page.text.contains(&slug), "{}", page.text);
+    let (prefix, secret) = slug.rsplit_once('-').unwrap();
+    let shown = format!("{prefix}-{}{}", "•".repeat(8), &secret[secret.len() - 4..]);
+    assert!(page.text.contains(&shown), "{}", page.text);
+    let list = web.get("/app/calls").await;
+    assert!(!list.text.contains(&slug), "{}", list.text);
+}

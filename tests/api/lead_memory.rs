@@ -90,6 +90,7 @@ async fn past_inbound_call(
         end_ms: 900,
         interrupted: false,
         node: None,
+        unheard: None,
     };
     let end = InboundEnd {
         id,

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::machine::Detection;
 use super::session::Agent;
 use super::work::Work;
-use crate::conversation::Speaker;
+use crate::conversation::{Speaker, Unheard};
 use crate::turns::APOLOGY_LINE;
 use crate::vendors::{Transcript, VendorError};
 
@@ -72,6 +72,7 @@ impl Agent<'_> {
                 let at = self.now_ms();
                 self.record
                     .vendor_failed("transcriber", "speech to text failed", &e, at);
+                self.record_unheard(Unheard::TranscriptionFailed);
                 if !self.listening.is_speaking() {
                     self.say(APOLOGY_LINE);
                 }

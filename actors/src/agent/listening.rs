@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::reply::append;
-use crate::conversation::{Speaker, Turn};
+use crate::conversation::{Speaker, Turn, Unheard};
 use crate::turns::sounds_unfinished;
 use crate::vendors::{Transcript, VendorError};
 
@@ -226,6 +226,23 @@ impl Listening {
         self.turn_ends_at.filter(|_| self.transcribing == 0)
     }
 
+    /// A turn of the caller's whose words could not be heard (`why`): its span so far, then a
+    /// fresh turn. `None` when the caller has not spoken since the last.
+    pub fn take_unheard(&mut self, why: Unheard) -> Option<Turn> {
+        let start_ms = self.heard_from.take()?;
+        self.heard.clear();
+        self.turn_ends_at = None;
+        Some(Turn {
+            role: Speaker::User,
+            text: String::new(),
+            start_ms,
+            end_ms: self.heard_to.max(start_ms),
+            interrupted: false,
+            node: None,
+            unheard: Some(why),
+        })
+    }
+
     /// The turn, ended: what the caller said, if anything.
     pub fn take_turn(&mut self) -> Option<Turn> {
         self.turn_ends_at = None;
@@ -241,6 +258,7 @@ impl Listening {
             end_ms: self.heard_to.max(start_ms),
             interrupted: false,
             node: None,
+            unheard: None,
         })
     }
 }

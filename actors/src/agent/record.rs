@@ -120,6 +120,7 @@ mod tests {
             end_ms: 0,
             interrupted: false,
             node: None,
+            unheard: None,
         }
     }
 

@@ -358,6 +358,7 @@ impl Reply {
             end_ms: now_ms,
             interrupted,
             node: None,
+            unheard: None,
         });
         if said_round.is_empty() {
             return;

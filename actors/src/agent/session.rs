@@ -16,6 +16,7 @@ use super::reply::Reply;
 use super::work::{Voice, Work, WorkRx, WorkTx, work_queue};
 use super::{AgentEnd, AgentPlan, EndReason, Speech};
 use crate::call_tools::CallParties;
+use crate::conversation::Unheard;
 use crate::turns::{FALLBACK_LINE, FILLER_AFTER, FILLER_LINE, STILL_THERE_LINE};
 use crate::vendors::ChatMessage;
 
@@ -405,14 +406,25 @@ impl<'a> Agent<'a> {
         self.interrupt();
     }
 
-    /// Without a model to answer with: the fallback line, once, when the caller has spoken.
+    /// Without speech to text: the caller's turn goes on the record as unheard, and the
+    /// fallback line is said, once, when the caller has spoken.
     fn fallback(&mut self) {
-        if self.plan.mind.is_none()
-            && self.machine.detection() == Detection::Off
-            && !self.fallback_said
-        {
+        if self.plan.mind.is_some() || self.machine.detection() != Detection::Off {
+            return;
+        }
+        self.record_unheard(Unheard::NoSpeechToText);
+        if !self.fallback_said {
             self.fallback_said = true;
             self.say(FALLBACK_LINE);
+        }
+    }
+
+    /// The caller's turn so far could not be heard (`why`): it goes on the record, empty, at
+    /// the course's position.
+    pub(super) fn record_unheard(&mut self, why: Unheard) {
+        if let Some(mut turn) = self.listening.take_unheard(why) {
+            turn.node = self.course.position();
+            self.record.turn(turn);
         }
     }
 

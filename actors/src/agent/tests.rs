@@ -73,6 +73,7 @@ fn agent_turn(text: &str, start_ms: u64, end_ms: u64, interrupted: bool) -> Turn
         end_ms,
         interrupted,
         node: None,
+        unheard: None,
     }
 }
 
@@ -84,6 +85,7 @@ fn user_turn(text: &str, start_ms: u64, end_ms: u64) -> Turn {
         end_ms,
         interrupted: false,
         node: None,
+        unheard: None,
     }
 }
 
@@ -356,9 +358,13 @@ async fn a_failed_transcription_gets_the_apology() {
     let (line, _) = ScriptedLine::new();
     let end = run(line.says(1000, 1000, "please fail").hangs_up(12_000), &plan).await;
     assert_eq!(end.conversation.vendor_failures[0].vendor, "transcriber");
-    assert_eq!(end.conversation.transcript[0].text, APOLOGY_LINE);
+    // The caller's turn is on the record, empty, with why; then the apology.
+    let mut unheard = user_turn("", 1000, 2000);
+    unheard.unheard = Some(crate::conversation::Unheard::TranscriptionFailed);
+    assert_eq!(end.conversation.transcript[0], unheard);
+    assert_eq!(end.conversation.transcript[1].text, APOLOGY_LINE);
     assert_eq!(
-        end.conversation.transcript[0].start_ms,
+        end.conversation.transcript[1].start_ms,
         2000 + TRANSCRIBE + SYNTH
     );
 }
@@ -545,7 +551,7 @@ async fn a_hang_up_mid_sentence_keeps_the_words_played_so_far() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn without_a_model_the_agent_answers_with_its_fallback_line_once() {
+async fn without_speech_to_text_the_caller_is_unheard_and_the_fallback_said_once() {
     let (line, log) = ScriptedLine::new();
     let line = line
         .says(500, 1000, "Hello?")
@@ -558,8 +564,17 @@ async fn without_a_model_the_agent_answers_with_its_fallback_line_once() {
         1500 + SYNTH + spoken_ms(FALLBACK_LINE),
         false,
     );
-    // Nothing transcribes without a model: the transcript is the agent's line alone.
-    assert_eq!(end.conversation.transcript, [fallback]);
+    // Nothing transcribes without speech to text: each of the caller's turns is on the record,
+    // empty, with why, and the agent's line is said once.
+    let unheard = |from, to| {
+        let mut turn = user_turn("", from, to);
+        turn.unheard = Some(crate::conversation::Unheard::NoSpeechToText);
+        turn
+    };
+    assert_eq!(
+        end.conversation.transcript,
+        [unheard(500, 1500), fallback, unheard(6000, 7000)]
+    );
     assert_eq!(log.lock().unwrap().heard.len(), 1);
 }
 

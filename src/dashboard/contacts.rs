@@ -65,7 +65,7 @@ fn upload_form(viewer: &Viewer, c: &CampaignRecord) -> Markup {
 fn report(r: &EnrollReport) -> Markup {
     html! {
         div.notice role="status" {
-            p { strong { (r.counts.enrolled) } " enrolled, " strong { (r.counts.duplicates) } " already in the campaign, "
+            p { strong { (r.counts.enrolled) } " enrolled, " strong { (r.counts.duplicates) } " duplicates (already in the campaign, or earlier in the upload), "
                 strong { (r.counts.excluded) } " on the do-not-call list, " strong { (r.invalid_total) } " invalid." }
         }
         @if !r.invalid.is_empty() {

@@ -113,6 +113,24 @@ async fn contacts_can_be_enrolled_from_csv() {
         )
         .await;
     assert_eq!(no_phone.status, StatusCode::BAD_REQUEST);
+    // A quote opened and never closed swallows the rest of the file: that row says so, and
+    // the rows before it are enrolled.
+    let unclosed = app
+        .send_raw(
+            Method::POST,
+            &format!("/campaigns/{id}/contacts"),
+            "text/csv",
+            "phone_number,first_name\n+972507654330,Dana\n+972507654331,\"Gil\n+972507654332,Tal\n",
+        )
+        .await;
+    assert_eq!(unclosed.status, StatusCode::OK, "{}", unclosed.text);
+    assert_eq!(unclosed.body["enrolled"], 1, "{}", unclosed.text);
+    assert_eq!(unclosed.body["invalid"][0]["row"], 2);
+    let error = unclosed.body["invalid"][0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("a quote opened on line 3 is never closed"),
+        "{error}"
+    );
 }
 
 #[tokio::test]

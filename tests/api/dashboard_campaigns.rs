@@ -163,7 +163,7 @@ async fn a_campaign_is_created_edited_launched_and_followed_from_its_page() {
     assert_eq!(uploaded.status, StatusCode::OK, "{}", uploaded.text);
     let report = &uploaded.text;
     assert!(
-        report.contains("<strong>2</strong> enrolled, <strong>1</strong> already in the campaign"),
+        report.contains("<strong>2</strong> enrolled, <strong>1</strong> duplicates (already in the campaign, or earlier in the upload)"),
         "{report}"
     );
     assert!(report.contains("<strong>2</strong> invalid"), "{report}");

@@ -386,10 +386,35 @@ fn stage_csv(body: SpoolReader, staging: &mut Staging, max_rows: usize) -> Resul
         .from_reader(body.into_buf_read());
     let columns = CsvColumns::of(reader.headers()).map_err(Stopped::Refused)?;
     let mut record = csv::StringRecord::new();
+    let mut ahead = csv::StringRecord::new();
+    // A row read ahead, to tell the last row (which an unclosed quote turns into) apart.
+    let mut peeked: Option<Result<bool, csv::Error>> = None;
     let mut row = 0;
     loop {
-        let contact = match reader.read_record(&mut record) {
+        let read = match peeked.take() {
+            Some(read) => {
+                std::mem::swap(&mut record, &mut ahead);
+                read
+            }
+            None => reader.read_record(&mut record),
+        };
+        let contact = match read {
             Ok(false) => return Ok(()),
+            Ok(true) if record.iter().any(|f| f.contains('\n')) => {
+                // A quote never closed takes the rest of the file into one field: when this
+                // row with a line break in a field is the last, it is refused as what it is.
+                let next = reader.read_record(&mut ahead);
+                let last = matches!(next, Ok(false));
+                peeked = Some(next);
+                if last {
+                    Err(format!(
+                        "a quote opened on line {} is never closed: the rest of the file was read as one field",
+                        record.position().map_or(0, |p| p.line())
+                    ))
+                } else {
+                    columns.contact(&record)
+                }
+            }
             Ok(true) => columns.contact(&record),
             Err(e) if matches!(e.kind(), csv::ErrorKind::Io(_)) => {
                 return Err(Stopped::Stopped(AppError::Internal(anyhow::Error::new(e))));

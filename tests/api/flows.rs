@@ -344,13 +344,7 @@ async fn the_simulator_refuses_what_it_cannot_run_in_words() {
     let d = &r.body["data"];
     assert_eq!(d["end_reason"], "model_not_configured", "{d}");
     assert_eq!(d["final_node"], "ask");
-    let said: Vec<&str> = d["transcript"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["role"] == "agent")
-        .map(|t| t["text"].as_str().unwrap())
-        .collect();
+    let said = crate::converse::agent_lines(d);
     assert_eq!(
         said,
         ["Hi, this is Ada.", switchboard_actors::turns::FALLBACK_LINE]
@@ -417,13 +411,7 @@ async fn a_flow_decided_by_the_caller_s_words_runs_with_no_model_at_all() {
     let d = &r.body["data"];
     assert_eq!(d["end_reason"], "agent_hangup", "{d}");
     assert_eq!(d["final_node"], "booked", "{d}");
-    let said: Vec<&str> = d["transcript"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["role"] == "agent")
-        .map(|t| t["text"].as_str().unwrap())
-        .collect();
+    let said = crate::converse::agent_lines(d);
     assert_eq!(
         said,
         [

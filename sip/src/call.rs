@@ -80,8 +80,8 @@ pub(crate) struct LiveDialog {
     pub direction: Direction,
     pub events: EventTx,
     pub media: Option<MediaControl>,
-    /// Our media address, and the payload type and codec in use.
-    pub answer: (SocketAddr, u8, Codec),
+    /// Our media address, and the payload types and codec in use.
+    pub answer: sdp::Stream,
     pub session_id: u64,
     pub version: u64,
     /// When the peer last refreshed the session (re-INVITE or UPDATE), for session timers.
@@ -178,8 +178,12 @@ impl Core {
         let mut live = self.live.lock().ok()?;
         let entry = live.get_mut(id)?;
         entry.version += 1;
-        let (local, pt, codec) = entry.answer;
-        Some(sdp::describe(local, &[(pt, codec)], entry.session_id, entry.version).into_bytes())
+        Some(
+            entry
+                .answer
+                .describe(entry.session_id, entry.version)
+                .into_bytes(),
+        )
     }
 
     /// When the peer last refreshed the session.
@@ -275,7 +279,7 @@ impl Core {
                 headers.push(Header::Require("timer".into()));
             }
         }
-        let (local, pt, codec) = entry.answer;
+        let codec = entry.answer.codec;
         if req.body.is_empty() && req.method == rsip::Method::Update {
             return Ok((None, headers));
         }
@@ -294,7 +298,7 @@ impl Core {
         }
         entry.version += 1;
         headers.push(sdp_type());
-        let body = sdp::describe(local, &[(pt, codec)], entry.session_id, entry.version);
+        let body = entry.answer.describe(entry.session_id, entry.version);
         Ok((Some(body.into_bytes()), headers))
     }
 }

@@ -6,6 +6,7 @@ pub mod acl;
 pub mod admission;
 pub mod amd;
 pub mod call;
+pub mod dtmf;
 mod gate;
 mod headers;
 pub mod journal;

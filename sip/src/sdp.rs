@@ -116,7 +116,13 @@ pub struct MediaDescription {
     pub codecs: Vec<(u8, Codec)>,
     /// Whether the peer is on hold (`sendonly`/`inactive`, or a 0.0.0.0 address).
     pub on_hold: bool,
+    /// The payload type the peer gave RFC 4733 `telephone-event` at 8000 Hz (keypad digits as
+    /// events), if it offered them.
+    pub telephone_event: Option<u8>,
 }
+
+/// The payload type Switchboard offers `telephone-event` under (the common choice).
+pub const TELEPHONE_EVENT: u8 = 101;
 
 impl MediaDescription {
     /// Reads the first audio stream of an SDP body.
@@ -184,6 +190,11 @@ impl MediaDescription {
         }
         let port = port.ok_or(SdpError::NoAudio)?;
         let ip = media_ip.or(session_ip).ok_or(SdpError::NoAddress)?;
+        let telephone_event = formats.iter().copied().find(|pt| {
+            rtpmaps
+                .iter()
+                .any(|(p, enc)| p == pt && enc.eq_ignore_ascii_case("telephone-event/8000"))
+        });
         let codecs = formats
             .into_iter()
             .filter_map(|pt| codec_of(pt, &rtpmaps).map(|c| (pt, c)))
@@ -192,6 +203,7 @@ impl MediaDescription {
             addr: SocketAddr::new(ip, port),
             codecs,
             on_hold: direction_hold || ip.is_unspecified(),
+            telephone_event,
         })
     }
 
@@ -238,12 +250,36 @@ fn codec_of(pt: u8, rtpmaps: &[(u8, String)]) -> Option<Codec> {
     }
 }
 
-/// Writes a session description for one audio stream at `addr` with the given payloads.
-/// `session_id` and `version` fill the `o=` line (the version grows with each new offer or
-/// answer in a dialog).
+/// Our side of a negotiated audio stream: where we take audio, the codec and the payload type
+/// it was given, and `telephone-event`'s when both sides take digits as events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stream {
+    pub addr: SocketAddr,
+    pub payload_type: u8,
+    pub codec: Codec,
+    pub events: Option<u8>,
+}
+
+impl Stream {
+    /// Its session description (an answer, or a refresh of one).
+    pub fn describe(&self, session_id: u64, version: u64) -> String {
+        describe(
+            self.addr,
+            &[(self.payload_type, self.codec)],
+            self.events,
+            session_id,
+            version,
+        )
+    }
+}
+
+/// Writes a session description for one audio stream at `addr` with the given payloads, and
+/// `telephone-event` (digits 0-15) under payload type `events` when given. `session_id` and
+/// `version` fill the `o=` line (the version grows with each new offer or answer in a dialog).
 pub fn describe(
     addr: SocketAddr,
     payloads: &[(u8, Codec)],
+    events: Option<u8>,
     session_id: u64,
     version: u64,
 ) -> String {
@@ -255,6 +291,12 @@ pub fn describe(
         pts.push(' ');
         pts.push_str(&pt.to_string());
         maps.push_str(&format!("a=rtpmap:{pt} {}/8000\r\n", codec.encoding_name()));
+    }
+    if let Some(pt) = events {
+        pts.push_str(&format!(" {pt}"));
+        maps.push_str(&format!(
+            "a=rtpmap:{pt} telephone-event/8000\r\na=fmtp:{pt} 0-15\r\n"
+        ));
     }
     format!(
         "v=0\r\no=switchboard {session_id} {version} IN {family} {ip}\r\ns=switchboard\r\n\
@@ -292,6 +334,7 @@ mod tests {
         assert_eq!(d.choose(&Codec::ALL), Ok((9, Codec::G722)));
         assert_eq!(d.choose(&[Codec::Pcma, Codec::Pcmu]), Ok((0, Codec::Pcmu)));
         assert!(!d.on_hold);
+        assert_eq!(d.telephone_event, Some(101));
     }
 
     #[test]
@@ -301,6 +344,12 @@ mod tests {
         let d = MediaDescription::parse(sdp.as_bytes()).unwrap();
         assert_eq!(d.codecs, vec![(8, Codec::Pcma)]);
         assert_eq!(d.addr.port(), 4000);
+        assert_eq!(d.telephone_event, None);
+        // Events at another clock than the audio's are not taken.
+        let wide = "v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 4000 RTP/AVP 0 97 96\r\n\
+                    a=rtpmap:97 telephone-event/48000\r\na=rtpmap:96 TELEPHONE-EVENT/8000\r\n";
+        let d = MediaDescription::parse(wide.as_bytes()).unwrap();
+        assert_eq!(d.telephone_event, Some(96));
         let opus_only =
             "v=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 4000 RTP/AVP 96\r\na=rtpmap:96 opus/48000/2\r\n";
         let d = MediaDescription::parse(opus_only.as_bytes()).unwrap();
@@ -337,12 +386,16 @@ mod tests {
         let sdp = describe(
             "192.0.2.7:20000".parse().unwrap(),
             &[(9, Codec::G722)],
+            Some(TELEPHONE_EVENT),
             42,
             1,
         );
         let d = MediaDescription::parse(sdp.as_bytes()).unwrap();
         assert_eq!(d.addr, "192.0.2.7:20000".parse().unwrap());
         assert_eq!(d.codecs, vec![(9, Codec::G722)]);
+        assert_eq!(d.telephone_event, Some(TELEPHONE_EVENT));
+        assert!(sdp.contains("m=audio 20000 RTP/AVP 9 101\r\n"), "{sdp}");
         assert!(sdp.contains("a=rtpmap:9 G722/8000\r\n"));
+        assert!(sdp.contains("a=fmtp:101 0-15\r\n"));
     }
 }

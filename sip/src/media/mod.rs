@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::amd::{AmdEvent, AmdSettings, AmdVerdict, BeepEvent};
+use crate::dtmf::Digit;
 use crate::sdp::Codec;
 pub use crate::vad::{Vad, VadChange, VadSettings};
 
@@ -55,6 +56,11 @@ pub enum MediaEvent {
     /// Audio queued with [`MediaControl::play_tagged`] was cut short by
     /// [`MediaControl::clear`] after `played` of its samples had been sent (0: it was next).
     Cut { tag: u64, played: usize },
+    /// The caller pressed a key: an RFC 4733 event, or its tones heard in the audio (until
+    /// the caller's first event, which says it sends digits as events).
+    Digit(Digit),
+    /// Every digit queued with [`MediaControl::send_digits`] has been sent.
+    DigitsSent,
 }
 
 /// What [`MediaControl::listen`] captures of the caller's speech.
@@ -107,6 +113,9 @@ pub struct MediaConfig {
     pub codec: Codec,
     /// The payload type the peer gave the codec.
     pub payload_type: u8,
+    /// The payload type of RFC 4733 `telephone-event`, when both sides take digits as events
+    /// (else digits are heard and sent as tones).
+    pub telephone_event: Option<u8>,
     /// Where the peer asked for audio (the signalled address, see [`source`]).
     pub remote: SocketAddr,
     /// Where to write the stereo WAV; none for no recording.
@@ -127,6 +136,7 @@ pub(super) enum Command {
     TakeUtterance,
     DropUtterance,
     YieldToSpeech(bool),
+    SendDigits(Vec<Digit>),
 }
 
 /// Where a session's events go.
@@ -178,6 +188,15 @@ impl MediaControl {
     /// trip through its task. Off by default (a voicemail message must play to its end).
     pub fn yield_to_speech(&self, on: bool) {
         let _ = self.commands.send(Box::new(Command::YieldToSpeech(on)));
+    }
+
+    /// Sends keypad digits after those already queued: as RFC 4733 events when the peer takes
+    /// them, else as tones; the agent's audio waits meanwhile. A
+    /// [`MediaEvent::DigitsSent`] follows once all are out.
+    pub fn send_digits(&self, digits: &[Digit]) {
+        let _ = self
+            .commands
+            .send(Box::new(Command::SendDigits(digits.to_vec())));
     }
 
     /// Drops whatever is still queued to play (the caller spoke over the agent).

@@ -21,6 +21,8 @@ use super::echo::EchoCanceller;
 use super::source::{Source, SourcePolicy};
 use super::{Command, EventSink, MediaConfig, MediaCounters, MediaError, MediaEvent, MediaStats};
 use crate::amd::AnsweringMachineDetector;
+use crate::dtmf::tones::{ToneDetector, tone};
+use crate::dtmf::{DigitSender, EventReader, Frame, Sent};
 use crate::rtp::{JitterBuffer, LossCounter, Slot};
 use crate::sdp::Codec;
 use crate::vad::{Vad, VadChange};
@@ -65,6 +67,13 @@ pub(super) struct Session {
     socket: UdpSocket,
     codec: Codec,
     payload_type: u8,
+    /// RFC 4733 events' payload type, when the peer takes digits as events.
+    telephone_event: Option<u8>,
+    events_in: EventReader,
+    /// Hears digits as tones in the caller's audio until their first event arrives.
+    tones: Option<Box<ToneDetector>>,
+    /// Digits being sent.
+    digits: DigitSender,
     /// Where audio goes, and whose packets are the caller's.
     source: SourcePolicy,
     counters: Arc<MediaCounters>,
@@ -108,6 +117,10 @@ impl Session {
             socket,
             codec: config.codec,
             payload_type: config.payload_type,
+            telephone_event: config.telephone_event,
+            events_in: EventReader::default(),
+            tones: Some(Box::new(ToneDetector::new(config.codec.sample_rate()))),
+            digits: DigitSender::default(),
             source: SourcePolicy::new(config.remote, Instant::now()),
             counters: config.counters,
             recorder,
@@ -206,6 +219,7 @@ impl Session {
                 }
             }
             Command::Retarget(addr) => self.source.signal(addr, Instant::now()),
+            Command::SendDigits(digits) => self.digits.push(&digits),
             Command::DetectAnsweringMachine(settings) => {
                 self.amd = Some(Box::new(AnsweringMachineDetector::new(
                     settings,
@@ -221,7 +235,8 @@ impl Session {
             return;
         };
         let seq = u16::from(rtp.sequence_number());
-        let ours = rtp.payload_type() == self.payload_type;
+        let event = Some(rtp.payload_type()) == self.telephone_event;
+        let ours = rtp.payload_type() == self.payload_type || event;
         let before = self.source.foreign;
         // The caller's packets take the fast path; only a stranger's need the clock.
         let source = if self.source.known(from) {
@@ -240,6 +255,16 @@ impl Session {
             return;
         }
         self.loss.record(seq);
+        if event {
+            // A digit's packets hold the audio's place in the sequence: their slots play
+            // silence. The first event says digits come as events: tones are no longer sought.
+            self.jitter.push(seq, Vec::new());
+            self.tones = None;
+            if let Some(digit) = self.events_in.read(rtp.timestamp(), rtp.payload()) {
+                (self.events)(MediaEvent::Digit(digit));
+            }
+            return;
+        }
         self.jitter.push(seq, rtp.payload().to_vec());
     }
 
@@ -272,7 +297,9 @@ impl Session {
     ) -> Result<(), MediaError> {
         // The caller's side.
         caller.fill(0);
-        if let Slot::Packet(payload) = self.jitter.pop() {
+        if let Slot::Packet(payload) = self.jitter.pop()
+            && !payload.is_empty()
+        {
             let _ = self.decoder.decode_into(&payload, caller);
         }
         heard.copy_from_slice(caller);
@@ -298,8 +325,24 @@ impl Session {
                 self.amd = None;
             }
         }
-        // The agent's side.
-        self.fill_agent(agent);
+        if let Some(digit) = self.tones.as_mut().and_then(|t| t.feed(caller_heard)) {
+            (self.events)(MediaEvent::Digit(digit));
+        }
+        // The agent's side: digits being sent, else its audio.
+        let digit = self.digit_frame(agent);
+        if let Some((event, started, first)) = digit.and_then(|f| f.event)
+            && let Some(pt) = self.telephone_event
+        {
+            // The far end hears nothing of it: no echo can come back.
+            heard.fill(0);
+            self.echo.sent(heard);
+            let payload = event.to_bytes();
+            self.send(pt, started, first, &payload).await;
+            if let Some(rec) = self.recorder.as_mut() {
+                rec.frame(caller, agent)?;
+            }
+            return Ok(());
+        }
         let mut payload = [0u8; 400];
         let len = self.encoder.encode_into(agent, &mut payload).unwrap_or(0);
         // What the far end will hear of it, for the echo it may send back. Silence is silence
@@ -315,30 +358,54 @@ impl Session {
             self.echo.sent(heard);
         }
         if len > 0 {
-            let packet = RtpPacketBuilder::new()
-                .payload_type(self.payload_type)
-                .ssrc(self.ssrc)
-                .sequence(Seq::from(self.seq))
-                .timestamp(self.timestamp)
-                .marked(self.stats.packets_sent == 0)
-                .payload(&payload[..len])
-                .build();
-            if let Ok(packet) = packet
-                && self
-                    .socket
-                    .send_to(&packet, self.source.target())
-                    .await
-                    .is_ok()
-            {
-                self.stats.packets_sent += 1;
-            }
-            self.seq = self.seq.wrapping_add(1);
-            self.timestamp = self.timestamp.wrapping_add(Codec::TIMESTAMP_STEP);
+            let first = self.stats.packets_sent == 0;
+            self.send(self.payload_type, self.timestamp, first, &payload[..len])
+                .await;
         }
         if let Some(rec) = self.recorder.as_mut() {
             rec.frame(caller, agent)?;
         }
         Ok(())
+    }
+
+    /// This frame of the digits being sent, its tone in `agent` (silence between digits), or
+    /// none and the agent's audio in `agent`.
+    fn digit_frame(&mut self, agent: &mut [i16]) -> Option<Frame> {
+        let Some(frame) = self.digits.next_frame(self.timestamp) else {
+            self.fill_agent(agent);
+            return None;
+        };
+        match frame.sent {
+            Sent::Tone(digit, index) => tone(digit, index, self.codec.sample_rate(), agent),
+            Sent::Gap => agent.fill(0),
+        }
+        if self.digits.idle() {
+            (self.events)(MediaEvent::DigitsSent);
+        }
+        Some(frame)
+    }
+
+    /// Sends one RTP packet of this frame; the stream's clock moves on a frame either way.
+    async fn send(&mut self, payload_type: u8, timestamp: u32, marked: bool, payload: &[u8]) {
+        let packet = RtpPacketBuilder::new()
+            .payload_type(payload_type)
+            .ssrc(self.ssrc)
+            .sequence(Seq::from(self.seq))
+            .timestamp(timestamp)
+            .marked(marked)
+            .payload(payload)
+            .build();
+        if let Ok(packet) = packet
+            && self
+                .socket
+                .send_to(&packet, self.source.target())
+                .await
+                .is_ok()
+        {
+            self.stats.packets_sent += 1;
+        }
+        self.seq = self.seq.wrapping_add(1);
+        self.timestamp = self.timestamp.wrapping_add(Codec::TIMESTAMP_STEP);
     }
 
     /// Drops what is queued to play; the clip cut short (tagged) is reported with how much of

@@ -24,6 +24,15 @@ struct Rig {
 }
 
 async fn rig(recording: Option<PathBuf>, vad: VadSettings) -> Rig {
+    rig_with(recording, vad, None).await
+}
+
+/// A rig whose session takes digits as events under `telephone_event`.
+async fn rig_with(
+    recording: Option<PathBuf>,
+    vad: VadSettings,
+    telephone_event: Option<u8>,
+) -> Rig {
     let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let ours = socket.local_addr().unwrap();
@@ -33,6 +42,7 @@ async fn rig(recording: Option<PathBuf>, vad: VadSettings) -> Rig {
         MediaConfig {
             codec: Codec::Pcmu,
             payload_type: 0,
+            telephone_event,
             remote: peer.local_addr().unwrap(),
             recording,
             vad,
@@ -333,4 +343,153 @@ async fn tagged_audio_is_reported_played_out_or_cut() {
     assert_eq!(tag, 8);
     assert!((1600..=4000).contains(&played), "{played} samples played");
     rig.handle.finish().await.unwrap();
+}
+
+/// Every event the session raised within `ms`.
+async fn events_within(rig: &mut Rig, ms: u64) -> Vec<MediaEvent> {
+    let mut events = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_millis(ms);
+    while let Ok(Some(e)) = tokio::time::timeout_at(until, rig.events.recv()).await {
+        events.push(e);
+    }
+    events
+}
+
+fn digits_of(events: &[MediaEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            MediaEvent::Digit(d) => Some(d.as_char()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_caller_s_events_are_one_digit_each() {
+    let mut rig = rig_with(None, VadSettings::default(), Some(101)).await;
+    let mut seq = 500u16;
+    for (code, at) in [(1u8, 8000u32), (11, 9600)] {
+        // Five packets as the key sounds, then its end three times.
+        for n in 1..=8u16 {
+            let event = crate::dtmf::Event {
+                code,
+                end: n >= 5,
+                volume: 10,
+                duration: 160 * n.min(5),
+            };
+            let packet = RtpPacketBuilder::new()
+                .payload_type(101)
+                .ssrc(7)
+                .sequence(Seq::from(seq))
+                .timestamp(at)
+                .marked(n == 1)
+                .payload(&event.to_bytes())
+                .build()
+                .unwrap();
+            seq += 1;
+            rig.peer.send_to(&packet, rig.ours).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let events = events_within(&mut rig, 300).await;
+    assert_eq!(digits_of(&events), "1#", "{events:?}");
+    let stats = rig.handle.finish().await.unwrap();
+    assert_eq!(stats.packets_received, 16);
+    assert_eq!(stats.packets_lost, 0);
+    assert_eq!(stats.packets_ignored, 0);
+}
+
+#[tokio::test]
+async fn a_caller_s_tones_are_digits_in_band() {
+    let mut rig = rig(None, VadSettings::default()).await;
+    let mut enc = audio_codec::create_encoder(audio_codec::CodecType::PCMU);
+    let mut frames = Vec::new();
+    for key in ['4', '2'] {
+        let digit = crate::dtmf::Digit::from_char(key).unwrap();
+        for index in 0..4 {
+            let mut pcm = [0i16; 160];
+            crate::dtmf::tones::tone(digit, index, 8000, &mut pcm);
+            frames.push(pcm);
+        }
+        frames.extend([[0i16; 160]; 3]);
+    }
+    for (i, pcm) in frames.iter().enumerate() {
+        let packet = RtpPacketBuilder::new()
+            .payload_type(0)
+            .ssrc(7)
+            .sequence(Seq::from(i as u16))
+            .timestamp(160 * i as u32)
+            .payload(&enc.encode(pcm))
+            .build()
+            .unwrap();
+        rig.peer.send_to(&packet, rig.ours).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let events = events_within(&mut rig, 200).await;
+    assert_eq!(digits_of(&events), "42", "{events:?}");
+}
+
+/// What the peer receives within `ms`: (payload type, marker, timestamp, payload) each.
+async fn received(rig: &Rig, ms: u64) -> Vec<(u8, bool, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1500];
+    let until = tokio::time::Instant::now() + Duration::from_millis(ms);
+    while let Ok(Ok((len, _))) = tokio::time::timeout_at(until, rig.peer.recv_from(&mut buf)).await
+    {
+        let rtp = RtpReader::new(&buf[..len]).unwrap();
+        out.push((
+            rtp.payload_type(),
+            rtp.mark(),
+            rtp.timestamp(),
+            rtp.payload().to_vec(),
+        ));
+    }
+    out
+}
+
+#[tokio::test]
+async fn digits_go_out_as_events_when_the_peer_takes_them() {
+    let mut rig = rig_with(None, VadSettings::default(), Some(96)).await;
+    let keys = crate::dtmf::Digit::parse_all("7#").unwrap();
+    rig.handle.control().send_digits(&keys);
+    let packets = received(&rig, 600).await;
+    let mut reader = crate::dtmf::EventReader::default();
+    let sent: String = packets
+        .iter()
+        .filter(|p| p.0 == 96)
+        .filter_map(|p| reader.read(p.2, &p.3))
+        .map(|d| d.as_char())
+        .collect();
+    assert_eq!(sent, "7#");
+    let events: Vec<_> = packets.iter().filter(|p| p.0 == 96).collect();
+    assert_eq!(events.len(), 14, "seven packets a digit");
+    assert!(events[0].1 && !events[1].1, "the marker starts each event");
+    let ends = events
+        .iter()
+        .filter(|p| crate::dtmf::Event::parse(&p.3).unwrap().end)
+        .count();
+    assert_eq!(ends, 6, "each end three times");
+    // Audio goes on around them.
+    assert!(packets.iter().any(|p| p.0 == 0));
+    let after = events_within(&mut rig, 100).await;
+    assert!(after.contains(&MediaEvent::DigitsSent), "{after:?}");
+}
+
+#[tokio::test]
+async fn digits_go_out_as_tones_otherwise() {
+    let rig = rig(None, VadSettings::default()).await;
+    let keys = crate::dtmf::Digit::parse_all("305").unwrap();
+    rig.handle.control().send_digits(&keys);
+    let packets = received(&rig, 800).await;
+    assert!(packets.iter().all(|p| p.0 == 0));
+    let mut dec = audio_codec::create_decoder(audio_codec::CodecType::PCMU);
+    let mut detector = crate::dtmf::tones::ToneDetector::new(8000);
+    let mut heard = String::new();
+    for p in &packets {
+        let mut pcm = [0i16; 160];
+        dec.decode_into(&p.3, &mut pcm).unwrap();
+        heard.extend(detector.feed(&pcm).map(|d| d.as_char()));
+    }
+    assert_eq!(heard, "305");
 }

@@ -27,7 +27,7 @@ use super::{
 use crate::call::{Call, CallParts, Core, Direction, LiveDialog, event_sink};
 use crate::headers::header_value;
 use crate::media::{self, MediaConfig, MediaHandle, VadSettings};
-use crate::sdp::{self, Codec, MediaDescription};
+use crate::sdp::{self, MediaDescription};
 use crate::trunk::TrunkTransport;
 
 /// Which gateway a failure names, and since when the dial runs.
@@ -220,7 +220,7 @@ impl SipClient {
                 ..failing.fail(FailureKind::Local, e, early_media)
             });
         }
-        let Some((handle, pt, codec)) = media.running.take() else {
+        let Some((handle, stream)) = media.running.take() else {
             let _ = dialog.bye().await;
             core.dialogs.remove_dialog(&id);
             return Attempt::Final(failing.fail(
@@ -235,7 +235,7 @@ impl SipClient {
                 direction: Direction::Outbound,
                 events: events_tx,
                 media: Some(handle.control()),
-                answer: (media.local, pt, codec),
+                answer: stream,
                 session_id: media.session_id,
                 version: 1,
                 refreshed: Instant::now(),
@@ -261,7 +261,7 @@ impl SipClient {
                 from: plan.from_number.clone(),
                 to: plan.to_number.clone(),
                 remote,
-                codec,
+                codec: stream.codec,
                 media: handle,
                 events: events_rx,
                 dialog,
@@ -465,7 +465,7 @@ pub(super) struct Media {
     pub(super) socket: Option<tokio::net::UdpSocket>,
     pub(super) local: SocketAddr,
     pub(super) session_id: u64,
-    pub(super) running: Option<(MediaHandle, u8, Codec)>,
+    pub(super) running: Option<(MediaHandle, sdp::Stream)>,
     pub(super) recording: Option<PathBuf>,
     pub(super) vad: VadSettings,
     pub(super) jitter_depth: usize,
@@ -486,8 +486,8 @@ impl Media {
             .copied()
             .find(|(_, c)| OFFER.iter().any(|(_, o)| o == c))
             .ok_or("the peer's SDP has none of our codecs")?;
-        if let Some((handle, _, running_codec)) = &self.running {
-            if *running_codec != codec {
+        if let Some((handle, running)) = &self.running {
+            if running.codec != codec {
                 return Err("the peer changed codec between early media and the answer".into());
             }
             // The session ignores the address it already has.
@@ -502,6 +502,7 @@ impl Media {
             MediaConfig {
                 codec,
                 payload_type: pt,
+                telephone_event: desc.telephone_event,
                 remote: desc.addr,
                 recording: self.recording.clone(),
                 vad: self.vad,
@@ -511,12 +512,25 @@ impl Media {
             event_sink(events),
         )
         .map_err(|e| e.to_string())?;
-        self.running = Some((handle, pt, codec));
+        let stream = sdp::Stream {
+            addr: self.local,
+            payload_type: pt,
+            codec,
+            events: desc.telephone_event,
+        };
+        self.running = Some((handle, stream));
         Ok(())
     }
 
     pub(super) fn offer(&self) -> Vec<u8> {
-        sdp::describe(self.local, &OFFER, self.session_id, 1).into_bytes()
+        sdp::describe(
+            self.local,
+            &OFFER,
+            Some(sdp::TELEPHONE_EVENT),
+            self.session_id,
+            1,
+        )
+        .into_bytes()
     }
 
     /// Stops media that started on early media of a call that then failed.

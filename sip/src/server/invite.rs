@@ -78,6 +78,12 @@ impl<R: InboundRouter> Shared<R> {
             }
         };
         let session_id: u64 = rand::random::<u32>().into();
+        let stream = sdp::Stream {
+            addr: local,
+            payload_type,
+            codec,
+            events: offer.telephone_event,
+        };
         let (events_tx, events_rx) = crate::call::event_stream();
         let core = &self.core;
         core.insert_live(
@@ -86,7 +92,7 @@ impl<R: InboundRouter> Shared<R> {
                 direction: Direction::Inbound,
                 events: events_tx.clone(),
                 media: None,
-                answer: (local, payload_type, codec),
+                answer: stream,
                 session_id,
                 version: 1,
                 refreshed: Instant::now(),
@@ -102,7 +108,7 @@ impl<R: InboundRouter> Shared<R> {
             // Cancelled while ringing.
             return;
         }
-        let body = sdp::describe(local, &[(payload_type, codec)], session_id, 1);
+        let body = stream.describe(session_id, 1);
         if control
             .accept(Some(vec![sdp_type()]), Some(body.into_bytes()))
             .is_err()
@@ -114,6 +120,7 @@ impl<R: InboundRouter> Shared<R> {
             MediaConfig {
                 codec,
                 payload_type,
+                telephone_event: offer.telephone_event,
                 remote: offer.addr,
                 recording: answer.recording,
                 vad: answer.vad,

@@ -36,6 +36,10 @@ pub struct Turn {
     /// A caller's turn whose words could not be heard, and why (its `text` is empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unheard: Option<Unheard>,
+    /// Keypad digits (`0`-`9`, `*`, `#`, `A`-`D`): the caller's entry (its `text` is empty;
+    /// a terminator key that completed it is not kept), or what the agent sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digits: Option<String>,
 }
 
 /// Why a caller's turn has no words.

@@ -26,6 +26,25 @@ pub const MAX_TOOL_ROUNDS: u32 = 4;
 pub const END_CALL: &str = "end_call";
 
 /// The built-in functions offered to every model.
+/// The function that sends keypad digits, offered on an outbound call's line.
+pub const SEND_DIGITS: &str = "send_digits";
+
+/// What the model is told of [`SEND_DIGITS`].
+pub fn send_digits_tool() -> ToolSpec {
+    ToolSpec {
+        name: SEND_DIGITS.into(),
+        description: "Press keys on the phone's keypad, to answer an automated phone menu (\"press 2 for billing\") or enter a number it asks for.".into(),
+        parameters: serde_json::json!({
+            "type": "object",
+            "properties": {"digits": {
+                "type": "string",
+                "description": "The keys to press, in order: 0-9, * and #."
+            }},
+            "required": ["digits"]
+        }),
+    }
+}
+
 pub fn builtin_tools() -> Vec<ToolSpec> {
     vec![ToolSpec {
         name: END_CALL.into(),

@@ -372,6 +372,10 @@ pub async fn call(State(state): State<App>, viewer: Viewer, Path(id): Path<Strin
                                 @if let Some(node) = &t.node { " " span.node { "in " (node) } }
                                 p {
                                     (t.text) @if t.interrupted { " " em { "(interrupted)" } }
+                                    @if let Some(digits) = &t.digits {
+                                        @if t.role == Speaker::Agent { "Sent keys " } @else { "Pressed " }
+                                        kbd.digits { (digits) }
+                                    }
                                     @match t.unheard {
                                         Some(Unheard::NoSpeechToText) => em.muted { "Not heard: no speech to text is configured (--stt-url)." },
                                         Some(Unheard::TranscriptionFailed) => em.muted { "Not heard: speech to text failed (see the vendor failures)." },

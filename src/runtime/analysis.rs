@@ -161,8 +161,12 @@ fn transcript_lines(transcript: &[Turn]) -> String {
     let mut size = 0;
     for turn in transcript.iter().rev() {
         let cut_short = if turn.interrupted { " (cut short)" } else { "" };
+        let keys = match &turn.digits {
+            Some(digits) => format!("[keypad: {digits}]"),
+            None => String::new(),
+        };
         let line = format!(
-            "[{}] {}: {}{cut_short}",
+            "[{}] {}: {}{keys}{cut_short}",
             clock(turn.start_ms),
             speaker(turn.role),
             turn.text.trim()
@@ -586,6 +590,7 @@ mod tests {
             interrupted: false,
             node: None,
             unheard: None,
+            digits: None,
         };
         let mut transcript = vec![
             turn(Speaker::Agent, "Hello, this is Dana from Acme.", 0),

@@ -49,11 +49,13 @@ pub fn agent_plan(
     vendors: &crate::runtime::vendors::Vendors,
     variables: &serde_json::Map<String, serde_json::Value>,
 ) -> AgentPlan {
-    // Speech to text is what a conversation needs; a flow needs the chat model only at the
-    // steps it decides with it.
-    let mind = vendors.transcriber.as_ref().map(|transcriber| Mind {
+    // Speech to text is what a prompt agent's conversation needs; a flow needs the chat model
+    // only at the steps it decides with it, and runs on its keypad without speech to text.
+    let flow = agent.agent_type == crate::store::AgentType::Flow;
+    let converses = vendors.transcriber.is_some() || flow;
+    let mind = converses.then(|| Mind {
         model: vendors.model.clone(),
-        transcriber: transcriber.clone(),
+        transcriber: vendors.transcriber.clone(),
         director: Box::new(PromptAgent {
             system_prompt: fill(&agent.system_prompt, variables),
             temperature: Some(agent.temperature as f32),

@@ -137,6 +137,7 @@ mod tests {
             interrupted: false,
             node: None,
             unheard: None,
+            digits: None,
         }
     }
 

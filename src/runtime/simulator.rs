@@ -17,9 +17,7 @@ use switchboard_actors::call_tools::{
 };
 use switchboard_actors::conversation::{ToolEvent, ToolStatus, Turn};
 use switchboard_actors::flow::{Flow, FlowDirector, FlowRun, GraphIssue, Outcome, PathStep};
-use switchboard_actors::vendors::{
-    ChatMessage, ChatModel, ChatRequest, Transcriber, Transcript, VendorError,
-};
+use switchboard_actors::vendors::{ChatMessage, ChatModel, ChatRequest};
 use switchboard_sip::media::ListenSettings;
 use tokio_util::sync::CancellationToken;
 
@@ -138,7 +136,8 @@ pub async fn simulate(
     let plan = AgentPlan {
         mind: Some(Mind {
             model: model.clone(),
-            transcriber: Arc::new(NoSpeech),
+            // A text line carries words, never audio.
+            transcriber: None,
             director,
             notes: Vec::new(),
             // A text line hears no audio: these are never used.
@@ -367,21 +366,6 @@ impl Integrations for DryRun {
             outcome: Outcome::Done(sample),
             event,
         }
-    }
-}
-
-/// The text line's transcriber: a text line carries words, never audio.
-struct NoSpeech;
-
-#[async_trait]
-impl Transcriber for NoSpeech {
-    async fn transcribe(
-        &self,
-        _audio: &[i16],
-        _rate: u32,
-        _language: &str,
-    ) -> Result<Transcript, VendorError> {
-        Err(VendorError::Reported("a text line carries no audio".into()))
     }
 }
 

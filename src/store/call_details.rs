@@ -414,6 +414,7 @@ mod tests {
             interrupted: false,
             node: None,
             unheard: None,
+            digits: None,
         }
     }
 

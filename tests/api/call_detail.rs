@@ -55,6 +55,7 @@ fn turn(role: Speaker, text: &str, start_ms: u64, end_ms: u64, interrupted: bool
         interrupted,
         node: None,
         unheard: None,
+        digits: None,
     }
 }
 

@@ -91,6 +91,7 @@ async fn past_inbound_call(
         interrupted: false,
         node: None,
         unheard: None,
+        digits: None,
     };
     let end = InboundEnd {
         id,

@@ -34,6 +34,7 @@ mod flow_transfer;
 mod flows;
 mod google;
 mod integrations;
+mod keypad;
 mod lead_memory;
 mod leads;
 mod local_speech;

@@ -134,6 +134,19 @@ impl Sipp {
         sipp
     }
 
+    /// SIPp as a caller: it calls `slug` at the service's SIP address `server` once, running
+    /// `scenario` with its placeholders replaced, and echoes nothing (it sends what the
+    /// scenario plays).
+    pub async fn call(
+        scenario: &str,
+        server: std::net::SocketAddr,
+        slug: &str,
+        replace: impl Fn(u16) -> Vec<(&'static str, String)>,
+    ) -> Sipp {
+        let remote = server.to_string();
+        Sipp::launch(scenario, 1, &["-s", slug, &remote], replace, false).await
+    }
+
     pub fn gateway(&self, priority: u16) -> Gateway {
         Gateway {
             host: "127.0.0.1".into(),

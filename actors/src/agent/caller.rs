@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::EndReason;
+use super::director::Step;
 use super::machine::Detection;
 use super::session::Agent;
 use super::work::Work;
@@ -15,26 +17,51 @@ use crate::vendors::{Transcript, VendorError};
 
 impl Agent<'_> {
     /// The caller's utterance: transcribed, unless the turn already ended on its words.
-    pub(super) fn utterance(&mut self, audio: Arc<[i16]>) {
+    pub(super) fn utterance(&mut self, audio: Arc<[i16]>) -> Option<EndReason> {
         let (Some(mind), Some(rate)) = (&self.plan.mind, self.line.sample_rate()) else {
-            return;
+            return None;
+        };
+        let Some(transcriber) = &mind.transcriber else {
+            return self.unheard_turn();
         };
         if !self.listening.utterance() {
-            return;
+            return None;
         }
-        self.work.transcribe(
-            &mind.transcriber,
-            audio,
-            rate,
-            &self.plan.language,
-            |result| Work::Heard { result },
-        );
+        self.work
+            .transcribe(transcriber, audio, rate, &self.plan.language, |result| {
+                Work::Heard { result }
+            });
+        None
+    }
+
+    /// The caller spoke and nothing can transcribe it (a flow run with no speech to text,
+    /// for its keypad): the turn goes on the record as unheard, and the flow hears a turn
+    /// without words (a node decided by its checks asks again). A step that would have the
+    /// model answer nothing is not taken.
+    fn unheard_turn(&mut self) -> Option<EndReason> {
+        if self.machine.detection() != Detection::Off {
+            return None;
+        }
+        self.record_unheard(Unheard::NoSpeechToText);
+        self.course.director()?;
+        let now_ms = self.now_ms();
+        let steps = self.course.director_mut()?.caller_turn("", now_ms);
+        if steps.iter().all(|s| matches!(s, Step::Reply)) {
+            return None;
+        }
+        self.course.caller_turn();
+        self.reply.flush_tools(&mut self.record);
+        self.reply = super::reply::Reply::default();
+        self.act(steps)
     }
 
     /// The caller paused: an early transcript of what they said so far may end their turn
     /// before the VAD's stop, if their words end a sentence.
     pub(super) fn pause(&mut self, audio: Arc<[i16]>) {
         let (Some(mind), Some(rate)) = (&self.plan.mind, self.line.sample_rate()) else {
+            return;
+        };
+        let Some(transcriber) = &mind.transcriber else {
             return;
         };
         if self.machine.detection() != Detection::Off {
@@ -45,7 +72,7 @@ impl Agent<'_> {
             return;
         };
         self.work.transcribe(
-            &mind.transcriber,
+            transcriber,
             audio,
             rate,
             &self.plan.language,

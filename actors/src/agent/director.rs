@@ -4,9 +4,12 @@
 //! vocabulary ([`Step`], [`Dispatch`], [`Outcome`], [`HardFailure`], [`PathStep`]) lives here: a
 //! director speaks it, and the agent knows no director's kind.
 
-use serde_json::{Map, Value};
+use std::time::Duration;
 
-use crate::turns::{END_CALL, builtin_tools};
+use serde_json::{Map, Value};
+use switchboard_sip::dtmf::Digit;
+
+use crate::turns::{END_CALL, SEND_DIGITS, builtin_tools, send_digits_tool};
 use crate::vendors::{ToolCall, ToolSpec};
 
 /// A step of the path: a node entered, when, and why.
@@ -37,8 +40,33 @@ pub enum Step {
     Dispatch(Dispatch),
     /// Transfer the call.
     Transfer(String),
+    /// Send these keypad digits (a company's phone menu on an outbound call).
+    SendDigits(String),
     /// Hang up once what is queued has been said.
     Hangup,
+}
+
+/// How the caller's keypad digits make one entry: it is complete at `max_digits` digits, at
+/// the `terminator` key (which is not kept), or `timeout` after the last key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Gather {
+    pub max_digits: Option<usize>,
+    pub terminator: Option<Digit>,
+    pub timeout: Duration,
+}
+
+/// The longest entry: 32 digits, whatever a node says.
+pub const MAX_ENTRY_DIGITS: usize = 32;
+
+impl Default for Gather {
+    /// No count, `#` ends the entry, and so do 3 seconds without a key.
+    fn default() -> Self {
+        Gather {
+            max_digits: None,
+            terminator: Digit::from_char('#'),
+            timeout: Duration::from_secs(3),
+        }
+    }
 }
 
 /// A dispatch of a tool_call or integration_call node.
@@ -117,6 +145,8 @@ pub struct Round<'a> {
     /// The workspace's tools the model may call this round; none once a turn has had its
     /// tool rounds (the model must answer).
     pub tools: Option<&'a [ToolSpec]>,
+    /// The model may send keypad digits (`send_digits`): an outbound call's line.
+    pub keypad: bool,
 }
 
 /// What the model is told and offered for one round.
@@ -138,6 +168,8 @@ pub enum Function {
     EndCall,
     /// Run the workspace's tool of that name.
     Tool,
+    /// Send these keypad digits (`send_digits`); `Err` names what is not a key.
+    SendDigits(Result<String, String>),
     /// Nothing by that name was offered: the model is told so.
     Unknown,
     /// The director moved on (a flow took an edge, or has the arguments it asked for): the
@@ -164,6 +196,14 @@ pub trait Director: CopyDirector + std::any::Any + Send + Sync + std::fmt::Debug
     /// The caller's turn (what they said) has ended: what the agent does (`[Step::Reply]`: the
     /// model answers).
     fn caller_turn(&mut self, _words: &str, _at_ms: u64) -> Vec<Step> {
+        vec![Step::Reply]
+    }
+    /// How the caller's keypad digits make an entry where the call is now.
+    fn gather(&self) -> Gather {
+        Gather::default()
+    }
+    /// The caller keyed an entry (its digits are in the model's context): what the agent does.
+    fn caller_digits(&mut self, _digits: &str, _at_ms: u64) -> Vec<Step> {
         vec![Step::Reply]
     }
     /// A dispatch came back.
@@ -226,6 +266,9 @@ impl Director for PromptAgent {
             instructions.push_str(note);
         }
         let mut functions = builtin_tools();
+        if round.keypad {
+            functions.push(send_digits_tool());
+        }
         functions.extend(round.tools.unwrap_or_default().iter().cloned());
         Briefing {
             instructions,
@@ -238,6 +281,8 @@ impl Director for PromptAgent {
     fn function(&mut self, call: &ToolCall, round: Round<'_>, _at_ms: u64) -> Function {
         if call.name == END_CALL {
             Function::EndCall
+        } else if call.name == SEND_DIGITS && round.keypad {
+            Function::SendDigits(digits_of(call))
         } else if round
             .tools
             .unwrap_or_default()
@@ -249,6 +294,27 @@ impl Director for PromptAgent {
             Function::Unknown
         }
     }
+}
+
+/// The keys a `send_digits` call asks for, checked; what is wrong with them otherwise.
+pub fn digits_of(call: &ToolCall) -> Result<String, String> {
+    let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    let keys = arguments
+        .get("digits")
+        .and_then(Value::as_str)
+        .ok_or("`digits` must be a string of keypad keys")?;
+    checked_keys(keys)
+}
+
+/// `keys` as digits to send: 1-32 of `0`-`9`, `*`, `#`, `A`-`D`.
+pub fn checked_keys(keys: &str) -> Result<String, String> {
+    let keys = keys.trim();
+    let digits = Digit::parse_all(keys)
+        .map_err(|c| format!("`{c}` is not a keypad key (0-9, *, #, A-D)"))?;
+    if digits.is_empty() || digits.len() > MAX_ENTRY_DIGITS {
+        return Err(format!("send 1 to {MAX_ENTRY_DIGITS} keys"));
+    }
+    Ok(digits.iter().map(|d| d.as_char()).collect())
 }
 
 #[cfg(test)]
@@ -282,6 +348,7 @@ mod tests {
         let round = Round {
             notes: &notes,
             tools: Some(&tools),
+            keypad: false,
         };
         let brief = agent.brief(round);
         assert_eq!(brief.instructions, "Be brief.\n\nLead: Ada.");
@@ -293,8 +360,37 @@ mod tests {
         let last = Round {
             notes: &[],
             tools: None,
+            keypad: false,
         };
         assert_eq!(agent.brief(last).functions.len(), 1);
         assert_eq!(agent.function(&call("book"), last, 0), Function::Unknown);
+        // Digits are offered on a line that sends them, and checked.
+        assert_eq!(
+            agent.function(&call(SEND_DIGITS), last, 0),
+            Function::Unknown
+        );
+        let keypad = Round {
+            keypad: true,
+            ..last
+        };
+        let names: Vec<_> = agent
+            .brief(keypad)
+            .functions
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(names, [END_CALL, SEND_DIGITS]);
+        let mut press = call(SEND_DIGITS);
+        press.arguments = r#"{"digits": " 2#"}"#.into();
+        assert_eq!(
+            agent.function(&press, keypad, 0),
+            Function::SendDigits(Ok("2#".into()))
+        );
+        press.arguments = r#"{"digits": "2x"}"#.into();
+        assert!(matches!(
+            agent.function(&press, keypad, 0),
+            Function::SendDigits(Err(_))
+        ));
+        assert_eq!(checked_keys(""), Err("send 1 to 32 keys".into()));
     }
 }

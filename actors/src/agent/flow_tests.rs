@@ -109,7 +109,8 @@ fn plan(model: Arc<StandInModel>, calendar: Arc<Calendar>) -> AgentPlan {
     }
 }
 
-async fn run(line: ScriptedLine, plan: &AgentPlan) -> AgentEnd {
+/// Runs `plan` on `line` to the call's end, speech synthesized in 100 ms.
+pub(super) async fn run(line: ScriptedLine, plan: &AgentPlan) -> AgentEnd {
     let speech: Arc<dyn Speech> = StandInSpeech::new(100);
     converse(
         Box::new(line),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use switchboard_sip::amd::AmdSettings;
 use switchboard_sip::call::{Call, CallEvent, Direction, EndCause};
+use switchboard_sip::dtmf::Digit;
 use switchboard_sip::media::{ListenSettings, MediaEvent, MediaStats};
 
 use super::EndReason;
@@ -87,6 +88,13 @@ pub trait Line: Send {
     fn transfer(&mut self, to: &str) -> Result<(), String> {
         let _ = to;
         Err("this line cannot transfer calls".into())
+    }
+    /// Sends keypad digits to the other party; a [`MediaEvent::DigitsSent`] follows.
+    fn send_digits(&mut self, digits: &[Digit]);
+    /// Whether the model is offered to send digits on this line (an outbound call, where a
+    /// company's phone menu may answer).
+    fn offers_keypad(&self) -> bool {
+        false
     }
     /// The next thing that happens on the line. Cancel-safe. After [`LineEvent::Ended`] it
     /// never resolves again.
@@ -171,6 +179,14 @@ impl Line for SipLine {
 
     async fn hangup(&mut self) {
         self.call.hangup().await;
+    }
+
+    fn send_digits(&mut self, digits: &[Digit]) {
+        self.call.media.control().send_digits(digits);
+    }
+
+    fn offers_keypad(&self) -> bool {
+        self.call.direction == Direction::Outbound
     }
 
     fn transfer(&mut self, to: &str) -> Result<(), String> {

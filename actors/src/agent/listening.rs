@@ -116,6 +116,12 @@ impl Listening {
         self.heard_from.get_or_insert(now_ms);
     }
 
+    /// The caller pressed a key: they are there, and the call is not quiet.
+    pub fn keyed(&mut self, now: Instant) {
+        self.asked_still_there = false;
+        self.quiet_since = now;
+    }
+
     /// Their words so far this turn.
     pub fn heard_so_far(&self) -> &str {
         &self.heard
@@ -240,6 +246,7 @@ impl Listening {
             interrupted: false,
             node: None,
             unheard: Some(why),
+            digits: None,
         })
     }
 
@@ -259,6 +266,7 @@ impl Listening {
             interrupted: false,
             node: None,
             unheard: None,
+            digits: None,
         })
     }
 }

@@ -14,6 +14,8 @@
 //!   the dispatches and the transfer under way; its steps are done by [`steps`];
 //! - turn-taking ([`listening::Listening`]): the caller's speech, the end of their turn, early
 //!   transcripts, the quiet and still-there timers;
+//! - the keypad ([`keypad::Keypad`]): the caller's keys gathered into an entry as the director
+//!   says (a count, a terminator, a timeout), and the digits the agent sends ([`keys`]);
 //! - the reply ([`reply::Reply`]): the utterance under way: the model's round being written,
 //!   its sentences, their synthesis and playout, tool rounds, and what goes into the record of
 //!   what was played;
@@ -40,6 +42,8 @@ mod caller;
 mod course;
 pub mod director;
 mod end;
+mod keypad;
+mod keys;
 pub mod line;
 mod listening;
 mod machine;
@@ -55,6 +59,8 @@ mod work;
 
 #[cfg(test)]
 mod flow_tests;
+#[cfg(test)]
+mod keypad_tests;
 #[cfg(test)]
 mod scripted;
 #[cfg(test)]
@@ -98,14 +104,17 @@ pub trait Speech: Send + Sync + 'static {
 /// Why a conversation ended: one of the call's end reasons.
 pub use crate::call::EndReason;
 
-/// What an agent needs to converse: its vendors and its instructions. Without one (no model
-/// or no speech-to-text configured) the agent greets and answers with [`crate::turns::FALLBACK_LINE`].
+/// What an agent needs to converse: its vendors and its instructions. Without one (a prompt
+/// agent with no speech to text configured) the agent greets and answers with
+/// [`crate::turns::FALLBACK_LINE`].
 #[derive(Clone)]
 pub struct Mind {
     /// None: no chat model is configured. A flow whose steps need none still runs; when a
     /// step needs it, the agent says so and hangs up (`model_not_configured`).
     pub model: Option<Arc<dyn ChatModel>>,
-    pub transcriber: Arc<dyn Transcriber>,
+    /// None: no speech to text is configured; a flow still runs on its keypad (the caller's
+    /// speech goes on the record as unheard).
+    pub transcriber: Option<Arc<dyn Transcriber>>,
     /// What the model is told and offered at each round, and what its functions do. Each
     /// call's agent runs a copy of it, as it is here, and hands that back at the end.
     pub director: Box<dyn Director>,

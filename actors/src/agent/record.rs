@@ -121,6 +121,7 @@ mod tests {
             interrupted: false,
             node: None,
             unheard: None,
+            digits: None,
         }
     }
 

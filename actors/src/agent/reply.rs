@@ -359,6 +359,7 @@ impl Reply {
             interrupted,
             node: None,
             unheard: None,
+            digits: None,
         });
         if said_round.is_empty() {
             return;

@@ -54,7 +54,7 @@ impl Agent<'_> {
             return None;
         }
         if let Some(reason) = self.reply.hangs_up() {
-            return Some(reason);
+            return self.end_when_sent(reason);
         }
         if self.course.transfer_due() {
             return self.transfer_when_said();

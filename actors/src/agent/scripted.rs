@@ -64,6 +64,8 @@ pub struct LineLog {
     pub utterances_dropped: u32,
     pub detecting: bool,
     pub listening: bool,
+    /// The digits the agent sent, with when (ms from the start).
+    pub sent_digits: Vec<(u64, String)>,
 }
 
 struct Playing {
@@ -87,6 +89,8 @@ pub struct ScriptedLine {
     raised: VecDeque<LineEvent>,
     yielding: bool,
     ended: bool,
+    /// The model is offered `send_digits` (an outbound call's line).
+    keypad: bool,
     log: Arc<Mutex<LineLog>>,
 }
 
@@ -101,9 +105,16 @@ impl ScriptedLine {
             raised: VecDeque::new(),
             yielding: false,
             ended: false,
+            keypad: false,
             log: log.clone(),
         };
         (line, log)
+    }
+
+    /// The line of an outbound call: the model may send digits.
+    pub fn outbound(mut self) -> Self {
+        self.keypad = true;
+        self
     }
 
     /// Adds `cue` at `at_ms` (cues are kept in time order).
@@ -158,6 +169,15 @@ impl ScriptedLine {
             duration_ms: 400,
         };
         self.media(at_ms, MediaEvent::Beep(ended))
+    }
+
+    /// The caller presses `keys` at `at_ms`, 100 ms apart.
+    pub fn presses(mut self, at_ms: u64, keys: &str) -> Self {
+        let digits = switchboard_sip::dtmf::Digit::parse_all(keys).unwrap_or_default();
+        for (i, digit) in digits.into_iter().enumerate() {
+            self = self.media(at_ms + 100 * i as u64, MediaEvent::Digit(digit));
+        }
+        self
     }
 
     /// The caller hangs up at `at_ms`.
@@ -267,6 +287,18 @@ impl Line for ScriptedLine {
 
     fn listen(&mut self, _settings: ListenSettings) {
         self.log().listening = true;
+    }
+
+    fn offers_keypad(&self) -> bool {
+        self.keypad
+    }
+
+    fn send_digits(&mut self, digits: &[switchboard_sip::dtmf::Digit]) {
+        let keys = digits.iter().map(|d| d.as_char()).collect();
+        let at = ms_since(self.start);
+        self.log().sent_digits.push((at, keys));
+        self.raised
+            .push_back(LineEvent::Media(MediaEvent::DigitsSent));
     }
 
     fn take_utterance(&mut self) {
@@ -543,9 +575,9 @@ pub fn stand_in_mind(
 ) -> super::Mind {
     super::Mind {
         model: Some(model),
-        transcriber: Arc::new(StandInTranscriber {
+        transcriber: Some(Arc::new(StandInTranscriber {
             delay: Duration::from_millis(150),
-        }),
+        })),
         director,
         notes: Vec::new(),
         listen: switchboard_sip::media::ListenSettings {

@@ -8,6 +8,7 @@ use switchboard_sip::media::MediaEvent;
 use tokio::time::Instant;
 
 use super::course::Course;
+use super::keypad::Keypad;
 use super::line::{Clip, Line, LineEvent};
 use super::listening::Listening;
 use super::machine::{Detection, Machine, Step};
@@ -55,6 +56,8 @@ enum Timer {
     LongSpeech,
     /// The caller's turn ends.
     TurnEnd,
+    /// The caller's keypad entry times out.
+    Keypad,
 }
 
 /// One conversing call: its line, its parts and what it has said and heard.
@@ -73,6 +76,7 @@ pub(super) struct Agent<'a> {
     /// The utterance under way (or the last one): what comes back for another is stale.
     pub(super) reply: Reply,
     pub(super) listening: Listening,
+    pub(super) keypad: Keypad,
     pub(super) machine: Machine,
     pub(super) fallback_said: bool,
     /// Tools dispatched and not yet answered, of any utterance.
@@ -109,6 +113,7 @@ impl<'a> Agent<'a> {
             record: Record::default(),
             reply: Reply::default(),
             listening: Listening::new(Instant::now()),
+            keypad: Keypad::default(),
             machine: Machine::new(plan),
             fallback_said: false,
             tools_in_flight: 0,
@@ -226,6 +231,7 @@ impl<'a> Agent<'a> {
             consider(long, Timer::LongSpeech);
         }
         consider(self.listening.ends_at(), Timer::TurnEnd);
+        consider(self.keypad.due(&self.gather()), Timer::Keypad);
         next
     }
 
@@ -249,6 +255,7 @@ impl<'a> Agent<'a> {
                 self.line.take_utterance();
             }
             Timer::TurnEnd => return self.end_turn(),
+            Timer::Keypad => return self.keypad_timed_out(),
         }
         None
     }
@@ -282,7 +289,7 @@ impl<'a> Agent<'a> {
                 }
                 self.fallback();
             }
-            MediaEvent::Utterance(audio) => self.utterance(audio),
+            MediaEvent::Utterance(audio) => return self.utterance(audio),
             MediaEvent::Pause(audio) => {
                 // The callee's first words have paused: a greeting held for detection starts.
                 if self.machine.greet_early(self.plan)
@@ -300,6 +307,7 @@ impl<'a> Agent<'a> {
                 self.reply.cut(tag, played);
                 let now_ms = self.now_ms();
                 self.reply.finish(&mut self.record, now_ms, true);
+                return self.cut_reported();
             }
             MediaEvent::PlayoutDone => {
                 self.reply.line_idle();
@@ -308,6 +316,9 @@ impl<'a> Agent<'a> {
                     && !self.reply.in_progress()
                 {
                     return Some(EndReason::VoicemailLeft);
+                }
+                if !self.reply.playing() {
+                    return self.cut_reported();
                 }
             }
             MediaEvent::Amd(verdict) => {
@@ -319,6 +330,8 @@ impl<'a> Agent<'a> {
                 return self.machine_step(step);
             }
             MediaEvent::Beep(_) => {}
+            MediaEvent::DigitsSent => return self.digits_sent(),
+            MediaEvent::Digit(digit) => return self.pressed(digit),
         }
         None
     }
@@ -398,6 +411,12 @@ impl<'a> Agent<'a> {
     /// about to say is dropped.
     fn caller_speaks(&mut self) {
         self.listening.speech_started(Instant::now(), self.now_ms());
+        self.barge_in();
+    }
+
+    /// The other party speaks or presses a key: whatever the agent is saying or about to say
+    /// stops (not while answering-machine detection decides).
+    pub(super) fn barge_in(&mut self) {
         let agent_busy = self.reply.sounding() || self.reply.writing() || self.reply.in_progress();
         if self.machine.detection() != Detection::Off || !agent_busy {
             return;

@@ -32,6 +32,7 @@ impl Agent<'_> {
                 Step::Reply => self.speak_now(false),
                 Step::Extract(_) => self.speak_now(true),
                 Step::Dispatch(dispatch) => self.dispatch(dispatch),
+                Step::SendDigits(keys) => self.send_digits(&keys),
                 Step::Transfer(to) => {
                     self.course.transfer_to(to);
                     if let Some(end) = self.transfer_when_said() {
@@ -41,8 +42,8 @@ impl Agent<'_> {
                 Step::Hangup => {
                     if self.reply.in_progress() || busy {
                         self.reply.hang_up_after(EndReason::AgentHangup);
-                    } else {
-                        return Some(EndReason::AgentHangup);
+                    } else if let Some(end) = self.end_when_sent(EndReason::AgentHangup) {
+                        return Some(end);
                     }
                 }
             }

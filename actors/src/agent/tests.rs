@@ -74,6 +74,7 @@ fn agent_turn(text: &str, start_ms: u64, end_ms: u64, interrupted: bool) -> Turn
         interrupted,
         node: None,
         unheard: None,
+        digits: None,
     }
 }
 
@@ -86,6 +87,7 @@ fn user_turn(text: &str, start_ms: u64, end_ms: u64) -> Turn {
         interrupted: false,
         node: None,
         unheard: None,
+        digits: None,
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use async_trait::async_trait;
 use switchboard_sip::amd::AmdSettings;
+use switchboard_sip::dtmf::Digit;
 use switchboard_sip::media::{ListenSettings, MediaEvent, MediaStats};
 use tokio::sync::mpsc;
 
@@ -24,10 +25,17 @@ pub enum AgentSaid {
     HungUp,
 }
 
+/// What the other party of a text line sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FromCaller {
+    Said(String),
+    Pressed(Vec<Digit>),
+}
+
 /// The agent's side of a text line.
 pub struct TextLine {
     parties: CallParties,
-    from_caller: mpsc::UnboundedReceiver<String>,
+    from_caller: mpsc::UnboundedReceiver<FromCaller>,
     to_caller: mpsc::UnboundedSender<AgentSaid>,
     /// Events the line raised itself (played out, playout done), before the caller's next.
     raised: VecDeque<LineEvent>,
@@ -37,7 +45,7 @@ pub struct TextLine {
 
 /// The other party of a text line: says turns, reads the agent's sentences.
 pub struct TextCaller {
-    to_agent: Option<mpsc::UnboundedSender<String>>,
+    to_agent: Option<mpsc::UnboundedSender<FromCaller>>,
     from_agent: mpsc::UnboundedReceiver<AgentSaid>,
 }
 
@@ -64,9 +72,18 @@ pub fn text_line(parties: CallParties) -> (TextLine, TextCaller) {
 impl TextCaller {
     /// Says `text` as the caller's next turn; `false` once the agent has hung up.
     pub fn say(&self, text: &str) -> bool {
+        self.send(FromCaller::Said(text.to_string()))
+    }
+
+    /// Presses `digits` on the keypad, one after another; `false` once the agent has hung up.
+    pub fn press(&self, digits: &[Digit]) -> bool {
+        self.send(FromCaller::Pressed(digits.to_vec()))
+    }
+
+    fn send(&self, what: FromCaller) -> bool {
         self.to_agent
             .as_ref()
-            .is_some_and(|tx| tx.send(text.to_string()).is_ok())
+            .is_some_and(|tx| tx.send(what).is_ok())
     }
 
     /// Hangs up: the agent sees the caller hang up.
@@ -146,6 +163,12 @@ impl Line for TextLine {
         Ok(())
     }
 
+    fn send_digits(&mut self, _digits: &[Digit]) {
+        // Nobody hears them: they are taken as sent.
+        self.raised
+            .push_back(LineEvent::Media(MediaEvent::DigitsSent));
+    }
+
     async fn hangup(&mut self) {
         if !self.ended {
             self.ended = true;
@@ -154,17 +177,24 @@ impl Line for TextLine {
     }
 
     async fn next_event(&mut self) -> LineEvent {
-        if let Some(event) = self.raised.pop_front() {
-            return event;
-        }
-        if self.ended {
-            return std::future::pending().await;
-        }
-        match self.from_caller.recv().await {
-            Some(text) => LineEvent::Said(text),
-            None => {
-                self.ended = true;
-                LineEvent::Ended(EndReason::CallerHangup)
+        loop {
+            if let Some(event) = self.raised.pop_front() {
+                return event;
+            }
+            if self.ended {
+                return std::future::pending().await;
+            }
+            match self.from_caller.recv().await {
+                Some(FromCaller::Said(text)) => return LineEvent::Said(text),
+                Some(FromCaller::Pressed(digits)) => self.raised.extend(
+                    digits
+                        .into_iter()
+                        .map(|d| LineEvent::Media(MediaEvent::Digit(d))),
+                ),
+                None => {
+                    self.ended = true;
+                    return LineEvent::Ended(EndReason::CallerHangup);
+                }
             }
         }
     }

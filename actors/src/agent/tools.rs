@@ -23,6 +23,7 @@ impl Agent<'_> {
         let round = Round {
             notes: &mind.notes,
             tools: specs.filter(|_| self.reply.may_offer_tools()),
+            keypad: self.line.offers_keypad(),
         };
         match (
             self.course.director_mut()?.function(&call, round, at_ms),
@@ -54,6 +55,22 @@ impl Agent<'_> {
                     .filter(|s| !matches!(s, Step::Reply))
                     .collect();
                 return self.act(steps);
+            }
+            (Function::SendDigits(keys), _) => {
+                let mut event = builtin_event(&call, at_ms);
+                let result = match keys {
+                    Ok(keys) => {
+                        self.send_digits(&keys);
+                        serde_json::json!({ "sent": keys })
+                    }
+                    Err(why) => {
+                        event.status = ToolStatus::Failed;
+                        event.error = Some(why.clone());
+                        serde_json::json!({ "error": why })
+                    }
+                };
+                self.reply.answered(call, result.to_string());
+                self.record.event(event);
             }
             (Function::Tool | Function::Unknown, _) => {
                 let run = unknown_function(&call, at_ms);
@@ -92,6 +109,7 @@ impl Agent<'_> {
         let briefing = self.course.director()?.brief(Round {
             notes: &mind.notes,
             tools: tools.filter(|_| offer_tools),
+            keypad: self.line.offers_keypad(),
         });
         let request = ChatRequest {
             messages: self.record.messages(briefing.instructions),

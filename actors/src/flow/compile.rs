@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use super::graph::{
-    Arg, Branch, CALLER_WORDS, Check, Flow, GraphIssue, Kind, Line, MAX_PATTERN_CHARS, Node,
-    Pattern, Rule, Test, Transition, Variable, WHEN_SHAPE, issue, words,
+    Arg, Branch, CALLER_DIGITS, CALLER_WORDS, Check, Flow, GraphIssue, Kind, Line,
+    MAX_PATTERN_CHARS, Node, Pattern, Rule, Test, Transition, Variable, WHEN_SHAPE, issue, words,
 };
 use super::node::{self as typed, ArgMode, ArgTemplate, FlowConfig, FlowNode};
 
@@ -257,6 +257,32 @@ pub(super) fn build(
         next,
         auto_advance: auto_advance.unwrap_or(false),
         global_condition,
+        gather: match node {
+            FlowNode::Conversation(n) => n.gather.as_ref().map(gather),
+            _ => None,
+        },
+        send_digits: match node {
+            FlowNode::Conversation(n) => n.send_digits.clone(),
+            _ => None,
+        },
+    }
+}
+
+/// A node's gather as the agent runs it (its ranges were checked as it was read).
+fn gather(g: &typed::DigitGather) -> crate::agent::director::Gather {
+    let default = crate::agent::director::Gather::default();
+    crate::agent::director::Gather {
+        max_digits: g.max_digits.map(|n| n as usize),
+        terminator: match g.terminator.as_deref() {
+            None => default.terminator,
+            Some(t) => t
+                .chars()
+                .next()
+                .and_then(switchboard_sip::dtmf::Digit::from_char),
+        },
+        timeout: g
+            .timeout_secs
+            .map_or(default.timeout, std::time::Duration::from_secs_f64),
     }
 }
 
@@ -266,7 +292,7 @@ fn check(when: &typed::When) -> Option<Check> {
     if source.is_empty() || name.is_empty() {
         return None;
     }
-    if source == "caller" && name != CALLER_WORDS {
+    if source == "caller" && name != CALLER_WORDS && name != CALLER_DIGITS {
         return None;
     }
     let test = match (

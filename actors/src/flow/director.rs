@@ -5,7 +5,10 @@
 use serde_json::{Value, json};
 
 use super::run::{EXTRACT_FUNCTION, FlowRun};
-use crate::agent::director::{Briefing, Director, Function, Outcome, PathStep, Round, Step};
+use crate::agent::director::{
+    Briefing, Director, Function, Gather, Outcome, PathStep, Round, Step, digits_of,
+};
+use crate::turns::{SEND_DIGITS, send_digits_tool};
 use crate::vendors::ToolCall;
 
 /// One call's flow director: it owns the call's walk through its flow.
@@ -61,7 +64,13 @@ impl Director for FlowDirector {
                 push("Fill in the function's arguments from the conversation; say nothing.");
                 (vec![spec.clone()], Some(spec.name.clone()))
             }
-            None => (run.edges().into_iter().map(|e| e.function).collect(), None),
+            None => {
+                let mut functions: Vec<_> = run.edges().into_iter().map(|e| e.function).collect();
+                if round.keypad {
+                    functions.push(send_digits_tool());
+                }
+                (functions, None)
+            }
         };
         Briefing {
             instructions,
@@ -71,9 +80,12 @@ impl Director for FlowDirector {
         }
     }
 
-    fn function(&mut self, call: &ToolCall, _round: Round<'_>, at_ms: u64) -> Function {
+    fn function(&mut self, call: &ToolCall, round: Round<'_>, at_ms: u64) -> Function {
         let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
         let run = &mut self.run;
+        if call.name == SEND_DIGITS && round.keypad && run.extraction().is_none() {
+            return Function::SendDigits(digits_of(call));
+        }
         if call.name == EXTRACT_FUNCTION && run.extraction().is_some() {
             let steps = run.extracted(&arguments);
             return Function::Moved {
@@ -99,6 +111,14 @@ impl Director for FlowDirector {
 
     fn caller_turn(&mut self, words: &str, at_ms: u64) -> Vec<Step> {
         self.run.caller_turn(words, at_ms)
+    }
+
+    fn gather(&self) -> Gather {
+        self.run.gather()
+    }
+
+    fn caller_digits(&mut self, digits: &str, at_ms: u64) -> Vec<Step> {
+        self.run.caller_digits(digits, at_ms)
     }
 
     fn dispatched(&mut self, outcome: Outcome, at_ms: u64) -> Vec<Step> {

@@ -57,6 +57,8 @@ impl PartialEq for Pattern {
 
 /// The variable of a check that reads the caller's last words at the node.
 pub const CALLER_WORDS: &str = "last_words";
+/// The variable of a check that reads the caller's keypad entry at the node.
+pub const CALLER_DIGITS: &str = "digits";
 
 /// The longest `matches` pattern a flow may hold.
 pub const MAX_PATTERN_CHARS: usize = 200;
@@ -180,6 +182,11 @@ pub struct Node {
     pub auto_advance: bool,
     /// Reachable from any conversation node when `global_condition` holds.
     pub global_condition: Option<String>,
+    /// How the caller's keys make an entry here (a conversation node's own; else the
+    /// default).
+    pub gather: Option<crate::agent::director::Gather>,
+    /// Keys sent on entering, after the line.
+    pub send_digits: Option<String>,
 }
 
 /// A flow ready to run.
@@ -204,7 +211,7 @@ pub const NODE_TYPES: [&str; 6] = [
 ];
 
 /// What a malformed `when` is told.
-pub(super) const WHEN_SHAPE: &str = "must be {variable, path?, equals | not_equals | exists | contains | matches}, the variable `<node_id>.<name>`, `metadata.<key>` or `caller.last_words`, `contains` a phrase or a list of them, `matches` a regular expression of at most 200 characters";
+pub(super) const WHEN_SHAPE: &str = "must be {variable, path?, equals | not_equals | exists | contains | matches}, the variable `<node_id>.<name>`, `metadata.<key>`, `caller.last_words` or `caller.digits`, `contains` a phrase or a list of them, `matches` a regular expression of at most 200 characters";
 
 pub(super) fn issue(node: &str, code: &'static str, field: &str, message: &str) -> GraphIssue {
     GraphIssue {

@@ -11,9 +11,12 @@ use serde_json::{Map, Value};
 
 use super::graph::{GraphIssue, NODE_TYPES, WHEN_SHAPE, issue};
 use super::node::{
-    ArgMode, ArgTemplate, Branch, ConversationNode, EndNode, FlowNode, Global, IntegrationCallNode,
-    NodeBase, Phrases, StartNode, ToolCallNode, TransferNode, Transition, Variable, When,
+    ArgMode, ArgTemplate, Branch, ConversationNode, DigitGather, EndNode, FlowNode, Global,
+    IntegrationCallNode, NodeBase, Phrases, StartNode, ToolCallNode, TransferNode, Transition,
+    Variable, When,
 };
+use crate::agent::director::{MAX_ENTRY_DIGITS, checked_keys};
+use switchboard_sip::dtmf::Digit;
 
 impl<'de> Deserialize<'de> for FlowNode {
     /// A stored node, read leniently ([`stored_node`]).
@@ -179,6 +182,74 @@ impl Keys<'_> {
         Some(out)
     }
 
+    /// How the node gathers keypad digits; each field out of its range is an issue, and the
+    /// gather is left as sent.
+    fn gather(&mut self) -> Option<DigitGather> {
+        let value = self.rest.get("gather")?;
+        if value.is_null() {
+            self.rest.remove("gather");
+            return None;
+        }
+        let Ok(gather) = DigitGather::deserialize(value) else {
+            self.push(
+                "gather_invalid",
+                "gather",
+                "must be {max_digits?, terminator?, timeout_secs?}",
+            );
+            return None;
+        };
+        let mut fine = true;
+        if gather
+            .max_digits
+            .is_some_and(|n| n == 0 || n as usize > MAX_ENTRY_DIGITS)
+        {
+            self.push("gather_invalid", "gather.max_digits", "must be 1-32");
+            fine = false;
+        }
+        if let Some(t) = &gather.terminator
+            && !t.is_empty()
+            && (t.chars().count() != 1 || t.chars().next().and_then(Digit::from_char).is_none())
+        {
+            let message = "must be one keypad key (0-9, *, #, A-D), or empty for none";
+            self.push("gather_invalid", "gather.terminator", message);
+            fine = false;
+        }
+        if gather
+            .timeout_secs
+            .is_some_and(|t| !(0.5..=30.0).contains(&t))
+        {
+            self.push("gather_invalid", "gather.timeout_secs", "must be 0.5-30");
+            fine = false;
+        }
+        if fine {
+            self.rest.remove("gather");
+        }
+        fine.then_some(gather)
+    }
+
+    /// The keys the node sends, checked.
+    fn send_digits(&mut self) -> Option<String> {
+        let value = self.rest.get("send_digits")?;
+        let checked = match value {
+            Value::Null => {
+                self.rest.remove("send_digits");
+                return None;
+            }
+            Value::String(keys) => checked_keys(keys),
+            _ => Err("must be a string of keypad keys".to_string()),
+        };
+        match checked {
+            Ok(keys) => {
+                self.rest.remove("send_digits");
+                Some(keys)
+            }
+            Err(why) => {
+                self.push("send_digits_invalid", "send_digits", &why);
+                None
+            }
+        }
+    }
+
     fn args(&mut self) -> Option<BTreeMap<String, ArgTemplate>> {
         let args = match self.rest.remove("args_template") {
             None => return None,
@@ -297,6 +368,8 @@ pub(super) fn node(
             transitions: k.transitions(),
             next_step_id: k.shared("next_step_id"),
             auto_advance: k.shared("auto_advance"),
+            gather: k.gather(),
+            send_digits: k.send_digits(),
             global: k.global(),
             ..Default::default()
         }),

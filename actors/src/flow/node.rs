@@ -140,8 +140,36 @@ pub struct ConversationNode {
     /// Move on to `next_step_id` once the node's line is said, without waiting for the caller.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto_advance: Option<bool>,
+    /// How the caller's keypad digits make an entry here (`caller.digits`); default: `#` or 3
+    /// seconds after the last key end it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gather: Option<DigitGather>,
+    /// Keypad keys the agent sends on entering the node, after its line (`0`-`9`, `*`, `#`,
+    /// `A`-`D`; 1-32 of them): a company's phone menu on an outbound call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_digits: Option<String>,
     #[serde(flatten)]
     pub global: Global,
+}
+
+/// How a conversation node gathers the caller's keypad digits into an entry: it ends at
+/// `max_digits` digits, at the `terminator` key (not kept), or `timeout_secs` after the last
+/// key, whichever comes first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DigitGather {
+    /// 1-32 (default: no count).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 32))]
+    pub max_digits: Option<u32>,
+    /// One key, or empty for none (default `#`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1))]
+    pub terminator: Option<String>,
+    /// 0.5-30 (default 3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0.5, maximum = 30))]
+    pub timeout_secs: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -239,8 +267,9 @@ pub struct Transition {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct When {
-    /// `<node_id>.<name>`, `metadata.<key>`, or `caller.last_words` (what the caller said in
-    /// their last turn at this node).
+    /// `<node_id>.<name>`, `metadata.<key>`, `caller.last_words` (what the caller said in
+    /// their last turn at this node) or `caller.digits` (the keypad entry they made at this
+    /// node).
     pub variable: String,
     /// A JSONPath into the value.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -258,7 +287,8 @@ pub struct When {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contains: Option<Phrases>,
     /// A regular expression the value matches somewhere, case aside, once lowercased with its
-    /// punctuation taken out (at most 200 characters).
+    /// punctuation taken out (`caller.digits` as keyed, `*` and `#` kept; at most 200
+    /// characters).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matches: Option<String>,
 }

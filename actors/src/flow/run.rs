@@ -9,7 +9,8 @@ use serde_json::{Map, Value, json};
 use super::edges;
 pub use super::edges::{EDGE_PREFIX, Edge};
 use super::graph::{
-    Arg, CALLER_WORDS, Check, Flow, Kind, Line, Node, Rule, Test, holds_phrase, words,
+    Arg, CALLER_DIGITS, CALLER_WORDS, Check, Flow, Kind, Line, Node, Rule, Test, holds_phrase,
+    words,
 };
 use super::routing;
 use super::tokens::resolve;
@@ -30,6 +31,8 @@ pub struct FlowRun {
     heard_here: bool,
     /// What the caller said in their last turn at the current node (empty on entering one).
     last_words: String,
+    /// The caller's last keypad entry at the current node (empty on entering one).
+    last_digits: String,
     /// The arguments the current node waits for the model to fill.
     extraction: Option<ToolSpec>,
     /// The current node's dispatch is under way.
@@ -59,6 +62,7 @@ impl FlowRun {
             path: Vec::new(),
             heard_here: false,
             last_words: String::new(),
+            last_digits: String::new(),
             extraction: None,
             dispatching: false,
             results: Vec::new(),
@@ -94,6 +98,7 @@ impl FlowRun {
         self.current = next;
         self.heard_here = false;
         self.last_words.clear();
+        self.last_digits.clear();
         self.extraction = None;
         self.dispatching = false;
         let node = self.flow.node(next).clone();
@@ -110,6 +115,9 @@ impl FlowRun {
         };
         if speaks && let Some(line) = &node.line {
             steps.push(self.line(line));
+        }
+        if let Some(keys) = &node.send_digits {
+            steps.push(Step::SendDigits(keys.clone()));
         }
         match &node.kind {
             Kind::Start | Kind::Conversation { .. } => {
@@ -176,7 +184,19 @@ impl FlowRun {
                 said = Value::String(self.last_words.clone());
                 Some(&said)
             }
+            Some(("caller", CALLER_DIGITS)) => {
+                said = Value::String(self.last_digits.clone());
+                Some(&said)
+            }
             _ => self.values.get(&check.variable),
+        };
+        // Keys are read as keyed: `*` and `#` are not punctuation.
+        let read = |v: &Value| {
+            if check.variable == format!("caller.{CALLER_DIGITS}") {
+                stringified(v)
+            } else {
+                words(&stringified(v))
+            }
         };
         let value = match (&check.path, value) {
             (Some(path), Some(v)) => routing::parse_path(path).and_then(|p| routing::select(v, &p)),
@@ -191,22 +211,47 @@ impl FlowRun {
                 there == *want
             }
             Test::Contains(phrases) => value.is_some_and(|v| {
-                let text = words(&stringified(v));
+                let text = read(v);
                 phrases.iter().any(|p| holds_phrase(&text, p))
             }),
-            Test::Matches(pattern) => {
-                value.is_some_and(|v| pattern.0.is_match(&words(&stringified(v))))
-            }
+            Test::Matches(pattern) => value.is_some_and(|v| pattern.0.is_match(&read(v))),
         }
     }
 
     /// The caller's turn (`words`) has ended: where the flow goes before the model answers.
     /// Empty: the model answers in the current node.
     pub fn caller_turn(&mut self, words: &str, at_ms: u64) -> Vec<Step> {
+        self.heard(Heard::Words(words), at_ms)
+    }
+
+    /// The caller keyed `digits` at the current node (kept as `<node_id>.digits`): where the
+    /// flow goes, as after a turn.
+    pub fn caller_digits(&mut self, digits: &str, at_ms: u64) -> Vec<Step> {
+        self.heard(Heard::Digits(digits), at_ms)
+    }
+
+    /// How the caller's keys make an entry at the current node.
+    pub fn gather(&self) -> crate::agent::director::Gather {
+        self.node().gather.unwrap_or_default()
+    }
+
+    fn keep(&mut self, heard: Heard<'_>) {
+        match heard {
+            Heard::Words(words) => self.last_words = words.to_string(),
+            Heard::Digits(digits) => {
+                self.last_digits = digits.to_string();
+                let key = format!("{}.{CALLER_DIGITS}", self.node().id);
+                self.values.insert(key, Value::String(digits.to_string()));
+            }
+        }
+    }
+
+    /// The caller's turn, words or keys, has ended.
+    fn heard(&mut self, heard: Heard<'_>, at_ms: u64) -> Vec<Step> {
         let node = self.node().clone();
         let first_here = !self.heard_here;
         self.heard_here = true;
-        self.last_words = words.to_string();
+        self.keep(heard);
         // At a dispatching node the caller's words go into the context: the arguments are
         // asked for again (an earlier ask was cut short), or the dispatch under way is awaited.
         if let Some(spec) = &self.extraction {
@@ -224,13 +269,13 @@ impl FlowRun {
                 Some(next) => {
                     let mut steps = self.enter(next, "next_step_id".into(), at_ms);
                     self.heard_here = true;
-                    // The first words are the next node's to check, as if said there: when
-                    // they route on at once, that node's line is not said.
+                    // The first turn is the next node's to check, as if made there: when it
+                    // routes on at once, that node's line is not said.
                     if steps
                         .iter()
                         .all(|s| matches!(s, Step::Say(_) | Step::Reply))
                     {
-                        self.last_words = words.to_string();
+                        self.keep(heard);
                         if let Some((next, reason)) = self.checks() {
                             return self.enter(next, reason, at_ms);
                         }
@@ -471,6 +516,13 @@ impl FlowRun {
         }
         out
     }
+}
+
+/// What the caller's turn was made of.
+#[derive(Debug, Clone, Copy)]
+enum Heard<'a> {
+    Words(&'a str),
+    Digits(&'a str),
 }
 
 fn is_speech(step: &Step) -> bool {

@@ -373,3 +373,77 @@ fn word_checks_of_the_wrong_shape_are_refused_at_save() {
         .is_empty()
     );
 }
+
+#[test]
+fn a_node_s_keypad_settings_are_checked_at_save() {
+    let flow = |extra: Value| {
+        let mut node = json!({"id": "a", "type": "conversation",
+            "transitions": [{"next_step_id": "b", "when": {"variable": "caller.digits", "matches": "^[0-9]{4}$"}}]});
+        node.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"nodes": [
+            {"id": "start", "type": "start", "next_step_id": "a"},
+            node,
+            {"id": "b", "type": "end"}
+        ]})
+    };
+    for (bad, code) in [
+        (json!({"gather": {"max_digits": 0}}), "gather_invalid"),
+        (json!({"gather": {"max_digits": 33}}), "gather_invalid"),
+        (json!({"gather": {"terminator": "##"}}), "gather_invalid"),
+        (json!({"gather": {"terminator": "x"}}), "gather_invalid"),
+        (json!({"gather": {"timeout_secs": 0.1}}), "gather_invalid"),
+        (json!({"gather": {"timeout_secs": "5"}}), "gather_invalid"),
+        (json!({"gather": 4}), "gather_invalid"),
+        (json!({"send_digits": "12x"}), "send_digits_invalid"),
+        (json!({"send_digits": ""}), "send_digits_invalid"),
+        (
+            json!({"send_digits": "1".repeat(33)}),
+            "send_digits_invalid",
+        ),
+        (json!({"send_digits": 12}), "send_digits_invalid"),
+    ] {
+        let issues = codes(flow(bad.clone()));
+        assert!(issues.iter().any(|(_, c)| *c == code), "{bad}: {issues:?}");
+    }
+    let fine = json!({"gather": {"max_digits": 4, "terminator": "", "timeout_secs": 10}, "send_digits": "9w"});
+    assert!(!codes(flow(fine)).is_empty(), "w is no key");
+    let fine = json!({"gather": {"max_digits": 4, "terminator": "*", "timeout_secs": 10}, "send_digits": "*9#"});
+    assert!(codes(flow(fine.clone())).is_empty());
+    let compiled = compiled(&flow(fine)).unwrap();
+    let node = &compiled.nodes[compiled.index("a").unwrap()];
+    let gather = node.gather.unwrap();
+    assert_eq!(gather.max_digits, Some(4));
+    assert_eq!(gather.terminator.map(|d| d.as_char()), Some('*'));
+    assert_eq!(gather.timeout, std::time::Duration::from_secs(10));
+    assert_eq!(node.send_digits.as_deref(), Some("*9#"));
+}
+
+#[test]
+fn keyed_digits_route_as_keyed_and_are_kept_at_their_node() {
+    let mut run = run_of(
+        json!({"nodes": [
+            {"id": "start", "type": "start", "greeting": "Press 1, or star.", "is_literal": true, "next_step_id": "menu"},
+            {"id": "menu", "type": "conversation", "greeting": "Press 1, or star.", "is_literal": true,
+             "transitions": [
+                {"next_step_id": "one", "when": {"variable": "caller.digits", "equals": "1"}},
+                {"next_step_id": "star", "when": {"variable": "caller.digits", "matches": "^\\*"}}
+             ]},
+            {"id": "one", "type": "end", "greeting": "One.", "is_literal": true},
+            {"id": "star", "type": "end", "greeting": "Star {{menu.digits}}.", "is_literal": true}
+        ]}),
+        json!({}),
+    );
+    run.start(0);
+    // The first entry is the next node's, as if keyed there.
+    assert_eq!(
+        run.caller_digits("*5", 100),
+        vec![Step::Say("Star *5.".into()), Step::Hangup]
+    );
+    assert_eq!(
+        trail(run.path()).last(),
+        Some(&("star", "when: caller.digits matches /^\\*/"))
+    );
+    assert_eq!(run.gather(), crate::agent::director::Gather::default());
+}

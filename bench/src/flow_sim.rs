@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use switchboard::runtime::simulator::{Caller, Simulation, simulate};
+use switchboard::runtime::simulator::{Caller, Models, ScriptTurn, Simulation, simulate};
 use switchboard::store::{Agent, AgentType, FlowConfig};
 use switchboard_actors::vendors::{
     ChatEvent, ChatMessage, ChatModel, ChatRequest, ChatStream, ToolCall, VendorError,
@@ -100,13 +100,13 @@ pub async fn run(args: FlowSimArgs) -> anyhow::Result<Value> {
     agent.system_prompt = "You are Ada from Acme.".into();
     let config: FlowConfig = serde_json::from_value(flow())?;
     agent.flow_config = Some(config.clone());
-    let script: Vec<String> = (0..args.turns)
+    let script: Vec<ScriptTurn> = (0..args.turns)
         .map(|i| {
-            if i % 2 == 0 {
+            ScriptTurn::Says(if i % 2 == 0 {
                 "Book me at ten.".to_string()
             } else {
                 "And another one, please.".to_string()
-            }
+            })
         })
         .collect();
     let model = Arc::new(AtOnce {
@@ -126,7 +126,10 @@ pub async fn run(args: FlowSimArgs) -> anyhow::Result<Value> {
         let done = simulate(
             &agent,
             &config,
-            Some(model.clone() as _),
+            Models {
+                flow: Some(model.clone() as _),
+                caller: None,
+            },
             (None, None),
             simulation,
         )

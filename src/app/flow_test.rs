@@ -14,11 +14,19 @@ use crate::app::error::AppError;
 use crate::app::fields::parse_fields;
 use crate::app::state::App;
 use crate::runtime::call_tools::{CallFacts, Toolbox};
-use crate::runtime::simulator::{Caller, MAX_TURNS, Simulation, SimulationError, simulate};
+use crate::runtime::scripted_model::{Choice, ScriptedModel};
+use crate::runtime::simulator::{
+    Caller, MAX_TURNS, Models, ScriptTurn, Simulation, SimulationError, simulate,
+};
 use crate::store::{AgentType, FlowConfig};
+use std::sync::Arc;
+use switchboard_actors::agent::director::MAX_ENTRY_DIGITS;
+use switchboard_actors::vendors::ChatModel;
+use switchboard_sip::dtmf::Digit;
 
 const FIELDS: &[&str] = &[
     "turns",
+    "scripted_model",
     "caller",
     "replay_call_id",
     "metadata",
@@ -33,13 +41,22 @@ const ONE_CALLER: &str = "Give the caller's `turns`, a `caller` the model plays,
 
 pub const PLAYED_TURNS_MAX: usize = 20;
 
+/// Most choices a request may script for the model.
+pub const CHOICES_MAX: usize = 50;
+
 /// The body of `POST /agents/{id}/flow/test`: one of `turns`, `caller` and `replay_call_id`.
 #[derive(Deserialize, ToSchema)]
 pub struct FlowTestInput {
-    /// The caller's turns, in order (1-50, each 1-2000 characters); the caller hangs up
+    /// The caller's turns, in order (1-50): words (1-2000 characters), or `{digits}`, keys
+    /// pressed one after another (1-32 of `0`-`9`, `*`, `#`, `A`-`D`); the caller hangs up
     /// after the last.
-    #[schema(min_items = 1, max_items = 50)]
-    pub turns: Option<Vec<String>>,
+    #[schema(min_items = 1, max_items = 50, value_type = Option<Vec<Object>>)]
+    pub turns: Option<Vec<Value>>,
+    /// The model's choices, played instead of a model (1-50): at caller turn `turn` (0:
+    /// before the first), say `say`, take the edge to node `edge` with `arguments`, or fill
+    /// the arguments a node waits for.
+    #[schema(max_items = 50, value_type = Option<Vec<Object>>)]
+    pub scripted_model: Option<Vec<Value>>,
     /// A caller the model plays instead of a script.
     pub caller: Option<PlayedCaller>,
     /// A past call of the workspace whose caller turns are replayed against the flow.
@@ -91,6 +108,10 @@ pub struct FlowTestResult {
     pub(crate) end_reason: EndReason,
     /// The version run; null: the flow as it is now.
     pub(crate) flow_version: Option<i64>,
+    /// With `scripted_model`: the choices never used (by their place in the list), when a
+    /// choice's turn never came or more choices were given than rounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) unused_choices: Option<Vec<usize>>,
     pub(crate) dry_run: bool,
     /// With `replay_call_id`: each caller turn of the past call, where the original call and
     /// the replay heard it and answered it, and the first turn where they differ.
@@ -99,23 +120,104 @@ pub struct FlowTestResult {
     pub(crate) replay: Option<Value>,
 }
 
-fn check_turns(turns: &[String]) -> Result<(), AppError> {
+/// The caller's turns as a script: each a string of words or `{digits}`.
+fn script(turns: &[Value]) -> Result<Vec<ScriptTurn>, AppError> {
     if turns.is_empty() || turns.len() > MAX_TURNS {
         return Err(AppError::invalid_field(
             "turns",
             format!("must hold 1-{MAX_TURNS} turns"),
         ));
     }
-    for (i, turn) in turns.iter().enumerate() {
-        let n = turn.chars().count();
-        if turn.trim().is_empty() || n > TURN_MAX {
-            return Err(AppError::invalid_field(
+    turns
+        .iter()
+        .enumerate()
+        .map(|(i, turn)| match turn {
+            Value::String(words) => {
+                let n = words.chars().count();
+                if words.trim().is_empty() || n > TURN_MAX {
+                    return Err(AppError::invalid_field(
+                        format!("turns[{i}]"),
+                        format!("must be 1-{TURN_MAX} characters of words"),
+                    ));
+                }
+                Ok(ScriptTurn::Says(words.clone()))
+            }
+            Value::Object(o) if o.len() == 1 && o.contains_key("digits") => {
+                let keys = o.get("digits").and_then(Value::as_str).unwrap_or_default();
+                match Digit::parse_all(keys) {
+                    Ok(digits) if (1..=MAX_ENTRY_DIGITS).contains(&digits.len()) => {
+                        Ok(ScriptTurn::Presses(digits))
+                    }
+                    _ => Err(AppError::invalid_field(
+                        format!("turns[{i}].digits"),
+                        format!("must be 1-{MAX_ENTRY_DIGITS} keypad keys (0-9, *, #, A-D)"),
+                    )),
+                }
+            }
+            _ => Err(AppError::invalid_field(
                 format!("turns[{i}]"),
-                format!("must be 1-{TURN_MAX} characters of words"),
-            ));
-        }
+                "must be a string of words or {digits}",
+            )),
+        })
+        .collect()
+}
+
+/// The model's choices of a request, each checked against `flow` (an edge names one of its
+/// nodes).
+fn choices(list: &[Value], flow: &FlowConfig) -> Result<Vec<Choice>, AppError> {
+    if list.is_empty() || list.len() > CHOICES_MAX {
+        return Err(AppError::invalid_field(
+            "scripted_model",
+            format!("must hold 1-{CHOICES_MAX} choices"),
+        ));
     }
-    Ok(())
+    let shape = "must be {turn, say?, edge?, arguments?}: `turn` 0-50, `say` at most 2000 characters, `edge` a node of the flow, `arguments` an object";
+    list.iter()
+        .enumerate()
+        .map(|(i, choice)| {
+            let at = |field: &str| format!("scripted_model[{i}]{field}");
+            let o = choice
+                .as_object()
+                .filter(|o| {
+                    o.keys()
+                        .all(|k| ["turn", "say", "edge", "arguments"].contains(&k.as_str()))
+                })
+                .ok_or_else(|| AppError::invalid_field(at(""), shape))?;
+            let turn = o
+                .get("turn")
+                .and_then(Value::as_u64)
+                .filter(|t| *t as usize <= MAX_TURNS)
+                .ok_or_else(|| AppError::invalid_field(at(".turn"), "must be 0-50"))?;
+            let say = match o.get("say") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if s.chars().count() <= TURN_MAX => Some(s.clone()),
+                Some(_) => return Err(AppError::invalid_field(at(".say"), shape)),
+            };
+            let edge = match o.get("edge") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(id)) if flow.nodes.iter().any(|n| n.id() == id) => {
+                    Some(id.clone())
+                }
+                Some(_) => {
+                    return Err(AppError::invalid_field(
+                        at(".edge"),
+                        "must be the id of a node of the flow",
+                    ));
+                }
+            };
+            let arguments = match o.get("arguments") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(a)) => a.clone(),
+                Some(_) => return Err(AppError::invalid_field(at(".arguments"), shape)),
+            };
+            Ok(Choice {
+                turn: turn as usize,
+                say,
+                edge,
+                arguments,
+            })
+        })
+        .collect()
 }
 
 pub fn caller_of(input: &FlowTestInput) -> Result<Caller, AppError> {
@@ -126,10 +228,7 @@ pub fn caller_of(input: &FlowTestInput) -> Result<Caller, AppError> {
         };
     }
     match (&input.turns, &input.caller) {
-        (Some(turns), None) => {
-            check_turns(turns)?;
-            Ok(Caller::Script(turns.clone()))
-        }
+        (Some(turns), None) => Ok(Caller::Script(script(turns)?)),
         (None, Some(played)) => {
             let n = played.description.chars().count();
             if played.description.trim().is_empty() || n > TURN_MAX {
@@ -196,24 +295,31 @@ pub async fn run_flow_test(
                 .call_detail(auth.workspace_id, CallId::from_uuid(call))
                 .await?
                 .ok_or(AppError::not_found("Call"))?;
-            let turns = crate::runtime::simulator::caller_turns(&detail.transcript);
+            let turns = crate::runtime::simulator::replayed(&detail.transcript);
             if turns.is_empty() {
                 return Err(AppError::CodedConflict {
                     code: "NOTHING_TO_REPLAY",
                     message: "The call has no caller turns to replay".into(),
                 });
             }
-            caller = Caller::Script(turns.iter().map(|t| t.text.clone()).collect());
+            caller = Caller::Script(turns);
             Some((call, detail.transcript))
         }
         None => None,
     };
     // A played caller needs the model; a flow itself needs it only at the steps it decides
-    // with it.
-    let model = state.model.clone();
-    if matches!(caller, Caller::Played { .. }) && model.is_none() {
+    // with it, and a scripted model stands in for it.
+    if matches!(caller, Caller::Played { .. }) && state.model.is_none() {
         return Err(AppError::ModelNotConfigured);
     }
+    let scripted = match &input.scripted_model {
+        Some(list) => Some(Arc::new(ScriptedModel::new(choices(list, &flow)?))),
+        None => None,
+    };
+    let model: Option<Arc<dyn ChatModel>> = match &scripted {
+        Some(s) => Some(s.clone()),
+        None => state.model.clone(),
+    };
     let facts = CallFacts {
         workspace_id: auth.workspace_id,
         agent_id: agent.id,
@@ -243,7 +349,11 @@ pub async fn run_flow_test(
         .providers
         .as_ref()
         .map(|p| p.for_call(auth.workspace_id));
-    let done = simulate(&agent, &flow, model, (tools, integrations), simulation)
+    let models = Models {
+        flow: model,
+        caller: state.model.clone(),
+    };
+    let done = simulate(&agent, &flow, models, (tools, integrations), simulation)
         .await
         .map_err(|e| match e {
             SimulationError::Invalid(issues) => AppError::FlowInvalid {
@@ -264,5 +374,6 @@ pub async fn run_flow_test(
         end_reason: done.end_reason,
         flow_version: input.flow_version,
         dry_run: input.dry_run,
+        unused_choices: scripted.map(|s| s.unused()),
     })
 }

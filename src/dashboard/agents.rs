@@ -192,7 +192,7 @@ fn simulator_form(viewer: &Viewer, a: &Agent) -> Markup {
         form.card method="post" action=(action) hx-post=(action) hx-target="#simulation" hx-swap="innerHTML"
             hx-indicator="#sim-progress" hx-disabled-elt="find button" {
             input type="hidden" name="csrf" value=(viewer.csrf);
-            label for="turns" { "What the caller says, one turn per line" }
+            label for="turns" { "What the caller says, one turn per line; a line " code { "keys: 4719" } " presses keys" }
             textarea id="turns" name="turns" rows="4" required { "Hello." }
             label for="metadata" { "Metadata (JSON, the flow's custom keys)" }
             textarea id="metadata" name="metadata" rows="2" { "{}" }
@@ -221,7 +221,13 @@ fn simulation(result: &crate::app::flow_test::FlowTestResult) -> Markup {
                 li {
                     strong { (if t.role == Speaker::Agent { "Agent" } else { "Caller" }) }
                     @if let Some(node) = &t.node { " " span.node { "in " (node) } }
-                    p { (t.text) }
+                    p {
+                        (t.text)
+                        @if let Some(digits) = &t.digits {
+                            @if t.role == Speaker::Agent { "Sent keys " } @else { "Pressed " }
+                            kbd.digits { (digits) }
+                        }
+                    }
                 }
             }
         }
@@ -269,7 +275,10 @@ pub async fn simulate(
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
-        .map(|l| Value::String(l.to_owned()))
+        .map(|l| match l.strip_prefix("keys:") {
+            Some(keys) => json!({"digits": keys.trim()}),
+            None => Value::String(l.to_owned()),
+        })
         .collect();
     let metadata = match form
         .get("metadata")

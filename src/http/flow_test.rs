@@ -27,12 +27,33 @@ body_schema!(
 /// [`FlowTestInput`] with the rules [`caller_of`] checks: words in every turn, and exactly one
 /// of `turns` and `caller`.
 fn body_schema() -> Value {
+    let words = json!({"type": "string", "minLength": 1, "maxLength": TURN_MAX, "pattern": "\\S",
+                       "description": "Words the caller says."});
+    let keys = json!({"type": "object", "additionalProperties": false, "required": ["digits"],
+        "description": "Keys the caller presses, one after another.",
+        "properties": {"digits": {"type": "string", "pattern": "^[0-9*#A-Da-d]{1,32}$"}}});
+    let choice = json!({"type": "object", "additionalProperties": false, "required": ["turn"],
+    "properties": {
+        "turn": {"type": "integer", "minimum": 0, "maximum": crate::runtime::simulator::MAX_TURNS,
+                 "description": "The caller turn the choice answers (0: before the first)."},
+        "say": {"type": "string", "maxLength": TURN_MAX, "description": "What the model says first."},
+        "edge": {"type": "string", "minLength": 1, "maxLength": 100,
+                 "description": "The id of the node whose edge the model takes (a node of the flow)."},
+        "arguments": {"type": "object", "description": "The edge's arguments, or those the node waits for."},
+    }});
     let mut body = with_bounds(
         schema_json(&create_body(FlowTestInput::schema(), &[])),
-        json!({"turns": {"items": {"type": "string", "minLength": 1, "maxLength": TURN_MAX, "pattern": "\\S"}}}),
+        json!({"turns": {"items": {"oneOf": [words, keys]}},
+               "scripted_model": {"minItems": 1, "maxItems": CHOICES_MAX, "items": choice}}),
     );
     if let Some(Value::Object(properties)) = body.get_mut("properties") {
-        for field in ["turns", "caller", "replay_call_id", "flow_version"] {
+        for field in [
+            "turns",
+            "scripted_model",
+            "caller",
+            "replay_call_id",
+            "flow_version",
+        ] {
             if let Some(property) = properties.get_mut(field) {
                 strip_null(property);
             }

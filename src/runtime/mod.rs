@@ -16,6 +16,7 @@
 //! - [`analysis`]: the end-of-call analysis of answered calls.
 //! - [`schedule`]: work run on an interval until shutdown.
 //! - [`simulator`]: the flow simulator: a flow agent on the text line.
+//! - [`scripted_model`]: the simulator's model played from the choices a request scripts.
 //! - [`simulation`]: the engine and store against the simulated carrier under virtual time.
 
 pub mod agent_webhooks;
@@ -31,6 +32,7 @@ pub mod lead_memory;
 pub mod live_turns;
 pub mod outbound;
 pub mod schedule;
+pub mod scripted_model;
 pub mod simulation;
 pub mod simulator;
 pub mod vendors;

@@ -24,11 +24,20 @@ use tokio_util::sync::CancellationToken;
 use crate::edge::speech::Tones;
 use crate::store::{Agent, FlowConfig};
 
+/// One turn of a scripted caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScriptTurn {
+    /// The caller says these words.
+    Says(String),
+    /// The caller presses these keys, one after another (an entry, as the node gathers it).
+    Presses(Vec<switchboard_sip::dtmf::Digit>),
+}
+
 /// Who plays the caller.
 #[derive(Debug, Clone)]
 pub enum Caller {
     /// These turns, in order; then the caller hangs up.
-    Script(Vec<String>),
+    Script(Vec<ScriptTurn>),
     /// The model plays a caller so described, for at most `max_turns` turns.
     Played {
         description: String,
@@ -85,16 +94,24 @@ pub const TIME_LIMIT: Duration = Duration::from_secs(90);
 /// Most caller turns of a simulation.
 pub const MAX_TURNS: usize = 50;
 
-/// Runs `agent` with `flow` (a version of its flow) on the text line; without a `model` a flow
-/// whose steps need none runs whole, and one that reaches a step that needs it ends
+/// The models of a simulation: the flow's (the configured one, or a scripted one) and the one
+/// that plays a described caller.
+pub struct Models {
+    pub flow: Option<Arc<dyn ChatModel>>,
+    pub caller: Option<Arc<dyn ChatModel>>,
+}
+
+/// Runs `agent` with `flow` (a version of its flow) on the text line; without a flow model a
+/// flow whose steps need none runs whole, and one that reaches a step that needs it ends
 /// `model_not_configured` there.
 pub async fn simulate(
     agent: &Agent,
     flow: &FlowConfig,
-    model: Option<Arc<dyn ChatModel>>,
+    models: Models,
     (tools, integrations): Ports,
     simulation: Simulation,
 ) -> Result<Simulated, SimulationError> {
+    let model = models.flow;
     let read = Flow::compile(flow).map_err(SimulationError::Invalid)?;
     let samples = samples(flow);
     let (tools, integrations): Ports = if simulation.dry_run {
@@ -177,7 +194,7 @@ pub async fn simulate(
     });
     let played = tokio::time::timeout(
         TIME_LIMIT,
-        play(&mut caller, &simulation.caller, model.as_deref()),
+        play(&mut caller, &simulation.caller, models.caller.as_deref()),
     )
     .await;
     if played.is_err() {
@@ -217,7 +234,20 @@ async fn play(caller: &mut TextCaller, who: &Caller, model: Option<&dyn ChatMode
     for n in 0..MAX_TURNS {
         let turn = match who {
             Caller::Script(turns) => match turns.get(n) {
-                Some(turn) => turn.clone(),
+                Some(ScriptTurn::Says(words)) => words.clone(),
+                Some(ScriptTurn::Presses(digits)) => {
+                    if !caller.press(digits) {
+                        return;
+                    }
+                    let keys: String = digits.iter().map(|d| d.as_char()).collect();
+                    heard.push((false, format!("[keypad: {keys}]")));
+                    let (said, hung_up) = caller.reply().await;
+                    heard.push((true, said.join(" ")));
+                    if hung_up {
+                        return;
+                    }
+                    continue;
+                }
                 None => return,
             },
             Caller::Played {
@@ -377,6 +407,21 @@ pub fn caller_turns(transcript: &[Turn]) -> Vec<&Turn> {
         .collect()
 }
 
+/// A past call's caller turns as a script: their words, or the keys they pressed (a turn that
+/// was not heard has neither and is left out).
+pub fn replayed(transcript: &[Turn]) -> Vec<ScriptTurn> {
+    caller_turns(transcript)
+        .into_iter()
+        .filter_map(|t| match &t.digits {
+            Some(keys) => switchboard_sip::dtmf::Digit::parse_all(keys)
+                .ok()
+                .filter(|d| !d.is_empty())
+                .map(ScriptTurn::Presses),
+            None => (!t.text.trim().is_empty()).then(|| ScriptTurn::Says(t.text.clone())),
+        })
+        .collect()
+}
+
 /// Each caller turn with where it was heard (its node) and answered (the node of the agent's
 /// next turn, else the call's last node), in `original` and in `replay`; the first turn
 /// where they differ.
@@ -411,6 +456,7 @@ pub fn compare(call: uuid::Uuid, original: &[Turn], replay: &[Turn]) -> Value {
             }
             json!({
                 "text": turn.text,
+                "digits": turn.digits,
                 "original": {"heard_in": was.0, "answered_in": was.1},
                 "replay": {"heard_in": is.0, "answered_in": is.1},
             })

@@ -30,6 +30,7 @@ mod docs;
 mod engine;
 mod engine_retries;
 mod flow_integrations;
+mod flow_simulator;
 mod flow_transfer;
 mod flows;
 mod google;

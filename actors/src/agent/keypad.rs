@@ -63,6 +63,11 @@ impl Keypad {
         None
     }
 
+    /// Whether no entry is under way or held.
+    pub fn idle(&self) -> bool {
+        self.last.is_none() && self.held.is_none()
+    }
+
     /// When the entry under way times out, if one is.
     pub fn due(&self, gather: &Gather) -> Option<Instant> {
         self.last.map(|at| at + gather.timeout)

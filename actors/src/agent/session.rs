@@ -194,6 +194,7 @@ impl<'a> Agent<'a> {
             && !self.reply.sounding()
             && self.course.idle()
             && self.listening.idle()
+            && self.keypad.idle()
             && self.machine.detection() == Detection::Off;
         if waiting && !self.floor_given {
             self.line.floor();

@@ -234,6 +234,11 @@ impl WorkTx {
                             }
                         }
                         ChatEvent::ToolCall(call) => {
+                            // What the model said before the call is said before what the
+                            // call leads to (a flow's next line), however short.
+                            if let Some(text) = sentences.finish() {
+                                work.send(Work::Sentence { speech, text });
+                            }
                             work.send(Work::Function { speech, call });
                         }
                         ChatEvent::Done { .. } => break,

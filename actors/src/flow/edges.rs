@@ -71,8 +71,9 @@ pub(super) fn offered(flow: &Flow, current: usize) -> Vec<Edge> {
     edges
 }
 
-/// A function name for the edge to `id`, unique among `names` (letters, digits, `_`, `-`).
-fn unique(names: &mut std::collections::HashSet<String>, id: &str) -> String {
+/// The function name of the edge to node `id` (letters, digits, `_`, `-`; a second edge to a
+/// node of the same name gets `_2`, and so on).
+pub fn edge_function(id: &str) -> String {
     let clean: String = id
         .chars()
         .map(|c| {
@@ -84,7 +85,12 @@ fn unique(names: &mut std::collections::HashSet<String>, id: &str) -> String {
         })
         .take(48)
         .collect();
-    let base = format!("{EDGE_PREFIX}{clean}");
+    format!("{EDGE_PREFIX}{clean}")
+}
+
+/// A function name for the edge to `id`, unique among `names`.
+fn unique(names: &mut std::collections::HashSet<String>, id: &str) -> String {
+    let base = edge_function(id);
     let mut name = base.clone();
     let mut n = 2;
     while !names.insert(name.clone()) {

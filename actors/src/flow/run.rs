@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::edges;
-pub use super::edges::{EDGE_PREFIX, Edge};
+pub use super::edges::{EDGE_PREFIX, Edge, edge_function};
 use super::graph::{
     Arg, CALLER_DIGITS, CALLER_WORDS, Check, Flow, Kind, Line, Node, Rule, Test, holds_phrase,
     words,

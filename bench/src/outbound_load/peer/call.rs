@@ -179,9 +179,11 @@ impl Call {
             .await
             .map_err(|e| e.to_string())?;
         let local = rtp.local_addr().map_err(|e| e.to_string())?;
+        // The load peer takes no keypad events.
         let sdp = sdp::describe(
             local,
             &[(payload_type, codec)],
+            None,
             rand::random::<u32>().into(),
             1,
         );

@@ -174,8 +174,8 @@ struct Shown<'a> {
     problem: Option<&'a str>,
     /// A note that something was done.
     notice: Option<&'a str>,
-    /// What the settings form holds when it was refused, and why.
-    form: Option<(&'a Value, &'a AppError)>,
+    /// What the settings form holds when it was refused, and every refusal.
+    form: Option<(&'a Value, &'a [AppError])>,
 }
 
 async fn render(
@@ -195,12 +195,18 @@ async fn render(
         Ok(e) => e,
         Err(r) => return r,
     };
-    let refused = shown.form.map(|(_, e)| {
-        (
-            campaign_form::error_field(e).map(str::to_owned),
-            campaign_form::error_words(e),
-        )
-    });
+    let refused: Vec<(Option<String>, String)> = shown
+        .form
+        .map(|(_, errors)| errors)
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            (
+                campaign_form::error_field(e).map(str::to_owned),
+                campaign_form::error_words(e),
+            )
+        })
+        .collect();
     let values = shown.form.map(|(v, _)| v).unwrap_or(c);
     let editable = !CampaignStatus::parse(c["status"].as_str().unwrap_or_default())
         .is_some_and(|s| s.is_terminal());
@@ -222,8 +228,7 @@ async fn render(
         section aria-labelledby="settings-title" {
             h2 id="settings-title" { "Settings" }
             @if editable {
-                (campaign_form::form(Url::CampaignSettings { id }, &viewer.csrf, values, &choices,
-                    refused.as_ref().map(|(f, m)| (f, m.as_str()))))
+                (campaign_form::form(Url::CampaignSettings { id }, &viewer.csrf, values, &choices, &refused))
             } @else {
                 p.muted { "A " (c["status"].as_str().unwrap_or_default()) " campaign cannot be edited." }
             }
@@ -353,6 +358,21 @@ async fn refused(
     e: AppError,
     form: Option<&Value>,
 ) -> Response {
+    refused_all(state, viewer, id, vec![e], form).await
+}
+
+/// The page again with every refusal of the settings form (`errors`, the first deciding the
+/// status), beside the values submitted.
+async fn refused_all(
+    state: &App,
+    viewer: &Viewer,
+    id: &str,
+    errors: Vec<AppError>,
+    form: Option<&Value>,
+) -> Response {
+    let Some(e) = errors.first() else {
+        return not_found(Some(viewer.clone())).await;
+    };
     if matches!(e, AppError::NotFound { .. }) {
         return not_found(Some(viewer.clone())).await;
     }
@@ -366,7 +386,7 @@ async fn refused(
     let message = e.to_string();
     let shown = match form {
         Some(values) => Shown {
-            form: Some((values, &e)),
+            form: Some((values, &errors)),
             ..Shown::default()
         },
         None => Shown {
@@ -374,7 +394,7 @@ async fn refused(
             ..Shown::default()
         },
     };
-    render(state, viewer, app_status(&e), &v, shown).await
+    render(state, viewer, app_status(e), &v, shown).await
 }
 
 /// Launch, resume, pause or stop.
@@ -448,6 +468,16 @@ pub async fn save(
             let fields: Vec<&str> = body.keys().map(String::as_str).collect();
             let note = format!("Saved: {}.", fields.join(", "));
             noticed(&state, &viewer, &v, &note).await
+        }
+        // A field refused: every field's refusal is shown at once.
+        Err(e @ AppError::InvalidField { .. }) => {
+            let auth = viewer.auth();
+            let all = crate::app::campaigns::patch::refusals(&state, &auth, c.id, &body).await;
+            let errors = match all {
+                Ok(all) if !all.is_empty() => all,
+                _ => vec![e],
+            };
+            refused_all(&state, &viewer, &id, errors, Some(&submitted)).await
         }
         Err(e) => refused(&state, &viewer, &id, e, Some(&submitted)).await,
     }

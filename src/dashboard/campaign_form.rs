@@ -158,18 +158,19 @@ pub fn error_words(e: &AppError) -> String {
     }
 }
 
-/// The settings form; `values` is the campaign's view as JSON (or what was submitted, with the
-/// error `error` beside its field).
+/// The settings form; `values` is the campaign's view as JSON (or what was submitted, with
+/// each refusal of `errors` beside its field: (the field, if one, and the words)).
 pub fn form(
     action: Url,
     csrf: &str,
     values: &Value,
     choices: &Choices,
-    error: Option<(&Option<String>, &str)>,
+    errors: &[(Option<String>, String)],
 ) -> Markup {
     let err = |field: &str| -> Option<String> {
-        error
-            .filter(|(f, _)| f.as_deref() == Some(field))
+        errors
+            .iter()
+            .find(|(f, _)| f.as_deref() == Some(field))
             .map(|(_, m)| m.to_owned())
     };
     let described = |field: &str| err(field).map(|_| format!("{field}-error"));
@@ -232,14 +233,29 @@ pub fn form(
         Value::String(s) => s.clone(),
         v => serde_json::to_string_pretty(v).unwrap_or_default(),
     };
-    let general = error.filter(|(f, _)| f.is_none()).map(|(_, m)| m);
+    let general: Vec<&str> = errors
+        .iter()
+        .filter(|(f, _)| f.is_none())
+        .map(|(_, m)| m.as_str())
+        .collect();
+    let fields: Vec<(&str, &str)> = errors
+        .iter()
+        .filter_map(|(f, m)| Some((f.as_deref()?, m.as_str())))
+        .collect();
     html! {
         form.settings method="post" action=(action) novalidate {
             input type="hidden" name="csrf" value=(csrf);
             input type="hidden" name="has_flags" value="1";
-            @if let Some(message) = general { p.problem role="alert" { (message) } }
-            @if let Some((Some(field), message)) = error {
-                p.problem role="alert" { "Not saved. " a href=(format!("#{field}")) { (field.replace('_', " ")) } ": " (message) }
+            @for message in &general { p.problem role="alert" { (message) } }
+            @if !fields.is_empty() {
+                div.problem role="alert" {
+                    p { "Not saved: " (fields.len()) @if fields.len() == 1 { " field needs" } @else { " fields need" } " a change." }
+                    ul {
+                        @for (field, message) in &fields {
+                            li { a href=(format!("#{field}")) { (field.replace('_', " ")) } ": " (message) }
+                        }
+                    }
+                }
             }
             (text("name", "Name", ""))
             div.field {

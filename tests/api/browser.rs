@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::call_detail::{app_mixed, direct_call};
 use crate::calls::sim_app;
@@ -188,9 +188,17 @@ async fn an_operator_creates_launches_and_watches_a_campaign_in_a_real_browser()
         )
         .await;
     browser.type_in("#budget_cents", "lots").await;
+    browser
+        .run("document.getElementById('max_attempts').value = '0'; return true;")
+        .await;
     browser.click("form.settings button[type=submit]").await;
     browser
         .wait_text("#budget_cents-error", "positive integer")
+        .await;
+    // Both refusals at once, each beside its field.
+    browser.wait_text("#max_attempts-error", "1").await;
+    browser
+        .wait_text("form.settings", "2 fields need a change")
         .await;
     check(&browser, "campaign-settings-error").await;
     browser
@@ -330,6 +338,22 @@ async fn an_operator_connects_an_integration_through_the_oauth_stand_in_in_a_rea
     browser.quit().await;
 }
 
+/// A flow whose nodes have editor positions, fanned out left to right, with long conditions.
+fn placed_flow() -> Value {
+    json!({"flow_config_version": 1, "nodes": [
+        {"id": "start", "type": "start", "greeting": "Hello.", "is_literal": true, "next_step_id": "ask",
+         "position": {"x": 0, "y": 0}},
+        {"id": "ask", "type": "conversation", "instructions": "Find out what the caller wants.",
+         "position": {"x": 260, "y": 160},
+         "transitions": [
+            {"next_step_id": "window_table", "condition": "the caller asks for a table by the window on a Saturday evening"},
+            {"next_step_id": "hours", "when": {"variable": "caller.last_words", "contains": ["opening hours", "when are you open"]}}
+         ]},
+        {"id": "window_table", "type": "end", "greeting": "Booked.", "is_literal": true, "position": {"x": 40, "y": 420}},
+        {"id": "hours", "type": "end", "greeting": "Noon to ten.", "is_literal": true, "position": {"x": 520, "y": 420}}
+    ]})
+}
+
 #[tokio::test]
 async fn agents_flows_and_the_workspace_pages_pass_axe_in_a_real_browser() {
     use crate::vendor::VendorServer;
@@ -358,6 +382,24 @@ async fn agents_flows_and_the_workspace_pages_pass_axe_in_a_real_browser() {
     browser.go(&app.url(&format!("/app/agents/{router}"))).await;
     browser.wait_text("main", "The graph in words").await;
     check(&browser, "agent-flow").await;
+    // A flow with positions is drawn where they put its nodes, its long labels whole.
+    let placed = app
+        .post(
+            "/agents",
+            json!({"name": "Placed", "type": "flow", "flow_config": placed_flow()}),
+        )
+        .await;
+    let placed = placed.body["id"].as_str().unwrap().to_string();
+    browser.go(&app.url(&format!("/app/agents/{placed}"))).await;
+    browser.wait_text("main", "The graph in words").await;
+    let label = browser.wait_text("svg", "by the window").await;
+    assert!(!label.contains('…'), "{label}");
+    browser
+        .run("document.querySelector('figure.flow').scrollIntoView(); return true;")
+        .await;
+    check(&browser, "agent-flow-placed").await;
+    browser.go(&app.url(&format!("/app/agents/{router}"))).await;
+    browser.wait_text("main", "The graph in words").await;
     // The simulator from the page: its answer replaces the empty result without a reload.
     browser
         .run("document.getElementById('metadata').value = '{\"start\": \"x\", \"end\": \"y\"}'; return true;")

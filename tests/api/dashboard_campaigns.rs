@@ -106,6 +106,36 @@ async fn a_campaign_is_created_edited_launched_and_followed_from_its_page() {
     assert_eq!(unchanged["name"], "Spring");
     assert_eq!(unchanged["max_attempts"], api.body["max_attempts"]);
 
+    // Every field the rules refuse is named at once, each beside its own input.
+    let three = s
+        .post(
+            &format!("{path}/settings"),
+            &[
+                ("csrf", &csrf),
+                ("max_attempts", "0"),
+                ("max_in_flight", "99"),
+                ("starts_at", "tomorrow"),
+            ],
+        )
+        .await;
+    assert_eq!(three.status, StatusCode::BAD_REQUEST, "{}", three.text);
+    assert!(
+        three.text.contains("Not saved: 3 fields need a change."),
+        "{}",
+        three.text
+    );
+    for field in ["max_attempts", "max_in_flight", "starts_at"] {
+        assert!(
+            three.text.contains(&format!("id=\"{field}-error\"")),
+            "{field}: {}",
+            three.text
+        );
+        assert!(
+            three.text.contains(&format!("href=\"#{field}\"")),
+            "{field}"
+        );
+    }
+
     // A calling window that is not JSON is refused beside its field.
     let not_json = s
         .post(

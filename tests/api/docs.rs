@@ -386,3 +386,24 @@ fn every_end_reason_is_documented() {
         "end reasons the manual does not name: {missing:?}"
     );
 }
+
+/// Every field a campaign's create body takes is in the table of the manual's page on
+/// campaigns, where a reader looks for the body.
+#[test]
+fn every_campaign_field_is_documented_where_it_is_created() {
+    let page = fs::read_to_string(root().join("docs/campaigns.md")).expect("docs/campaigns.md");
+    let section = page
+        .split("## Creating a campaign")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the page has a section on creating a campaign");
+    let missing: Vec<&str> = switchboard_actors::campaign::WRITABLE_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| !section.contains(&format!("`{f}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "fields the section does not name: {missing:?}"
+    );
+}

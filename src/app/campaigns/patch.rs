@@ -64,100 +64,177 @@ fn as_time(field: &str, v: &Value) -> Result<Option<DateTime<Utc>>, AppError> {
 }
 
 /// Applies the body's writable fields to `settings`, each read by its kind in the table's order;
-/// returns the keys applied.
+/// returns the keys applied, or the first field's refusal.
 pub async fn apply_changes(
     state: &App,
     ws: WorkspaceId,
     settings: &mut CampaignSettings,
     body: &Map<String, Value>,
 ) -> Result<Vec<&'static str>, AppError> {
+    let (changed, mut refused) = apply_each(state, ws, settings, body).await?;
+    if refused.is_empty() {
+        Ok(changed)
+    } else {
+        Err(refused.remove(0))
+    }
+}
+
+/// Applies every writable field of the body that its rule takes, in the table's order: the keys
+/// applied, and each field's refusal (a form shows them all at once). A failure of the store is
+/// the error.
+async fn apply_each(
+    state: &App,
+    ws: WorkspaceId,
+    settings: &mut CampaignSettings,
+    body: &Map<String, Value>,
+) -> Result<(Vec<&'static str>, Vec<AppError>), AppError> {
     check_fields(body, &rules::WRITABLE_FIELDS)?;
     let mut changed = Vec::new();
+    let mut refused = Vec::new();
     for setting in rules::SETTINGS.iter() {
-        let field = setting.field;
-        let Some(v) = body.get(field) else { continue };
-        changed.push(field);
-        match setting.kind {
-            SettingKind::Name => {
-                let name = v.as_str().ok_or_else(|| field_error(field, "must be a string"))?;
-                settings.name = rules::check_name(name).map_err(|e| field_error(e.field, &e.message))?;
+        let Some(v) = body.get(setting.field) else {
+            continue;
+        };
+        changed.push(setting.field);
+        match apply_one(state, ws, settings, setting, v).await {
+            Ok(()) => {}
+            Err(e @ (AppError::InvalidField { .. } | AppError::MissingField { .. })) => {
+                refused.push(e)
             }
-            SettingKind::Description => {
-                settings.description = match v {
-                    Value::Null => String::new(),
-                    Value::String(s) if s.chars().count() <= DESCRIPTION_MAX => s.clone(),
-                    _ => return Err(field_error(field, &format!("must be a string of at most {DESCRIPTION_MAX} characters"))),
-                }
-            }
-            SettingKind::Agent => {
-                settings.agent_id = match v {
-                    Value::Null => None,
-                    v => {
-                        let id = AgentId::from_uuid(as_uuid(field, v)?);
-                        state.store.agent(ws, id).await?.ok_or_else(|| field_error(field, "no such agent in this workspace"))?;
-                        Some(id)
-                    }
-                }
-            }
-            SettingKind::PhoneNumber => {
-                settings.from_phone_number_id = match v {
-                    Value::Null => None,
-                    v => {
-                        let id = PhoneNumberId::from_uuid(as_uuid(field, v)?);
-                        state.store.phone_number(ws, id).await?.ok_or_else(|| field_error(field, "no such phone number in this workspace"))?;
-                        Some(id)
-                    }
-                }
-            }
-            SettingKind::RegulatoryBasis => {
-                settings.regulatory_basis = match v {
-                    Value::Null => None,
-                    v => Some(v.as_str().and_then(RegulatoryBasis::parse).ok_or_else(|| {
-                        field_error(field, "must be one of consent, existing_customer, non_marketing, registry_screened")
-                    })?),
-                }
-            }
-            SettingKind::Dispositions => {
-                settings.rules.stop_disposition_ids = dispositions(state, ws, field, v).await?;
-            }
-            SettingKind::Flag => {
-                let value = as_bool(field, v)?;
-                if let Some(slot) = settings.rules.flag_mut(field) {
-                    *slot = value;
-                }
-            }
-            SettingKind::Int(rule) => {
-                let value = as_int(rule, v)?;
-                if let Some(slot) = settings.rules.int_mut(field) {
-                    *slot = value;
-                }
-            }
-            SettingKind::Budget => {
-                settings.rules.budget_cents = match v {
-                    Value::Null => None,
-                    v if v.is_i64() || v.is_u64() => {
-                        Some(Cents::new(rules::check_budget(v.as_i64().unwrap_or(0)).map_err(|e| field_error(e.field, &e.message))?))
-                    }
-                    _ => return Err(field_error(field, "must be a positive integer or null")),
-                }
-            }
-            SettingKind::CallingWindow => {
-                settings.calling_window = match v {
-                    Value::Null => None,
-                    v => Some(CallingWindow::from_json(v).map_err(|e| AppError::invalid_field(field, e.to_string()))?),
-                }
-            }
-            SettingKind::Time => {
-                let value = as_time(field, v)?;
-                if let Some(slot) = settings.rules.time_mut(field) {
-                    *slot = value;
+            Err(e) => return Err(e),
+        }
+    }
+    if let Err(e) = rules::check_schedule(settings.rules.starts_at, settings.rules.ends_at) {
+        refused.push(field_error(e.field, &e.message));
+    }
+    Ok((changed, refused))
+}
+
+/// One field's value applied to `settings` by its setting's kind.
+async fn apply_one(
+    state: &App,
+    ws: WorkspaceId,
+    settings: &mut CampaignSettings,
+    setting: &rules::Setting,
+    v: &Value,
+) -> Result<(), AppError> {
+    let field = setting.field;
+    match setting.kind {
+        SettingKind::Name => {
+            let name = v
+                .as_str()
+                .ok_or_else(|| field_error(field, "must be a string"))?;
+            settings.name =
+                rules::check_name(name).map_err(|e| field_error(e.field, &e.message))?;
+        }
+        SettingKind::Description => {
+            settings.description = match v {
+                Value::Null => String::new(),
+                Value::String(s) if s.chars().count() <= DESCRIPTION_MAX => s.clone(),
+                _ => {
+                    return Err(field_error(
+                        field,
+                        &format!("must be a string of at most {DESCRIPTION_MAX} characters"),
+                    ));
                 }
             }
         }
+        SettingKind::Agent => {
+            settings.agent_id = match v {
+                Value::Null => None,
+                v => {
+                    let id = AgentId::from_uuid(as_uuid(field, v)?);
+                    state
+                        .store
+                        .agent(ws, id)
+                        .await?
+                        .ok_or_else(|| field_error(field, "no such agent in this workspace"))?;
+                    Some(id)
+                }
+            }
+        }
+        SettingKind::PhoneNumber => {
+            settings.from_phone_number_id = match v {
+                Value::Null => None,
+                v => {
+                    let id = PhoneNumberId::from_uuid(as_uuid(field, v)?);
+                    state.store.phone_number(ws, id).await?.ok_or_else(|| {
+                        field_error(field, "no such phone number in this workspace")
+                    })?;
+                    Some(id)
+                }
+            }
+        }
+        SettingKind::RegulatoryBasis => settings.regulatory_basis = match v {
+            Value::Null => None,
+            v => Some(v.as_str().and_then(RegulatoryBasis::parse).ok_or_else(|| {
+                field_error(
+                    field,
+                    "must be one of consent, existing_customer, non_marketing, registry_screened",
+                )
+            })?),
+        },
+        SettingKind::Dispositions => {
+            settings.rules.stop_disposition_ids = dispositions(state, ws, field, v).await?;
+        }
+        SettingKind::Flag => {
+            let value = as_bool(field, v)?;
+            if let Some(slot) = settings.rules.flag_mut(field) {
+                *slot = value;
+            }
+        }
+        SettingKind::Int(rule) => {
+            let value = as_int(rule, v)?;
+            if let Some(slot) = settings.rules.int_mut(field) {
+                *slot = value;
+            }
+        }
+        SettingKind::Budget => {
+            settings.rules.budget_cents = match v {
+                Value::Null => None,
+                v if v.is_i64() || v.is_u64() => Some(Cents::new(
+                    rules::check_budget(v.as_i64().unwrap_or(0))
+                        .map_err(|e| field_error(e.field, &e.message))?,
+                )),
+                _ => return Err(field_error(field, "must be a positive integer or null")),
+            }
+        }
+        SettingKind::CallingWindow => {
+            settings.calling_window = match v {
+                Value::Null => None,
+                v => Some(
+                    CallingWindow::from_json(v)
+                        .map_err(|e| AppError::invalid_field(field, e.to_string()))?,
+                ),
+            }
+        }
+        SettingKind::Time => {
+            let value = as_time(field, v)?;
+            if let Some(slot) = settings.rules.time_mut(field) {
+                *slot = value;
+            }
+        }
     }
-    rules::check_schedule(settings.rules.starts_at, settings.rules.ends_at)
-        .map_err(|e| field_error(e.field, &e.message))?;
-    Ok(changed)
+    Ok(())
+}
+
+/// Every refusal a PATCH of campaign `id` with `body` meets, field by field in the table's
+/// order (the API answers the first; a form shows them all). Empty: it would be taken.
+pub async fn refusals(
+    state: &App,
+    auth: &Auth,
+    id: CampaignId,
+    body: &Map<String, Value>,
+) -> Result<Vec<AppError>, AppError> {
+    let current = state
+        .store
+        .campaign(auth.workspace_id, id)
+        .await?
+        .ok_or(NOT_FOUND)?;
+    let mut settings = current.settings.clone();
+    Ok(apply_each(state, auth.workspace_id, &mut settings, body)
+        .await?
+        .1)
 }
 
 /// `stop_disposition_ids`: distinct dispositions of the workspace, in the order sent.

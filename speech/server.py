@@ -36,6 +36,7 @@ import signal
 import socket
 import socketserver
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -383,6 +384,8 @@ def main(argv=None):
     ap.add_argument("--api-key", default=os.environ.get("SPEECH_API_KEY") or None,
                     help="if set, require 'Authorization: Bearer KEY' (env SPEECH_API_KEY)")
     ap.add_argument("--quiet", action="store_true", help="no per-request log lines")
+    ap.add_argument("--exit-with-parent", action="store_true",
+                    help="exit when the process that started it is gone (serve --speech local)")
     ap.add_argument("--check", action="store_true",
                     help="load, transcribe one bundled sentence, synthesise one, print JSON, exit")
     args = ap.parse_args(argv)
@@ -400,6 +403,8 @@ def main(argv=None):
 
     server = Server(args.listen, Handler)
     signal.signal(signal.SIGTERM, _stop)
+    if args.exit_with_parent:
+        _watch_parent()
     d = app.describe()
     stt = "off" if not d["stt"] else (f"faster-whisper {d['stt']['model']} {d['stt']['compute_type']} "
                                       f"threads={d['stt']['threads']} ({d['stt']['load_s']} s) from {d['stt']['path']}")
@@ -420,6 +425,20 @@ def main(argv=None):
 
 def _stop(*_):
     raise KeyboardInterrupt  # SIGTERM: leave serve_forever() and close the piper workers
+
+
+def _watch_parent():
+    """Exit once the parent is gone (killed without the chance to stop us): an orphan is
+    re-parented, so its parent's pid changes."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        LOG.info("the service that started the speech server is gone: exiting")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def check(app, load_s):

@@ -57,7 +57,13 @@ impl LocalSpeech {
         }
         let mut child = tokio::process::Command::new(&install.python)
             .arg(&install.server)
-            .args(["--listen", &listen.to_string(), "--quiet"])
+            // It exits by itself if the service dies without stopping it (SIGKILL).
+            .args([
+                "--listen",
+                &listen.to_string(),
+                "--quiet",
+                "--exit-with-parent",
+            ])
             // Nothing is downloaded: the weights are inside the installed packages.
             .env("HF_HUB_OFFLINE", "1")
             .kill_on_drop(true)

@@ -259,3 +259,56 @@ fn plan_of(model: Arc<StandInModel>) -> AgentPlan {
         }),
     ))
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_who_talks_over_the_last_line_still_has_the_call_end() {
+    let plan = keypad_only(menu());
+    let (line, _log) = ScriptedLine::new();
+    let line = line
+        .presses(4000, "2")
+        .presses(8000, "4719")
+        // Over "Member 4719, you are booked.", which the end node says.
+        .says(9500, 2000, "Four people, please.")
+        .hangs_up(60_000);
+    let end = run(line, &plan).await;
+    assert_eq!(end.reason, EndReason::AgentHangup);
+    let last = agent_lines(&end).last().cloned().unwrap_or_default();
+    assert!(last.starts_with("Member"), "{:?}", agent_lines(&end));
+    assert!(
+        !agent_lines(&end).iter().any(|l| l.contains("Sorry")),
+        "{:?}",
+        agent_lines(&end)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_that_needs_a_model_talked_over_ends_the_call_at_once() {
+    let plan = keypad_only(json!({"nodes": [
+        {"id": "start", "type": "start", "greeting": "Hello.", "is_literal": true, "next_step_id": "chat"},
+        {"id": "chat", "type": "conversation", "instructions": "Chat.",
+         "transitions": [{"next_step_id": "bye", "condition": "done"}]},
+        {"id": "bye", "type": "end"}
+    ]}));
+    let mut plan = plan;
+    plan.mind.as_mut().unwrap().transcriber = stand_in_mind(
+        StandInModel::new(|_, _| Vec::new()),
+        Box::new(PromptAgent {
+            system_prompt: String::new(),
+            temperature: None,
+        }),
+    )
+    .transcriber;
+    let (line, _log) = ScriptedLine::new();
+    let line = line
+        .says(2000, 800, "Hi there.")
+        // Over the fallback line.
+        .says(3500, 3000, "Can you hear me? I said hi.")
+        .hangs_up(60_000);
+    let end = run(line, &plan).await;
+    assert_eq!(end.reason, EndReason::ModelNotConfigured);
+    let sorry = agent_lines(&end)
+        .iter()
+        .filter(|l| l.contains("Sorry"))
+        .count();
+    assert!(sorry <= 1, "{:?}", agent_lines(&end));
+}

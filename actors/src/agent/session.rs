@@ -79,6 +79,8 @@ pub(super) struct Agent<'a> {
     pub(super) keypad: Keypad,
     pub(super) machine: Machine,
     pub(super) fallback_said: bool,
+    /// The agent has said it cannot go on without a chat model (the call ends on it).
+    pub(super) no_model_said: bool,
     /// Tools dispatched and not yet answered, of any utterance.
     pub(super) tools_in_flight: u32,
     /// The director's course: the director, steps waiting, dispatches, the transfer.
@@ -116,6 +118,7 @@ impl<'a> Agent<'a> {
             keypad: Keypad::default(),
             machine: Machine::new(plan),
             fallback_said: false,
+            no_model_said: false,
             tools_in_flight: 0,
             course: Course::new(plan.mind.as_ref().map(|m| m.director.clone())),
             floor_given: false,

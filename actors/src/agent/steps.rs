@@ -59,6 +59,10 @@ impl Agent<'_> {
     /// A step needs the model and none is configured: the agent says it cannot answer, and
     /// hangs up once that is said (the call ends `model_not_configured`, never in silence).
     fn without_model(&mut self) -> Option<EndReason> {
+        // Said once already and talked over: the call ends now.
+        if std::mem::replace(&mut self.no_model_said, true) {
+            return Some(EndReason::ModelNotConfigured);
+        }
         let node = self.course.position();
         tracing::warn!(
             node = node.as_deref().unwrap_or("-"),

@@ -264,6 +264,8 @@ impl FlowRun {
             return self.enter(next, reason, at_ms);
         }
         match node.kind {
+            // The flow is over: whatever the caller says over its last line, the call ends.
+            Kind::End => vec![Step::Hangup],
             // The start node hands the caller's first turn to the node after it.
             Kind::Start if first_here => match node.next {
                 Some(next) => {

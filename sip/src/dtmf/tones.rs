@@ -47,6 +47,12 @@ impl ToneDetector {
         }
     }
 
+    /// Forgets what it has heard so far (what follows is a new stream).
+    pub fn reset(&mut self) {
+        self.held = None;
+        self.candidate = None;
+    }
+
     /// Analyses one frame; the digit it completes, if it completes one.
     pub fn feed(&mut self, frame: &[i16]) -> Option<Digit> {
         let seen = self.classify(frame);

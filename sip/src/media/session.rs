@@ -27,6 +27,9 @@ use crate::rtp::{JitterBuffer, LossCounter, Slot};
 use crate::sdp::Codec;
 use crate::vad::{Vad, VadChange};
 
+/// How long the echo of digits we send may come back: the echo canceller's reach (640 ms).
+const ECHO_FRAMES: u32 = 32;
+
 /// Bytes of recording gathered before a write: 128 ms of 8 kHz stereo (64 ms at 16 kHz), so
 /// about 8 writes a second per call, at half the default buffer's memory.
 const RECORDING_BUFFER: usize = 4096;
@@ -74,6 +77,9 @@ pub(super) struct Session {
     tones: Option<Box<ToneDetector>>,
     /// Digits being sent.
     digits: DigitSender,
+    /// Frames left in which the caller's tones are not sought: while digits are sent and
+    /// [`ECHO_FRAMES`] after, so their echo is not taken for the caller's keys.
+    keys_echo: u32,
     /// Where audio goes, and whose packets are the caller's.
     source: SourcePolicy,
     counters: Arc<MediaCounters>,
@@ -121,6 +127,7 @@ impl Session {
             events_in: EventReader::default(),
             tones: Some(Box::new(ToneDetector::new(config.codec.sample_rate()))),
             digits: DigitSender::default(),
+            keys_echo: 0,
             source: SourcePolicy::new(config.remote, Instant::now()),
             counters: config.counters,
             recorder,
@@ -325,7 +332,9 @@ impl Session {
                 self.amd = None;
             }
         }
-        if let Some(digit) = self.tones.as_mut().and_then(|t| t.feed(caller_heard)) {
+        if self.keys_echo > 0 {
+            self.keys_echo -= 1;
+        } else if let Some(digit) = self.tones.as_mut().and_then(|t| t.feed(caller_heard)) {
             (self.events)(MediaEvent::Digit(digit));
         }
         // The agent's side: digits being sent, else its audio.
@@ -375,6 +384,10 @@ impl Session {
             self.fill_agent(agent);
             return None;
         };
+        self.keys_echo = ECHO_FRAMES;
+        if let Some(tones) = self.tones.as_mut() {
+            tones.reset();
+        }
         match frame.sent {
             Sent::Tone(digit, index) => tone(digit, index, self.codec.sample_rate(), agent),
             Sent::Gap => agent.fill(0),

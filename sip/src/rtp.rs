@@ -93,6 +93,8 @@ pub struct JitterBuffer {
     packets: VecDeque<(u16, Vec<u8>)>,
     next: Option<u16>,
     playing: bool,
+    /// Buffers of packets played, kept for the next ones (a call takes 50 a second).
+    spare: Vec<Vec<u8>>,
     /// Packets dropped because their slot had passed, or because they repeated one held.
     pub discarded: u64,
 }
@@ -106,7 +108,24 @@ impl JitterBuffer {
             packets: VecDeque::new(),
             next: None,
             playing: false,
+            spare: Vec::new(),
             discarded: 0,
+        }
+    }
+
+    /// [`JitterBuffer::push`] of a copy of `payload`, in a buffer given back earlier with
+    /// [`JitterBuffer::recycle`] when there is one.
+    pub fn push_copy(&mut self, seq: u16, payload: &[u8]) {
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(payload);
+        self.push(seq, buf);
+    }
+
+    /// Takes back the buffer of a packet played, for a later [`JitterBuffer::push_copy`].
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if self.spare.len() < self.capacity {
+            self.spare.push(buf);
         }
     }
 
@@ -239,6 +258,24 @@ mod tests {
         assert_eq!(jb.discarded, 1);
         assert_eq!(jb.pop(), Slot::Packet(p(1)));
         assert_eq!(jb.pop(), Slot::Packet(p(2)));
+    }
+
+    #[test]
+    fn buffers_given_back_are_used_again() {
+        let mut jb = JitterBuffer::new(1);
+        jb.push_copy(1, &[1, 2, 3]);
+        let Slot::Packet(first) = jb.pop() else {
+            panic!("a packet")
+        };
+        assert_eq!(first, [1, 2, 3]);
+        let at = first.as_ptr();
+        jb.recycle(first);
+        jb.push_copy(2, &[4, 5]);
+        let Slot::Packet(second) = jb.pop() else {
+            panic!("a packet")
+        };
+        assert_eq!(second, [4, 5]);
+        assert_eq!(second.as_ptr(), at, "the same buffer");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use audio_codec::{Decoder, Encoder};
-use rtp_rs::{RtpPacketBuilder, RtpReader, Seq};
+use rtp_rs::RtpReader;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -26,6 +26,11 @@ use crate::dtmf::{DigitSender, EventReader, Frame, Sent};
 use crate::rtp::{JitterBuffer, LossCounter, Slot};
 use crate::sdp::Codec;
 use crate::vad::{Vad, VadChange};
+
+/// An RTP header without CSRCs or extension (RFC 3550 section 5.1), and the largest payload a
+/// frame encodes to.
+const RTP_HEADER: usize = 12;
+const MAX_PAYLOAD: usize = 400;
 
 /// How long the echo of digits we send may come back: the echo canceller's reach (640 ms).
 const ECHO_FRAMES: u32 = 32;
@@ -265,14 +270,14 @@ impl Session {
         if event {
             // A digit's packets hold the audio's place in the sequence: their slots play
             // silence. The first event says digits come as events: tones are no longer sought.
-            self.jitter.push(seq, Vec::new());
+            self.jitter.push_copy(seq, &[]);
             self.tones = None;
             if let Some(digit) = self.events_in.read(rtp.timestamp(), rtp.payload()) {
                 (self.events)(MediaEvent::Digit(digit));
             }
             return;
         }
-        self.jitter.push(seq, rtp.payload().to_vec());
+        self.jitter.push_copy(seq, rtp.payload());
     }
 
     /// Adds the foreign packets counted since `before` to the server's figure; the call's
@@ -304,10 +309,11 @@ impl Session {
     ) -> Result<(), MediaError> {
         // The caller's side.
         caller.fill(0);
-        if let Slot::Packet(payload) = self.jitter.pop()
-            && !payload.is_empty()
-        {
-            let _ = self.decoder.decode_into(&payload, caller);
+        if let Slot::Packet(payload) = self.jitter.pop() {
+            if !payload.is_empty() {
+                let _ = self.decoder.decode_into(&payload, caller);
+            }
+            self.jitter.recycle(payload);
         }
         heard.copy_from_slice(caller);
         self.echo.cancel(heard);
@@ -398,22 +404,22 @@ impl Session {
         Some(frame)
     }
 
-    /// Sends one RTP packet of this frame; the stream's clock moves on a frame either way.
+    /// Sends one RTP packet of this frame; the stream's clock moves on a frame either way. The
+    /// packet is written on the stack: nothing is allocated per packet.
     async fn send(&mut self, payload_type: u8, timestamp: u32, marked: bool, payload: &[u8]) {
-        let packet = RtpPacketBuilder::new()
-            .payload_type(payload_type)
-            .ssrc(self.ssrc)
-            .sequence(Seq::from(self.seq))
-            .timestamp(timestamp)
-            .marked(marked)
-            .payload(payload)
-            .build();
-        if let Ok(packet) = packet
-            && self
-                .socket
-                .send_to(&packet, self.source.target())
-                .await
-                .is_ok()
+        let mut packet = [0u8; RTP_HEADER + MAX_PAYLOAD];
+        let len = RTP_HEADER + payload.len().min(MAX_PAYLOAD);
+        packet[0] = 0x80; // version 2, no padding, no extension, no CSRC
+        packet[1] = (u8::from(marked) << 7) | (payload_type & 0x7f);
+        packet[2..4].copy_from_slice(&self.seq.to_be_bytes());
+        packet[4..8].copy_from_slice(&timestamp.to_be_bytes());
+        packet[8..12].copy_from_slice(&self.ssrc.to_be_bytes());
+        packet[RTP_HEADER..len].copy_from_slice(&payload[..len - RTP_HEADER]);
+        if self
+            .socket
+            .send_to(&packet[..len], self.source.target())
+            .await
+            .is_ok()
         {
             self.stats.packets_sent += 1;
         }

@@ -180,11 +180,15 @@ impl Session {
                 biased;
                 _ = stop.cancelled() => break,
                 Some(cmd) = self.commands.recv() => self.command(*cmd),
+                received = self.socket.recv_from(&mut buf) => {
+                    match received {
+                        Ok((len, from)) => self.receive(&buf[..len], from),
+                        // ICMP port unreachable and the like surface here on some systems;
+                        // the peer may come back, so keep going.
+                        Err(_) => continue,
+                    }
+                }
                 _ = tick.tick() => {
-                    // What arrived since the last frame waits in the socket until now: the
-                    // jitter buffer plays it at a frame anyway, and reading it here rather than
-                    // as each packet lands halves the times a call's task wakes.
-                    self.drain(&mut buf);
                     self.frame(&mut caller, &mut agent, &mut heard).await?;
                 }
             }
@@ -233,19 +237,6 @@ impl Session {
                     settings,
                     self.codec.sample_rate(),
                 )));
-            }
-        }
-    }
-
-    /// Reads every packet waiting on the socket.
-    fn drain(&mut self, buf: &mut [u8]) {
-        loop {
-            match self.socket.try_recv_from(buf) {
-                Ok((len, from)) => self.receive(&buf[..len], from),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                // ICMP port unreachable and the like surface here on some systems; the peer
-                // may come back, so the next frame reads again.
-                Err(_) => return,
             }
         }
     }

@@ -63,7 +63,7 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     let stand_in = StandIn::start(latencies(&args)).await?;
     let (line, made_by) = caller_line(args.wav.as_deref())?;
     let frames = encode_line(&line)?;
-    let mut server = start_server(&bin, &stand_in.base_url).await?;
+    let mut server = start_server(&bin, &stand_in.base_url, args.calls).await?;
     let pid = server.child.id().context("server pid")?;
     let endpoints = args.calls.min(ENDPOINTS);
     let (agents, routes) = agents_and_endpoints(&server, &args, endpoints).await?;
@@ -152,8 +152,10 @@ fn encode_line(line: &[i16]) -> anyhow::Result<Frames> {
     })
 }
 
-/// Starts the server with the stand-ins at `base` as its speech to text, chat model and speech.
-async fn start_server(bin: &PathBuf, base: &str) -> anyhow::Result<Spawned> {
+/// Starts the server with the stand-ins at `base` as its speech to text, chat model and speech,
+/// with room for `calls` inbound calls at once: no share of the node kept for outbound calls
+/// (`--sip-outbound-reserve 0`, the bench places none) and `--node-capacity` at least `calls`.
+async fn start_server(bin: &PathBuf, base: &str, calls: usize) -> anyhow::Result<Spawned> {
     let mut flags: Vec<String> = ["--tts", "openai", "--tts-url", base, "--tts-model", "bench"]
         .iter()
         .map(|s| s.to_string())
@@ -170,6 +172,12 @@ async fn start_server(bin: &PathBuf, base: &str) -> anyhow::Result<Spawned> {
     }
     // Below the ephemeral range, where the callers' media sockets are.
     flags.extend(["--rtp-ports".into(), "20000-31999".into()]);
+    flags.extend([
+        "--sip-outbound-reserve".into(),
+        "0".into(),
+        "--node-capacity".into(),
+        calls.max(1000).to_string(),
+    ]);
     crate::spawn::spawn_switchboard(bin, &flags).await
 }
 

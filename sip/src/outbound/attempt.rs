@@ -4,7 +4,6 @@
 //! into an outcome, and an answer connected to its media, session timer and [`Call`].
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,16 +17,14 @@ use rsipstack::transaction::key::{TransactionKey, TransactionRole};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::media::Media;
 use super::resolve::{Target, host_port, uri, uri_user};
 use super::session_timer::{drive, session_timer};
 use super::{
-    Answered, Attempt, DialFailure, DialPlan, FailureKind, MIN_SE, OFFER, SESSION_EXPIRES,
-    SipClient,
+    Answered, Attempt, DialFailure, DialPlan, FailureKind, MIN_SE, SESSION_EXPIRES, SipClient,
 };
-use crate::call::{Call, CallParts, Core, Direction, LiveDialog, event_sink};
+use crate::call::{Call, CallParts, Core, Direction, LiveDialog};
 use crate::headers::header_value;
-use crate::media::{self, MediaConfig, MediaHandle, VadSettings};
-use crate::sdp::{self, MediaDescription};
 use crate::trunk::TrunkTransport;
 
 /// Which gateway a failure names, and since when the dial runs.
@@ -458,91 +455,6 @@ pub(super) fn q850_cause(resp: &rsip::Response) -> Option<u16> {
                 .then(|| v.trim().parse().ok())?
         })
     })
-}
-
-/// The media of a dial: the socket until the media starts, then the running session.
-pub(super) struct Media {
-    pub(super) socket: Option<tokio::net::UdpSocket>,
-    pub(super) local: SocketAddr,
-    pub(super) session_id: u64,
-    pub(super) running: Option<(MediaHandle, sdp::Stream)>,
-    pub(super) recording: Option<PathBuf>,
-    pub(super) vad: VadSettings,
-    pub(super) jitter_depth: usize,
-    pub(super) counters: Arc<media::MediaCounters>,
-}
-
-impl Media {
-    /// Starts the media on the peer's SDP (early or final); a later SDP moves it.
-    pub(super) fn start(
-        &mut self,
-        body: &[u8],
-        events: &crate::call::EventTx,
-    ) -> Result<(), String> {
-        let desc = MediaDescription::parse(body).map_err(|e| format!("the peer's SDP: {e}"))?;
-        let (pt, codec) = desc
-            .codecs
-            .iter()
-            .copied()
-            .find(|(_, c)| OFFER.iter().any(|(_, o)| o == c))
-            .ok_or("the peer's SDP has none of our codecs")?;
-        if let Some((handle, running)) = &self.running {
-            if running.codec != codec {
-                return Err("the peer changed codec between early media and the answer".into());
-            }
-            // The session ignores the address it already has.
-            if desc.addr.port() != 0 {
-                handle.control().retarget(desc.addr);
-            }
-            return Ok(());
-        }
-        let socket = self.socket.take().ok_or("the media socket is gone")?;
-        let handle = media::start(
-            socket,
-            MediaConfig {
-                codec,
-                payload_type: pt,
-                telephone_event: desc.telephone_event,
-                remote: desc.addr,
-                recording: self.recording.clone(),
-                vad: self.vad,
-                jitter_depth: self.jitter_depth,
-                counters: self.counters.clone(),
-            },
-            event_sink(events),
-        )
-        .map_err(|e| e.to_string())?;
-        let stream = sdp::Stream {
-            addr: self.local,
-            payload_type: pt,
-            codec,
-            events: desc.telephone_event,
-        };
-        self.running = Some((handle, stream));
-        Ok(())
-    }
-
-    pub(super) fn offer(&self) -> Vec<u8> {
-        sdp::describe(
-            self.local,
-            &OFFER,
-            Some(sdp::TELEPHONE_EVENT),
-            self.session_id,
-            1,
-        )
-        .into_bytes()
-    }
-
-    /// Stops media that started on early media of a call that then failed.
-    pub(super) async fn stop(&mut self) -> bool {
-        match self.running.take() {
-            Some((handle, ..)) => {
-                let _ = handle.finish().await;
-                self.recording.is_some()
-            }
-            None => false,
-        }
-    }
 }
 
 /// An attempt's entry in the INVITE journal: done when dropped, unless the call took it.

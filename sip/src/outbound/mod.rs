@@ -25,10 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::{Call, Core};
 use crate::media::VadSettings;
-use crate::sdp::Codec;
 use crate::trunk::Trunk;
 
 mod attempt;
+mod media;
 mod probe;
 mod resolve;
 mod restart;
@@ -37,12 +37,9 @@ mod session_timer;
 mod tests;
 
 pub use crate::journal::{InviteKey, InviteLog};
-use attempt::Media;
+use media::Media;
 use resolve::resolve;
 pub use restart::Abandoned;
-
-/// The codecs we offer, in our order of preference (carriers' G.711 first).
-const OFFER: [(u8, Codec); 3] = [(0, Codec::Pcmu), (8, Codec::Pcma), (9, Codec::G722)];
 
 /// The session interval we ask for, and the smallest we accept.
 pub const SESSION_EXPIRES: Duration = Duration::from_secs(1800);

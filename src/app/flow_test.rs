@@ -20,9 +20,8 @@ use crate::runtime::simulator::{
 };
 use crate::store::{AgentType, FlowConfig};
 use std::sync::Arc;
-use switchboard_actors::agent::director::MAX_ENTRY_DIGITS;
+use switchboard_actors::agent::director::keys;
 use switchboard_actors::vendors::ChatModel;
-use switchboard_sip::dtmf::Digit;
 
 const FIELDS: &[&str] = &[
     "turns",
@@ -143,16 +142,10 @@ fn script(turns: &[Value]) -> Result<Vec<ScriptTurn>, AppError> {
                 Ok(ScriptTurn::Says(words.clone()))
             }
             Value::Object(o) if o.len() == 1 && o.contains_key("digits") => {
-                let keys = o.get("digits").and_then(Value::as_str).unwrap_or_default();
-                match Digit::parse_all(keys) {
-                    Ok(digits) if (1..=MAX_ENTRY_DIGITS).contains(&digits.len()) => {
-                        Ok(ScriptTurn::Presses(digits))
-                    }
-                    _ => Err(AppError::invalid_field(
-                        format!("turns[{i}].digits"),
-                        format!("must be 1-{MAX_ENTRY_DIGITS} keypad keys (0-9, *, #, A-D)"),
-                    )),
-                }
+                let text = o.get("digits").and_then(Value::as_str).unwrap_or_default();
+                keys(text)
+                    .map(ScriptTurn::Presses)
+                    .map_err(|why| AppError::invalid_field(format!("turns[{i}].digits"), why))
             }
             _ => Err(AppError::invalid_field(
                 format!("turns[{i}]"),

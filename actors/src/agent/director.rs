@@ -296,25 +296,31 @@ impl Director for PromptAgent {
     }
 }
 
-/// The keys a `send_digits` call asks for, checked; what is wrong with them otherwise.
+/// The keys a `send_digits` call asks for, checked (spaces around them aside); what is wrong
+/// with them otherwise.
 pub fn digits_of(call: &ToolCall) -> Result<String, String> {
     let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
     let keys = arguments
         .get("digits")
         .and_then(Value::as_str)
         .ok_or("`digits` must be a string of keypad keys")?;
-    checked_keys(keys)
+    checked_keys(keys.trim())
 }
 
-/// `keys` as digits to send: 1-32 of `0`-`9`, `*`, `#`, `A`-`D`.
-pub fn checked_keys(keys: &str) -> Result<String, String> {
-    let keys = keys.trim();
+/// `keys` as keys to press or send: 1-32 of `0`-`9`, `*`, `#`, `A`-`D`, nothing else. The one
+/// rule for a flow's `send_digits`, the model's and a simulated caller's.
+pub fn keys(keys: &str) -> Result<Vec<Digit>, String> {
     let digits = Digit::parse_all(keys)
         .map_err(|c| format!("`{c}` is not a keypad key (0-9, *, #, A-D)"))?;
     if digits.is_empty() || digits.len() > MAX_ENTRY_DIGITS {
         return Err(format!("send 1 to {MAX_ENTRY_DIGITS} keys"));
     }
-    Ok(digits.iter().map(|d| d.as_char()).collect())
+    Ok(digits)
+}
+
+/// [`keys`], written as the keys they are (`a`-`d` as `A`-`D`).
+pub fn checked_keys(text: &str) -> Result<String, String> {
+    Ok(keys(text)?.iter().map(|d| d.as_char()).collect())
 }
 
 #[cfg(test)]

@@ -196,7 +196,11 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Converse(args) => {
             let json = args.json.clone();
-            (in_real_time(converse::run(*args))?, json)
+            if args.sweep.is_empty() && args.chart_from.is_none() && args.chart.is_none() {
+                (in_real_time(converse::run(*args))?, json)
+            } else {
+                (in_real_time(converse::sweep(*args))?, json)
+            }
         }
         Command::Overload(args) => {
             let json = args.json.clone();

@@ -144,7 +144,8 @@ pub fn thread_cpu(
         .collect()
 }
 
-/// Samples the server's CPU (percent of one core) and RSS every half second.
+/// Samples the server's CPU (percent of one core) and RSS, and the machine's busy share (of
+/// all its cores), every half second.
 pub async fn sample_server(
     pid: Option<u32>,
     live: impl Fn() -> i64,
@@ -152,6 +153,7 @@ pub async fn sample_server(
     started: Instant,
 ) {
     let mut meter = CpuMeter::new(pid);
+    let mut machine = MachineMeter::default();
     loop {
         let (cpu, rss) = meter.sample();
         out.lock().await.push(serde_json::json!({
@@ -159,6 +161,7 @@ pub async fn sample_server(
             "live_calls": live(),
             "cpu_percent": cpu,
             "rss_kib": rss,
+            "machine_busy_percent": machine.sample().map(round),
         }));
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

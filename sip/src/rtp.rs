@@ -83,9 +83,13 @@ pub enum Slot {
     Idle,
 }
 
+/// Packets a playing [`JitterBuffer`] may hold beyond its depth before it skips ahead.
+const SLACK: usize = 2;
+
 /// A small reordering buffer. It holds back `depth` packets before playing, gives packets out
 /// in sequence order, drops duplicates and packets that arrive after their slot has passed,
-/// and never holds more than `capacity` packets.
+/// never holds more than `capacity` packets, and once playing skips back to its depth when it
+/// holds more than [`SLACK`] packets past it.
 #[derive(Debug)]
 pub struct JitterBuffer {
     depth: usize,
@@ -168,6 +172,16 @@ impl JitterBuffer {
                 return Slot::Idle;
             }
             self.playing = true;
+        }
+        if self.packets.len() > self.depth + SLACK {
+            // Behind: our frames ran late (a busy machine), or the sender's clock runs fast.
+            // Catch up to the depth rather than carry the delay for the rest of the call.
+            while self.packets.len() > self.depth {
+                if let Some((s, _)) = self.packets.pop_front() {
+                    self.next = Some(s.wrapping_add(1));
+                    self.discarded += 1;
+                }
+            }
         }
         let Some(&(front, _)) = self.packets.front() else {
             // Drained: wait to refill to the depth before playing again.
@@ -276,6 +290,28 @@ mod tests {
         };
         assert_eq!(second, [4, 5]);
         assert_eq!(second.as_ptr(), at, "the same buffer");
+    }
+
+    #[test]
+    fn a_buffer_that_falls_behind_catches_up_to_its_depth() {
+        let mut jb = JitterBuffer::new(2);
+        jb.push(0, p(0));
+        jb.push(1, p(1));
+        assert_eq!(jb.pop(), Slot::Packet(p(0)));
+        // Frames ran late: five packets came in the time of one frame.
+        for s in 2..7u16 {
+            jb.push(s, p(s as u8));
+        }
+        // Six held, more than the depth and its slack: the oldest go, two are kept.
+        assert_eq!(jb.pop(), Slot::Packet(p(5)));
+        assert_eq!(jb.discarded, 4);
+        assert_eq!(jb.pop(), Slot::Packet(p(6)));
+        // A little behind (within the slack) is only reordering room: nothing more goes.
+        for s in 7..11u16 {
+            jb.push(s, p(s as u8));
+        }
+        assert_eq!(jb.pop(), Slot::Packet(p(7)));
+        assert_eq!(jb.discarded, 4);
     }
 
     #[test]

@@ -107,6 +107,9 @@ pub struct ServeArgs {
     /// UDP ports for call media, `low-high` (even ports are used).
     #[arg(long, env = "SWITCHBOARD_RTP_PORTS", default_value = "20000-39999")]
     pub rtp_ports: PortRange,
+    /// Threads that carry the calls' audio (0: one per core).
+    #[arg(long, env = "SWITCHBOARD_MEDIA_THREADS", default_value_t = 0)]
+    pub media_threads: usize,
     /// INVITEs accepted per second from one source address; more get 503.
     #[arg(long, env = "SWITCHBOARD_SIP_INVITES_PER_SECOND", default_value_t = 20)]
     pub sip_invites_per_second: u32,
@@ -330,6 +333,7 @@ impl ServeArgs {
         if !self.sip {
             return Ok(None);
         }
+        switchboard_sip::media::set_threads(self.media_threads);
         let tls = match (&self.sip_tls_cert, &self.sip_tls_key) {
             (Some(cert), Some(key)) => Some(switchboard_sip::server::TlsSettings {
                 cert_pem: std::fs::read(cert)

@@ -103,7 +103,94 @@ async fn metrics(State(state): State<AppState>) -> Response {
          switchboard_campaign_evaluation_seconds_total {}\n",
         took.as_secs_f64()
     );
+    runtime_figures(&mut text);
+    media_figures(&mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// The async runtime's figures: its worker threads' busy time and the tasks alive (the
+/// agents, dialogs and requests).
+fn runtime_figures(text: &mut String) {
+    let m = tokio::runtime::Handle::current().metrics();
+    let _ = write!(
+        text,
+        "# HELP switchboard_runtime_tasks Tasks alive on the async runtime.\n\
+         # TYPE switchboard_runtime_tasks gauge\n\
+         switchboard_runtime_tasks {}\n\
+         # HELP switchboard_runtime_queue_depth Tasks waiting in the runtime's global queue.\n\
+         # TYPE switchboard_runtime_queue_depth gauge\n\
+         switchboard_runtime_queue_depth {}\n\
+         # HELP switchboard_runtime_busy_seconds_total Time each runtime worker spent running tasks.\n\
+         # TYPE switchboard_runtime_busy_seconds_total counter\n",
+        m.num_alive_tasks(),
+        m.global_queue_depth(),
+    );
+    for w in 0..m.num_workers() {
+        let _ = writeln!(
+            text,
+            "switchboard_runtime_busy_seconds_total{{worker=\"{w}\"}} {}",
+            m.worker_total_busy_duration(w).as_secs_f64()
+        );
+    }
+}
+
+/// The media workers' figures: streams each carries, time spent in frames, and how late each
+/// frame pass ended against its due time (the delay the pass's last call's packet saw).
+fn media_figures(text: &mut String) {
+    use switchboard_sip::media::{worker_figures, workers::LAG_BUCKETS_MS};
+    let figures = worker_figures();
+    if figures.is_empty() {
+        return;
+    }
+    let _ = write!(
+        text,
+        "# HELP switchboard_media_streams Calls' media each media worker carries.\n\
+         # TYPE switchboard_media_streams gauge\n"
+    );
+    for (w, f) in figures.iter().enumerate() {
+        let _ = writeln!(
+            text,
+            "switchboard_media_streams{{worker=\"{w}\"}} {}",
+            f.streams
+        );
+    }
+    let _ = write!(
+        text,
+        "# HELP switchboard_media_busy_seconds_total Time each media worker spent in frames.\n\
+         # TYPE switchboard_media_busy_seconds_total counter\n"
+    );
+    for (w, f) in figures.iter().enumerate() {
+        let _ = writeln!(
+            text,
+            "switchboard_media_busy_seconds_total{{worker=\"{w}\"}} {}",
+            f.busy.as_secs_f64()
+        );
+    }
+    let _ = write!(
+        text,
+        "# HELP switchboard_media_frame_lag_seconds How late each frame pass ended against its due time.\n\
+         # TYPE switchboard_media_frame_lag_seconds histogram\n"
+    );
+    for (w, f) in figures.iter().enumerate() {
+        let mut below = 0;
+        for (bound, n) in LAG_BUCKETS_MS.iter().zip(f.lag) {
+            below += n;
+            let _ = writeln!(
+                text,
+                "switchboard_media_frame_lag_seconds_bucket{{worker=\"{w}\",le=\"{}\"}} {below}",
+                *bound as f64 / 1000.0
+            );
+        }
+        let _ = write!(
+            text,
+            "switchboard_media_frame_lag_seconds_bucket{{worker=\"{w}\",le=\"+Inf\"}} {}\n\
+             switchboard_media_frame_lag_seconds_sum{{worker=\"{w}\"}} {}\n\
+             switchboard_media_frame_lag_seconds_count{{worker=\"{w}\"}} {}\n",
+            f.passes,
+            f.lag_total.as_secs_f64(),
+            f.passes
+        );
+    }
 }
 
 /// The process-wide Prometheus recorder (installed once; later services share it).

@@ -69,6 +69,8 @@ async fn docs_health_and_metrics_are_served() {
         "switchboard_campaigns_running",
         "switchboard_campaign_evaluations_total",
         "switchboard_campaign_evaluation_seconds_total",
+        "switchboard_runtime_tasks",
+        "switchboard_runtime_busy_seconds_total{worker=\"0\"}",
     ] {
         assert!(metrics.contains(name), "{name}: {metrics}");
     }

@@ -72,4 +72,18 @@ pub struct ConverseArgs {
     pub flow: bool,
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Runs the bench once per number of calls given (`100,200,500,1000`), each on a fresh
+    /// server, instead of once with `--calls`.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep: Vec<usize>,
+    /// With `--sweep`: also runs each point against this switchboard binary (an earlier build,
+    /// say), right after the point's own run, for a before and after on the same machine.
+    #[arg(long, requires = "sweep")]
+    pub compare: Option<PathBuf>,
+    /// With `--sweep`: writes the chart of added latency against live calls (SVG) here.
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
+    /// Draws `--chart` from a sweep's `--json` report instead of running the bench.
+    #[arg(long, requires = "chart", conflicts_with = "sweep")]
+    pub chart_from: Option<PathBuf>,
 }

@@ -1,19 +1,26 @@
 //! The callers: each places its call, says its turns as RTP (20 ms PCMU frames, quiet between
 //! them), waits for the agent's reply audio and speaks again after it, talks over one reply
 //! (the barge-in) when asked, and notes what it heard; the figures all the calls share.
+//!
+//! The calls' media run on media workers as the server's do ([`Workers`]): a phone's packets
+//! cost the machine what they must and no more, so the bench takes as little of it from the
+//! server as it can. A reply packet's arrival is the kernel's time stamp on it, not the time
+//! the worker read it.
 
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use switchboard_sip::audio_codec::{Decoder, Encoder};
+use switchboard_sip::media::workers::{Stream, Workers};
 use switchboard_sip::sdp::Codec;
-use tokio::net::UdpSocket;
 use tokio::sync::{Mutex, oneshot};
 
 use super::args::ConverseArgs;
 use super::echo::Echo;
 use super::turns::TurnSeen;
-use crate::rtp::{RtpOut, rtp_payload};
+use crate::rtp::{RtpOut, StampedSocket, rtp_payload};
 use crate::ua::{Dialog, Invite};
 
 /// The calls under way and done, and the turns answered, for the progress bar and the
@@ -58,6 +65,8 @@ pub(super) struct Shared {
     pub(super) silence: Vec<u8>,
     pub(super) totals: Totals,
     pub(super) seen: Mutex<Seen>,
+    /// The threads that carry the calls' media.
+    pub(super) media: Workers<Caller>,
 }
 
 /// Runs call `c` on endpoint `slug` and counts it; `routed` is told once its INVITE is
@@ -86,10 +95,14 @@ enum Phase {
 }
 
 /// One conversing call: places it, says its turns and hangs up.
-async fn call(s: &Shared, c: usize, slug: &str, routed: oneshot::Sender<()>) -> Result<(), String> {
-    let a = &s.args;
+async fn call(
+    s: &Arc<Shared>,
+    c: usize,
+    slug: &str,
+    routed: oneshot::Sender<()>,
+) -> Result<(), String> {
     let media = UdpSocket::bind("127.0.0.1:0")
-        .await
+        .and_then(StampedSocket::new)
         .map_err(|e| format!("local media socket: {e}"))?;
     let invite = Invite {
         target: s.target,
@@ -97,74 +110,117 @@ async fn call(s: &Shared, c: usize, slug: &str, routed: oneshot::Sender<()>) -> 
         local_ip: std::net::Ipv4Addr::LOCALHOST.into(),
         tcp: false,
         codec: Codec::Pcmu,
-        media_port: media.local_addr().map_err(|e| e.to_string())?.port(),
+        media_port: media.port(),
         timeout: Duration::from_secs(15),
         n: c as u64,
     };
     let dialog = Dialog::invite(&invite).await;
     let _ = routed.send(());
     let dialog = dialog?;
-    let remote = dialog.remote_media;
-    let mut out = RtpOut::new(Codec::Pcmu.payload_type());
-    let mut decoder = switchboard_sip::audio_codec::create_decoder(Codec::Pcmu.codec_type());
-    let mut pcm = vec![0i16; 160];
-    let mut buf = [0u8; 2048];
-    // A phone's packet clock has no relation to the server's: each call's is set off by its own
-    // part of the 20 ms (otherwise every call would send just after the server's media tick,
-    // as both start when the call is answered).
-    let offset = Duration::from_micros((c as u64 * 7_919) % 20_000);
-    let mut tick = tokio::time::interval_at(
-        tokio::time::Instant::now() + offset,
-        Duration::from_millis(20),
-    );
-    let mut talk = Conversation::new(s, c);
-    let mut echo = a.echo_delay_ms.map(|ms| Echo {
-        delay: (ms / 20) as usize,
-        gain: 10f64.powf(-a.echo_db.abs() / 20.0),
-        frames: Default::default(),
-    });
-    let mut encoder = switchboard_sip::audio_codec::create_encoder(Codec::Pcmu.codec_type());
-    let mut mixed = vec![0u8; 400];
-    loop {
-        tokio::select! {
-            biased;
-            received = media.recv_from(&mut buf) => {
-                let now = Instant::now();
-                let Ok((n, _)) = received else { continue };
-                let Some(payload) = rtp_payload(&buf[..n]) else { continue };
-                let samples = decoder.decode_into(payload, &mut pcm).unwrap_or(0);
-                if let Some(echo) = echo.as_mut() {
-                    echo.heard(&pcm[..samples.min(pcm.len())]);
-                }
-                if !pcm[..samples.min(pcm.len())].iter().any(|v| v.unsigned_abs() > 200) {
-                    continue;
-                }
-                talk.heard_audio(now);
-            }
-            _ = tick.tick() => {
-                let now = Instant::now();
-                let (frame, speaking) = talk.frame();
-                let frame = match echo.as_mut().and_then(|e| e.mixed(speaking, encoder.as_mut(), &mut mixed)) {
-                    Some(n) => &mixed[..n],
-                    None => frame,
-                };
-                let _ = media.send_to(out.packet(frame), remote).await;
-                let sent = Instant::now();
-                match talk.next(now, sent).await {
-                    Some(phase) => talk.phase = phase,
-                    None => break,
-                }
-            }
-        }
-    }
+    let a = &s.args;
+    let caller = Caller {
+        socket: media,
+        remote: dialog.remote_media,
+        out: RtpOut::new(Codec::Pcmu.payload_type()),
+        decoder: switchboard_sip::audio_codec::create_decoder(Codec::Pcmu.codec_type()),
+        encoder: switchboard_sip::audio_codec::create_encoder(Codec::Pcmu.codec_type()),
+        pcm: vec![0; 160],
+        buf: vec![0; 2048],
+        mixed: vec![0; 400],
+        echo: a.echo_delay_ms.map(|ms| Echo {
+            delay: (ms / 20) as usize,
+            gain: 10f64.powf(-a.echo_db.abs() / 20.0),
+            frames: Default::default(),
+        }),
+        talk: Conversation::new(s.clone(), c),
+    };
+    let talk = s
+        .media
+        .add(caller)
+        .ended()
+        .await
+        .ok_or("the bench's media worker stopped")?;
     talk.note().await;
     dialog.bye().await
 }
 
+/// A call's phone: its socket, its packets and its conversation.
+pub(super) struct Caller {
+    socket: StampedSocket,
+    remote: SocketAddr,
+    out: RtpOut,
+    decoder: Box<dyn Decoder>,
+    encoder: Box<dyn Encoder>,
+    pcm: Vec<i16>,
+    buf: Vec<u8>,
+    mixed: Vec<u8>,
+    echo: Option<Echo>,
+    talk: Conversation,
+}
+
+impl Caller {
+    /// The reply packets that came since the last frame, each at the time it arrived.
+    fn read(&mut self) {
+        for _ in 0..64 {
+            let Ok((n, arrived)) = self.socket.recv(&mut self.buf) else {
+                return;
+            };
+            let Some(payload) = rtp_payload(&self.buf[..n]) else {
+                continue;
+            };
+            let samples = self
+                .decoder
+                .decode_into(payload, &mut self.pcm)
+                .unwrap_or(0);
+            let pcm = &self.pcm[..samples.min(self.pcm.len())];
+            if let Some(echo) = self.echo.as_mut() {
+                echo.heard(pcm);
+            }
+            if pcm.iter().any(|v| v.unsigned_abs() > 200) {
+                self.talk.heard_audio(arrived);
+            }
+        }
+    }
+}
+
+impl Stream for Caller {
+    type Command = ();
+    type Done = Conversation;
+
+    fn command(&mut self, _: ()) {}
+
+    fn frame(&mut self) -> bool {
+        self.read();
+        let now = Instant::now();
+        let (frame, speaking) = self.talk.frame();
+        let frame = match self
+            .echo
+            .as_mut()
+            .and_then(|e| e.mixed(speaking, self.encoder.as_mut(), &mut self.mixed))
+        {
+            Some(n) => &self.mixed[..n],
+            None => frame,
+        };
+        let _ = self.socket.send_to(self.out.packet(frame), self.remote);
+        let sent = Instant::now();
+        match self.talk.next(now, sent) {
+            Some(phase) => {
+                self.talk.phase = phase;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn finish(self) -> Conversation {
+        self.talk
+    }
+}
+
 /// One call's conversation as its caller keeps it: the phase, the turns said, the reply
 /// audio heard, the barge-in under way.
-struct Conversation<'a> {
-    s: &'a Shared,
+pub(super) struct Conversation {
+    s: Arc<Shared>,
     c: usize,
     phase: Phase,
     /// Turns said so far.
@@ -173,6 +229,7 @@ struct Conversation<'a> {
     last_audio: Option<Instant>,
     turns: Vec<TurnSeen>,
     barge: Option<BargeSeen>,
+    barges: Vec<BargeSeen>,
     /// The turn (from 0) that talks over the reply before it.
     barge_turn: Option<u32>,
     /// How long a reply must go quiet to be over.
@@ -184,12 +241,11 @@ struct Conversation<'a> {
     cut_short: u64,
 }
 
-impl<'a> Conversation<'a> {
+impl Conversation {
     /// Call `c`'s conversation before its first turn.
-    fn new(s: &'a Shared, c: usize) -> Conversation<'a> {
+    fn new(s: Arc<Shared>, c: usize) -> Conversation {
         let a = &s.args;
         Conversation {
-            s,
             c,
             // A little quiet first, different per call, so the calls' turns do not fall in
             // step.
@@ -200,11 +256,13 @@ impl<'a> Conversation<'a> {
             last_audio: None,
             turns: Vec::new(),
             barge: None,
+            barges: Vec::new(),
             barge_turn: a.barge_in_turn.checked_sub(1),
             reply_over: Duration::from_millis(400),
             reply_ms: (2.0 * a.sentence_secs * 1000.0) as u64,
             whole: 0,
             cut_short: 0,
+            s,
         }
     }
 
@@ -225,7 +283,7 @@ impl<'a> Conversation<'a> {
 
     /// This tick's frame (the line's while speaking, else silence), and the line's audio
     /// while speaking.
-    fn frame(&self) -> (&'a [u8], Option<&'a [i16]>) {
+    fn frame(&self) -> (&[u8], Option<&[i16]>) {
         match self.phase {
             Phase::Speaking { frame, .. } => {
                 (&self.s.speech[frame], Some(&self.s.speech_pcm[frame][..]))
@@ -235,8 +293,8 @@ impl<'a> Conversation<'a> {
     }
 
     /// The phase after this tick's frame went out at `sent`; none once the last turn is over.
-    async fn next(&mut self, now: Instant, sent: Instant) -> Option<Phase> {
-        let s = self.s;
+    fn next(&mut self, now: Instant, sent: Instant) -> Option<Phase> {
+        let s = self.s.clone();
         Some(match self.phase {
             Phase::Quiet(until) if now >= until => {
                 if self.turn == s.args.turns {
@@ -276,7 +334,7 @@ impl<'a> Conversation<'a> {
                         b.stopped = b
                             .last_audio
                             .is_none_or(|l| sent.duration_since(l) >= self.reply_over);
-                        s.seen.lock().await.barges.push(b);
+                        self.barges.push(b);
                     }
                     self.turn += 1;
                     Phase::Awaiting(sent)
@@ -325,6 +383,7 @@ impl<'a> Conversation<'a> {
     async fn note(self) {
         let mut seen = self.s.seen.lock().await;
         seen.turns.extend(self.turns);
+        seen.barges.extend(self.barges);
         seen.replies_whole += self.whole;
         seen.replies_cut_short += self.cut_short;
     }

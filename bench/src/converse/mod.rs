@@ -28,14 +28,18 @@ use switchboard_sip::sdp::Codec;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
-use crate::measure::{CpuMeter, sample_server};
+use switchboard_sip::media::workers::Workers;
+
+use crate::measure::{CpuMeter, sample_server, thread_cpu, thread_ticks};
 use crate::progress::Progress;
 use crate::spawn::Spawned;
 
 mod args;
 mod caller;
 mod echo;
+mod inside;
 mod report;
+mod sweep;
 mod turns;
 mod vendors;
 
@@ -49,6 +53,11 @@ const ENDPOINTS: usize = 10;
 
 /// What the caller says each turn (when espeak-ng is installed).
 const LINE: &str = "I would like to book a table for two people tomorrow evening";
+
+/// Runs the benchmark once per `--sweep` point, with its chart.
+pub async fn sweep(args: ConverseArgs) -> anyhow::Result<Value> {
+    sweep::run(args, run).await
+}
 
 /// Runs the benchmark and returns the report.
 pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
@@ -75,6 +84,7 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
         silence: frames.silence,
         totals: Totals::default(),
         seen: Mutex::new(Seen::default()),
+        media: Workers::start("bench-media", media_threads())?,
         args: args.clone(),
     });
     let started = Instant::now();
@@ -88,10 +98,14 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
     ));
     let mut me = CpuMeter::new(Some(std::process::id()));
     me.sample();
+    let (scrape_before, threads_before) =
+        (inside::scrape(&server.metrics).await, thread_ticks(pid));
     let calls = place_calls(&shared, &server, &agents, &routes).await?;
     wait_for_calls(&shared, calls).await;
     let wall = started.elapsed().as_secs_f64();
     let (bench_cpu, _) = me.sample();
+    let inside = inside::figures(&scrape_before, &inside::scrape(&server.metrics).await, wall);
+    let threads = thread_cpu(&threads_before, &thread_ticks(pid), wall);
     sampler.abort();
     let _ = server.child.start_kill();
     let _ = server.child.wait().await;
@@ -105,8 +119,15 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
         base_rss,
         bench_cpu,
         wall,
+        inside,
+        threads,
     };
     Ok(report(&args, seen, &records, samples, measured))
+}
+
+/// The bench's media threads: one per core, as the server's.
+fn media_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The stand-in vendors' latencies the arguments set.

@@ -18,6 +18,10 @@ pub(super) struct Measured {
     pub(super) base_rss: Option<f64>,
     pub(super) bench_cpu: Option<f64>,
     pub(super) wall: f64,
+    /// The server's own figures over the calls (see `inside`).
+    pub(super) inside: Value,
+    /// The server's CPU by thread group over the calls, percent of one core.
+    pub(super) threads: std::collections::BTreeMap<String, f64>,
 }
 
 /// The report: the calls' figures tied to the stand-ins' records, and the server's use.
@@ -35,6 +39,8 @@ pub(super) fn report(
         base_rss,
         bench_cpu,
         wall,
+        inside,
+        threads,
     } = m;
     let mut matcher = Matcher::new(records);
     let (mut added, mut parts, mut vendor_ms) = (Vec::new(), [vec![], vec![], vec![]], Vec::new());
@@ -63,6 +69,7 @@ pub(super) fn report(
         .collect();
     let barge_not_stopped = seen.barges.iter().filter(|b| !b.stopped).count();
     let plateau = plateau(&samples, args.calls as i64);
+    let machine_busy = plateau.2;
     let per_call = |v: Option<f64>, base: Option<f64>| {
         v.zip(base).map(|(v, b)| round((v - b) / args.calls as f64))
     };
@@ -112,14 +119,17 @@ pub(super) fn report(
         "server_cpu_percent_per_call": per_call(plateau.0, base_cpu),
         "server_rss_kib_per_call": per_call(plateau.1, base_rss),
         "bench_cpu_percent": bench_cpu.map(round),
+        "machine_idle_percent_all_calls_live": machine_busy.map(|b| round(100.0 - b)),
+        "server_threads_cpu_percent": threads,
+        "server_inside": inside,
         "wall_secs": round(wall),
         "samples": samples,
     })
 }
 
-/// Mean server CPU (percent of a core) and RSS (KiB) over the samples taken while every call
-/// was live.
-fn plateau(samples: &[Value], calls: i64) -> (Option<f64>, Option<f64>) {
+/// Mean server CPU (percent of a core), RSS (KiB) and the machine's busy share (percent of
+/// all its cores) over the samples taken while every call was live.
+fn plateau(samples: &[Value], calls: i64) -> (Option<f64>, Option<f64>, Option<f64>) {
     let mean = |key: &str| {
         let v: Vec<f64> = samples
             .iter()
@@ -128,5 +138,9 @@ fn plateau(samples: &[Value], calls: i64) -> (Option<f64>, Option<f64>) {
             .collect();
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
-    (mean("cpu_percent"), mean("rss_kib"))
+    (
+        mean("cpu_percent"),
+        mean("rss_kib"),
+        mean("machine_busy_percent"),
+    )
 }

@@ -5,26 +5,27 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use tokio::net::UdpSocket;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use crate::amd::{AmdEvent, AmdSettings, AmdVerdict, BeepEvent};
 use crate::dtmf::Digit;
 use crate::sdp::Codec;
 pub use crate::vad::{Vad, VadChange, VadSettings};
 
+mod batch;
 mod capture;
 pub mod echo;
 mod session;
 pub mod source;
 #[cfg(test)]
 mod tests;
+pub mod workers;
 
 use session::{Recorder, Session};
+use workers::{StreamControl, StreamHandle, Workers};
 
 /// What happens on a call's media, as the agent needs to know it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +128,7 @@ pub struct MediaConfig {
     pub counters: Arc<MediaCounters>,
 }
 
+/// What a running session is asked to do (see [`MediaControl`]).
 pub(super) enum Command {
     Play(Arc<[i16]>, u64),
     Clear,
@@ -145,41 +147,39 @@ pub type EventSink = Box<dyn Fn(MediaEvent) + Send + Sync>;
 /// A cloneable way to steer a running session.
 #[derive(Clone)]
 pub struct MediaControl {
-    /// Commands travel boxed: a channel allocates room for 32 messages when it is made, and
-    /// a call holds it for its whole life.
-    commands: mpsc::UnboundedSender<Box<Command>>,
+    commands: StreamControl<Session>,
 }
 
 impl MediaControl {
     /// Queues audio (mono, at the codec's sample rate) after what is already queued.
     pub fn play(&self, samples: Arc<[i16]>) {
-        let _ = self.commands.send(Box::new(Command::Play(samples, 0)));
+        self.commands.send(Command::Play(samples, 0));
     }
 
     /// Queues audio like [`MediaControl::play`], and tells how it went: a
     /// [`MediaEvent::PlayedOut`] once it is sent in full, or a [`MediaEvent::Cut`] with how
     /// much of it was sent if a `clear` stops it. `tag` (not 0) names it in those events.
     pub fn play_tagged(&self, samples: Arc<[i16]>, tag: u64) {
-        let _ = self.commands.send(Box::new(Command::Play(samples, tag)));
+        self.commands.send(Command::Play(samples, tag));
     }
 
     /// Captures the caller's speech from now on: [`MediaEvent::Pause`] and
     /// [`MediaEvent::Utterance`] follow their speech.
     pub fn listen(&self, settings: ListenSettings) {
-        let _ = self.commands.send(Box::new(Command::Listen(settings)));
+        self.commands.send(Command::Listen(settings));
     }
 
     /// Hands over what the caller has said so far as an [`MediaEvent::Utterance`] (nothing if
     /// they have said nothing since the last one).
     pub fn take_utterance(&self) {
-        let _ = self.commands.send(Box::new(Command::TakeUtterance));
+        self.commands.send(Command::TakeUtterance);
     }
 
     /// Forgets what the caller has said so far (its early transcript ended their turn): no
     /// [`MediaEvent::Utterance`] is made of it, nor of the silence that follows unless they
     /// speak again.
     pub fn drop_utterance(&self) {
-        let _ = self.commands.send(Box::new(Command::DropUtterance));
+        self.commands.send(Command::DropUtterance);
     }
 
     /// With `true`, the session drops what is queued to play itself, on the frame the VAD
@@ -187,47 +187,42 @@ impl MediaControl {
     /// [`MediaEvent::Cut`]), so the agent stops within that frame rather than after a round
     /// trip through its task. Off by default (a voicemail message must play to its end).
     pub fn yield_to_speech(&self, on: bool) {
-        let _ = self.commands.send(Box::new(Command::YieldToSpeech(on)));
+        self.commands.send(Command::YieldToSpeech(on));
     }
 
     /// Sends keypad digits after those already queued: as RFC 4733 events when the peer takes
     /// them, else as tones; the agent's audio waits meanwhile. A
     /// [`MediaEvent::DigitsSent`] follows once all are out.
     pub fn send_digits(&self, digits: &[Digit]) {
-        let _ = self
-            .commands
-            .send(Box::new(Command::SendDigits(digits.to_vec())));
+        self.commands.send(Command::SendDigits(digits.to_vec()));
     }
 
     /// Drops whatever is still queued to play (the caller spoke over the agent).
     pub fn clear(&self) {
-        let _ = self.commands.send(Box::new(Command::Clear));
+        self.commands.send(Command::Clear);
     }
 
     /// The peer's address from a new offer or answer (a re-INVITE, an UPDATE, the answer
     /// after early media): audio goes there from now on, and only it is heard. The same
     /// address again changes nothing.
     pub fn retarget(&self, remote: SocketAddr) {
-        let _ = self.commands.send(Box::new(Command::Retarget(remote)));
+        self.commands.send(Command::Retarget(remote));
     }
 
     /// Starts answering-machine detection on the peer's audio from the next frame on (an
     /// outbound call, right after the answer): a [`MediaEvent::Amd`] verdict follows, and on a
     /// machine the [`MediaEvent::Beep`]s of its voicemail tone. Sent again, it starts over.
     pub fn detect_answering_machine(&self, settings: AmdSettings) {
-        let _ = self
-            .commands
-            .send(Box::new(Command::DetectAnsweringMachine(settings)));
+        self.commands
+            .send(Command::DetectAnsweringMachine(settings));
     }
 }
 
-/// The control side of a running media session.
+/// The control side of a running media session. Dropped without `finish` (its owner
+/// failed), it stops the session too.
 pub struct MediaHandle {
     control: MediaControl,
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<Result<MediaStats, MediaError>>,
-    /// A handle dropped without `finish` (its owner failed) stops the session too.
-    _stop_on_drop: tokio_util::sync::DropGuard,
+    session: StreamHandle<Session>,
     pub local: SocketAddr,
 }
 
@@ -237,7 +232,7 @@ pub enum MediaError {
     Io(#[from] std::io::Error),
     #[error("recording: {0}")]
     Recording(#[from] hound::Error),
-    #[error("the media task stopped abnormally")]
+    #[error("the media worker stopped abnormally")]
     Aborted,
 }
 
@@ -258,12 +253,40 @@ impl MediaHandle {
 
     /// Stops the session, closes the recording and returns the figures.
     pub async fn finish(self) -> Result<MediaStats, MediaError> {
-        self.stop.cancel();
-        self.task.await.map_err(|_| MediaError::Aborted)?
+        self.session.finish().await.ok_or(MediaError::Aborted)?
     }
 }
 
-/// Starts a call's media on `socket`. Events go to `events`.
+/// The media threads (0: one per core), set before the first call.
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+static WORKERS: OnceLock<Workers<Session>> = OnceLock::new();
+
+/// Sets how many threads carry the calls' media (0: one per core). It applies from the first
+/// call on; later changes do nothing.
+pub fn set_threads(threads: usize) {
+    THREADS.store(threads, Ordering::Relaxed);
+}
+
+/// Each media worker's figures so far; none before the first call.
+pub fn worker_figures() -> Vec<workers::WorkerFigures> {
+    WORKERS.get().map(Workers::figures).unwrap_or_default()
+}
+
+/// The media workers, started with the first call.
+fn workers() -> Result<&'static Workers<Session>, MediaError> {
+    if let Some(w) = WORKERS.get() {
+        return Ok(w);
+    }
+    let threads = match THREADS.load(Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let started = Workers::start("media", threads)?;
+    // Two first calls at once: the loser's threads end as its pool is dropped.
+    Ok(WORKERS.get_or_init(|| started))
+}
+
+/// Starts a call's media on `socket`, on the media workers. Events go to `events`.
 pub fn start(
     socket: UdpSocket,
     config: MediaConfig,
@@ -274,35 +297,42 @@ pub fn start(
         Some(path) => Some(Recorder::create(path, config.codec.sample_rate())?),
         None => None,
     };
-    let (tx, rx) = mpsc::unbounded_channel();
-    let stop = CancellationToken::new();
-    let session = Session::new(socket, config, recorder, events, rx);
-    let task = tokio::spawn(session.run(stop.clone()));
+    let socket = socket.into_std()?;
+    socket.set_nonblocking(true)?;
+    let mut session = Session::new(socket, config, recorder, events);
+    session.begin();
+    let session = workers()?.add(session);
     Ok(MediaHandle {
-        control: MediaControl { commands: tx },
-        _stop_on_drop: stop.clone().drop_guard(),
-        stop,
-        task,
+        control: MediaControl {
+            commands: session.control(),
+        },
+        session,
         local,
     })
 }
 
 /// Converts mono 16-bit audio between sample rates by linear interpolation (enough for speech
-/// prompts; the codecs band-limit the result anyway).
+/// prompts; the codecs band-limit the result anyway). Whole-number arithmetic: every sentence
+/// an agent says passes through here.
 pub fn resample(input: &[i16], from: u32, to: u32) -> Vec<i16> {
-    if from == to || input.is_empty() {
+    if from == to || input.is_empty() || from == 0 || to == 0 {
         return input.to_vec();
     }
-    let out_len = (input.len() as u64 * u64::from(to) / u64::from(from)) as usize;
-    let step = f64::from(from) / f64::from(to);
-    (0..out_len)
-        .map(|i| {
-            let pos = i as f64 * step;
-            let j = pos as usize;
-            let frac = pos - j as f64;
-            let a = f64::from(input[j.min(input.len() - 1)]);
-            let b = f64::from(input[(j + 1).min(input.len() - 1)]);
-            (a + (b - a) * frac).round() as i16
-        })
-        .collect()
+    let (from, to) = (u64::from(from), u64::from(to));
+    let out_len = (input.len() as u64 * to / from) as usize;
+    let last = input.len() - 1;
+    let half = (to / 2) as i64;
+    let mut out = Vec::with_capacity(out_len);
+    for i in 0..out_len as u64 {
+        // Output sample i sits at input position i * from / to: sample j, and `rem / to` of
+        // the way to the next.
+        let at = i * from;
+        let (j, rem) = ((at / to) as usize, (at % to) as i64);
+        let a = i64::from(input[j.min(last)]);
+        let b = i64::from(input[(j + 1).min(last)]);
+        // a + (b - a) * rem / to, rounded to the nearest.
+        let step = ((b - a) * rem + half).div_euclid(to as i64);
+        out.push((a + step) as i16);
+    }
+    out
 }

@@ -1,4 +1,5 @@
-//! The session task: every 20 ms, the caller's next frame in and the agent's next frame out.
+//! The session: every 20 ms (a media worker's frame, see [`super::workers`]), the caller's next
+//! frame in and the agent's next frame out.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -7,18 +8,17 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use audio_codec::{Decoder, Encoder};
 use rtp_rs::RtpReader;
-use tokio::net::UdpSocket;
-use tokio::sync::mpsc;
-use tokio::time::{Instant, MissedTickBehavior};
-use tokio_util::sync::CancellationToken;
+use std::net::UdpSocket;
+use tokio::time::Instant;
 
+use super::batch::Batch;
 use super::capture::Capture;
 use super::echo::EchoCanceller;
 use super::source::{Source, SourcePolicy};
+use super::workers::Stream;
 use super::{Command, EventSink, MediaConfig, MediaCounters, MediaError, MediaEvent, MediaStats};
 use crate::amd::AnsweringMachineDetector;
 use crate::dtmf::tones::{ToneDetector, tone};
@@ -35,9 +35,16 @@ const MAX_PAYLOAD: usize = 400;
 /// How long the echo of digits we send may come back: the echo canceller's reach (640 ms).
 const ECHO_FRAMES: u32 = 32;
 
-/// Bytes of recording gathered before a write: 128 ms of 8 kHz stereo (64 ms at 16 kHz), so
-/// about 8 writes a second per call, at half the default buffer's memory.
-const RECORDING_BUFFER: usize = 4096;
+/// Bytes of recording gathered before a write: 512 ms of 8 kHz stereo (256 ms at 16 kHz), so
+/// about 2 writes a second per call. Each write costs the file system per page it touches; at
+/// 4 KiB a write (unaligned past the header: two pages) the writes were a tenth of the media
+/// workers' time with a thousand calls recording.
+const RECORDING_BUFFER: usize = 16 * 1024;
+
+thread_local! {
+    /// The packets a media worker reads for its sessions, one session at a time.
+    static BATCH: std::cell::RefCell<Batch> = std::cell::RefCell::new(Batch::new());
+}
 
 /// The stereo WAV writer.
 pub(super) struct Recorder {
@@ -72,6 +79,7 @@ impl Recorder {
 }
 
 pub(super) struct Session {
+    /// The call's media socket, non-blocking.
     socket: UdpSocket,
     codec: Codec,
     payload_type: u8,
@@ -90,7 +98,6 @@ pub(super) struct Session {
     counters: Arc<MediaCounters>,
     recorder: Option<Recorder>,
     events: EventSink,
-    commands: mpsc::UnboundedReceiver<Box<Command>>,
     encoder: Box<dyn Encoder>,
     decoder: Box<dyn Decoder>,
     /// Decodes what we send as the far end hears it, for the echo canceller.
@@ -114,6 +121,12 @@ pub(super) struct Session {
     seq: u16,
     timestamp: u32,
     stats: MediaStats,
+    /// Why the session stopped by itself (the recording could not be written).
+    failed: Option<MediaError>,
+    /// The caller's frame as it came and as heard, the agent's frame.
+    caller: Vec<i16>,
+    heard: Vec<i16>,
+    agent: Vec<i16>,
 }
 
 impl Session {
@@ -122,8 +135,8 @@ impl Session {
         config: MediaConfig,
         recorder: Option<Recorder>,
         events: EventSink,
-        commands: mpsc::UnboundedReceiver<Box<Command>>,
     ) -> Session {
+        let n = config.codec.frame_samples();
         Session {
             socket,
             codec: config.codec,
@@ -137,7 +150,6 @@ impl Session {
             counters: config.counters,
             recorder,
             events,
-            commands,
             encoder: audio_codec::create_encoder(config.codec.codec_type()),
             decoder: audio_codec::create_decoder(config.codec.codec_type()),
             echo_decoder: audio_codec::create_decoder(config.codec.codec_type()),
@@ -155,53 +167,42 @@ impl Session {
             seq: rand::random(),
             timestamp: rand::random(),
             stats: MediaStats::default(),
+            failed: None,
+            caller: vec![0; n],
+            heard: vec![0; n],
+            agent: vec![0; n],
         }
     }
 
-    pub(super) async fn run(mut self, stop: CancellationToken) -> Result<MediaStats, MediaError> {
-        let mut tick = tokio::time::interval_at(Instant::now(), Duration::from_millis(20));
-        tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
-        let mut buf = vec![0u8; 2048];
-        let n = self.codec.frame_samples();
-        let mut caller = vec![0i16; n];
-        let mut agent = vec![0i16; n];
-        let mut heard = vec![0i16; n];
-        // What reached the socket before the session started (while the call rang) decides
-        // nothing: only the signalled address's packets are kept.
-        while let Ok((len, from)) = self.socket.try_recv_from(&mut buf) {
+    /// The session starts now: what reached the socket before (while the call rang) decides
+    /// nothing, as only the signalled address's packets are kept.
+    pub(super) fn begin(&mut self) {
+        let mut buf = [0u8; 2048];
+        while let Ok((len, from)) = self.socket.recv_from(&mut buf) {
             if self.source.before_start(from) {
                 self.receive(&buf[..len], from);
             }
         }
         self.source.started(Instant::now());
         self.count_foreign(0, None);
-        loop {
-            tokio::select! {
-                biased;
-                _ = stop.cancelled() => break,
-                Some(cmd) = self.commands.recv() => self.command(*cmd),
-                received = self.socket.recv_from(&mut buf) => {
-                    match received {
-                        Ok((len, from)) => self.receive(&buf[..len], from),
-                        // ICMP port unreachable and the like surface here on some systems;
-                        // the peer may come back, so keep going.
-                        Err(_) => continue,
+    }
+
+    /// Reads every packet that arrived since the last frame, several to a system call. A
+    /// bounded number: a flood is read at the next frame.
+    fn read(&mut self) {
+        BATCH.with_borrow_mut(|batch| {
+            for _ in 0..8 {
+                let n = batch.read(&self.socket);
+                for i in 0..n {
+                    if let Some((packet, from)) = batch.packet(i) {
+                        self.receive(packet, from);
                     }
                 }
-                _ = tick.tick() => {
-                    self.frame(&mut caller, &mut agent, &mut heard).await?;
+                if n < batch.capacity() {
+                    return;
                 }
             }
-        }
-        if let Some(rec) = self.recorder.take() {
-            rec.writer.finalize()?;
-        }
-        self.stats.packets_received = self.loss.received;
-        self.stats.packets_lost = self.loss.lost();
-        self.stats.packets_discarded = self.jitter.discarded;
-        self.stats.packets_foreign = self.source.foreign;
-        self.stats.echo_frames = self.echo.echo_frames;
-        Ok(self.stats)
+        });
     }
 
     fn command(&mut self, cmd: Command) {
@@ -301,7 +302,7 @@ impl Session {
 
     /// One 20 ms frame: `caller` is what the line carried (recorded as it is), `heard` the
     /// same without the agent's echo (what the VAD, the capture and detection judge).
-    async fn frame(
+    fn media_frame(
         &mut self,
         caller: &mut [i16],
         agent: &mut [i16],
@@ -352,7 +353,7 @@ impl Session {
             heard.fill(0);
             self.echo.sent(heard);
             let payload = event.to_bytes();
-            self.send(pt, started, first, &payload).await;
+            self.send(pt, started, first, &payload);
             if let Some(rec) = self.recorder.as_mut() {
                 rec.frame(caller, agent)?;
             }
@@ -374,8 +375,7 @@ impl Session {
         }
         if len > 0 {
             let first = self.stats.packets_sent == 0;
-            self.send(self.payload_type, self.timestamp, first, &payload[..len])
-                .await;
+            self.send(self.payload_type, self.timestamp, first, &payload[..len]);
         }
         if let Some(rec) = self.recorder.as_mut() {
             rec.frame(caller, agent)?;
@@ -406,7 +406,7 @@ impl Session {
 
     /// Sends one RTP packet of this frame; the stream's clock moves on a frame either way. The
     /// packet is written on the stack: nothing is allocated per packet.
-    async fn send(&mut self, payload_type: u8, timestamp: u32, marked: bool, payload: &[u8]) {
+    fn send(&mut self, payload_type: u8, timestamp: u32, marked: bool, payload: &[u8]) {
         let mut packet = [0u8; RTP_HEADER + MAX_PAYLOAD];
         let len = RTP_HEADER + payload.len().min(MAX_PAYLOAD);
         packet[0] = 0x80; // version 2, no padding, no extension, no CSRC
@@ -415,10 +415,10 @@ impl Session {
         packet[4..8].copy_from_slice(&timestamp.to_be_bytes());
         packet[8..12].copy_from_slice(&self.ssrc.to_be_bytes());
         packet[RTP_HEADER..len].copy_from_slice(&payload[..len - RTP_HEADER]);
+        // A full socket buffer drops the packet, as the network would.
         if self
             .socket
             .send_to(&packet[..len], self.source.target())
-            .await
             .is_ok()
         {
             self.stats.packets_sent += 1;
@@ -467,5 +467,47 @@ impl Session {
             self.playing = false;
             (self.events)(MediaEvent::PlayoutDone);
         }
+    }
+}
+
+impl Stream for Session {
+    type Command = Command;
+    type Done = Result<MediaStats, MediaError>;
+
+    fn command(&mut self, command: Command) {
+        Session::command(self, command);
+    }
+
+    fn frame(&mut self) -> bool {
+        self.read();
+        let (mut caller, mut agent, mut heard) = (
+            std::mem::take(&mut self.caller),
+            std::mem::take(&mut self.agent),
+            std::mem::take(&mut self.heard),
+        );
+        let result = self.media_frame(&mut caller, &mut agent, &mut heard);
+        (self.caller, self.agent, self.heard) = (caller, agent, heard);
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.failed = Some(e);
+                false
+            }
+        }
+    }
+
+    fn finish(mut self) -> Result<MediaStats, MediaError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        if let Some(rec) = self.recorder.take() {
+            rec.writer.finalize()?;
+        }
+        self.stats.packets_received = self.loss.received;
+        self.stats.packets_lost = self.loss.lost();
+        self.stats.packets_discarded = self.jitter.discarded;
+        self.stats.packets_foreign = self.source.foreign;
+        self.stats.echo_frames = self.echo.echo_frames;
+        Ok(self.stats)
     }
 }

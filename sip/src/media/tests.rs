@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use rtp_rs::{RtpPacketBuilder, RtpReader, Seq};
+use tokio::sync::mpsc;
 
 use super::*;
 use crate::vad::level_db;
@@ -13,6 +14,16 @@ fn resampling_keeps_duration() {
     let x = tone(2205, 1000.0, 22050.0);
     assert_eq!(resample(&x, 22050, 8000).len(), 800);
     assert_eq!(resample(&x, 22050, 22050), x);
+    // Halfway between two samples is their mean; a whole step lands on a sample.
+    assert_eq!(
+        resample(&[0, 100, 200, 300], 8000, 16000),
+        [0, 50, 100, 150, 200, 250, 300, 300]
+    );
+    assert_eq!(resample(&[10, 20, 30, 40, 50, 60], 24000, 8000), [10, 40]);
+    assert_eq!(
+        resample(&[-100, -201], 8000, 16000),
+        [-100, -150, -201, -201]
+    );
 }
 
 /// A session on loopback: the peer's socket, our address, the handle and the events.

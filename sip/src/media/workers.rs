@@ -395,17 +395,16 @@ impl<S: Stream> Slots<S> {
         })
     }
 
-    /// Runs slot `s`'s frames; the streams over by themselves end. Returns how many ended.
-    fn run(&mut self, s: usize) -> usize {
+    /// Runs slot `s`'s frames; returns the streams over by themselves, to be ended.
+    fn run(&mut self, s: usize) -> Vec<Running<S>> {
         let slot = &mut self.slots[s];
-        let mut ended = 0;
+        let mut ended = Vec::new();
         let mut i = 0;
         while i < slot.streams.len() {
             if slot.streams[i].stream.frame() {
                 i += 1;
             } else {
-                slot.streams.swap_remove(i).end();
-                ended += 1;
+                ended.push(slot.streams.swap_remove(i));
             }
         }
         slot.due += FRAME;
@@ -457,7 +456,9 @@ fn run<S: Stream>(messages: mpsc::Receiver<Message<S>>, figures: &Figures) {
         let started = Instant::now();
         let ended = slots.run(s);
         figures.pass(due, started, Instant::now());
-        figures.streams.fetch_sub(ended, Ordering::Relaxed);
+        // Counted out before their owners hear they ended.
+        figures.streams.fetch_sub(ended.len(), Ordering::Relaxed);
+        ended.into_iter().for_each(Running::end);
     }
 }
 
@@ -474,8 +475,9 @@ fn serve<S: Stream>(message: Message<S>, slots: &mut Slots<S>, figures: &Figures
         }
         Message::Stop(id) => {
             if let Some((s, at)) = slots.find(id) {
-                slots.slots[s].streams.swap_remove(at).end();
+                let running = slots.slots[s].streams.swap_remove(at);
                 figures.streams.fetch_sub(1, Ordering::Relaxed);
+                running.end();
             }
         }
     }

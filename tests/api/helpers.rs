@@ -229,6 +229,18 @@ impl TestApp {
         resp.text().await.expect("metrics text")
     }
 
+    /// The values of the `/metrics` samples named `name` (whatever their labels), and the
+    /// text they were read from.
+    pub async fn metric_values(&self, name: &str) -> (Vec<f64>, String) {
+        let text = self.metrics().await;
+        let values = text
+            .lines()
+            .filter(|l| l.split([' ', '{']).next() == Some(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect();
+        (values, text)
+    }
+
     /// Sends a request with `key` (or none); `body` is sent as JSON when given.
     pub async fn send(
         &self,

@@ -294,10 +294,15 @@ impl Conversation {
 
     /// The phase after this tick's frame went out at `sent`; none once the last turn is over.
     fn next(&mut self, now: Instant, sent: Instant) -> Option<Phase> {
-        let s = self.s.clone();
+        // What it reads of the shared settings, copied out before `self` changes below.
+        let (turns, line_frames, reply_timeout) = (
+            self.s.args.turns,
+            self.s.speech.len(),
+            self.s.args.reply_timeout,
+        );
         Some(match self.phase {
             Phase::Quiet(until) if now >= until => {
-                if self.turn == s.args.turns {
+                if self.turn == turns {
                     return None;
                 }
                 Phase::Speaking {
@@ -323,7 +328,7 @@ impl Conversation {
                         });
                     }
                 }
-                if frame + 1 < s.speech.len() {
+                if frame + 1 < line_frames {
                     Phase::Speaking {
                         frame: frame + 1,
                         barge: is_barge,
@@ -340,9 +345,7 @@ impl Conversation {
                     Phase::Awaiting(sent)
                 }
             }
-            Phase::Awaiting(since)
-                if now.duration_since(since).as_secs_f64() > s.args.reply_timeout =>
-            {
+            Phase::Awaiting(since) if now.duration_since(since).as_secs_f64() > reply_timeout => {
                 Phase::Quiet(now + Duration::from_millis(500))
             }
             Phase::Hearing { since } => self.hearing(now, since),

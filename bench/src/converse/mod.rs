@@ -84,7 +84,7 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
         silence: frames.silence,
         totals: Totals::default(),
         seen: Mutex::new(Seen::default()),
-        media: Workers::start("bench-media", media_threads())?,
+        media: Workers::start("bench-media", 0)?,
         args: args.clone(),
     });
     let started = Instant::now();
@@ -123,11 +123,6 @@ pub async fn run(args: ConverseArgs) -> anyhow::Result<Value> {
         threads,
     };
     Ok(report(&args, seen, &records, samples, measured))
-}
-
-/// The bench's media threads: one per core, as the server's.
-fn media_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The stand-in vendors' latencies the arguments set.

@@ -277,11 +277,7 @@ fn workers() -> Result<&'static Workers<Session>, MediaError> {
     if let Some(w) = WORKERS.get() {
         return Ok(w);
     }
-    let threads = match THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
-    let started = Workers::start("media", threads)?;
+    let started = Workers::start("media", THREADS.load(Ordering::Relaxed))?;
     // Two first calls at once: the loser's threads end as its pool is dropped.
     Ok(WORKERS.get_or_init(|| started))
 }

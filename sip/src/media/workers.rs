@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// One frame of audio.
-pub const FRAME: Duration = Duration::from_millis(20);
+const FRAME: Duration = Duration::from_millis(20);
 
 /// Upper bounds, in milliseconds, of the buckets [`WorkerFigures::lag`] counts frame passes in
 /// (a last bucket counts the rest).
@@ -183,10 +183,14 @@ pub struct Workers<S: Stream> {
 }
 
 impl<S: Stream> Workers<S> {
-    /// Starts `threads` workers (at least one), named `name-0`, `name-1`, ...
+    /// Starts `threads` workers (0: one per core), named `name-0`, `name-1`, ...
     pub fn start(name: &str, threads: usize) -> std::io::Result<Workers<S>> {
+        let threads = match threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
         let mut workers = Vec::new();
-        for i in 0..threads.max(1) {
+        for i in 0..threads {
             let (tx, rx) = mpsc::channel();
             let figures = Arc::new(Figures::default());
             let counted = figures.clone();
@@ -205,11 +209,6 @@ impl<S: Stream> Workers<S> {
             threads: workers,
             next_id: AtomicU64::new(1),
         })
-    }
-
-    /// The number of worker threads.
-    pub fn threads(&self) -> usize {
-        self.threads.len()
     }
 
     /// Each worker's figures so far.

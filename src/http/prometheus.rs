@@ -87,6 +87,9 @@ async fn metrics(State(state): State<AppState>) -> Response {
         metrics::counter!("switchboard_rtp_foreign_packets_total")
             .absolute(sip.foreign_rtp_packets());
     }
+    let groups = state.store.group_stats();
+    metrics::counter!("switchboard_store_write_groups_total").absolute(groups.groups);
+    metrics::counter!("switchboard_store_grouped_writes_total").absolute(groups.writes);
     if let Some(endpoints) = &state.endpoints {
         metrics::gauge!("switchboard_sip_endpoint_actors").set(endpoints.running() as f64);
         metrics::counter!("switchboard_sip_endpoint_last_call_writes_total")

@@ -13,18 +13,22 @@ impl Store {
     pub(crate) async fn atomic_emitting(
         &self,
         query: ScriptQuery,
-        happened: impl FnOnce(&Script) -> bool,
+        happened: impl FnOnce(&Script) -> bool + Send + 'static,
     ) -> StoreResult<Script> {
         self.atomic_emitting_in(Lane::Normal, query, happened).await
     }
 
-    /// [`Store::atomic_emitting`], waiting for the write lock in `lane`.
+    /// [`Store::atomic_emitting`], waiting for the write lock in `lane`. A normal write of a
+    /// serving store is committed with the others waiting at the time (see [`super::group`]).
     pub(crate) async fn atomic_emitting_in(
         &self,
         lane: Lane,
         query: ScriptQuery,
-        happened: impl FnOnce(&Script) -> bool,
+        happened: impl FnOnce(&Script) -> bool + Send + 'static,
     ) -> StoreResult<Script> {
+        if lane == Lane::Normal && self.single.is_none() {
+            return self.grouped(query, happened).await;
+        }
         let mut guard = self.script_guard(lane).await?;
         let mut script = Script::default();
         if let Err(err) = run_script(&mut guard.conn, query, &mut script).await {

@@ -28,6 +28,7 @@ mod dnc;
 mod emitting;
 mod engine_calls;
 mod engine_reads;
+mod group;
 mod inbound;
 mod integrations;
 mod keys;
@@ -57,6 +58,7 @@ pub use contacts::*;
 pub use dashboard::*;
 pub use dispositions::*;
 pub use dnc::*;
+pub use group::GroupStats;
 pub use inbound::*;
 pub use integrations::*;
 pub use keys::*;
@@ -195,6 +197,8 @@ pub struct Store {
     abandoned: Arc<std::sync::atomic::AtomicBool>,
     /// The order of the writes that take SQLite's write lock through it.
     writes: Arc<WriteGate>,
+    /// The event-raising writes waiting to be committed together (see [`group`]).
+    groups: Arc<group::Groups>,
     clock: SharedClock,
     /// The caps of the operator's default trunk, when one serves numbers on no carrier account
     /// (`serve --carrier sip --outbound-trunk`): such numbers show `sip_outbound_configured`,
@@ -366,6 +370,7 @@ impl Store {
             single: None,
             abandoned: Arc::default(),
             writes: Arc::default(),
+            groups: Arc::default(),
             clock,
             default_trunk: None,
             outbox: Arc::default(),

@@ -14,8 +14,11 @@ pub(crate) fn atomic_sql(body: &str) -> sqlx::AssertSqlSafe<String> {
 /// A write script for [`Store::atomic_emitting`]: the statements of `body` in a transaction
 /// left open for the events' rows.
 pub(crate) fn open_sql(body: &str) -> sqlx::AssertSqlSafe<String> {
-    sql(format!("BEGIN IMMEDIATE; {body}"))
+    sql(format!("{OPEN_SQL_PREFIX}{body}"))
 }
+
+/// How [`open_sql`] opens its transaction (a group of writes opens its own instead).
+pub(crate) const OPEN_SQL_PREFIX: &str = "BEGIN IMMEDIATE; ";
 
 /// What a script run by [`Store::atomic`] did.
 #[derive(Debug, Default)]

@@ -58,6 +58,7 @@ mod sip_recordings;
 mod sip_restart;
 mod sip_ua;
 mod sipp;
+mod store_groups;
 mod tools;
 mod vendor;
 mod webdriver;

@@ -26,6 +26,7 @@ use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::sdp::Codec;
 
 use super::campaigns::insert_event;
+use super::group::Binder;
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
 use super::{
     AnalysisStatus, Lane, Script, ScriptQuery, Store, StoreResult, StoredConversation, atomic_sql,
@@ -84,10 +85,15 @@ impl<'a> Ending<'a> {
         self.end.cost_cents > Cents::ZERO
     }
 
-    /// The whole script, for [`Store::atomic_emitting`]: the end's statements, then `then` (if
+    /// The whole script, for [`Store::atomic_emitting_in`]: the end's statements, then `then` (if
     /// any), then the auto top-up check when the call was charged (read it back with
     /// [`low_balance`]), then the `call.ended` event's lookup.
     fn script(&self, then: Option<&str>) -> sqlx::AssertSqlSafe<String> {
+        open_sql(&self.body(then))
+    }
+
+    /// [`Ending::script`]'s statements, without the transaction's start.
+    fn body(&self, then: Option<&str>) -> String {
         let mut body = self.statements();
         if let Some(then) = then {
             body.push_str(then);
@@ -99,7 +105,22 @@ impl<'a> Ending<'a> {
             );
         }
         body.push_str(CALL_EVENT_SQL);
-        open_sql(&body)
+        body
+    }
+
+    /// Binds the whole of [`Ending::body`] (without `then`), as often as it is asked.
+    fn binder(&self) -> Binder {
+        let (spec, end) = (self.spec.clone(), self.end.clone());
+        let (description, detail) = (self.description.clone(), self.detail.clone());
+        Box::new(move |q| {
+            let ending = Ending {
+                spec: &spec,
+                end: &end,
+                description: description.clone(),
+                detail: detail.clone(),
+            };
+            ending.bind_tail(ending.bind(q))
+        })
     }
 
     /// The statements (each followed by `; `).
@@ -618,8 +639,10 @@ impl Store {
         lane: Lane,
     ) -> StoreResult<Option<bool>> {
         let ending = Ending::new(spec, end, description, self.analysis());
-        let q = ending.bind(sqlx::query(ending.script(None)));
-        let done = ending.commit(self, q, lane).await?;
+        let (body, bind) = (ending.body(None), ending.binder());
+        let done = self
+            .emitting_write(lane, body, bind, |done| done.changed(0) == 1)
+            .await?;
         if done.changed(0) == 0 {
             return Ok(None);
         }

@@ -3,15 +3,17 @@
 //! Under a flood of calls (every answered inbound call is recorded at its start and its end)
 //! writing one transaction per call spends most of each write on the way to it, not in it:
 //! the writer's turn handed from task to task, a pooled connection checked out, a round trip
-//! to the connection's thread for the script and another for its events and commit, and a
-//! commit that writes every page the call touched (the calls table and its indexes, the
-//! counts the dashboard keeps) to the log again. Here the writes of [`Lane::Normal`] that
-//! arrive while another is being written wait in a queue; one writer task takes the whole
-//! queue in one turn, on one connection, in one transaction: each write in a savepoint of its
-//! own (a failing write is rolled back alone and answered its error, the rest go on), one
-//! round trip for each write's statements (and one for its events, when it has any), one
-//! commit for all. A write is answered once the commit is done, so its caller sees exactly
-//! what it saw when it had a transaction of its own.
+//! to the connection's thread for the script and another for its events and commit (on busy
+//! cores each wake-up waits its turn to run), and a commit that writes every page the call
+//! touched (the calls table and its indexes, the counts the dashboard keeps) to the log again.
+//! Here the writes of [`Lane::Normal`] that arrive while another group is being written wait
+//! in a queue; one writer task takes the queue in one turn, on one connection, in one
+//! transaction. Writes with the same statements run together as one text, each in a
+//! savepoint of its own and followed by a mark that tells where its results end: one round
+//! trip for a chunk of them. A failing write is rolled back to its savepoint and answered its
+//! error; the writes after it run again. The events of all are written with the one commit.
+//! A write is answered once the commit is done, so its caller sees what it saw when it had a
+//! transaction of its own.
 //!
 //! A write whose caller gives up is still written (or not) with its group: it is never left
 //! half done. Virtual runs (one connection, the simulator's clock) write directly.
@@ -19,25 +21,33 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sqlx::{Execute, Executor};
+use sqlx::{Column, Executor, Row};
 use tokio::sync::oneshot;
 
 use super::webhooks::{NewEvent, bind_events, call_events, insert_events_sql};
-use super::{Lane, OPEN_SQL_PREFIX, Script, ScriptQuery, Store, StoreError, StoreResult};
-use super::{classify, run_script, sql};
+use super::{Lane, Script, ScriptQuery, Store, StoreError, StoreResult, classify, sql};
 
 /// The most writes one transaction takes: a group holds SQLite's write lock for its whole
 /// length, and an urgent writer (a request whose client is waiting) waits for it.
 const MAX_GROUP: usize = 64;
 
-/// What a savepoint of a group is called.
-const SAVEPOINT: &str = "SAVEPOINT grouped_write; ";
+/// What each write of a group opens (and a failing one is rolled back to).
+const SAVEPOINT: &str = "SAVEPOINT grouped_write";
+
+/// What each write of a group ends with: its row tells where the next write's results begin.
+const MARK: &str = "SELECT 1 AS grouped_write_end";
 
 type Happened = Box<dyn FnOnce(&Script) -> bool + Send>;
 
+/// Binds a write's values onto a query, after those of the writes before it (again, if the
+/// write is run again after another failed before it).
+pub(super) type Binder = Box<dyn Fn(ScriptQuery) -> ScriptQuery + Send + Sync>;
+
 /// A write waiting for its group.
 struct Job {
-    query: ScriptQuery,
+    /// Its statements (the body of an `open_sql` script, without the transaction's start).
+    body: String,
+    bind: Binder,
     happened: Happened,
     reply: oneshot::Sender<StoreResult<Script>>,
 }
@@ -124,18 +134,21 @@ impl Store {
         }
     }
 
-    /// Queues an event-raising script (made with `open_sql`) for the next group and waits
-    /// for its group's commit.
+    /// Queues an event-raising write (`body`: the statements of an `open_sql` script, whose
+    /// values `bind` binds) for the next group and waits for its group's commit.
     pub(super) async fn grouped(
         &self,
-        query: ScriptQuery,
+        body: String,
+        bind: Binder,
         happened: impl FnOnce(&Script) -> bool + Send + 'static,
     ) -> StoreResult<Script> {
         let (reply, answer) = oneshot::channel();
+        let body = body.trim_end().trim_end_matches(';').to_owned();
         let start = {
             let mut queue = self.groups.lock();
             queue.jobs.push(Job {
-                query,
+                body,
+                bind,
                 happened: Box::new(happened),
                 reply,
             });
@@ -170,34 +183,40 @@ impl Store {
             return fail_all(jobs, || classify(clone_error(&err)));
         }
         let mut written: Vec<Written> = Vec::with_capacity(jobs.len());
-        let mut jobs = jobs.into_iter();
-        let mut raised = false;
-        while let Some(job) = jobs.next() {
-            match self.write_one(&mut conn, job.query, job.happened).await {
-                Ok((script, events)) => {
-                    raised |= events;
-                    written.push(Written {
-                        reply: job.reply,
-                        script,
-                    });
+        let mut events: Vec<NewEvent> = Vec::new();
+        let mut waiting = chunks(jobs);
+        while let Some(chunk) = waiting.pop() {
+            match self.write_chunk(&mut conn, chunk).await {
+                Ok((done, rest, raised)) => {
+                    written.extend(done);
+                    events.extend(raised);
+                    if !rest.is_empty() {
+                        waiting.extend(chunks(rest));
+                    }
                 }
-                Err(Failed::Alone(err)) => {
-                    let _ = job.reply.send(Err(err));
-                }
-                Err(Failed::Transaction(err)) => {
-                    // The connection's state is unknown: nothing of the group is kept.
+                Err((err, unanswered)) => {
+                    // The transaction is lost: nothing of the group is kept.
                     let _ = (&mut *conn).execute("ROLLBACK").await;
                     close(&mut conn);
-                    let _ = job.reply.send(Err(err));
-                    let rest = written.into_iter().map(|w| w.reply);
-                    let rest = rest.chain(jobs.map(|j| j.reply));
-                    return rest.for_each(|r| {
-                        let _ = r.send(Err(transaction_lost()));
-                    });
+                    let mut replies = unanswered.into_iter();
+                    if let Some(failing) = replies.next() {
+                        let _ = failing.send(Err(err));
+                    }
+                    let kept = written.into_iter().map(|w| w.reply);
+                    let queued = waiting.into_iter().flatten().map(|j| j.reply);
+                    for reply in replies.chain(kept).chain(queued) {
+                        let _ = reply.send(Err(transaction_lost()));
+                    }
+                    return;
                 }
             }
         }
-        if let Err(err) = (&mut *conn).execute("COMMIT").await {
+        let commit = bind_events(
+            sqlx::query(sql(format!("{}COMMIT", insert_events_sql(events.len())))),
+            &events,
+        )
+        .persistent(events.len() <= 4);
+        if let Err(err) = (&mut *conn).execute(commit).await {
             let _ = (&mut *conn).execute("ROLLBACK").await;
             close(&mut conn);
             for w in written {
@@ -208,7 +227,7 @@ impl Store {
         drop(conn);
         drop(turn);
         self.groups.committed(written.len());
-        if raised {
+        if !events.is_empty() {
             self.outbox_written();
         }
         for w in written {
@@ -216,65 +235,136 @@ impl Store {
         }
     }
 
-    /// Runs one write in its savepoint, with its events when `happened` says its change took
-    /// place; whether it raised any.
-    async fn write_one(
-        &self,
-        conn: &mut sqlx::SqliteConnection,
-        mut query: ScriptQuery,
-        happened: Happened,
-    ) -> Result<(Script, bool), Failed> {
-        let args = query
-            .take_arguments()
-            .map_err(|e| Failed::Alone(StoreError::Database(sqlx::Error::Encode(e))))?;
-        let text = query.sql();
-        let body = text
-            .as_str()
-            .strip_prefix(OPEN_SQL_PREFIX)
-            .unwrap_or(text.as_str());
-        let query = sqlx::query_with(sql(format!("{SAVEPOINT}{body}")), args.unwrap_or_default());
-        let mut script = Script::default();
-        if let Err(err) = run_script(conn, query, &mut script).await {
-            return Err(self.roll_back_one(conn, classify(err)).await);
+    /// Runs a chunk of writes with the same statements in one round trip, each in its
+    /// savepoint. A write that fails is rolled back alone and answered its error; the writes
+    /// after it are handed back (the second value) to be run again. The third value: the
+    /// events of the writes that took place. An error: the transaction is lost, with the
+    /// replies still to be answered (the first is the failing write's).
+    async fn write_chunk(&self, conn: &mut sqlx::SqliteConnection, chunk: Vec<Job>) -> ChunkResult {
+        let body = chunk.first().map(|j| j.body.as_str()).unwrap_or_default();
+        let text = format!("{SAVEPOINT}; {body}; {MARK}; ").repeat(chunk.len());
+        let mut query = sqlx::query(sql(text));
+        for job in &chunk {
+            query = (job.bind)(query);
         }
-        // The first entry is the savepoint's.
-        if !script.changes.is_empty() {
-            script.changes.remove(0);
-        }
-        let events: Vec<NewEvent> = if happened(&script) {
-            match call_events(&script.rows, self.links.as_ref(), self.now()) {
-                Ok(events) => events,
-                Err(err) => return Err(self.roll_back_one(conn, err).await),
+        let mut scripts: Vec<Script> = Vec::with_capacity(chunk.len());
+        let failed = read_chunk(conn, query, &mut scripts).await;
+        let mut jobs = chunk.into_iter();
+        let mut done = Vec::with_capacity(scripts.len());
+        let mut events = Vec::new();
+        for script in scripts {
+            let Some(job) = jobs.next() else { break };
+            if (job.happened)(&script) {
+                match call_events(&script.rows, self.links.as_ref(), self.now()) {
+                    Ok(raised) => events.extend(raised),
+                    // Later writes stand on this one's savepoint: it cannot be undone alone.
+                    Err(err) => return Err(lost(err, job.reply, done, jobs)),
+                }
             }
-        } else {
-            Vec::new()
+            done.push(Written {
+                reply: job.reply,
+                script,
+            });
+        }
+        let Some(err) = failed else {
+            return Ok((done, Vec::new(), events));
         };
-        if !events.is_empty() {
-            let insert = bind_events(sqlx::query(sql(insert_events_sql(events.len()))), &events);
-            if let Err(err) = (&mut *conn).execute(insert).await {
-                return Err(self.roll_back_one(conn, classify(err)).await);
+        let err = classify(err);
+        let Some(job) = jobs.next() else {
+            return Err((err, done.into_iter().map(|w| w.reply).collect()));
+        };
+        match (&mut *conn).execute("ROLLBACK TO grouped_write").await {
+            Ok(_) => {
+                let _ = job.reply.send(Err(err));
+                Ok((done, jobs.collect(), events))
             }
-        }
-        Ok((script, !events.is_empty()))
-    }
-
-    /// Undoes one write's part of the group: `err` is its answer; if even that fails, the
-    /// whole transaction is lost.
-    async fn roll_back_one(&self, conn: &mut sqlx::SqliteConnection, err: StoreError) -> Failed {
-        let undo = "ROLLBACK TO grouped_write";
-        match (&mut *conn).execute(undo).await {
-            Ok(_) => Failed::Alone(err),
-            Err(_) => Failed::Transaction(err),
+            Err(_) => Err(lost(err, job.reply, done, jobs)),
         }
     }
 }
 
-/// How a write of a group failed.
-enum Failed {
-    /// Rolled back alone; the group goes on.
-    Alone(StoreError),
-    /// With the group's transaction.
-    Transaction(StoreError),
+/// What [`Store::write_chunk`] answers.
+type ChunkResult = Result<(Vec<Written>, Vec<Job>, Vec<NewEvent>), (StoreError, Vec<Reply>)>;
+
+type Reply = oneshot::Sender<StoreResult<Script>>;
+
+/// A chunk's replies when its transaction is lost: the failing write's first.
+fn lost(
+    err: StoreError,
+    failing: Reply,
+    done: Vec<Written>,
+    rest: impl Iterator<Item = Job>,
+) -> (StoreError, Vec<Reply>) {
+    let mut replies = vec![failing];
+    replies.extend(done.into_iter().map(|w| w.reply));
+    replies.extend(rest.map(|j| j.reply));
+    (err, replies)
+}
+
+/// Reads a chunk's results into one script per write, up to the first error (returned): a
+/// write's results start after its savepoint's and end at its mark.
+async fn read_chunk(
+    conn: &mut sqlx::SqliteConnection,
+    query: ScriptQuery,
+    scripts: &mut Vec<Script>,
+) -> Option<sqlx::Error> {
+    use futures_util::TryStreamExt;
+    let mut stream = conn.fetch_many(query);
+    let mut current = Script::default();
+    // The next result is the savepoint's (a write's first) or the mark's (its last).
+    let (mut opening, mut closing) = (true, false);
+    loop {
+        match stream.try_next().await {
+            Ok(None) => return None,
+            Err(err) => return Some(err),
+            Ok(Some(sqlx::Either::Left(done))) => {
+                if opening {
+                    opening = false;
+                } else if closing {
+                    closing = false;
+                    opening = true;
+                    scripts.push(std::mem::take(&mut current));
+                } else {
+                    current.changes.push(done.rows_affected());
+                }
+            }
+            Ok(Some(sqlx::Either::Right(row))) => {
+                if row
+                    .columns()
+                    .first()
+                    .is_some_and(|c| c.name() == "grouped_write_end")
+                {
+                    closing = true;
+                } else {
+                    current.rows.push(row);
+                }
+            }
+        }
+    }
+}
+
+/// Splits writes into chunks of the same statements, each a power of two long (so that each
+/// chunk's text is one the connection has prepared before), the first writes last (the
+/// writer pops them).
+fn chunks(jobs: Vec<Job>) -> Vec<Vec<Job>> {
+    let mut kinds: Vec<Vec<Job>> = Vec::new();
+    for job in jobs {
+        match kinds.iter_mut().find(|k| k[0].body == job.body) {
+            Some(kind) => kind.push(job),
+            None => kinds.push(vec![job]),
+        }
+    }
+    let mut chunks = Vec::new();
+    for kind in kinds {
+        let mut kind = kind.into_iter().peekable();
+        while kind.peek().is_some() {
+            let left = kind.len();
+            let size = 1 << (usize::BITS - 1 - left.leading_zeros());
+            chunks.push(kind.by_ref().take(size).collect());
+        }
+    }
+    chunks.reverse();
+    chunks
 }
 
 fn fail_all(jobs: Vec<Job>, err: impl Fn() -> StoreError) {

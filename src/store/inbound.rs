@@ -12,7 +12,7 @@ use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{CallEnd, CallSpec};
 
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
-use super::{Agent, Store, StoreResult, corrupt, open_sql, sql, ts};
+use super::{Agent, Lane, ScriptQuery, Store, StoreResult, corrupt, sql, ts};
 
 /// What an INVITE for a slug is checked against.
 #[derive(Debug, Clone)]
@@ -93,32 +93,39 @@ impl Store {
 
     /// Records an answered inbound call as live, with the call's `call.started` and `call.answered` events (it is received answered).
     pub async fn inbound_started(&self, call: &InboundStart) -> StoreResult<()> {
-        let at = ts(call.started_at);
-        let p = &call.plan;
-        let q = sqlx::query(open_sql(&format!(
+        let body = format!(
             "INSERT INTO calls (id, workspace_id, direction, status, agent_id, from_number, to_number, priority, \
              max_duration_secs, queued_at, started_at, answered_at, created_at, updated_at, sip_endpoint_id, codec, recorded) \
              VALUES (?, ?, 'inbound', 'in_progress', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?); \
              {CALL_EVENT_SQL}; {CALL_EVENT_SQL}"
-        )))
-        .bind(call.id.as_uuid())
-        .bind(p.workspace_id.as_uuid())
-        .bind(p.agent_id.as_uuid())
-        .bind(&call.from)
-        .bind(&p.sip_uri)
-        .bind(PRIORITY_DEFAULT)
-        .bind(p.agent.max_duration.as_secs() as i64)
-        .bind(at.clone())
-        .bind(at.clone())
-        .bind(at.clone())
-        .bind(at.clone())
-        .bind(at.clone())
-        .bind(p.endpoint_id.as_uuid())
-        .bind(call.codec.name())
-        .bind(p.recorded);
-        let q = bind_call_event(q, call.id, EventKind::CallStarted);
-        let q = bind_call_event(q, call.id, EventKind::CallAnswered);
-        self.atomic_emitting(q, |done| done.changed(0) == 1).await?;
+        );
+        let call = call.clone();
+        let bind = move |q: ScriptQuery| {
+            let at = ts(call.started_at);
+            let p = &call.plan;
+            let q = q
+                .bind(call.id.as_uuid())
+                .bind(p.workspace_id.as_uuid())
+                .bind(p.agent_id.as_uuid())
+                .bind(call.from.clone())
+                .bind(p.sip_uri.clone())
+                .bind(PRIORITY_DEFAULT)
+                .bind(p.agent.max_duration.as_secs() as i64)
+                .bind(at.clone())
+                .bind(at.clone())
+                .bind(at.clone())
+                .bind(at.clone())
+                .bind(at)
+                .bind(p.endpoint_id.as_uuid())
+                .bind(call.codec.name())
+                .bind(p.recorded);
+            let q = bind_call_event(q, call.id, EventKind::CallStarted);
+            bind_call_event(q, call.id, EventKind::CallAnswered)
+        };
+        self.emitting_write(Lane::Normal, body, Box::new(bind), |done| {
+            done.changed(0) == 1
+        })
+        .await?;
         Ok(())
     }
 
@@ -162,8 +169,7 @@ impl Store {
             "Call from {} ({} s at the inbound rate)",
             call.from, call.duration_secs
         );
-        self.end_call(&spec, &end, &description, super::Lane::Normal)
-            .await
+        self.end_call(&spec, &end, &description, Lane::Normal).await
     }
 
     /// Whether a call's recording is complete (the call has ended).

@@ -297,7 +297,14 @@ impl Store {
             .busy_timeout(Duration::from_secs(10))
             // Reads through a memory map: a connection whose page cache another connection's
             // write invalidated re-reads pages without copying them.
-            .pragma("mmap_size", "1073741824"))
+            .pragma("mmap_size", "1073741824")
+            // Statement and savepoint journals (a group of writes keeps one per write) in
+            // memory: as files, each group created and deleted one, and creating files on a
+            // filesystem that has just deleted many is slow for every other file (recordings).
+            .pragma("temp_store", "memory")
+            // A group of writes runs as one text per size (see `group`): room for them beside
+            // the store's own statements.
+            .statement_cache_capacity(256))
     }
 
     /// A read-only connection for one query that reads: from the readers' pool of a serving

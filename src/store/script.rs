@@ -11,7 +11,7 @@ pub(crate) fn atomic_sql(body: &str) -> sqlx::AssertSqlSafe<String> {
     sql(format!("BEGIN IMMEDIATE; {body}; COMMIT"))
 }
 
-/// A write script for [`Store::atomic_emitting`]: the statements of `body` in a transaction
+/// A write script for [`Store::atomic_emitting_in`]: the statements of `body` in a transaction
 /// left open for the events' rows.
 pub(crate) fn open_sql(body: &str) -> sqlx::AssertSqlSafe<String> {
     sql(format!("{OPEN_SQL_PREFIX}{body}"))

@@ -283,14 +283,20 @@ fn workers() -> Result<&'static Workers<Session>, MediaError> {
 }
 
 /// Starts a call's media on `socket`, on the media workers. Events go to `events`.
-pub fn start(
+pub async fn start(
     socket: UdpSocket,
     config: MediaConfig,
     events: EventSink,
 ) -> Result<MediaHandle, MediaError> {
     let local = socket.local_addr()?;
-    let recorder = match &config.recording {
-        Some(path) => Some(Recorder::create(path, config.codec.sample_rate())?),
+    let recorder = match config.recording.clone() {
+        // Creating a file takes from microseconds to milliseconds (a filesystem allocating
+        // inodes among many just deleted): on a blocking thread, never the runtime's.
+        Some(path) => {
+            let rate = config.codec.sample_rate();
+            let created = tokio::task::spawn_blocking(move || Recorder::create(&path, rate));
+            Some(created.await.map_err(|_| MediaError::Aborted)??)
+        }
         None => None,
     };
     let socket = socket.into_std()?;

@@ -113,7 +113,7 @@ impl SipClient {
                             ringing();
                         }
                         if !resp.body.is_empty()
-                            && let Err(e) = media.start(&resp.body, &events_tx)
+                            && let Err(e) = media.start(&resp.body, &events_tx).await
                         {
                             tracing::debug!(error = %e, "early media not started");
                         }
@@ -206,7 +206,7 @@ impl SipClient {
                 Err("the answer has no SDP".to_string())
             }
         } else {
-            media.start(&resp.body, &events_tx)
+            media.start(&resp.body, &events_tx).await
         };
         if let Err(e) = sdp_result {
             let _ = dialog.bye().await;

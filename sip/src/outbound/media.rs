@@ -27,7 +27,7 @@ pub(super) struct Media {
 
 impl Media {
     /// Starts the media on the peer's SDP (early or final); a later SDP moves it.
-    pub(super) fn start(
+    pub(super) async fn start(
         &mut self,
         body: &[u8],
         events: &crate::call::EventTx,
@@ -64,6 +64,7 @@ impl Media {
             },
             event_sink(events),
         )
+        .await
         .map_err(|e| e.to_string())?;
         let stream = sdp::Stream {
             addr: self.local,

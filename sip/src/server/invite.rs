@@ -128,7 +128,9 @@ impl<R: InboundRouter> Shared<R> {
                 counters: core.media_counters.clone(),
             },
             event_sink(&events_tx),
-        ) {
+        )
+        .await
+        {
             Ok(m) => m,
             Err(e) => {
                 tracing::warn!(error = %e, "inbound call media did not start");

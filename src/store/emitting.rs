@@ -17,8 +17,10 @@ impl Store {
         bind: Binder,
         happened: impl FnOnce(&Script) -> bool + Send + 'static,
     ) -> StoreResult<Script> {
-        if lane == Lane::Normal && self.single.is_none() {
-            return self.grouped(body, bind, happened).await;
+        if lane == Lane::Normal
+            && let Some(writer) = &self.writer
+        {
+            return self.grouped(writer.clone(), body, bind, happened).await;
         }
         let query = bind(sqlx::query(open_sql(&body)));
         self.atomic_emitting_in(lane, query, happened).await

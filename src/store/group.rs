@@ -18,7 +18,7 @@
 //! A write whose caller gives up is still written (or not) with its group: it is never left
 //! half done. Virtual runs (one connection, the simulator's clock) write directly.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sqlx::{Column, Executor, Row};
@@ -31,11 +31,18 @@ use super::{Lane, Script, ScriptQuery, Store, StoreError, StoreResult, classify,
 /// length, and an urgent writer (a request whose client is waiting) waits for it.
 const MAX_GROUP: usize = 64;
 
+/// The longest chunk of writes run as one text: each size a connection has run stays
+/// prepared on it, so a few sizes, none very large.
+const MAX_CHUNK: usize = 16;
+
 /// What each write of a group opens (and a failing one is rolled back to).
 const SAVEPOINT: &str = "SAVEPOINT grouped_write";
 
 /// What each write of a group ends with: its row tells where the next write's results begin.
 const MARK: &str = "SELECT 1 AS grouped_write_end";
+
+/// The connection groups are written on.
+pub(super) type WriterConn = Arc<tokio::sync::Mutex<sqlx::SqliteConnection>>;
 
 type Happened = Box<dyn FnOnce(&Script) -> bool + Send>;
 
@@ -56,6 +63,8 @@ struct Job {
 #[derive(Default)]
 pub(crate) struct Groups {
     queue: Mutex<Queue>,
+    /// A group's transaction may have been left open (its rollback failed).
+    unsettled: AtomicBool,
     /// Groups committed, and the writes they carried.
     groups: AtomicU64,
     writes: AtomicU64,
@@ -102,13 +111,13 @@ impl Groups {
 /// Stands the writer down if its task ends without emptying the queue (it panicked): the
 /// writes still queued are answered with an error (their senders dropped), and the next write
 /// starts a writer again.
-struct Writer {
+struct Standing {
     groups: Arc<Groups>,
     /// Stood down by [`Groups::take`]: the queue may already have a new writer.
     done: bool,
 }
 
-impl Drop for Writer {
+impl Drop for Standing {
     fn drop(&mut self) {
         if self.done {
             return;
@@ -126,6 +135,11 @@ struct Written {
 }
 
 impl Store {
+    /// Marks the writer's connection as maybe inside a transaction still.
+    fn unsettled(&self) {
+        self.groups.unsettled.store(true, Ordering::Release);
+    }
+
     /// What group commit has done (see [`super::group`]).
     pub fn group_stats(&self) -> GroupStats {
         GroupStats {
@@ -138,6 +152,7 @@ impl Store {
     /// values `bind` binds) for the next group and waits for its group's commit.
     pub(super) async fn grouped(
         &self,
+        writer: WriterConn,
         body: String,
         bind: Binder,
         happened: impl FnOnce(&Script) -> bool + Send + 'static,
@@ -157,14 +172,14 @@ impl Store {
         if start {
             let store = self.clone();
             tokio::spawn(async move {
-                let mut writer = Writer {
+                let mut standing = Standing {
                     groups: store.groups.clone(),
                     done: false,
                 };
-                while let Some(jobs) = writer.groups.take() {
-                    store.write_group(jobs).await;
+                while let Some(jobs) = standing.groups.take() {
+                    store.write_group(&mut *writer.lock().await, jobs).await;
                 }
-                writer.done = true;
+                standing.done = true;
             });
         }
         answer
@@ -173,12 +188,12 @@ impl Store {
     }
 
     /// Writes `jobs` in one transaction and answers each.
-    async fn write_group(&self, jobs: Vec<Job>) {
+    async fn write_group(&self, conn: &mut sqlx::SqliteConnection, jobs: Vec<Job>) {
         let turn = self.write_turn(Lane::Normal).await;
-        let mut conn = match self.conn().await {
-            Ok(conn) => conn,
-            Err(err) => return fail_all(jobs, || StoreError::Database(clone_error(&err))),
-        };
+        if self.groups.unsettled.swap(false, Ordering::AcqRel) {
+            // The last group failed to end its transaction: end it now.
+            let _ = (&mut *conn).execute("ROLLBACK").await;
+        }
         if let Err(err) = (&mut *conn).execute("BEGIN IMMEDIATE").await {
             return fail_all(jobs, || classify(clone_error(&err)));
         }
@@ -186,7 +201,7 @@ impl Store {
         let mut events: Vec<NewEvent> = Vec::new();
         let mut waiting = chunks(jobs);
         while let Some(chunk) = waiting.pop() {
-            match self.write_chunk(&mut conn, chunk).await {
+            match self.write_chunk(conn, chunk).await {
                 Ok((done, rest, raised)) => {
                     written.extend(done);
                     events.extend(raised);
@@ -197,7 +212,7 @@ impl Store {
                 Err((err, unanswered)) => {
                     // The transaction is lost: nothing of the group is kept.
                     let _ = (&mut *conn).execute("ROLLBACK").await;
-                    close(&mut conn);
+                    self.unsettled();
                     let mut replies = unanswered.into_iter();
                     if let Some(failing) = replies.next() {
                         let _ = failing.send(Err(err));
@@ -218,13 +233,12 @@ impl Store {
         .persistent(events.len() <= 4);
         if let Err(err) = (&mut *conn).execute(commit).await {
             let _ = (&mut *conn).execute("ROLLBACK").await;
-            close(&mut conn);
+            self.unsettled();
             for w in written {
                 let _ = w.reply.send(Err(classify(clone_error(&err))));
             }
             return;
         }
-        drop(conn);
         drop(turn);
         self.groups.committed(written.len());
         if !events.is_empty() {
@@ -359,7 +373,7 @@ fn chunks(jobs: Vec<Job>) -> Vec<Vec<Job>> {
         let mut kind = kind.into_iter().peekable();
         while kind.peek().is_some() {
             let left = kind.len();
-            let size = 1 << (usize::BITS - 1 - left.leading_zeros());
+            let size = (1 << (usize::BITS - 1 - left.leading_zeros())).min(MAX_CHUNK);
             chunks.push(kind.by_ref().take(size).collect());
         }
     }
@@ -380,12 +394,6 @@ fn transaction_lost() -> StoreError {
     ))
 }
 
-/// A connection whose transaction failed to end is not reused.
-fn close(conn: &mut super::Conn<'_>) {
-    if let super::Conn::Pooled(c) = conn {
-        c.close_on_drop();
-    }
-}
 
 /// `sqlx::Error` is not `Clone`: an error that answers several writes is told to each in
 /// its own words.

@@ -192,6 +192,10 @@ pub struct Store {
     /// Set for virtual runs: every query goes through this one connection, without the pool's
     /// per-query checkout and release round trips.
     single: Option<Arc<tokio::sync::Mutex<SqliteConnection>>>,
+    /// The connection groups of writes are committed on (see [`group`]), set for a serving
+    /// store: one writer, so one page cache that no other writer invalidates and one cache of
+    /// the groups' prepared texts.
+    writer: Option<Arc<tokio::sync::Mutex<SqliteConnection>>>,
     /// Set when a script on the single connection was given up half way: its next user rolls
     /// back whatever transaction was left open.
     abandoned: Arc<std::sync::atomic::AtomicBool>,
@@ -358,7 +362,14 @@ impl Store {
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
-        let (readers, routers) = if size > 1 && !in_memory {
+        let serving = size > 1 && !in_memory;
+        let writer = if serving {
+            let conn = SqliteConnection::connect_with(&options).await?;
+            Some(Arc::new(tokio::sync::Mutex::new(conn)))
+        } else {
+            None
+        };
+        let (readers, routers) = if serving {
             let options = options.read_only(true).create_if_missing(false);
             let pool = |size| {
                 SqlitePoolOptions::new()
@@ -375,6 +386,7 @@ impl Store {
             readers,
             routers,
             single: None,
+            writer,
             abandoned: Arc::default(),
             writes: Arc::default(),
             groups: Arc::default(),

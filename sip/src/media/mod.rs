@@ -282,6 +282,9 @@ fn workers() -> Result<&'static Workers<Session>, MediaError> {
     Ok(WORKERS.get_or_init(|| started))
 }
 
+/// The turn to create a recording file.
+static CREATING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
 /// Starts a call's media on `socket`, on the media workers. Events go to `events`.
 pub async fn start(
     socket: UdpSocket,
@@ -292,8 +295,12 @@ pub async fn start(
     let recorder = match config.recording.clone() {
         // Creating a file takes from microseconds to milliseconds (a filesystem allocating
         // inodes among many just deleted): on a blocking thread, never the runtime's.
+        // One at a time: files created at once in one directory queue on its lock anyway, and
+        // a flood of calls waits here (counted among the calls being set up, which admission
+        // caps) instead of spinning on that lock.
         Some(path) => {
             let rate = config.codec.sample_rate();
+            let _turn = CREATING.acquire().await.map_err(|_| MediaError::Aborted)?;
             let created = tokio::task::spawn_blocking(move || Recorder::create(&path, rate));
             Some(created.await.map_err(|_| MediaError::Aborted)??)
         }

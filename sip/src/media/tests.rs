@@ -64,6 +64,7 @@ async fn rig_with(
             let _ = etx.send(e);
         }),
     )
+    .await
     .unwrap();
     Rig {
         peer,

@@ -394,7 +394,6 @@ fn transaction_lost() -> StoreError {
     ))
 }
 
-
 /// `sqlx::Error` is not `Clone`: an error that answers several writes is told to each in
 /// its own words.
 fn clone_error(err: &sqlx::Error) -> sqlx::Error {

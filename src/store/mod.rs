@@ -58,7 +58,7 @@ pub use contacts::*;
 pub use dashboard::*;
 pub use dispositions::*;
 pub use dnc::*;
-pub use group::GroupStats;
+pub use group::*;
 pub use inbound::*;
 pub use integrations::*;
 pub use keys::*;
@@ -202,7 +202,7 @@ pub struct Store {
     /// The order of the writes that take SQLite's write lock through it.
     writes: Arc<WriteGate>,
     /// The event-raising writes waiting to be committed together (see [`group`]).
-    groups: Arc<group::Groups>,
+    groups: Arc<Groups>,
     clock: SharedClock,
     /// The caps of the operator's default trunk, when one serves numbers on no carrier account
     /// (`serve --carrier sip --outbound-trunk`): such numbers show `sip_outbound_configured`,

@@ -37,6 +37,9 @@ pub(super) struct Totals {
 pub(super) struct BargeSeen {
     /// When the caller's first speech packet went out.
     pub(super) start: Instant,
+    /// When the packet that completed the voice detector's `vad_start_secs` of speech went
+    /// out (the first packet after them): from then on the server has heard enough to stop.
+    pub(super) heard: Option<Instant>,
     /// The last reply packet carrying audio that came after `start`.
     pub(super) last_audio: Option<Instant>,
     /// The reply fell silent while the caller still spoke.
@@ -300,6 +303,8 @@ impl Conversation {
             self.s.speech.len(),
             self.s.args.reply_timeout,
         );
+        // Packets of 20 ms that make the voice detector's start.
+        let vad_frames = (self.s.args.vad_start_secs / 0.020).round() as usize;
         Some(match self.phase {
             Phase::Quiet(until) if now >= until => {
                 if self.turn == turns {
@@ -323,10 +328,16 @@ impl Conversation {
                     if is_barge {
                         self.barge = Some(BargeSeen {
                             start: sent,
+                            heard: None,
                             last_audio: None,
                             stopped: false,
                         });
                     }
+                }
+                if let Some(b) = self.barge.as_mut()
+                    && frame == vad_frames
+                {
+                    b.heard = Some(sent);
                 }
                 if frame + 1 < line_frames {
                     Phase::Speaking {

@@ -61,12 +61,24 @@ pub(super) fn report(
             Err(why) => *unmatched.entry(why).or_insert(0) += 1,
         }
     }
-    let mut barge: Vec<f64> = seen
-        .barges
-        .iter()
-        .filter(|b| b.stopped)
-        .filter_map(|b| Some(barge_in_ms(b.start, args.vad_start_secs, b.last_audio?)))
-        .collect();
+    // From when the phone had sent the VAD's start of speech, and (beside it) from its first
+    // speech packet plus the VAD's start, which also counts a phone that ran late.
+    let barges = |heard: bool| -> Vec<f64> {
+        seen.barges
+            .iter()
+            .filter(|b| b.stopped)
+            .filter_map(|b| {
+                let from = if heard { b.heard } else { None };
+                Some(barge_in_ms(
+                    b.start,
+                    from,
+                    args.vad_start_secs,
+                    b.last_audio?,
+                ))
+            })
+            .collect()
+    };
+    let (mut barge, mut barge_from_speech) = (barges(true), barges(false));
     let barge_not_stopped = seen.barges.iter().filter(|b| !b.stopped).count();
     let plateau = plateau(&samples, args.calls as i64);
     let machine_busy = plateau.2;
@@ -102,6 +114,7 @@ pub(super) fn report(
         "barge_ins": seen.barges.len(),
         "barge_ins_not_stopped": barge_not_stopped,
         "barge_in_stop_ms": spread(&mut barge),
+        "barge_in_stop_from_speech_ms": spread(&mut barge_from_speech),
         "echo": args.echo_delay_ms.map(|ms| json!({"delay_ms": ms / 20 * 20, "below_agent_db": args.echo_db})),
         "agents": if args.flow { "flow" } else { "prompt" },
         "replies_whole": seen.replies_whole,

@@ -104,10 +104,20 @@ impl<'a> Matcher<'a> {
 }
 
 /// A barge-in's stop time in milliseconds: from when the agent could first have known the
-/// caller was speaking (their speech's start plus the VAD's `start_secs`) to the last reply
-/// packet carrying audio after the caller started.
-pub fn barge_in_ms(speech_start: Instant, start_secs: f64, last_audio: Instant) -> f64 {
-    ms(last_audio, speech_start) - start_secs * 1000.0
+/// caller was speaking to the last reply packet carrying audio after the caller started. That
+/// moment is when the packet after the VAD's `start_secs` of speech went out (`heard`), else
+/// the speech's start plus `start_secs`: the same on time, and a phone that sent its speech
+/// late does not count its lateness against the server.
+pub fn barge_in_ms(
+    speech_start: Instant,
+    heard: Option<Instant>,
+    start_secs: f64,
+    last_audio: Instant,
+) -> f64 {
+    match heard {
+        Some(heard) => ms(last_audio, heard),
+        None => ms(last_audio, speech_start) - start_secs * 1000.0,
+    }
 }
 
 #[cfg(test)]
@@ -179,7 +189,9 @@ mod tests {
     #[test]
     fn barge_in_counts_from_when_the_vad_could_know() {
         let t0 = Instant::now();
-        assert!((barge_in_ms(t0, 0.2, at(t0, 230)) - 30.0).abs() < 1e-6);
-        assert!((barge_in_ms(at(t0, 10), 0.2, at(t0, 200)) + 10.0).abs() < 1e-6);
+        assert!((barge_in_ms(t0, None, 0.2, at(t0, 230)) - 30.0).abs() < 1e-6);
+        assert!((barge_in_ms(at(t0, 10), None, 0.2, at(t0, 200)) + 10.0).abs() < 1e-6);
+        // The phone sent its speech 50 ms late: counted from the packet after the VAD's start.
+        assert!((barge_in_ms(t0, Some(at(t0, 250)), 0.2, at(t0, 280)) - 30.0).abs() < 1e-6);
     }
 }

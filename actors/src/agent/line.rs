@@ -107,6 +107,8 @@ pub trait Line: Send {
 pub struct SipLine {
     call: Call,
     ended: bool,
+    /// The caller's speech starts handed to the agent so far (see `MediaControl::play_heard`).
+    starts_heard: u64,
     /// The REFER under way, if any.
     transfer: Option<tokio::sync::oneshot::Receiver<Result<u16, String>>>,
 }
@@ -116,6 +118,7 @@ impl SipLine {
         SipLine {
             call,
             ended: false,
+            starts_heard: 0,
             transfer: None,
         }
     }
@@ -149,7 +152,10 @@ impl Line for SipLine {
 
     fn play(&mut self, clip: Clip, tag: u64) {
         if let Some(audio) = clip.audio {
-            self.call.media.control().play_tagged(audio, tag);
+            self.call
+                .media
+                .control()
+                .play_heard(audio, tag, self.starts_heard);
         }
     }
 
@@ -221,7 +227,12 @@ impl Line for SipLine {
             None => self.call.next_event().await,
         };
         match event {
-            Some(CallEvent::Media(event)) => LineEvent::Media(event),
+            Some(CallEvent::Media(event)) => {
+                if event == MediaEvent::SpeechStarted {
+                    self.starts_heard += 1;
+                }
+                LineEvent::Media(event)
+            }
             Some(CallEvent::Ended(cause)) => {
                 self.ended = true;
                 LineEvent::Ended(end_reason(cause, direction))

@@ -130,7 +130,9 @@ pub struct MediaConfig {
 
 /// What a running session is asked to do (see [`MediaControl`]).
 pub(super) enum Command {
-    Play(Arc<[i16]>, u64),
+    /// Audio, its tag, and how many of the session's speech starts its sender had heard of
+    /// (`None`: play it whatever the caller did).
+    Play(Arc<[i16]>, u64, Option<u64>),
     Clear,
     Retarget(SocketAddr),
     DetectAnsweringMachine(AmdSettings),
@@ -153,14 +155,25 @@ pub struct MediaControl {
 impl MediaControl {
     /// Queues audio (mono, at the codec's sample rate) after what is already queued.
     pub fn play(&self, samples: Arc<[i16]>) {
-        self.commands.send(Command::Play(samples, 0));
+        self.commands.send(Command::Play(samples, 0, None));
     }
 
     /// Queues audio like [`MediaControl::play`], and tells how it went: a
     /// [`MediaEvent::PlayedOut`] once it is sent in full, or a [`MediaEvent::Cut`] with how
     /// much of it was sent if a `clear` stops it. `tag` (not 0) names it in those events.
     pub fn play_tagged(&self, samples: Arc<[i16]>, tag: u64) {
-        self.commands.send(Command::Play(samples, tag));
+        self.commands.send(Command::Play(samples, tag, None));
+    }
+
+    /// [`MediaControl::play_tagged`] from a sender that has been told of `starts_heard`
+    /// [`MediaEvent::SpeechStarted`]s. If the session has since dropped its playout on the
+    /// caller's speech ([`MediaControl::yield_to_speech`]), the audio was sent before its
+    /// sender knew and is dropped too (a [`MediaEvent::Cut`] with nothing played): the rest of
+    /// an interrupted reply, still arriving from speech synthesis, does not play over the
+    /// caller while the agent catches up.
+    pub fn play_heard(&self, samples: Arc<[i16]>, tag: u64, starts_heard: u64) {
+        self.commands
+            .send(Command::Play(samples, tag, Some(starts_heard)));
     }
 
     /// Captures the caller's speech from now on: [`MediaEvent::Pause`] and

@@ -116,6 +116,10 @@ pub(super) struct Session {
     capture: Option<Box<Capture>>,
     /// Playout stops by itself when the caller starts speaking.
     yield_to_speech: bool,
+    /// Speech starts heard so far, and how many there were when playout last stopped by
+    /// itself: audio sent by someone told of fewer is dropped.
+    starts: u64,
+    yielded_at: u64,
     playing: bool,
     ssrc: u32,
     seq: u16,
@@ -162,6 +166,8 @@ impl Session {
             play_offset: 0,
             capture: None,
             yield_to_speech: false,
+            starts: 0,
+            yielded_at: 0,
             playing: false,
             ssrc: rand::random(),
             seq: rand::random(),
@@ -207,8 +213,12 @@ impl Session {
 
     fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Play(samples, tag) => {
-                if !samples.is_empty() {
+            Command::Play(samples, tag, heard) => {
+                if heard.is_some_and(|heard| heard < self.yielded_at) {
+                    if tag != 0 {
+                        (self.events)(MediaEvent::Cut { tag, played: 0 });
+                    }
+                } else if !samples.is_empty() {
                     self.playout.push_back((samples, tag));
                     self.playing = true;
                 }
@@ -320,9 +330,13 @@ impl Session {
         self.echo.cancel(heard);
         let caller_heard: &[i16] = heard;
         let change = self.vad.feed(caller_heard);
-        if change == Some(VadChange::Started) && self.yield_to_speech && !self.playout.is_empty() {
-            // The caller speaks over the agent: this frame already goes out silent.
-            self.clear_playout();
+        if change == Some(VadChange::Started) {
+            self.starts += 1;
+            if self.yield_to_speech && !self.playout.is_empty() {
+                // The caller speaks over the agent: this frame already goes out silent.
+                self.clear_playout();
+                self.yielded_at = self.starts;
+            }
         }
         if let Some(change) = change {
             (self.events)(match change {

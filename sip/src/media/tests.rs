@@ -327,6 +327,20 @@ async fn playout_yields_by_itself_on_the_frame_speech_starts_once_asked_to() {
         }
     }
     assert_eq!(order, ["cut", "speech"]);
+    // The rest of that reply, sent before its sender heard of the speech, is dropped; what it
+    // sends once it has heard plays.
+    control.play_heard(vec![1000i16; 800].into(), 6, 0);
+    control.play_heard(vec![1000i16; 800].into(), 7, 1);
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(5), rig.events.recv()).await {
+            Ok(Some(MediaEvent::Cut { tag, played })) => seen.push((tag, Some(played))),
+            Ok(Some(MediaEvent::PlayedOut(tag))) => seen.push((tag, None)),
+            Ok(Some(_)) => {}
+            other => panic!("{other:?} after {seen:?}"),
+        }
+    }
+    assert_eq!(seen, [(6, Some(0)), (7, None)]);
     rig.handle.finish().await.unwrap();
 }
 

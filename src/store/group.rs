@@ -56,7 +56,7 @@ struct Job {
     body: String,
     bind: Binder,
     happened: Happened,
-    reply: oneshot::Sender<StoreResult<Script>>,
+    reply: Reply,
 }
 
 /// The writes waiting, and whether a writer task is taking them.
@@ -130,7 +130,7 @@ impl Drop for Standing {
 
 /// One write of a group: answered after the group's commit.
 struct Written {
-    reply: oneshot::Sender<StoreResult<Script>>,
+    reply: Reply,
     script: Script,
 }
 
@@ -262,7 +262,7 @@ impl Store {
             query = (job.bind)(query);
         }
         let mut scripts: Vec<Script> = Vec::with_capacity(chunk.len());
-        let failed = read_chunk(conn, query, &mut scripts).await;
+        let (failed, inside) = read_chunk(conn, query, &mut scripts).await;
         let mut jobs = chunk.into_iter();
         let mut done = Vec::with_capacity(scripts.len());
         let mut events = Vec::new();
@@ -287,6 +287,11 @@ impl Store {
         let Some(job) = jobs.next() else {
             return Err((err, done.into_iter().map(|w| w.reply).collect()));
         };
+        if !inside {
+            // It failed outside its own savepoint (opening it): rolling back to the last one
+            // would undo the write before it.
+            return Err(lost(err, job.reply, done, jobs));
+        }
         match (&mut *conn).execute("ROLLBACK TO grouped_write").await {
             Ok(_) => {
                 let _ = job.reply.send(Err(err));
@@ -315,13 +320,14 @@ fn lost(
     (err, replies)
 }
 
-/// Reads a chunk's results into one script per write, up to the first error (returned): a
-/// write's results start after its savepoint's and end at its mark.
+/// Reads a chunk's results into one script per write, up to the first error (returned, with
+/// whether it came after the failing write's savepoint was open): a write's results start
+/// after its savepoint's and end at its mark.
 async fn read_chunk(
     conn: &mut sqlx::SqliteConnection,
     query: ScriptQuery,
     scripts: &mut Vec<Script>,
-) -> Option<sqlx::Error> {
+) -> (Option<sqlx::Error>, bool) {
     use futures_util::TryStreamExt;
     let mut stream = conn.fetch_many(query);
     let mut current = Script::default();
@@ -329,8 +335,8 @@ async fn read_chunk(
     let (mut opening, mut closing) = (true, false);
     loop {
         match stream.try_next().await {
-            Ok(None) => return None,
-            Err(err) => return Some(err),
+            Ok(None) => return (None, false),
+            Err(err) => return (Some(err), !opening),
             Ok(Some(sqlx::Either::Left(done))) => {
                 if opening {
                     opening = false;

@@ -305,10 +305,7 @@ impl Store {
             // Statement and savepoint journals (a group of writes keeps one per write) in
             // memory: as files, each group created and deleted one, and creating files on a
             // filesystem that has just deleted many is slow for every other file (recordings).
-            .pragma("temp_store", "memory")
-            // A group of writes runs as one text per size (see `group`): room for them beside
-            // the store's own statements.
-            .statement_cache_capacity(256))
+            .pragma("temp_store", "memory"))
     }
 
     /// A read-only connection for one query that reads: from the readers' pool of a serving
@@ -364,7 +361,11 @@ impl Store {
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let serving = size > 1 && !in_memory;
         let writer = if serving {
-            let conn = SqliteConnection::connect_with(&options).await?;
+            // Groups of writes run as one text per kind and size (see `group`): room for
+            // them beside the store's own statements.
+            let conn =
+                SqliteConnection::connect_with(&options.clone().statement_cache_capacity(256))
+                    .await?;
             Some(Arc::new(tokio::sync::Mutex::new(conn)))
         } else {
             None

@@ -44,7 +44,13 @@ pub(super) struct BargeSeen {
     pub(super) last_audio: Option<Instant>,
     /// The reply fell silent while the caller still spoke.
     pub(super) stopped: bool,
+    /// Reply audio came again after a gap of at least [`RESUMED_AFTER`] once the caller had
+    /// started: the agent spoke over the caller a second time.
+    pub(super) resumed: bool,
 }
+
+/// A gap in the reply's audio this long, then audio again, is a second start, not one sound.
+const RESUMED_AFTER: Duration = Duration::from_millis(100);
 
 /// What all the callers saw.
 #[derive(Default)]
@@ -273,6 +279,9 @@ impl Conversation {
     fn heard_audio(&mut self, now: Instant) {
         self.last_audio = Some(now);
         if let Some(b) = self.barge.as_mut() {
+            b.resumed |= b
+                .last_audio
+                .is_some_and(|l| now.duration_since(l) >= RESUMED_AFTER);
             b.last_audio = Some(now);
         }
         if let Phase::Awaiting(_) = self.phase {
@@ -331,6 +340,7 @@ impl Conversation {
                             heard: None,
                             last_audio: None,
                             stopped: false,
+                            resumed: false,
                         });
                     }
                 }

@@ -113,6 +113,7 @@ pub(super) fn report(
         "vendor_time_on_path_ms": spread(&mut vendor_ms),
         "barge_ins": seen.barges.len(),
         "barge_ins_not_stopped": barge_not_stopped,
+        "barge_ins_audio_resumed": seen.barges.iter().filter(|b| b.resumed).count(),
         "barge_in_stop_ms": spread(&mut barge),
         "barge_in_stop_from_speech_ms": spread(&mut barge_from_speech),
         "echo": args.echo_delay_ms.map(|ms| json!({"delay_ms": ms / 20 * 20, "below_agent_db": args.echo_db})),

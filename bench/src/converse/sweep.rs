@@ -81,6 +81,7 @@ fn point(build: &str, calls: usize, r: &Value) -> Value {
         "added_p99_ms": r["added_latency_ms"]["p99"],
         "barge_in_p99_ms": r["barge_in_stop_ms"]["p99"],
         "false_barge_ins": r["false_barge_ins"],
+        "barge_ins_audio_resumed": r["barge_ins_audio_resumed"],
         "server_cpu_core_secs_per_sec_per_call": r["server_cpu_core_secs_per_sec_per_call"],
         "server_rss_kib_per_call": r["server_rss_kib_per_call"],
         "machine_idle_percent": r["machine_idle_percent_all_calls_live"],

@@ -18,13 +18,15 @@ pub use crate::vad::{Vad, VadChange, VadSettings};
 mod batch;
 mod capture;
 pub mod echo;
+mod recorder;
 mod session;
 pub mod source;
 #[cfg(test)]
 mod tests;
 pub mod workers;
 
-use session::{Recorder, Session};
+use recorder::Recorder;
+use session::Session;
 use workers::{StreamControl, StreamHandle, Workers};
 
 /// What happens on a call's media, as the agent needs to know it.

@@ -2,10 +2,7 @@
 //! frame in and the agent's next frame out.
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::io::BufWriter;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -17,6 +14,7 @@ use tokio::time::Instant;
 use super::batch::Batch;
 use super::capture::Capture;
 use super::echo::EchoCanceller;
+use super::recorder::Recorder;
 use super::source::{Source, SourcePolicy};
 use super::workers::Stream;
 use super::{Command, EventSink, MediaConfig, MediaCounters, MediaError, MediaEvent, MediaStats};
@@ -35,47 +33,9 @@ const MAX_PAYLOAD: usize = 400;
 /// How long the echo of digits we send may come back: the echo canceller's reach (640 ms).
 const ECHO_FRAMES: u32 = 32;
 
-/// Bytes of recording gathered before a write: 512 ms of 8 kHz stereo (256 ms at 16 kHz), so
-/// about 2 writes a second per call. Each write costs the file system per page it touches; at
-/// 4 KiB a write (unaligned past the header: two pages) the writes were a tenth of the media
-/// workers' time with a thousand calls recording.
-const RECORDING_BUFFER: usize = 16 * 1024;
-
 thread_local! {
     /// The packets a media worker reads for its sessions, one session at a time.
     static BATCH: std::cell::RefCell<Batch> = std::cell::RefCell::new(Batch::new());
-}
-
-/// The stereo WAV writer.
-pub(super) struct Recorder {
-    writer: hound::WavWriter<BufWriter<File>>,
-}
-
-impl Recorder {
-    pub(super) fn create(path: &PathBuf, rate: u32) -> Result<Recorder, hound::Error> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let spec = hound::WavSpec {
-            channels: 2,
-            sample_rate: rate,
-            bits_per_sample: 16,
-            sample_format: hound::SampleFormat::Int,
-        };
-        let file = BufWriter::with_capacity(RECORDING_BUFFER, File::create(path)?);
-        Ok(Recorder {
-            writer: hound::WavWriter::new(file, spec)?,
-        })
-    }
-
-    fn frame(&mut self, left: &[i16], right: &[i16]) -> Result<(), hound::Error> {
-        let mut w = self.writer.get_i16_writer((left.len() * 2) as u32);
-        for (l, r) in left.iter().zip(right) {
-            w.write_sample(*l);
-            w.write_sample(*r);
-        }
-        w.flush()
-    }
 }
 
 pub(super) struct Session {
@@ -515,7 +475,7 @@ impl Stream for Session {
             return Err(e);
         }
         if let Some(rec) = self.recorder.take() {
-            rec.writer.finalize()?;
+            rec.finish()?;
         }
         self.stats.packets_received = self.loss.received;
         self.stats.packets_lost = self.loss.lost();

@@ -4,10 +4,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Row;
 use switchboard_actors::ids::WorkspaceId;
 use utoipa::ToSchema;
 
+use super::db::query;
 use super::{Store, StoreResult, ts};
 
 /// A partner's summary.
@@ -69,7 +69,7 @@ impl Store {
         override_bps: i64,
         at: DateTime<Utc>,
     ) -> StoreResult<()> {
-        sqlx::query(
+        query(
             "INSERT INTO affiliates (workspace_id, parent_workspace_id, commission_bps, override_bps, enrolled_at) \
              VALUES (?, ?, ?, ?, ?) ON CONFLICT (workspace_id) DO UPDATE SET \
              parent_workspace_id = excluded.parent_workspace_id, commission_bps = excluded.commission_bps, \
@@ -87,11 +87,10 @@ impl Store {
 
     /// Whether a workspace is an enrolled partner.
     pub async fn is_affiliate(&self, ws: WorkspaceId) -> StoreResult<bool> {
-        let found: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM affiliates WHERE workspace_id = ?")
-                .bind(ws.as_uuid())
-                .fetch_optional(&mut *self.conn().await?)
-                .await?;
+        let found: Option<i64> = query("SELECT 1 FROM affiliates WHERE workspace_id = ?")
+            .bind(ws.as_uuid())
+            .scalar_optional(&mut *self.conn().await?)
+            .await?;
         Ok(found.is_some())
     }
 
@@ -102,7 +101,7 @@ impl Store {
         customer: WorkspaceId,
         at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let done = query(
             "INSERT OR IGNORE INTO affiliate_referrals (customer_workspace_id, referrer_workspace_id, referred_at) VALUES (?, ?, ?)",
         )
         .bind(customer.as_uuid())
@@ -120,7 +119,7 @@ impl Store {
         amount_cents: i64,
         at: DateTime<Utc>,
     ) -> StoreResult<()> {
-        sqlx::query(
+        query(
             "INSERT INTO affiliate_revenue (id, customer_workspace_id, amount_cents, occurred_at) VALUES (?, ?, ?, ?)",
         )
         .bind(uuid::Uuid::now_v7())
@@ -140,7 +139,7 @@ impl Store {
         customer: Option<WorkspaceId>,
         until: DateTime<Utc>,
     ) -> StoreResult<i64> {
-        let cents: i64 = sqlx::query_scalar(
+        let cents: i64 = query(
             "SELECT COALESCE(SUM(r.amount_cents * a.commission_bps / 10000), 0) FROM affiliate_revenue r \
              JOIN affiliate_referrals f ON f.customer_workspace_id = r.customer_workspace_id \
              JOIN affiliates a ON a.workspace_id = f.referrer_workspace_id \
@@ -151,7 +150,7 @@ impl Store {
         .bind(customer.map(|c| c.as_uuid()))
         .bind(customer.map(|c| c.as_uuid()))
         .bind(ts(until))
-        .fetch_one(&mut *self.conn().await?)
+        .scalar(&mut *self.conn().await?)
         .await?;
         Ok(cents)
     }
@@ -162,22 +161,21 @@ impl Store {
         sub: WorkspaceId,
         until: DateTime<Utc>,
     ) -> StoreResult<i64> {
-        let cents: i64 = sqlx::query_scalar(OVERRIDE_SQL)
+        let cents: i64 = query(OVERRIDE_SQL)
             .bind(ws.as_uuid())
             .bind(sub.as_uuid())
             .bind(ts(until))
-            .fetch_one(&mut *self.conn().await?)
+            .scalar(&mut *self.conn().await?)
             .await?;
         Ok(cents)
     }
 
     async fn referred_count(&self, ws: WorkspaceId) -> StoreResult<i64> {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM affiliate_referrals WHERE referrer_workspace_id = ?",
-        )
-        .bind(ws.as_uuid())
-        .fetch_one(&mut *self.conn().await?)
-        .await?;
+        let n: i64 =
+            query("SELECT COUNT(*) FROM affiliate_referrals WHERE referrer_workspace_id = ?")
+                .bind(ws.as_uuid())
+                .scalar(&mut *self.conn().await?)
+                .await?;
         Ok(n)
     }
 
@@ -188,7 +186,7 @@ impl Store {
         now: DateTime<Utc>,
         hold: chrono::Duration,
     ) -> StoreResult<Vec<SubAffiliateRow>> {
-        let subs = sqlx::query(
+        let subs = query(
             "SELECT a.workspace_id, w.name, a.enrolled_at FROM affiliates a JOIN workspaces w ON w.id = a.workspace_id \
              WHERE a.parent_workspace_id = ? ORDER BY a.enrolled_at, a.workspace_id",
         )
@@ -218,12 +216,11 @@ impl Store {
         now: DateTime<Utc>,
         hold: chrono::Duration,
     ) -> StoreResult<AffiliateSummary> {
-        let row = sqlx::query(
-            "SELECT commission_bps, override_bps FROM affiliates WHERE workspace_id = ?",
-        )
-        .bind(ws.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
-        .await?;
+        let row =
+            query("SELECT commission_bps, override_bps FROM affiliates WHERE workspace_id = ?")
+                .bind(ws.as_uuid())
+                .fetch_optional(&mut *self.conn().await?)
+                .await?;
         let hold_days = hold.num_days();
         let Some(row) = row else {
             return Ok(AffiliateSummary {

@@ -7,13 +7,12 @@ use std::collections::BTreeMap;
 use chrono::SubsecRound;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, WorkspaceId};
 use switchboard_sip::amd::AmdSettings;
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreError, StoreResult, sql, ts};
+use super::db::{Row, query};
+use super::{Page, Paged, Store, StoreError, StoreResult, ts};
 
 /// How an agent converses: one system prompt, or a graph of flow nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -256,7 +255,7 @@ impl Agent {
 
 const COLUMNS: &str = "id, name, is_active, max_call_duration_secs, doc, created_at, updated_at";
 
-fn agent_row(r: SqliteRow) -> StoreResult<Agent> {
+fn agent_row(r: Row) -> StoreResult<Agent> {
     let doc: String = r.try_get("doc")?;
     let mut agent: Agent =
         serde_json::from_str(&doc).map_err(|e| StoreError::Corrupt(format!("agent doc: {e}")))?;
@@ -284,9 +283,9 @@ impl Store {
         ws: WorkspaceId,
         id: AgentId,
     ) -> StoreResult<Option<Agent>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS} FROM agents WHERE workspace_id = ? AND id = ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_optional(&mut *conn)
@@ -301,17 +300,17 @@ impl Store {
         is_active: Option<bool>,
         page: Page,
     ) -> StoreResult<Paged<Agent>> {
-        let total: i64 = sqlx::query_scalar(
+        let total: i64 = query(
             "SELECT COUNT(*) FROM agents WHERE workspace_id = ? AND (? IS NULL OR is_active = ?)",
         )
         .bind(ws.as_uuid())
         .bind(is_active)
         .bind(is_active)
-        .fetch_one(&mut *self.conn().await?)
+        .scalar(&mut *self.conn().await?)
         .await?;
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "SELECT {COLUMNS} FROM agents WHERE workspace_id = ? AND (? IS NULL OR is_active = ?) ORDER BY created_at, id LIMIT ? OFFSET ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(is_active)
         .bind(is_active)
@@ -328,7 +327,7 @@ impl Store {
 
     /// Stores a new agent (already validated) in the workspace.
     pub async fn create_agent(&self, ws: WorkspaceId, agent: &Agent) -> StoreResult<Agent> {
-        sqlx::query("INSERT INTO agents (id, workspace_id, name, is_active, max_call_duration_secs, doc, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        query("INSERT INTO agents (id, workspace_id, name, is_active, max_call_duration_secs, doc, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
             .bind(agent.id.as_uuid())
             .bind(ws.as_uuid())
             .bind(&agent.name)
@@ -347,7 +346,7 @@ impl Store {
 
     /// Replaces an agent's fields (already validated); `None` when it is not in the workspace.
     pub async fn update_agent(&self, ws: WorkspaceId, agent: &Agent) -> StoreResult<Option<Agent>> {
-        let done = sqlx::query("UPDATE agents SET name = ?, is_active = ?, max_call_duration_secs = ?, doc = ?, updated_at = ? WHERE workspace_id = ? AND id = ?")
+        let done = query("UPDATE agents SET name = ?, is_active = ?, max_call_duration_secs = ?, doc = ?, updated_at = ? WHERE workspace_id = ? AND id = ?")
             .bind(&agent.name)
             .bind(agent.is_active)
             .bind(agent.max_call_duration_secs)
@@ -369,7 +368,7 @@ impl Store {
         ws: WorkspaceId,
         id: AgentId,
     ) -> StoreResult<Option<Agent>> {
-        let done = sqlx::query(
+        let done = query(
             "UPDATE agents SET is_active = 0, updated_at = ? WHERE workspace_id = ? AND id = ?",
         )
         .bind(ts(self.now()))

@@ -4,10 +4,10 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::Connection;
-use sqlx::Row;
 use switchboard_actors::ids::WorkspaceId;
 use utoipa::ToSchema;
 
+use super::db::query;
 use super::{Store, StoreResult, coded, ts};
 
 /// One balance change.
@@ -96,7 +96,7 @@ pub enum Debit {
 
 impl Store {
     pub async fn billing_account(&self, ws: WorkspaceId) -> StoreResult<Option<BillingAccount>> {
-        let row = sqlx::query(
+        let row = query(
             "SELECT balance_cents, currency, billing_email, payment_method_id, payment_method_label, is_suspended, auto_topup_enabled, \
              auto_topup_amount_cents, low_balance_threshold_cents FROM workspaces WHERE id = ?",
         )
@@ -131,11 +131,10 @@ impl Store {
     ) -> StoreResult<Debit> {
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let balance: Option<i64> =
-            sqlx::query_scalar("SELECT balance_cents FROM workspaces WHERE id = ?")
-                .bind(ws.as_uuid())
-                .fetch_optional(&mut *tx)
-                .await?;
+        let balance: Option<i64> = query("SELECT balance_cents FROM workspaces WHERE id = ?")
+            .bind(ws.as_uuid())
+            .scalar_optional(&mut *tx)
+            .await?;
         let Some(balance_cents) = balance else {
             return Ok(Debit::NoWorkspace);
         };
@@ -169,9 +168,9 @@ impl Store {
     ) -> StoreResult<Option<LedgerEntry>> {
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM workspaces WHERE id = ?")
+        let exists: Option<i64> = query("SELECT 1 FROM workspaces WHERE id = ?")
             .bind(ws.as_uuid())
-            .fetch_optional(&mut *tx)
+            .scalar_optional(&mut *tx)
             .await?;
         if exists.is_none() {
             return Ok(None);
@@ -196,12 +195,11 @@ impl Store {
         ws: WorkspaceId,
         page: super::Page,
     ) -> StoreResult<super::Paged<LedgerEntry>> {
-        let total: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM ledger_entries WHERE workspace_id = ?")
-                .bind(ws.as_uuid())
-                .fetch_one(&mut *self.conn().await?)
-                .await?;
-        let rows = sqlx::query("SELECT id, amount_cents, balance_after_cents, kind, description, reference, created_at FROM ledger_entries WHERE workspace_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?")
+        let total: i64 = query("SELECT COUNT(*) FROM ledger_entries WHERE workspace_id = ?")
+            .bind(ws.as_uuid())
+            .scalar(&mut *self.conn().await?)
+            .await?;
+        let rows = query("SELECT id, amount_cents, balance_after_cents, kind, description, reference, created_at FROM ledger_entries WHERE workspace_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?")
             .bind(ws.as_uuid())
             .bind(page.limit)
             .bind(page.offset)
@@ -238,7 +236,7 @@ pub(crate) async fn ledger_entry_in(
     // One round trip: the balance change, then its ledger row carrying the new balance.
     let id = uuid::Uuid::now_v7();
     let at = ts(created_at);
-    let balance_after_cents: i64 = sqlx::query_scalar(
+    let balance_after_cents: i64 = query(
         "UPDATE workspaces SET balance_cents = balance_cents + ?, updated_at = ? WHERE id = ?; \
          INSERT INTO ledger_entries (id, workspace_id, amount_cents, balance_after_cents, kind, description, reference, created_at) \
          SELECT ?, id, ?, balance_cents, ?, ?, ?, ? FROM workspaces WHERE id = ? AND changes() = 1 \
@@ -254,7 +252,7 @@ pub(crate) async fn ledger_entry_in(
     .bind(reference.map(str::to_owned))
     .bind(at)
     .bind(ws.as_uuid())
-    .fetch_one(&mut *tx)
+    .scalar(&mut *tx)
     .await?;
     let entry = LedgerEntry {
         id,
@@ -284,7 +282,7 @@ impl Store {
         ws: WorkspaceId,
         method: Option<&crate::domain::payments::PaymentMethod>,
     ) -> StoreResult<()> {
-        sqlx::query("UPDATE workspaces SET payment_method_id = ?, payment_method_label = ?, updated_at = ? WHERE id = ?")
+        query("UPDATE workspaces SET payment_method_id = ?, payment_method_label = ?, updated_at = ? WHERE id = ?")
             .bind(method.map(|m| m.id.as_str()))
             .bind(method.map(|m| m.label.as_str()))
             .bind(ts(self.now()))
@@ -300,7 +298,7 @@ impl Store {
         ws: WorkspaceId,
         update: &BillingSettingsUpdate<'_>,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let done = query(
             "UPDATE workspaces SET auto_topup_enabled = COALESCE(?, auto_topup_enabled), \
              auto_topup_amount_cents = COALESCE(?, auto_topup_amount_cents), \
              low_balance_threshold_cents = COALESCE(?, low_balance_threshold_cents), \

@@ -13,7 +13,6 @@ use std::borrow::Cow;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use sqlx::Row;
 use switchboard_actors::call::CallStatus;
 use switchboard_actors::conversation::{Conversation, ToolEvent, Turn, VendorFailure};
 use switchboard_actors::flow::PathStep;
@@ -21,6 +20,7 @@ use switchboard_actors::ids::{AgentId, CallId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::analysis_status::{AnalysisSkip, AnalysisStatus};
+use super::db::query;
 use super::{CallRecord, Store, StoreResult, corrupt, opt_id, ts};
 
 /// Longest text of one turn, in characters.
@@ -228,7 +228,7 @@ impl Store {
         let Some(call) = self.call(ws, id).await? else {
             return Ok(None);
         };
-        let row = sqlx::query(
+        let row = query(
             "SELECT transcript, events, vendor_failures, flow_path, omitted_turns, omitted_events, analysis_status, \
              analysis_attempts, analysis_error, summary, extracted, analyzed_at FROM call_details WHERE workspace_id = ? AND call_id = ?",
         )
@@ -291,13 +291,13 @@ impl Store {
 
     /// Calls whose analysis may run now, earliest due first.
     pub async fn due_analyses(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<CallId>> {
-        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
+        let ids: Vec<uuid::Uuid> = query(
             "SELECT call_id FROM call_details WHERE analysis_due_at IS NOT NULL AND analysis_due_at <= ? \
              ORDER BY analysis_due_at LIMIT ?",
         )
         .bind(ts(now))
         .bind(limit)
-        .fetch_all(&mut *self.conn().await?)
+        .scalars(&mut *self.conn().await?)
         .await?;
         Ok(ids.into_iter().map(CallId::from_uuid).collect())
     }
@@ -311,7 +311,7 @@ impl Store {
         now: DateTime<Utc>,
         hold_until: DateTime<Utc>,
     ) -> StoreResult<Option<AnalysisJob>> {
-        let row = sqlx::query(
+        let row = query(
             "UPDATE call_details SET analysis_attempts = analysis_attempts + 1, analysis_due_at = ?, analysis_error = NULL, updated_at = ? \
              WHERE call_id = ? AND analysis_status = 'pending' AND analysis_due_at <= ? \
              RETURNING workspace_id, analysis_attempts, transcript, events, \
@@ -345,7 +345,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         let at = ts(now);
-        sqlx::query(
+        query(
             "UPDATE call_details SET analysis_status = 'completed', analysis_due_at = NULL, analysis_error = NULL, \
              summary = ?, extracted = ?, analyzed_at = ?, updated_at = ? WHERE call_id = ? AND analysis_status = 'pending'",
         )
@@ -372,7 +372,7 @@ impl Store {
             Some(_) => AnalysisStatus::Pending,
             None => AnalysisStatus::Failed,
         };
-        sqlx::query(
+        query(
             "UPDATE call_details SET analysis_status = ?, analysis_due_at = ?, analysis_error = ?, updated_at = ? \
              WHERE call_id = ? AND analysis_status = 'pending'",
         )
@@ -389,7 +389,7 @@ impl Store {
     /// Marks every pending analysis skipped (the service runs without a chat model); answers
     /// how many there were.
     pub async fn skip_pending_analyses(&self, now: DateTime<Utc>) -> StoreResult<u64> {
-        let done = sqlx::query(
+        let done = query(
             "UPDATE call_details SET analysis_status = 'skipped', analysis_due_at = NULL, updated_at = ? \
              WHERE analysis_status = 'pending'",
         )

@@ -4,8 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, QueryBuilder, Row, Sqlite};
+use sqlx::Connection;
 use switchboard_actors::call::{CallDirection, CallStatus, EndReason};
 use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::ids::{
@@ -18,9 +17,10 @@ use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::sdp::Codec;
 use utoipa::ToSchema;
 
+use super::db::{Query, Row, query};
 use super::{
     DispositionSource, Lane, Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt,
-    opt_coded, opt_id, sql, ts,
+    opt_coded, opt_id, ts,
 };
 
 fn status_schema() -> utoipa::openapi::schema::Object {
@@ -130,7 +130,7 @@ impl CallRecord {
 }
 
 /// The `WHERE` of a call listing: the workspace, then each filter given.
-fn call_conditions(q: &mut QueryBuilder<Sqlite>, ws: WorkspaceId, f: &CallFilter) {
+fn call_conditions(q: &mut Query<'_>, ws: WorkspaceId, f: &CallFilter) {
     q.push(" WHERE workspace_id = ").push_bind(ws.as_uuid());
     if let Some(s) = f.status {
         q.push(" AND status = ").push_bind(s.as_str());
@@ -152,7 +152,7 @@ fn call_conditions(q: &mut QueryBuilder<Sqlite>, ws: WorkspaceId, f: &CallFilter
     }
 }
 
-pub(super) fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
+pub(super) fn call_row(r: &Row) -> StoreResult<CallRecord> {
     let metadata: String = r.try_get("metadata")?;
     let variables: String = r.try_get("variables")?;
     Ok(CallRecord {
@@ -196,7 +196,7 @@ pub(super) fn call_row(r: &SqliteRow) -> StoreResult<CallRecord> {
     })
 }
 
-pub(super) fn spec_row(r: &SqliteRow) -> StoreResult<CallSpec> {
+pub(super) fn spec_row(r: &Row) -> StoreResult<CallSpec> {
     Ok(CallSpec {
         id: CallId::from_uuid(r.try_get("id")?),
         workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
@@ -256,18 +256,16 @@ pub(super) const CALL_COLUMNS: &str = "id, workspace_id, direction, status, star
 pub(super) const CALL_VALUES: &str =
     "?, ?, 'outbound', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
 
-pub(super) type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>;
-
 /// Binds a new call's values, in `CALL_VALUES` order: `queued`, or `dialing` from `queued_at`
 /// when `dialing` (its admission took a free call slot).
 pub(super) fn bind_call<'q>(
-    q: SqliteQuery<'q>,
+    q: Query<'q>,
     spec: &CallSpec,
     metadata: &str,
     variables: &str,
     idempotency: (Option<&str>, Option<&str>),
     dialing: bool,
-) -> SqliteQuery<'q> {
+) -> Query<'q> {
     let at = ts(spec.queued_at);
     let status = if dialing {
         CallStatus::Dialing
@@ -304,9 +302,9 @@ pub(super) async fn insert_call(
     variables: &str,
     idempotency: (Option<&str>, Option<&str>),
 ) -> Result<(), sqlx::Error> {
-    let q = sqlx::query(sql(format!(
+    let q = query(format!(
         "INSERT INTO calls ({CALL_COLUMNS}) VALUES ({CALL_VALUES})"
-    )));
+    ));
     bind_call(q, spec, metadata, variables, idempotency, false)
         .execute(tx)
         .await?;
@@ -317,13 +315,13 @@ pub(super) async fn funds_in(
     tx: &mut sqlx::SqliteConnection,
     ws: WorkspaceId,
 ) -> StoreResult<Funds> {
-    let row: Option<(i64, bool, i64)> = sqlx::query_as(
+    let row: Option<(i64, bool, i64)> = query(
         "SELECT balance_cents, is_suspended, \
          (SELECT COALESCE(SUM(reserved_cents), 0) FROM calls WHERE workspace_id = w.id AND status IN ('queued', 'dialing', 'ringing', 'in_progress')) \
          FROM workspaces w WHERE id = ?",
     )
     .bind(ws.as_uuid())
-    .fetch_optional(tx)
+    .fetch_optional_as(tx)
     .await?;
     let (balance_cents, is_suspended, reserved_cents) =
         row.ok_or_else(|| corrupt("workspace", "missing"))?;
@@ -376,7 +374,7 @@ impl Store {
             Err(e) => return Err(e),
         }
         if let Some(ring) = new.ring_timeout_secs {
-            sqlx::query("UPDATE calls SET ring_timeout_secs = ? WHERE id = ?")
+            query("UPDATE calls SET ring_timeout_secs = ? WHERE id = ?")
                 .bind(ring)
                 .bind(spec.id.as_uuid())
                 .execute(&mut *tx)
@@ -392,7 +390,7 @@ impl Store {
     }
 
     async fn call_by_key(&self, ws: WorkspaceId, key: &str) -> StoreResult<Option<CallInsert>> {
-        let row = sqlx::query("SELECT * FROM calls WHERE workspace_id = ? AND idempotency_key = ?")
+        let row = query("SELECT * FROM calls WHERE workspace_id = ? AND idempotency_key = ?")
             .bind(ws.as_uuid())
             .bind(key)
             .fetch_optional(&mut *self.conn().await?)
@@ -407,7 +405,7 @@ impl Store {
     }
 
     pub async fn call(&self, ws: WorkspaceId, id: CallId) -> StoreResult<Option<CallRecord>> {
-        let row = sqlx::query("SELECT * FROM calls WHERE workspace_id = ? AND id = ?")
+        let row = query("SELECT * FROM calls WHERE workspace_id = ? AND id = ?")
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
             .fetch_optional(&mut *self.read_conn().await?)
@@ -422,7 +420,7 @@ impl Store {
         ws: WorkspaceId,
         limit: i64,
     ) -> StoreResult<Vec<CallRecord>> {
-        let rows = sqlx::query(
+        let rows = query(
             // Found by status (a few rows), then sorted, rather than every call walked in time
             // order (`+created_at`). The index is named: once `ANALYZE` has seen a workspace
             // whose calls are nearly all ended, it would otherwise judge a status lookup no
@@ -444,19 +442,16 @@ impl Store {
         filter: &CallFilter,
         page: Page,
     ) -> StoreResult<Paged<CallRecord>> {
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT COUNT(*) FROM calls");
+        let mut q = query("SELECT COUNT(*) FROM calls");
         call_conditions(&mut q, ws, filter);
-        let total: i64 = q
-            .build_query_scalar()
-            .fetch_one(&mut *self.read_conn().await?)
-            .await?;
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT * FROM calls");
+        let total: i64 = q.scalar(&mut *self.read_conn().await?).await?;
+        let mut q = query("SELECT * FROM calls");
         call_conditions(&mut q, ws, filter);
         q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
             .push_bind(page.limit)
             .push(" OFFSET ")
             .push_bind(page.offset);
-        let rows = q.build().fetch_all(&mut *self.read_conn().await?).await?;
+        let rows = q.fetch_all(&mut *self.read_conn().await?).await?;
         let items = rows.iter().map(call_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
     }
@@ -472,7 +467,7 @@ impl Store {
         before: Option<i64>,
         limit: i64,
     ) -> StoreResult<Vec<(i64, CallRecord)>> {
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT rowid AS cursor, * FROM calls");
+        let mut q = query("SELECT rowid AS cursor, * FROM calls");
         call_conditions(&mut q, ws, filter);
         if let Some(before) = before {
             q.push(
@@ -483,7 +478,7 @@ impl Store {
         }
         q.push(" ORDER BY created_at DESC, rowid DESC LIMIT ")
             .push_bind(limit);
-        let rows = q.build().fetch_all(&mut *self.read_conn().await?).await?;
+        let rows = q.fetch_all(&mut *self.read_conn().await?).await?;
         rows.iter()
             .map(|r| Ok((r.try_get("cursor")?, call_row(r)?)))
             .collect()
@@ -497,19 +492,19 @@ impl Store {
         limit: i64,
     ) -> StoreResult<(Vec<(CampaignId, String)>, Vec<(AgentId, String)>)> {
         let mut conn = self.read_conn().await?;
-        let campaigns: Vec<(uuid::Uuid, String)> = sqlx::query_as(
+        let campaigns: Vec<(uuid::Uuid, String)> = query(
             "SELECT id, name FROM campaigns WHERE workspace_id = ? ORDER BY created_at DESC LIMIT ?",
         )
         .bind(ws.as_uuid())
         .bind(limit)
-        .fetch_all(&mut *conn)
+        .fetch_all_as(&mut *conn)
         .await?;
-        let agents: Vec<(uuid::Uuid, String)> = sqlx::query_as(
+        let agents: Vec<(uuid::Uuid, String)> = query(
             "SELECT id, name FROM agents WHERE workspace_id = ? ORDER BY created_at DESC LIMIT ?",
         )
         .bind(ws.as_uuid())
         .bind(limit)
-        .fetch_all(&mut *conn)
+        .fetch_all_as(&mut *conn)
         .await?;
         Ok((
             campaigns
@@ -529,7 +524,7 @@ impl Store {
         ws: WorkspaceId,
         contact: ContactId,
     ) -> StoreResult<Vec<CallRecord>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT * FROM calls WHERE workspace_id = ? AND contact_id = ? ORDER BY created_at, id",
         )
         .bind(ws.as_uuid())
@@ -545,7 +540,7 @@ impl Store {
         ws: WorkspaceId,
         id: CampaignId,
     ) -> StoreResult<Vec<(String, i64)>> {
-        Ok(sqlx::query_as(
+        Ok(query(
             // From the per-day counts the calls' triggers keep (migration 0025): a call gets its
             // outcome as it ends, and is counted then by it. A few rows a day of the campaign,
             // instead of every call.
@@ -555,7 +550,7 @@ impl Store {
         )
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all_as(&mut *self.conn().await?)
         .await?)
     }
 }

@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, QueryBuilder, Row, Sqlite};
+use sqlx::Connection;
 use switchboard_actors::campaign::{self, AuditEvent, CampaignStatus, Closing, RegulatoryBasis};
 use switchboard_actors::contact::ContactState;
 use switchboard_actors::ids::{ApiKeyId, CampaignId, WorkspaceId};
@@ -17,9 +16,10 @@ use switchboard_actors::money::Cents;
 use switchboard_actors::pacing::TickResult;
 use utoipa::ToSchema;
 
+use super::db::{Query, Row, query};
 use super::{
     CampaignSettings, Page, Paged, Store, StoreResult, classify, coded, corrupt, opt_coded, opt_id,
-    sql, ts,
+    ts,
 };
 
 /// A stored campaign: settings plus engine-owned fields.
@@ -99,7 +99,7 @@ pub(crate) fn campaign_columns() -> &'static str {
     })
 }
 
-pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
+pub(crate) fn campaign_row(r: &Row) -> StoreResult<CampaignRecord> {
     let status: String = r.try_get("status")?;
     let window: Option<String> = r.try_get("calling_window")?;
     let stop_ids: String = r.try_get("stop_disposition_ids")?;
@@ -161,11 +161,7 @@ pub(crate) fn campaign_row(r: &SqliteRow) -> StoreResult<CampaignRecord> {
     })
 }
 
-fn bind_settings(
-    q: &mut QueryBuilder<Sqlite>,
-    s: &CampaignSettings,
-    at: DateTime<Utc>,
-) -> StoreResult<()> {
+fn bind_settings(q: &mut Query<'_>, s: &CampaignSettings, at: DateTime<Utc>) -> StoreResult<()> {
     let window = s.calling_window.as_ref().map(|w| w.to_json().to_string());
     let stop_ids = serde_json::to_string(&s.rules.stop_disposition_ids)
         .map_err(|e| corrupt("stop_disposition_ids", e))?;
@@ -211,7 +207,7 @@ pub(crate) async fn insert_event(
     actor: Option<ApiKeyId>,
     at: DateTime<Utc>,
 ) -> StoreResult<()> {
-    sqlx::query("INSERT INTO campaign_events (id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+    query("INSERT INTO campaign_events (id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         .bind(uuid::Uuid::now_v7())
         .bind(campaign.as_uuid())
         .bind(kind.as_str())
@@ -247,7 +243,7 @@ impl Store {
         let at = ts(self.now());
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query(
+        query(
             "INSERT INTO campaigns (id, workspace_id, name, status, max_attempts, max_infra_retries, retry_no_answer_seconds, retry_completed_seconds, \
              double_dial_gap_seconds, max_calls_per_day, min_seconds_between_calls, max_in_flight, created_by, created_at, updated_at) \
              VALUES (?, ?, ?, 'draft', 0, 0, 0, 0, 0, 0, 0, 0, ?, ?, ?)",
@@ -261,10 +257,10 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(classify)?;
-        let mut q = QueryBuilder::new("UPDATE campaigns SET ");
+        let mut q = query("UPDATE campaigns SET ");
         bind_settings(&mut q, settings, self.now())?;
         q.push(" WHERE id = ").push_bind(id.as_uuid());
-        q.build().execute(&mut *tx).await.map_err(classify)?;
+        q.execute(&mut *tx).await.map_err(classify)?;
         insert_event(
             &mut tx,
             id,
@@ -289,10 +285,10 @@ impl Store {
         ws: WorkspaceId,
         id: CampaignId,
     ) -> StoreResult<Option<CampaignRecord>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {} FROM campaigns WHERE workspace_id = ? AND id = ?",
             campaign_columns()
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_optional(&mut *self.conn().await?)
@@ -320,17 +316,17 @@ impl Store {
         page: Page,
     ) -> StoreResult<Paged<CampaignRecord>> {
         let status = status.map(|s| s.as_str());
-        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM campaigns WHERE workspace_id = ? AND status <> 'archived' AND (? IS NULL OR status = ?)")
+        let total: i64 = query("SELECT COUNT(*) FROM campaigns WHERE workspace_id = ? AND status <> 'archived' AND (? IS NULL OR status = ?)")
             .bind(ws.as_uuid())
             .bind(status)
             .bind(status)
-            .fetch_one(&mut *self.conn().await?)
+            .scalar(&mut *self.conn().await?)
             .await?;
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "SELECT {} FROM campaigns WHERE workspace_id = ? AND status <> 'archived' AND (? IS NULL OR status = ?) \
              ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
             campaign_columns()
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(status)
         .bind(status)
@@ -354,12 +350,12 @@ impl Store {
     ) -> StoreResult<bool> {
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let mut q = QueryBuilder::new("UPDATE campaigns SET ");
+        let mut q = query("UPDATE campaigns SET ");
         bind_settings(&mut q, settings, self.now())?;
         q.push(" WHERE workspace_id = ").push_bind(ws.as_uuid());
         q.push(" AND id = ").push_bind(id.as_uuid());
         q.push(" AND status = ").push_bind(expected.as_str());
-        let done = q.build().execute(&mut *tx).await.map_err(classify)?;
+        let done = q.execute(&mut *tx).await.map_err(classify)?;
         if done.rows_affected() == 0 {
             return Ok(false);
         }
@@ -394,7 +390,7 @@ impl Store {
             change.to,
             CampaignStatus::Running | CampaignStatus::Scheduled
         );
-        let done = sqlx::query(
+        let done = query(
             "UPDATE campaigns SET status = ?, updated_at = ?, \
              started_at = CASE WHEN ? AND started_at IS NULL THEN ? ELSE started_at END, \
              from_number = COALESCE(?, from_number), \
@@ -424,9 +420,7 @@ impl Store {
             reason,
         }) = change.to.closing()
         {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "UPDATE contacts SET state = 'excluded', excluded_reason = ",
-            );
+            let mut q = query("UPDATE contacts SET state = 'excluded', excluded_reason = ");
             q.push_bind(reason.as_str());
             q.push(", next_attempt_at = NULL, updated_at = ")
                 .push_bind(ts(at));
@@ -437,7 +431,7 @@ impl Store {
                 sep.push_bind(state.as_str());
             }
             q.push(")");
-            q.build().execute(&mut *tx).await?;
+            q.execute(&mut *tx).await?;
         }
         insert_event(
             &mut tx,
@@ -462,14 +456,14 @@ impl Store {
         id: CampaignId,
         page: Page,
     ) -> StoreResult<Paged<CampaignEvent>> {
-        let total: i64 = sqlx::query_scalar(
+        let total: i64 = query(
             "SELECT COUNT(*) FROM campaign_events WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?)",
         )
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
-        .fetch_one(&mut *self.conn().await?)
+        .scalar(&mut *self.conn().await?)
         .await?;
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at FROM campaign_events \
              WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) ORDER BY created_at, id LIMIT ? OFFSET ?",
         )
@@ -508,13 +502,13 @@ impl Store {
             stats.contacts.insert(state.as_str().to_owned(), 0);
         }
         // From the counts the contacts' triggers keep (migration 0023), not the contacts.
-        let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
+        let rows: Vec<(String, String, i64, i64)> = query(
             "SELECT state, last_outcome, contacts, attempts FROM campaign_contact_counts \
              WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND contacts > 0",
         )
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
-        .fetch_all(&mut *self.read_conn().await?)
+        .fetch_all_as(&mut *self.read_conn().await?)
         .await?;
         for (state, outcome, count, attempts) in rows {
             stats.total_contacts += count;

@@ -4,14 +4,14 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, Row};
+use sqlx::Connection;
 use switchboard_actors::ids::{PhoneNumberId, WorkspaceId};
 use switchboard_sip::trunk::{Secret, Trunk, TrunkError};
 use utoipa::ToSchema;
 
+use super::db::{Row, query};
 use super::numbers::{NUMBER_COLUMNS, NUMBER_FROM, status_column};
-use super::{Page, Paged, PhoneNumberRecord, Store, StoreResult, corrupt, sql, ts};
+use super::{Page, Paged, PhoneNumberRecord, Store, StoreResult, corrupt, ts};
 use crate::domain::trunks::{PasswordUpdate, ShownTrunk, TrunkStatus};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -108,7 +108,7 @@ fn password(trunk: &Trunk) -> Option<&str> {
     trunk.password.as_ref().map(Secret::expose)
 }
 
-fn account_row(r: &SqliteRow) -> StoreResult<CarrierAccount> {
+fn account_row(r: &Row) -> StoreResult<CarrierAccount> {
     let trunk = trunk_column(r.try_get("trunk")?)?;
     let has_password: bool = r.try_get("has_password")?;
     Ok(CarrierAccount {
@@ -136,7 +136,7 @@ impl Store {
     ) -> StoreResult<CarrierAccount> {
         let id = uuid::Uuid::now_v7();
         let at = ts(self.now());
-        sqlx::query(
+        query(
             "INSERT INTO carrier_accounts (id, workspace_id, name, provider, status, trunk, trunk_password, created_at, updated_at) \
              VALUES (?, ?, ?, ?, 'untested', ?, ?, ?, ?)",
         )
@@ -166,12 +166,12 @@ impl Store {
     ) -> StoreResult<AccountUpdate> {
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let row: Option<(Option<String>, Option<String>)> = sqlx::query_as(
+        let row: Option<(Option<String>, Option<String>)> = query(
             "SELECT trunk, trunk_password FROM carrier_accounts WHERE workspace_id = ? AND id = ?",
         )
         .bind(ws.as_uuid())
         .bind(id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional_as(&mut *tx)
         .await?;
         let Some((stored, stored_password)) = row else {
             return Ok(AccountUpdate::NotFound);
@@ -197,7 +197,7 @@ impl Store {
         };
         let changed = new != old;
         // An unchanged trunk keeps its stored form, which a test running now will check.
-        sqlx::query(
+        query(
             "UPDATE carrier_accounts SET name = COALESCE(?, name), provider = COALESCE(?, provider), \
                trunk = CASE WHEN ? THEN ? ELSE trunk END, \
                trunk_password = CASE WHEN ? THEN ? ELSE trunk_password END, \
@@ -231,12 +231,12 @@ impl Store {
 
     /// An account's trunk with its password (for the dialer and a test; never for display).
     pub async fn carrier_trunk(&self, ws: WorkspaceId, id: uuid::Uuid) -> StoreResult<TrunkLookup> {
-        let row: Option<(Option<String>, Option<String>)> = sqlx::query_as(
+        let row: Option<(Option<String>, Option<String>)> = query(
             "SELECT trunk, trunk_password FROM carrier_accounts WHERE workspace_id = ? AND id = ?",
         )
         .bind(ws.as_uuid())
         .bind(id)
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional_as(&mut *self.conn().await?)
         .await?;
         Ok(match row {
             None => TrunkLookup::NoAccount,
@@ -261,7 +261,7 @@ impl Store {
         status: TrunkStatus,
         reason: Option<&str>,
     ) -> StoreResult<Option<CarrierAccount>> {
-        let done = sqlx::query(
+        let done = query(
             "UPDATE carrier_accounts SET status = ?, status_reason = ?, tested_at = ? \
              WHERE workspace_id = ? AND id = ? AND trunk = ? AND trunk_password IS ?",
         )
@@ -285,9 +285,9 @@ impl Store {
         ws: WorkspaceId,
         id: uuid::Uuid,
     ) -> StoreResult<Option<CarrierAccount>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS} FROM carrier_accounts ca WHERE ca.workspace_id = ? AND ca.id = ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id)
         .fetch_optional(&mut *self.conn().await?)
@@ -301,14 +301,13 @@ impl Store {
         page: Page,
     ) -> StoreResult<Paged<CarrierAccount>> {
         let mut conn = self.conn().await?;
-        let total: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM carrier_accounts WHERE workspace_id = ?")
-                .bind(ws.as_uuid())
-                .fetch_one(&mut *conn)
-                .await?;
-        let rows = sqlx::query(sql(format!(
+        let total: i64 = query("SELECT COUNT(*) FROM carrier_accounts WHERE workspace_id = ?")
+            .bind(ws.as_uuid())
+            .scalar(&mut *conn)
+            .await?;
+        let rows = query(format!(
             "SELECT {COLUMNS} FROM carrier_accounts ca WHERE ca.workspace_id = ? ORDER BY ca.created_at, ca.id LIMIT ? OFFSET ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
@@ -320,13 +319,13 @@ impl Store {
 
     /// How many accounts the workspace has, and how many held numbers are on them.
     pub async fn carrier_totals(&self, ws: WorkspaceId) -> StoreResult<(i64, i64)> {
-        let row: (i64, i64) = sqlx::query_as(
+        let row: (i64, i64) = query(
             "SELECT (SELECT COUNT(*) FROM carrier_accounts WHERE workspace_id = ?), \
              (SELECT COUNT(*) FROM phone_numbers WHERE workspace_id = ? AND carrier_account_id IS NOT NULL AND released_at IS NULL)",
         )
         .bind(ws.as_uuid())
         .bind(ws.as_uuid())
-        .fetch_one(&mut *self.conn().await?)
+        .fetch_one_as(&mut *self.conn().await?)
         .await?;
         Ok(row)
     }
@@ -339,17 +338,17 @@ impl Store {
         page: Page,
     ) -> StoreResult<Paged<PhoneNumberRecord>> {
         let mut conn = self.conn().await?;
-        let total: i64 = sqlx::query_scalar(
+        let total: i64 = query(
             "SELECT COUNT(*) FROM phone_numbers WHERE workspace_id = ? AND carrier_account_id = ? AND released_at IS NULL",
         )
         .bind(ws.as_uuid())
         .bind(account)
-        .fetch_one(&mut *conn)
+        .scalar(&mut *conn)
         .await?;
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.carrier_account_id = ? \
              AND n.released_at IS NULL ORDER BY n.created_at, n.id LIMIT ? OFFSET ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(account)
         .bind(page.limit)
@@ -371,7 +370,7 @@ impl Store {
         account: uuid::Uuid,
         number: PhoneNumberId,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let done = query(
             "UPDATE phone_numbers SET carrier_account_id = ?, updated_at = ? WHERE workspace_id = ? AND id = ? \
              AND released_at IS NULL AND EXISTS (SELECT 1 FROM carrier_accounts WHERE workspace_id = ? AND id = ?)",
         )
@@ -398,7 +397,7 @@ impl Store {
         if self.carrier_account(ws, account).await?.is_none() {
             return Ok(NumberRemoval::AccountNotFound);
         }
-        let done = sqlx::query(
+        let done = query(
             "UPDATE phone_numbers SET carrier_account_id = NULL, is_active = 0, updated_at = ? \
              WHERE workspace_id = ? AND id = ? AND carrier_account_id = ? AND released_at IS NULL",
         )

@@ -3,14 +3,14 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, Row};
+use sqlx::Connection;
 use switchboard_actors::campaign::AuditEvent;
 use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
 use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, ContactId, LeadId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::campaigns::insert_event;
+use super::db::{Row, query};
 use super::{Page, Paged, Store, StoreResult, coded, corrupt, opt_coded, opt_id, ts};
 
 /// A contact enrolled in a campaign.
@@ -63,7 +63,7 @@ pub struct EnrollCounts {
     pub duplicates: i64,
 }
 
-fn contact_row(r: SqliteRow) -> StoreResult<Contact> {
+fn contact_row(r: Row) -> StoreResult<Contact> {
     let variables: String = r.try_get("variables")?;
     let metadata: String = r.try_get("metadata")?;
     Ok(Contact {
@@ -245,20 +245,19 @@ impl Store {
         };
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let owned: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM campaigns WHERE id = ? AND workspace_id = ?")
-                .bind(campaign.as_uuid())
-                .bind(ws.as_uuid())
-                .fetch_optional(&mut *tx)
-                .await?;
+        let owned: Option<i64> = query("SELECT 1 FROM campaigns WHERE id = ? AND workspace_id = ?")
+            .bind(campaign.as_uuid())
+            .bind(ws.as_uuid())
+            .scalar_optional(&mut *tx)
+            .await?;
         if owned.is_none() {
             return Ok(None);
         }
         const EXCLUDED: &str = "SELECT COUNT(*) FROM contacts WHERE campaign_id = ? AND state = ?";
-        let excluded_before: i64 = sqlx::query_scalar(EXCLUDED)
+        let excluded_before: i64 = query(EXCLUDED)
             .bind(campaign.as_uuid())
             .bind(ContactState::Excluded.as_str())
-            .fetch_one(&mut *tx)
+            .scalar(&mut *tx)
             .await?;
         let mut submitted = 0i64;
         let mut inserted = 0i64;
@@ -281,7 +280,7 @@ impl Store {
             let rows = batch.rows;
             let mut json = batch.json;
             json.push(']');
-            let mut q = sqlx::query(insert)
+            let mut q = query(insert)
                 .bind(json)
                 .bind(&ids[..])
                 .bind(campaign.as_uuid())
@@ -296,10 +295,10 @@ impl Store {
             submitted += rows as i64;
             inserted += done.rows_affected() as i64;
         }
-        let excluded_after: i64 = sqlx::query_scalar(EXCLUDED)
+        let excluded_after: i64 = query(EXCLUDED)
             .bind(campaign.as_uuid())
             .bind(ContactState::Excluded.as_str())
-            .fetch_one(&mut *tx)
+            .scalar(&mut *tx)
             .await?;
         let excluded = excluded_after - excluded_before;
         let counts = EnrollCounts {
@@ -336,16 +335,16 @@ impl Store {
         page: Page,
     ) -> StoreResult<Paged<Contact>> {
         let state = state.map(|s| s.as_str());
-        let total: i64 = sqlx::query_scalar(
+        let total: i64 = query(
             "SELECT COUNT(*) FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND (? IS NULL OR state = ?)",
         )
         .bind(campaign.as_uuid())
         .bind(ws.as_uuid())
         .bind(state)
         .bind(state)
-        .fetch_one(&mut *self.conn().await?)
+        .scalar(&mut *self.conn().await?)
         .await?;
-        let rows = sqlx::query("SELECT * FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND (? IS NULL OR state = ?) ORDER BY id LIMIT ? OFFSET ?")
+        let rows = query("SELECT * FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND (? IS NULL OR state = ?) ORDER BY id LIMIT ? OFFSET ?")
             .bind(campaign.as_uuid())
             .bind(ws.as_uuid())
             .bind(state)
@@ -373,7 +372,7 @@ impl Store {
         limit: i64,
     ) -> StoreResult<(Vec<Contact>, Option<i64>, i64)> {
         let mut conn = self.read_conn().await?;
-        let total: i64 = sqlx::query_scalar(
+        let total: i64 = query(
             "SELECT COALESCE(SUM(contacts), 0) FROM campaign_contact_counts \
              WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND (? IS NULL OR state = ?)",
         )
@@ -381,7 +380,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(state.map(|s| s.as_str()))
         .bind(state.map(|s| s.as_str()))
-        .fetch_one(&mut *conn)
+        .scalar(&mut *conn)
         .await?;
         // One statement per shape, so that each walks its own index in rowid order.
         let sql = match state {
@@ -394,7 +393,7 @@ impl Store {
                      AND rowid > ? ORDER BY rowid LIMIT ?"
             }
         };
-        let mut q = sqlx::query(sql).bind(campaign.as_uuid()).bind(ws.as_uuid());
+        let mut q = query(sql).bind(campaign.as_uuid()).bind(ws.as_uuid());
         if let Some(state) = state {
             q = q.bind(state.as_str());
         }
@@ -419,7 +418,7 @@ impl Store {
         campaign: CampaignId,
         id: ContactId,
     ) -> StoreResult<Option<Contact>> {
-        let row = sqlx::query("SELECT * FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND id = ?")
+        let row = query("SELECT * FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND id = ?")
             .bind(campaign.as_uuid())
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
@@ -437,16 +436,14 @@ pub(super) async fn live_leads(
 ) -> StoreResult<std::collections::HashSet<LeadId>> {
     let mut found = std::collections::HashSet::new();
     for chunk in ids.chunks(500) {
-        let mut q: sqlx::QueryBuilder<sqlx::Sqlite> = sqlx::QueryBuilder::new(
-            "SELECT id FROM leads WHERE deleted_at IS NULL AND workspace_id = ",
-        );
+        let mut q = query("SELECT id FROM leads WHERE deleted_at IS NULL AND workspace_id = ");
         q.push_bind(ws.as_uuid()).push(" AND id IN (");
         let mut sep = q.separated(", ");
         for id in chunk {
             sep.push_bind(id.as_uuid());
         }
         q.push(")");
-        let rows: Vec<uuid::Uuid> = q.build_query_scalar().fetch_all(&mut *conn).await?;
+        let rows: Vec<uuid::Uuid> = q.scalars(&mut *conn).await?;
         found.extend(rows.into_iter().map(LeadId::from_uuid));
     }
     Ok(found)

@@ -2,9 +2,9 @@
 //! token, tied to the API key it was exchanged for.
 
 use chrono::{DateTime, Utc};
-use sqlx::Row;
 use switchboard_actors::ids::{ApiKeyId, CampaignId, WorkspaceId};
 
+use super::db::query;
 use super::{Store, StoreError, StoreResult, coded, ts};
 use crate::domain::auth::Scopes;
 use crate::domain::integrations::Provider;
@@ -31,11 +31,11 @@ impl Store {
     ) -> StoreResult<()> {
         let now = ts(self.now());
         let mut conn = self.conn().await?;
-        sqlx::query("DELETE FROM dashboard_sessions WHERE expires_at <= ?")
+        query("DELETE FROM dashboard_sessions WHERE expires_at <= ?")
             .bind(&now)
             .execute(&mut *conn)
             .await?;
-        sqlx::query(
+        query(
             "INSERT INTO dashboard_sessions (token_hash, workspace_id, key_id, csrf, created_at, expires_at) \
              VALUES (?, ?, ?, ?, ?, ?)",
         )
@@ -57,7 +57,7 @@ impl Store {
         token_hash: &[u8; 32],
     ) -> StoreResult<Option<DashboardSession>> {
         let now = ts(self.now());
-        let row = sqlx::query(
+        let row = query(
             "SELECT s.workspace_id, s.key_id, s.csrf, s.expires_at, k.scopes FROM dashboard_sessions s \
              JOIN api_keys k ON k.id = s.key_id AND k.workspace_id = s.workspace_id \
              WHERE s.token_hash = ? AND s.expires_at > ? AND k.revoked_at IS NULL \
@@ -83,7 +83,7 @@ impl Store {
 
     /// Ends a session (signing out).
     pub async fn end_dashboard_session(&self, token_hash: &[u8; 32]) -> StoreResult<()> {
-        sqlx::query("DELETE FROM dashboard_sessions WHERE token_hash = ?")
+        query("DELETE FROM dashboard_sessions WHERE token_hash = ?")
             .bind(&token_hash[..])
             .execute(&mut *self.conn().await?)
             .await?;
@@ -132,7 +132,7 @@ impl Store {
                 .map_err(|e| StoreError::Corrupt(format!("a call's time {prefix:?}: {e}")))
         };
         // The counts the triggers of `campaign_call_buckets` keep: a few hundred rows at most.
-        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        let rows: Vec<(String, String, i64)> = query(
             "SELECT bucket, kind, calls FROM campaign_call_buckets \
              WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) \
              AND width = ? AND calls != 0 ORDER BY bucket",
@@ -140,7 +140,7 @@ impl Store {
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
         .bind(len as i64)
-        .fetch_all(&mut *self.read_conn().await?)
+        .fetch_all_as(&mut *self.read_conn().await?)
         .await?;
         let mut timeline = Timeline::default();
         for (bucket, kind, n) in rows {
@@ -174,11 +174,11 @@ impl Store {
         handshake: &OAuthHandshake,
     ) -> StoreResult<()> {
         let mut conn = self.conn().await?;
-        sqlx::query("DELETE FROM oauth_handshakes WHERE expires_at <= ?")
+        query("DELETE FROM oauth_handshakes WHERE expires_at <= ?")
             .bind(ts(self.now()))
             .execute(&mut *conn)
             .await?;
-        sqlx::query(
+        query(
             "INSERT INTO oauth_handshakes (state_hash, session_hash, workspace_id, provider, verifier, expires_at) \
              VALUES (?, ?, ?, ?, ?, ?)",
         )
@@ -198,7 +198,7 @@ impl Store {
         &self,
         state_hash: &[u8; 32],
     ) -> StoreResult<Option<OAuthHandshake>> {
-        let row = sqlx::query(
+        let row = query(
             "DELETE FROM oauth_handshakes WHERE state_hash = ? \
              RETURNING session_hash, workspace_id, provider, verifier, expires_at",
         )

@@ -4,12 +4,11 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::Connection;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{CallId, DispositionId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{CallRecord, Store, StoreResult, classify, sql, ts};
+use super::db::{Row, query};
+use super::{CallRecord, Store, StoreResult, classify, ts};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Disposition {
@@ -26,7 +25,7 @@ pub struct Disposition {
     pub created_at: DateTime<Utc>,
 }
 
-fn disposition(r: SqliteRow) -> Result<Disposition, sqlx::Error> {
+fn disposition(r: Row) -> Result<Disposition, sqlx::Error> {
     Ok(Disposition {
         id: DispositionId::from_uuid(r.try_get("id")?),
         label: r.try_get("label")?,
@@ -50,7 +49,7 @@ pub enum DeleteOutcome {
 
 impl Store {
     pub async fn list_dispositions(&self, ws: WorkspaceId) -> StoreResult<Vec<Disposition>> {
-        let rows = sqlx::query(sql(format!("SELECT {COLUMNS} FROM dispositions WHERE workspace_id = ? ORDER BY position, created_at")))
+        let rows = query(format!("SELECT {COLUMNS} FROM dispositions WHERE workspace_id = ? ORDER BY position, created_at"))
             .bind(ws.as_uuid())
             .fetch_all(&mut *self.conn().await?)
             .await?;
@@ -65,9 +64,9 @@ impl Store {
         ws: WorkspaceId,
         id: DispositionId,
     ) -> StoreResult<Option<Disposition>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS} FROM dispositions WHERE workspace_id = ? AND id = ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_optional(&mut *self.conn().await?)
@@ -104,21 +103,21 @@ impl Store {
         let position = match position {
             Some(p) => {
                 // Make room: the new disposition takes the position, later ones move down.
-                sqlx::query("UPDATE dispositions SET position = position + 1 WHERE workspace_id = ? AND position >= ?")
+                query("UPDATE dispositions SET position = position + 1 WHERE workspace_id = ? AND position >= ?")
                     .bind(ws.as_uuid())
                     .bind(p)
                     .execute(&mut *tx)
                     .await?;
                 p
             }
-            None => sqlx::query_scalar::<_, i64>(
+            None => query(
                 "SELECT COALESCE(MAX(position) + 1, 0) FROM dispositions WHERE workspace_id = ?",
             )
             .bind(ws.as_uuid())
-            .fetch_one(&mut *tx)
+            .scalar::<i64>(&mut *tx)
             .await?,
         };
-        let row = sqlx::query(sql(format!("INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING {COLUMNS}")))
+        let row = query(format!("INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING {COLUMNS}"))
             .bind(id.as_uuid())
             .bind(ws.as_uuid())
             .bind(label)
@@ -146,7 +145,7 @@ impl Store {
         color: Option<&str>,
         position: Option<i64>,
     ) -> StoreResult<Option<Disposition>> {
-        let done = sqlx::query(
+        let done = query(
             "UPDATE dispositions SET label = COALESCE(?, label), description = COALESCE(?, description), color = COALESCE(?, color), position = COALESCE(?, position), updated_at = ? WHERE workspace_id = ? AND id = ?",
         )
         .bind(label)
@@ -176,13 +175,11 @@ impl Store {
         if existing.is_protected {
             return Ok(DeleteOutcome::Protected);
         }
-        sqlx::query(
-            "DELETE FROM dispositions WHERE workspace_id = ? AND id = ? AND is_protected = 0",
-        )
-        .bind(ws.as_uuid())
-        .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
-        .await?;
+        query("DELETE FROM dispositions WHERE workspace_id = ? AND id = ? AND is_protected = 0")
+            .bind(ws.as_uuid())
+            .bind(id.as_uuid())
+            .execute(&mut *self.conn().await?)
+            .await?;
         Ok(DeleteOutcome::Deleted)
     }
 }
@@ -198,7 +195,7 @@ impl Store {
         disposition: DispositionId,
         source: DispositionSource,
     ) -> StoreResult<Option<DispositionSet>> {
-        let done = sqlx::query(
+        let done = query(
             "UPDATE calls SET disposition_id = ?, disposition_source = ?, updated_at = ? \
              WHERE workspace_id = ? AND id = ? AND status = 'ended' AND outcome = 'answered' AND disposition_id IS NULL",
         )

@@ -10,12 +10,11 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, ApiKeyId, DncEntryId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreResult, classify, coded, sql, ts};
+use super::db::{Row, query};
+use super::{Page, Paged, Store, StoreResult, classify, coded, ts};
 
 /// Who added a do-not-call entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -99,7 +98,7 @@ pub struct DncUpdate<'a> {
 const COLUMNS: &str =
     "id, workspace_id, phone_number, reason, source, expires_at, created_by, created_at";
 
-fn entry(r: &SqliteRow) -> StoreResult<DncEntry> {
+fn entry(r: &Row) -> StoreResult<DncEntry> {
     let created_by: Option<uuid::Uuid> = r.try_get("created_by")?;
     Ok(DncEntry {
         id: DncEntryId::from_uuid(r.try_get("id")?),
@@ -121,7 +120,7 @@ async fn insert_agents(
 ) -> StoreResult<()> {
     let unique: HashSet<AgentId> = agent_ids.iter().copied().collect();
     for agent in unique {
-        sqlx::query("INSERT INTO dnc_entry_agents (entry_id, agent_id) VALUES (?, ?)")
+        query("INSERT INTO dnc_entry_agents (entry_id, agent_id) VALUES (?, ?)")
             .bind(id.as_uuid())
             .bind(agent.as_uuid())
             .execute(&mut *tx)
@@ -137,10 +136,10 @@ impl Store {
             return Ok(entries);
         }
         let placeholders = vec!["?"; entries.len()].join(", ");
-        let mut query = sqlx::query(sql(format!(
+        let mut query = query(format!(
             "SELECT ea.entry_id, a.id, a.name FROM dnc_entry_agents ea JOIN agents a ON a.id = ea.agent_id \
              WHERE ea.entry_id IN ({placeholders}) ORDER BY a.name, a.id"
-        )));
+        ));
         for e in &entries {
             query = query.bind(e.id.as_uuid());
         }
@@ -165,15 +164,15 @@ impl Store {
         at: DateTime<Utc>,
         page: Page,
     ) -> StoreResult<Paged<DncEntry>> {
-        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM dnc_entries WHERE workspace_id = ? AND (expires_at IS NULL OR expires_at > ?)")
+        let total: i64 = query("SELECT COUNT(*) FROM dnc_entries WHERE workspace_id = ? AND (expires_at IS NULL OR expires_at > ?)")
             .bind(ws.as_uuid())
             .bind(ts(at))
-            .fetch_one(&mut *self.conn().await?)
+            .scalar(&mut *self.conn().await?)
             .await?;
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "SELECT {COLUMNS} FROM dnc_entries WHERE workspace_id = ? AND (expires_at IS NULL OR expires_at > ?) \
              ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(ts(at))
         .bind(page.limit)
@@ -193,9 +192,9 @@ impl Store {
         ws: WorkspaceId,
         id: DncEntryId,
     ) -> StoreResult<Option<DncEntry>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS} FROM dnc_entries WHERE workspace_id = ? AND id = ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_optional(&mut *self.conn().await?)
@@ -211,9 +210,9 @@ impl Store {
         number: &str,
         at: DateTime<Utc>,
     ) -> StoreResult<Option<DncEntry>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS} FROM dnc_entries WHERE workspace_id = ? AND phone_number = ? AND (expires_at IS NULL OR expires_at > ?)"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(number)
         .bind(ts(at))
@@ -232,10 +231,10 @@ impl Store {
         let mut unknown = Vec::new();
         for id in ids {
             let found: Option<i64> =
-                sqlx::query_scalar("SELECT 1 FROM agents WHERE workspace_id = ? AND id = ?")
+                query("SELECT 1 FROM agents WHERE workspace_id = ? AND id = ?")
                     .bind(ws.as_uuid())
                     .bind(id.as_uuid())
-                    .fetch_optional(&mut *self.conn().await?)
+                    .scalar_optional(&mut *self.conn().await?)
                     .await?;
             if found.is_none() {
                 unknown.push(*id);
@@ -255,13 +254,13 @@ impl Store {
         let at = ts(self.now());
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query("DELETE FROM dnc_entries WHERE workspace_id = ? AND phone_number = ? AND expires_at IS NOT NULL AND expires_at <= ?")
+        query("DELETE FROM dnc_entries WHERE workspace_id = ? AND phone_number = ? AND expires_at IS NOT NULL AND expires_at <= ?")
             .bind(ws.as_uuid())
             .bind(new.phone_number)
             .bind(&at)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(
+        query(
             "INSERT INTO dnc_entries (id, workspace_id, phone_number, reason, source, expires_at, created_by, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
@@ -294,7 +293,7 @@ impl Store {
     ) -> StoreResult<Option<DncEntry>> {
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let done = sqlx::query(
+        let done = query(
             "UPDATE dnc_entries SET reason = COALESCE(?, reason), expires_at = CASE WHEN ? THEN ? ELSE expires_at END, updated_at = ? \
              WHERE workspace_id = ? AND id = ?",
         )
@@ -310,7 +309,7 @@ impl Store {
             return Ok(None);
         }
         if let Some(agent_ids) = update.agent_ids {
-            sqlx::query("DELETE FROM dnc_entry_agents WHERE entry_id = ?")
+            query("DELETE FROM dnc_entry_agents WHERE entry_id = ?")
                 .bind(id.as_uuid())
                 .execute(&mut *tx)
                 .await?;
@@ -326,19 +325,19 @@ impl Store {
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let found: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM dnc_entries WHERE workspace_id = ? AND id = ?")
+            query("SELECT 1 FROM dnc_entries WHERE workspace_id = ? AND id = ?")
                 .bind(ws.as_uuid())
                 .bind(id.as_uuid())
-                .fetch_optional(&mut *tx)
+                .scalar_optional(&mut *tx)
                 .await?;
         if found.is_none() {
             return Ok(false);
         }
-        sqlx::query("DELETE FROM dnc_entry_agents WHERE entry_id = ?")
+        query("DELETE FROM dnc_entry_agents WHERE entry_id = ?")
             .bind(id.as_uuid())
             .execute(&mut *tx)
             .await?;
-        sqlx::query("DELETE FROM dnc_entries WHERE workspace_id = ? AND id = ?")
+        query("DELETE FROM dnc_entries WHERE workspace_id = ? AND id = ?")
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
             .execute(&mut *tx)
@@ -356,7 +355,7 @@ impl Store {
         agent_id: Option<AgentId>,
         at: DateTime<Utc>,
     ) -> StoreResult<HashSet<String>> {
-        let numbers: Vec<String> = sqlx::query_scalar(
+        let numbers: Vec<String> = query(
             "SELECT e.phone_number FROM dnc_entries e WHERE e.workspace_id = ? AND (e.expires_at IS NULL OR e.expires_at > ?) \
              AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
                   OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?))",
@@ -364,7 +363,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(ts(at))
         .bind(agent_id.map(|a| a.as_uuid()))
-        .fetch_all(&mut *self.conn().await?)
+        .scalars(&mut *self.conn().await?)
         .await?;
         Ok(numbers.into_iter().collect())
     }
@@ -378,7 +377,7 @@ impl Store {
         agent_id: Option<AgentId>,
         at: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let found: Option<i64> = sqlx::query_scalar(
+        let found: Option<i64> = query(
             "SELECT 1 FROM dnc_entries e WHERE e.workspace_id = ? AND e.phone_number = ? AND (e.expires_at IS NULL OR e.expires_at > ?) \
              AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
                   OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?))",
@@ -387,7 +386,7 @@ impl Store {
         .bind(number)
         .bind(ts(at))
         .bind(agent_id.map(|a| a.as_uuid()))
-        .fetch_optional(&mut *self.read_conn().await?)
+        .scalar_optional(&mut *self.read_conn().await?)
         .await?;
         Ok(found.is_some())
     }

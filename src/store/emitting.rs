@@ -1,9 +1,10 @@
 //! Write scripts that raise call events: the script's change and the events' outbox rows are
 //! committed in one transaction, only when the change took place.
 
+use super::db;
 use super::group::Binder;
 use super::webhooks::{bind_events, call_events, insert_events_sql};
-use super::{Lane, Script, ScriptQuery, Store, StoreResult, classify, open_sql, run_script, sql};
+use super::{Lane, Script, ScriptQuery, Store, StoreResult, classify, open_sql, run_script};
 
 /// Scripts that write their call events in their own transaction.
 impl Store {
@@ -22,7 +23,7 @@ impl Store {
         {
             return self.grouped(writer.clone(), body, bind, happened).await;
         }
-        let query = bind(sqlx::query(open_sql(&body)));
+        let query = bind(db::query(open_sql(&body)));
         self.atomic_emitting_in(lane, query, happened).await
     }
 
@@ -55,7 +56,7 @@ impl Store {
             Vec::new()
         };
         let commit = bind_events(
-            sqlx::query(sql(format!("{}COMMIT", insert_events_sql(events.len())))),
+            db::query(format!("{}COMMIT", insert_events_sql(events.len()))),
             &events,
         );
         let mut tail = Script::default();

@@ -11,8 +11,7 @@
 //! `SETTLE_SQL`, `AWAIT_SQL`) are checked against each other, so they are kept in one place.
 
 use chrono::{DateTime, Utc};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Column, Connection, Row};
+use sqlx::Connection;
 use switchboard_actors::call::EndReason;
 use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
 use switchboard_actors::contact::ExclusionReason;
@@ -26,14 +25,15 @@ use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::sdp::Codec;
 
 use super::campaigns::insert_event;
+use super::db::{Query, Row, query};
 use super::group::Binder;
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
 use super::{
     AnalysisStatus, Lane, Script, ScriptQuery, Store, StoreResult, StoredConversation, atomic_sql,
-    open_sql, sql, ts,
+    open_sql, ts,
 };
 
-use super::calls::{CALL_COLUMNS, CALL_VALUES, SqliteQuery, bind_call, funds_in};
+use super::calls::{CALL_COLUMNS, CALL_VALUES, bind_call, funds_in};
 
 const OPEN_STATES: &str = "('pending', 'scheduled')";
 
@@ -88,7 +88,7 @@ impl<'a> Ending<'a> {
     /// The whole script, for [`Store::atomic_emitting_in`]: the end's statements, then `then` (if
     /// any), then the auto top-up check when the call was charged (read it back with
     /// [`low_balance`]), then the `call.ended` event's lookup.
-    fn script(&self, then: Option<&str>) -> sqlx::AssertSqlSafe<String> {
+    fn script(&self, then: Option<&str>) -> String {
         open_sql(&self.body(then))
     }
 
@@ -255,11 +255,7 @@ fn outbound_description(spec: &CallSpec, end: &CallEnd) -> String {
 /// Whether a script's auto top-up check (see [`Ending::script`]) found auto top-up due.
 fn low_balance(done: &Script) -> StoreResult<bool> {
     for row in &done.rows {
-        if row
-            .columns()
-            .first()
-            .is_some_and(|c| c.name() == "low_balance")
-        {
+        if row.first_column() == Some("low_balance") {
             return Ok(row.try_get::<bool, _>(0)?);
         }
     }
@@ -274,7 +270,7 @@ const SETTLE_SQL: &str = "UPDATE contacts SET state = ?, next_attempt_at = ?, at
      WHERE id = ? AND last_call_id = ? AND state IN ('dialing', 'awaiting_disposition') \
      AND (? = 0 OR (SELECT disposition_id FROM calls WHERE calls.id = contacts.last_call_id) IS NULL)";
 
-fn bind_settlement<'q>(q: SqliteQuery<'q>, s: &Settlement) -> SqliteQuery<'q> {
+fn bind_settlement<'q>(q: Query<'q>, s: &Settlement) -> Query<'q> {
     q.bind(s.state.as_str())
         .bind(s.next_attempt_at.map(ts))
         .bind(i64::from(s.refund_attempt))
@@ -294,7 +290,7 @@ const AWAIT_SQL: &str = "UPDATE contacts SET state = 'awaiting_disposition', las
      WHERE id = ? AND state = 'dialing' AND last_call_id = ? \
      RETURNING (SELECT disposition_id FROM calls WHERE calls.id = contacts.last_call_id) AS awaited_disposition";
 
-fn awaited_disposition(row: Option<&SqliteRow>) -> StoreResult<Option<Option<DispositionId>>> {
+fn awaited_disposition(row: Option<&Row>) -> StoreResult<Option<Option<DispositionId>>> {
     let Some(row) = row else {
         return Ok(None);
     };
@@ -308,7 +304,7 @@ async fn write_tick(
     id: CampaignId,
     tick: &TickRecord,
 ) -> StoreResult<()> {
-    sqlx::query(
+    query(
         "UPDATE campaigns SET last_tick_at = ?, last_tick_result = ?, last_error = COALESCE(?, last_error), estimate_cents = ? WHERE id = ?",
     )
     .bind(ts(tick.at))
@@ -330,9 +326,9 @@ impl Store {
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         for (id, at) in deferrals {
-            sqlx::query(sql(format!(
+            query(format!(
                 "UPDATE contacts SET next_attempt_at = ?, updated_at = ? WHERE id = ? AND state IN {OPEN_STATES}"
-            )))
+            ))
             .bind(ts(*at))
             .bind(ts(now))
             .bind(id.as_uuid())
@@ -350,9 +346,9 @@ impl Store {
         reason: ExclusionReason,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(sql(format!(
+        let done = query(format!(
             "UPDATE contacts SET state = 'excluded', excluded_reason = ?, next_attempt_at = NULL, updated_at = ? WHERE id = ? AND state IN {OPEN_STATES}"
-        )))
+        ))
         .bind(reason.as_str())
         .bind(ts(now))
         .bind(id.as_uuid())
@@ -392,7 +388,7 @@ impl Store {
         } else {
             atomic_sql(&script)
         };
-        let q = sqlx::query(script)
+        let q = query(script)
             .bind(spec.id.as_uuid())
             .bind(now.clone())
             .bind(a.contact_id.as_uuid())
@@ -431,19 +427,19 @@ impl Store {
         // status, daily_window_date, daily_admitted_count, the contact's state (if its number
         // is unchanged), whether the number is blocked.
         type Why = (String, Option<String>, i64, Option<String>, Option<bool>);
-        let row: Option<Why> = sqlx::query_as(sql(format!(
+        let row: Option<Why> = query(format!(
             "SELECT k.status, k.daily_window_date, k.daily_admitted_count, \
                  (SELECT state FROM contacts WHERE id = ? AND phone_number = ?), \
                  (SELECT {BLOCKED} FROM contacts WHERE id = ?) \
                  FROM campaigns k WHERE k.id = ?"
-        )))
+        ))
         .bind(a.contact_id.as_uuid())
         .bind(spec.to_number.clone())
         .bind(now.clone())
         .bind(spec.agent_id.as_uuid())
         .bind(a.contact_id.as_uuid())
         .bind(a.campaign_id.as_uuid())
-        .fetch_optional(&mut *conn)
+        .fetch_optional_as(&mut *conn)
         .await?;
         let funds = funds_in(&mut conn, spec.workspace_id).await?;
         drop(conn);
@@ -483,7 +479,7 @@ impl Store {
         let at = ts(now);
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let done = sqlx::query(
+        let done = query(
             "UPDATE campaigns SET status = ?, updated_at = ?, \
              started_at = CASE WHEN ? = 'running' AND started_at IS NULL THEN ? ELSE started_at END, \
              completed_at = CASE WHEN ? = 'completed' THEN ? ELSE completed_at END, \
@@ -528,19 +524,18 @@ impl Store {
         let at = ts(now);
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let live: Vec<uuid::Uuid> = sqlx::query_scalar(
-            "SELECT id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress')",
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        sqlx::query(
+        let live: Vec<uuid::Uuid> =
+            query("SELECT id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress')")
+                .scalars(&mut *tx)
+                .await?;
+        query(
             "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - \
              (SELECT COALESCE(SUM(k.reserved_cents), 0) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status IN ('dialing', 'ringing', 'in_progress'))) \
              WHERE id IN (SELECT campaign_id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') AND campaign_id IS NOT NULL)",
         )
         .execute(&mut *tx)
         .await?;
-        let done = sqlx::query(
+        let done = query(
             "UPDATE calls SET status = 'ended', outcome = 'infra_error', end_reason = ?, ended_at = ?, updated_at = ? WHERE status IN ('dialing', 'ringing', 'in_progress')",
         )
         .bind(EndReason::Interrupted.as_str())
@@ -587,7 +582,7 @@ impl Store {
     /// `dialing` -> `ringing`: the far end said it rings (180/183); `false` if the call was
     /// no longer dialing. No webhook event carries it.
     pub async fn call_ringing(&self, call: CallId, now: DateTime<Utc>) -> StoreResult<bool> {
-        let q = sqlx::query(super::atomic_sql(
+        let q = query(super::atomic_sql(
             "UPDATE calls SET status = 'ringing', updated_at = ? WHERE id = ? AND status = 'dialing'",
         ))
         .bind(ts(now))
@@ -607,7 +602,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let at = ts(now);
-        let q = sqlx::query(open_sql(&format!(
+        let q = query(open_sql(&format!(
             "UPDATE calls SET {set}, updated_at = ? WHERE id = ? AND {guard}; {CALL_EVENT_SQL}"
         )))
         .bind(at.clone())
@@ -658,7 +653,7 @@ impl Store {
         let at = ts(now);
         let done = self
             .atomic(
-                sqlx::query(atomic_sql(
+                query(atomic_sql(
                     "UPDATE calls SET status = 'cancelled', end_reason = ?, ended_at = ?, updated_at = ? WHERE id = ? AND status = 'queued'; \
                      UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?) WHERE id = ? AND changes() = 1",
                 ))
@@ -674,7 +669,7 @@ impl Store {
     }
 
     pub async fn redial(&self, spec: &CallSpec, contact: ContactId) -> StoreResult<bool> {
-        let q = sqlx::query(atomic_sql(&format!(
+        let q = query(atomic_sql(&format!(
             "UPDATE contacts SET last_call_id = ?, updated_at = ? WHERE id = ? AND state = 'dialing'; \
              INSERT INTO calls ({CALL_COLUMNS}) SELECT {CALL_VALUES} WHERE changes() = 1; \
              UPDATE campaigns SET reserved_cents = reserved_cents + ? WHERE id = ? AND changes() = 1"
@@ -698,22 +693,20 @@ impl Store {
         now: DateTime<Utc>,
         ending: Option<(&CallSpec, &CallEnd)>,
     ) -> StoreResult<(Option<Option<DispositionId>>, bool)> {
-        let bind =
-            |q: SqliteQuery<'static>| q.bind(ts(now)).bind(contact.as_uuid()).bind(call.as_uuid());
+        let bind = |q: Query<'static>| q.bind(ts(now)).bind(contact.as_uuid()).bind(call.as_uuid());
         let Some((spec, end)) = ending else {
-            let row = bind(sqlx::query(AWAIT_SQL))
+            let row = bind(query(AWAIT_SQL))
                 .fetch_optional(&mut *self.conn().await?)
                 .await?;
             return Ok((awaited_disposition(row.as_ref())?, false));
         };
         let ending = Ending::outbound(spec, end, self.analysis());
-        let q = bind(ending.bind(sqlx::query(ending.script(Some(AWAIT_SQL)))));
+        let q = bind(ending.bind(query(ending.script(Some(AWAIT_SQL)))));
         let done = ending.commit(self, q, Lane::Urgent).await?;
-        let row = done.rows.iter().find(|r| {
-            r.columns()
-                .first()
-                .is_some_and(|c| c.name() == "awaited_disposition")
-        });
+        let row = done
+            .rows
+            .iter()
+            .find(|r| r.first_column() == Some("awaited_disposition"));
         Ok((awaited_disposition(row)?, low_balance(&done)?))
     }
 
@@ -725,13 +718,13 @@ impl Store {
         ending: Option<(&CallSpec, &CallEnd)>,
     ) -> StoreResult<(bool, bool)> {
         let Some((spec, end)) = ending else {
-            let done = bind_settlement(sqlx::query(SETTLE_SQL), s)
+            let done = bind_settlement(query(SETTLE_SQL), s)
                 .execute(&mut *self.conn().await?)
                 .await?;
             return Ok((done.rows_affected() > 0, false));
         };
         let ending = Ending::outbound(spec, end, self.analysis());
-        let q = bind_settlement(ending.bind(sqlx::query(ending.script(Some(SETTLE_SQL)))), s);
+        let q = bind_settlement(ending.bind(query(ending.script(Some(SETTLE_SQL)))), s);
         let done = ending.commit(self, q, Lane::Urgent).await?;
         Ok((
             done.changed(ending.statement_count()) > 0,

@@ -5,8 +5,6 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 use switchboard_actors::call::{CallStatus, EndReason};
 use switchboard_actors::campaign::{AgentFacts, NumberFacts, NumberStatus};
 use switchboard_actors::contact::{CallOutcome, ContactState};
@@ -21,15 +19,14 @@ use switchboard_actors::window::CallingWindow;
 use super::CampaignSettings;
 use super::calls::{funds_in, spec_row};
 use super::campaigns::{campaign_columns, campaign_row};
+use super::db::{Row, query};
 use super::engine_calls::BLOCKED;
-use super::{
-    Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, coded, corrupt, opt_coded, opt_id, sql, ts,
-};
+use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, coded, corrupt, opt_coded, opt_id, ts};
 
 const OPEN_ATTEMPT_SELECT: &str = "SELECT c.id, c.state, c.attempts, c.infra_retries, k.id AS call_id, k.status AS call_status, k.outcome, \
      k.end_reason, k.ended_at, k.disposition_id FROM contacts c LEFT JOIN calls k ON k.id = c.last_call_id";
 
-fn open_attempt_row(r: &SqliteRow) -> StoreResult<OpenAttempt> {
+fn open_attempt_row(r: &Row) -> StoreResult<OpenAttempt> {
     let state: String = r.try_get("state")?;
     let call = match r.try_get::<Option<uuid::Uuid>, _>("call_id")? {
         None => None,
@@ -98,10 +95,10 @@ impl Store {
     // ---- the engine's port ----
 
     pub async fn live_campaigns(&self) -> StoreResult<Vec<CampaignId>> {
-        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
+        let ids: Vec<uuid::Uuid> = query(
             "SELECT id FROM campaigns WHERE status IN ('scheduled', 'running', 'paused', 'paused_insufficient_credit', 'paused_budget', 'paused_infra', 'paused_config') ORDER BY created_at",
         )
-        .fetch_all(&mut *self.read_conn().await?)
+        .scalars(&mut *self.read_conn().await?)
         .await?;
         Ok(ids.into_iter().map(CampaignId::from_uuid).collect())
     }
@@ -110,7 +107,7 @@ impl Store {
         // One read: the campaign with the facts of its agent and from-number (same workspace;
         // a released number counts as none).
         static QUERY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        let query = QUERY.get_or_init(|| {
+        let text = QUERY.get_or_init(|| {
             let columns: Vec<String> = campaign_columns()
                 .split(',')
                 .map(|c| format!("c.{}", c.trim()))
@@ -127,7 +124,7 @@ impl Store {
                 columns.join(", ")
             )
         });
-        let row = sqlx::query(sql(query.clone()))
+        let row = query(text.as_str())
             .bind(id.as_uuid())
             .fetch_optional(&mut *self.read_conn().await?)
             .await?;
@@ -177,11 +174,11 @@ impl Store {
     }
 
     pub async fn contact_counts(&self, id: CampaignId) -> StoreResult<ContactCounts> {
-        let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        let rows: Vec<(String, i64, i64)> = query(
             "SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = ? GROUP BY state",
         )
         .bind(id.as_uuid())
-        .fetch_all(&mut *self.read_conn().await?)
+        .fetch_all_as(&mut *self.read_conn().await?)
         .await?;
         let mut counts = ContactCounts::default();
         for (state, n, attempts) in rows {
@@ -210,9 +207,9 @@ impl Store {
                 open.join(", ")
             )
         });
-        Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(text.as_str()))
+        Ok(query(text.as_str())
             .bind(id.as_uuid())
-            .fetch_one(&mut *self.read_conn().await?)
+            .scalar(&mut *self.read_conn().await?)
             .await?)
     }
 
@@ -229,7 +226,7 @@ impl Store {
         // new value bound to a bare `LIMIT ?`, and this one runs at every evaluation.
         const COLUMNS: &str =
             "id, campaign_id, phone_number, timezone, state, attempts, next_attempt_at";
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "SELECT id, phone_number, timezone, state, attempts, next_attempt_at, {BLOCKED} AS blocked FROM ( \
                SELECT * FROM (SELECT {COLUMNS} FROM contacts \
                  WHERE campaign_id = ? AND next_attempt_at IS NOT NULL AND next_attempt_at <= ? \
@@ -238,7 +235,7 @@ impl Store {
                SELECT * FROM (SELECT {COLUMNS} FROM contacts \
                  WHERE campaign_id = ? AND next_attempt_at > ? ORDER BY next_attempt_at LIMIT 1) \
              ) AS contacts"
-        )))
+        ))
         .bind(at.clone())
         .bind(agent.map(|a| a.as_uuid()))
         .bind(id.as_uuid())
@@ -275,9 +272,9 @@ impl Store {
     }
 
     pub async fn open_attempts(&self, id: CampaignId) -> StoreResult<Vec<OpenAttempt>> {
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "{OPEN_ATTEMPT_SELECT} WHERE c.campaign_id = ? AND c.state IN ('dialing', 'awaiting_disposition')"
-        )))
+        ))
         .bind(id.as_uuid())
         .fetch_all(&mut *self.conn().await?)
         .await?;
@@ -285,9 +282,9 @@ impl Store {
     }
 
     pub async fn open_attempt(&self, contact: ContactId) -> StoreResult<Option<OpenAttempt>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "{OPEN_ATTEMPT_SELECT} WHERE c.id = ? AND c.state IN ('dialing', 'awaiting_disposition')"
-        )))
+        ))
         .bind(contact.as_uuid())
         .fetch_optional(&mut *self.conn().await?)
         .await?;
@@ -295,11 +292,11 @@ impl Store {
     }
 
     pub async fn queued_calls(&self) -> StoreResult<Vec<CallSpec>> {
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "SELECT c.*, {TRUNK_COLUMNS} FROM calls c \
              LEFT JOIN phone_numbers n ON n.id = c.from_phone_number_id AND n.workspace_id = c.workspace_id {TRUNK_JOIN} \
              WHERE c.status = 'queued' ORDER BY c.priority DESC, c.queued_at, c.id"
-        )))
+        ))
         .fetch_all(&mut *self.conn().await?)
         .await?;
         rows.iter()
@@ -312,10 +309,10 @@ impl Store {
     }
 
     pub async fn live_calls(&self) -> StoreResult<HashMap<WorkspaceId, usize>> {
-        let rows: Vec<(uuid::Uuid, i64)> = sqlx::query_as(
+        let rows: Vec<(uuid::Uuid, i64)> = query(
             "SELECT workspace_id, COUNT(*) FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') GROUP BY workspace_id",
         )
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all_as(&mut *self.conn().await?)
         .await?;
         Ok(rows
             .into_iter()
@@ -324,11 +321,10 @@ impl Store {
     }
 
     pub async fn call_disposition(&self, call: CallId) -> StoreResult<Option<DispositionId>> {
-        let d: Option<Option<uuid::Uuid>> =
-            sqlx::query_scalar("SELECT disposition_id FROM calls WHERE id = ?")
-                .bind(call.as_uuid())
-                .fetch_optional(&mut *self.conn().await?)
-                .await?;
+        let d: Option<Option<uuid::Uuid>> = query("SELECT disposition_id FROM calls WHERE id = ?")
+            .bind(call.as_uuid())
+            .scalar_optional(&mut *self.conn().await?)
+            .await?;
         Ok(d.flatten().map(DispositionId::from_uuid))
     }
 }

@@ -21,11 +21,12 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sqlx::{Column, Executor, Row};
+use sqlx::Executor;
 use tokio::sync::oneshot;
 
+use super::db::{Row, query};
 use super::webhooks::{NewEvent, bind_events, call_events, insert_events_sql};
-use super::{Lane, Script, ScriptQuery, Store, StoreError, StoreResult, classify, sql};
+use super::{Lane, Script, ScriptQuery, Store, StoreError, StoreResult, classify};
 
 /// The most writes one transaction takes: a group holds SQLite's write lock for its whole
 /// length, and an urgent writer (a request whose client is waiting) waits for it.
@@ -227,11 +228,11 @@ impl Store {
             }
         }
         let commit = bind_events(
-            sqlx::query(sql(format!("{}COMMIT", insert_events_sql(events.len())))),
+            query(format!("{}COMMIT", insert_events_sql(events.len()))),
             &events,
         )
         .persistent(events.len() <= 4);
-        if let Err(err) = (&mut *conn).execute(commit).await {
+        if let Err(err) = commit.execute(&mut *conn).await {
             let _ = (&mut *conn).execute("ROLLBACK").await;
             self.unsettled();
             for w in written {
@@ -257,7 +258,7 @@ impl Store {
     async fn write_chunk(&self, conn: &mut sqlx::SqliteConnection, chunk: Vec<Job>) -> ChunkResult {
         let body = chunk.first().map(|j| j.body.as_str()).unwrap_or_default();
         let text = format!("{SAVEPOINT}; {body}; {MARK}; ").repeat(chunk.len());
-        let mut query = sqlx::query(sql(text));
+        let mut query = query(text);
         for job in &chunk {
             query = (job.bind)(query);
         }
@@ -329,6 +330,10 @@ async fn read_chunk(
     scripts: &mut Vec<Script>,
 ) -> (Option<sqlx::Error>, bool) {
     use futures_util::TryStreamExt;
+    let query = match query.for_sqlite() {
+        Ok(q) => q,
+        Err(err) => return (Some(err), false),
+    };
     let mut stream = conn.fetch_many(query);
     let mut current = Script::default();
     // The next result is the savepoint's (a write's first) or the mark's (its last).
@@ -349,11 +354,8 @@ async fn read_chunk(
                 }
             }
             Ok(Some(sqlx::Either::Right(row))) => {
-                if row
-                    .columns()
-                    .first()
-                    .is_some_and(|c| c.name() == "grouped_write_end")
-                {
+                let row = Row::from(row);
+                if row.first_column() == Some("grouped_write_end") {
                     closing = true;
                 } else {
                     current.rows.push(row);

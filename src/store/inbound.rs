@@ -2,7 +2,6 @@
 //! end, and the service's own secrets (the recording URL signing key).
 
 use chrono::{DateTime, Utc};
-use sqlx::Row;
 use switchboard_actors::call::PRIORITY_DEFAULT;
 use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::events::EventKind;
@@ -11,8 +10,9 @@ use switchboard_actors::inbound::{InboundEnd, InboundStart};
 use switchboard_actors::money::Cents;
 use switchboard_actors::ports::{CallEnd, CallSpec};
 
+use super::db::query;
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
-use super::{Agent, Lane, ScriptQuery, Store, StoreResult, corrupt, sql, ts};
+use super::{Agent, Lane, ScriptQuery, Store, StoreResult, corrupt, ts};
 
 /// What an INVITE for a slug is checked against.
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ impl Store {
     /// otherwise (all answered alike). Whether its agent is active is asked per call
     /// ([`Store::answering_agent`]).
     pub async fn sip_route(&self, slug: &str) -> StoreResult<Option<SipRoute>> {
-        let row = sqlx::query(
+        let row = query(
             "SELECT id, workspace_id, slug, inbound_agent_id, allowed_source_ips, max_concurrent_calls \
              FROM sip_endpoints WHERE slug = ? AND deleted_at IS NULL AND is_active = 1 AND inbound_agent_id IS NOT NULL",
         )
@@ -61,11 +61,10 @@ impl Store {
         id: AgentId,
     ) -> StoreResult<Option<(Agent, bool)>> {
         let mut conn = self.route_conn().await?;
-        let suspended: Option<bool> =
-            sqlx::query_scalar("SELECT is_suspended FROM workspaces WHERE id = ?")
-                .bind(ws.as_uuid())
-                .fetch_optional(&mut *conn)
-                .await?;
+        let suspended: Option<bool> = query("SELECT is_suspended FROM workspaces WHERE id = ?")
+            .bind(ws.as_uuid())
+            .scalar_optional(&mut *conn)
+            .await?;
         let Some(suspended) = suspended else {
             return Ok(None);
         };
@@ -80,7 +79,7 @@ impl Store {
         at: DateTime<Utc>,
     ) -> StoreResult<()> {
         let at = ts(at);
-        sqlx::query(
+        query(
             "UPDATE sip_endpoints SET last_call_at = ? WHERE id = ? AND (last_call_at IS NULL OR last_call_at < ?)",
         )
         .bind(&at)
@@ -175,12 +174,11 @@ impl Store {
     /// Whether a call's recording is complete (the call has ended).
     // By id alone: a recording URL is public and carries its own signature, not a workspace.
     pub async fn recording_ready(&self, id: switchboard_actors::ids::CallId) -> StoreResult<bool> {
-        let found: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM calls WHERE id = ? AND recorded = 1 AND status = 'ended'",
-        )
-        .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
-        .await?;
+        let found: Option<i64> =
+            query("SELECT 1 FROM calls WHERE id = ? AND recorded = 1 AND status = 'ended'")
+                .bind(id.as_uuid())
+                .scalar_optional(&mut *self.conn().await?)
+                .await?;
         Ok(found.is_some())
     }
 
@@ -192,7 +190,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> StoreResult<Vec<u8>> {
         let mut conn = self.conn().await?;
-        sqlx::query(
+        query(
             "INSERT INTO service_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT(name) DO NOTHING",
         )
         .bind(name)
@@ -200,12 +198,10 @@ impl Store {
         .bind(ts(now))
         .execute(&mut *conn)
         .await?;
-        let value: Vec<u8> = sqlx::query_scalar(sql(
-            "SELECT value FROM service_secrets WHERE name = ?".to_string(),
-        ))
-        .bind(name)
-        .fetch_one(&mut *conn)
-        .await?;
+        let value: Vec<u8> = query("SELECT value FROM service_secrets WHERE name = ?".to_string())
+            .bind(name)
+            .scalar(&mut *conn)
+            .await?;
         Ok(value)
     }
 }

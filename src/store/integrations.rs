@@ -4,11 +4,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::Connection;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, IntegrationId, WorkspaceId};
 use utoipa::ToSchema;
 
+use super::db::{Row, query};
 use super::{Store, StoreResult, coded, corrupt, ts};
 use crate::domain::integrations::Provider;
 
@@ -75,7 +74,7 @@ pub struct FlowVersion {
 
 const COLUMNS: &str = "id, provider, account, status, connected_at, disconnected_at, created_at";
 
-fn integration_row(r: &SqliteRow) -> StoreResult<Integration> {
+fn integration_row(r: &Row) -> StoreResult<Integration> {
     Ok(Integration {
         id: IntegrationId::from_uuid(r.try_get("id")?),
         provider: coded(r, "provider", Provider::parse)?,
@@ -101,23 +100,23 @@ impl Store {
         let now = ts(self.now());
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        let existing: Option<uuid::Uuid> = sqlx::query_scalar(
+        let existing: Option<uuid::Uuid> = query(
             "SELECT id FROM integrations WHERE workspace_id = ? AND provider = ? AND account = ? \
              ORDER BY created_at, id LIMIT 1",
         )
         .bind(ws.as_uuid())
         .bind(provider)
         .bind(account)
-        .fetch_optional(&mut *tx)
+        .scalar_optional(&mut *tx)
         .await?;
         let id = existing.map_or_else(IntegrationId::new, IntegrationId::from_uuid);
         let sealed = credentials(id);
         let row = match existing {
             Some(_) => {
-                sqlx::query(super::sql(format!(
+                query(format!(
                     "UPDATE integrations SET status = 'connected', connected_at = ?, \
                      disconnected_at = NULL, credentials = ? WHERE id = ? RETURNING {COLUMNS}"
-                )))
+                ))
                 .bind(&now)
                 .bind(sealed)
                 .bind(id.as_uuid())
@@ -125,10 +124,10 @@ impl Store {
                 .await?
             }
             None => {
-                sqlx::query(super::sql(format!(
+                query(format!(
                     "INSERT INTO integrations (id, workspace_id, provider, account, status, connected_at, created_at, credentials) \
                      VALUES (?, ?, ?, ?, 'connected', ?, ?, ?) RETURNING {COLUMNS}"
-                )))
+                ))
                 .bind(id.as_uuid())
                 .bind(ws.as_uuid())
                 .bind(provider)
@@ -150,9 +149,9 @@ impl Store {
         &self,
         id: IntegrationId,
     ) -> StoreResult<Option<(WorkspaceId, Integration, Option<String>)>> {
-        let row = sqlx::query(super::sql(format!(
+        let row = query(format!(
             "SELECT workspace_id, credentials, {COLUMNS} FROM integrations WHERE id = ?"
-        )))
+        ))
         .bind(id.as_uuid())
         .fetch_optional(&mut *self.read_conn().await?)
         .await?;
@@ -167,9 +166,9 @@ impl Store {
     }
 
     pub async fn list_integrations(&self, ws: WorkspaceId) -> StoreResult<Vec<Integration>> {
-        let rows = sqlx::query(super::sql(format!(
+        let rows = query(format!(
             "SELECT {COLUMNS} FROM integrations WHERE workspace_id = ? ORDER BY created_at, id"
-        )))
+        ))
         .bind(ws.as_uuid())
         .fetch_all(&mut *self.conn().await?)
         .await?;
@@ -181,9 +180,9 @@ impl Store {
         ws: WorkspaceId,
         id: IntegrationId,
     ) -> StoreResult<Option<Integration>> {
-        let row = sqlx::query(super::sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS} FROM integrations WHERE workspace_id = ? AND id = ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_optional(&mut *self.conn().await?)
@@ -197,7 +196,7 @@ impl Store {
         ws: WorkspaceId,
         id: IntegrationId,
     ) -> StoreResult<Option<Integration>> {
-        sqlx::query(
+        query(
             "UPDATE integrations SET status = 'disconnected', disconnected_at = COALESCE(disconnected_at, ?) \
              WHERE workspace_id = ? AND id = ?",
         )
@@ -216,7 +215,7 @@ impl Store {
         agent: AgentId,
         flow: &Value,
     ) -> StoreResult<i64> {
-        let version: i64 = sqlx::query_scalar(
+        let version: i64 = query(
             "INSERT INTO agent_flow_versions (agent_id, version, workspace_id, flow_config, created_at) \
              SELECT ?, COALESCE(MAX(version), 0) + 1, ?, ?, ? FROM agent_flow_versions WHERE agent_id = ? \
              RETURNING version",
@@ -226,7 +225,7 @@ impl Store {
         .bind(flow.to_string())
         .bind(ts(self.now()))
         .bind(agent.as_uuid())
-        .fetch_one(&mut *self.conn().await?)
+        .scalar(&mut *self.conn().await?)
         .await?;
         Ok(version)
     }
@@ -237,7 +236,7 @@ impl Store {
         ws: WorkspaceId,
         agent: AgentId,
     ) -> StoreResult<Vec<FlowVersion>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT version, flow_config, created_at FROM agent_flow_versions \
              WHERE workspace_id = ? AND agent_id = ? ORDER BY version DESC",
         )

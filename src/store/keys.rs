@@ -2,9 +2,9 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Row;
 use switchboard_actors::ids::{ApiKeyId, WorkspaceId};
 
+use super::db::query;
 use super::{Store, StoreError, StoreResult, ts};
 use crate::domain::auth::{self, Scopes};
 
@@ -47,7 +47,7 @@ impl Store {
         let new = auth::generate_key();
         let id = ApiKeyId::new();
         let created_at = self.now();
-        sqlx::query("INSERT INTO api_keys (id, workspace_id, name, key_hash, key_prefix, scopes, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        query("INSERT INTO api_keys (id, workspace_id, name, key_hash, key_prefix, scopes, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
             .bind(id.as_uuid())
             .bind(workspace_id.as_uuid())
             .bind(name)
@@ -72,7 +72,7 @@ impl Store {
     }
 
     pub async fn list_keys(&self, workspace_id: WorkspaceId) -> StoreResult<Vec<ApiKey>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT id, workspace_id, name, key_prefix, scopes, expires_at, revoked_at, created_at FROM api_keys WHERE workspace_id = ? ORDER BY created_at",
         )
         .bind(workspace_id.as_uuid())
@@ -100,12 +100,11 @@ impl Store {
     /// Revokes a key; `false` when no such live key exists.
     // By id alone: the operator's `keys revoke` command acts across workspaces.
     pub async fn revoke_key(&self, id: ApiKeyId) -> StoreResult<bool> {
-        let done =
-            sqlx::query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
-                .bind(ts(self.now()))
-                .bind(id.as_uuid())
-                .execute(&mut *self.conn().await?)
-                .await?;
+        let done = query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+            .bind(ts(self.now()))
+            .bind(id.as_uuid())
+            .execute(&mut *self.conn().await?)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -115,7 +114,7 @@ impl Store {
             return Ok(KeyCheck::Invalid);
         }
         let hash = auth::hash_key(secret);
-        let row = sqlx::query("SELECT id, workspace_id, key_hash, scopes, expires_at, revoked_at FROM api_keys WHERE key_hash = ?")
+        let row = query("SELECT id, workspace_id, key_hash, scopes, expires_at, revoked_at FROM api_keys WHERE key_hash = ?")
             .bind(&hash[..])
             .fetch_optional(&mut *self.read_conn().await?)
             .await?;

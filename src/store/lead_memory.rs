@@ -2,11 +2,11 @@
 //! that number that have a summary.
 
 use chrono::{DateTime, Utc};
-use sqlx::Row;
 use switchboard_actors::call::CallDirection;
 use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::ids::{LeadId, WorkspaceId};
 
+use super::db::query;
 use super::{Lead, Store, StoreResult, coded, opt_coded};
 
 /// An earlier call with a lead, as lead memory tells it.
@@ -24,12 +24,12 @@ impl Store {
     /// The lead of `ws` whose number is `number` (E.164, as leads store it), with its tags;
     /// `None` when there is none or it was deleted.
     pub async fn lead_by_number(&self, ws: WorkspaceId, number: &str) -> StoreResult<Option<Lead>> {
-        let id: Option<uuid::Uuid> = sqlx::query_scalar(
+        let id: Option<uuid::Uuid> = query(
             "SELECT id FROM leads WHERE workspace_id = ? AND phone_number = ? AND deleted_at IS NULL",
         )
         .bind(ws.as_uuid())
         .bind(number)
-        .fetch_optional(&mut *self.conn().await?)
+        .scalar_optional(&mut *self.conn().await?)
         .await?;
         match id {
             Some(id) => self.lead(ws, LeadId::from_uuid(id)).await,
@@ -49,7 +49,7 @@ impl Store {
     ) -> StoreResult<Vec<PastCall>> {
         // The subquery reaches the calls through the number indexes; the workspace is checked
         // on both sides.
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT c.direction, c.outcome, c.ended_at, d.summary, ds.label AS disposition \
              FROM calls c \
              JOIN call_details d ON d.call_id = c.id AND d.workspace_id = c.workspace_id \

@@ -4,12 +4,11 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite};
 use switchboard_actors::ids::{LeadId, LeadTagId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreResult, classify, corrupt, sql, ts};
+use super::db::{Query, Row, query};
+use super::{Page, Paged, Store, StoreResult, classify, corrupt, ts};
 
 #[derive(Debug, Clone, Serialize, ToSchema, PartialEq)]
 pub struct LeadTag {
@@ -58,7 +57,7 @@ pub struct LeadFilter {
     pub phone_number: Option<String>,
 }
 
-fn tag_row(r: &SqliteRow) -> StoreResult<LeadTag> {
+fn tag_row(r: &Row) -> StoreResult<LeadTag> {
     Ok(LeadTag {
         id: LeadTagId::from_uuid(r.try_get("id")?),
         name: r.try_get("name")?,
@@ -69,7 +68,7 @@ fn tag_row(r: &SqliteRow) -> StoreResult<LeadTag> {
 
 const LEAD_COLUMNS: &str = "id, phone_number, first_name, last_name, email, company, timezone, notes, metadata, created_at, updated_at";
 
-fn lead_row(r: &SqliteRow) -> StoreResult<Lead> {
+fn lead_row(r: &Row) -> StoreResult<Lead> {
     let metadata: String = r.try_get("metadata")?;
     Ok(Lead {
         id: LeadId::from_uuid(r.try_get("id")?),
@@ -91,10 +90,7 @@ fn lead_row(r: &SqliteRow) -> StoreResult<Lead> {
 
 /// Binds a lead's fields, in column order: phone_number, first_name, last_name, email,
 /// company, timezone, notes, metadata.
-fn bind_fields<'q>(
-    q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
-    f: &'q LeadFields,
-) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+fn bind_fields<'q>(q: Query<'q>, f: &'q LeadFields) -> Query<'q> {
     q.bind(&f.phone_number)
         .bind(&f.first_name)
         .bind(&f.last_name)
@@ -109,7 +105,7 @@ impl Store {
     pub async fn create_lead(&self, ws: WorkspaceId, f: &LeadFields) -> StoreResult<Lead> {
         let id = LeadId::new();
         let now = ts(self.now());
-        let q = sqlx::query(
+        let q = query(
             "INSERT INTO leads (id, workspace_id, phone_number, first_name, last_name, email, company, timezone, notes, metadata, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
@@ -127,9 +123,9 @@ impl Store {
     }
 
     pub async fn lead(&self, ws: WorkspaceId, id: LeadId) -> StoreResult<Option<Lead>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {LEAD_COLUMNS} FROM leads WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_optional(&mut *self.conn().await?)
@@ -150,16 +146,16 @@ impl Store {
         if leads.is_empty() {
             return Ok(Vec::new());
         }
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+        let mut q = query(
             "SELECT g.lead_id, t.id, t.name, t.color, t.created_at FROM lead_taggings g \
              JOIN lead_tags t ON t.id = g.tag_id WHERE g.lead_id IN (",
         );
-        let mut sep = q.separated(", ");
-        for id in leads {
-            sep.push_bind(id.as_uuid());
+        for (i, id) in leads.iter().enumerate() {
+            q.push(if i == 0 { "" } else { ", " })
+                .push_bind(id.as_uuid());
         }
         q.push(") ORDER BY t.name COLLATE NOCASE");
-        let rows = q.build().fetch_all(&mut *self.conn().await?).await?;
+        let rows = q.fetch_all(&mut *self.conn().await?).await?;
         rows.iter()
             .map(|r| Ok((LeadId::from_uuid(r.try_get("lead_id")?), tag_row(r)?)))
             .collect()
@@ -172,7 +168,7 @@ impl Store {
         page: Page,
     ) -> StoreResult<Paged<Lead>> {
         let build = |select: &str| {
-            let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(select);
+            let mut q = query(select);
             q.push(" FROM leads l WHERE l.workspace_id = ")
                 .push_bind(ws.as_uuid())
                 .push(" AND l.deleted_at IS NULL");
@@ -214,10 +210,7 @@ impl Store {
             q
         };
         let mut conn = self.conn().await?;
-        let total: i64 = build("SELECT COUNT(*)")
-            .build_query_scalar()
-            .fetch_one(&mut *conn)
-            .await?;
+        let total: i64 = build("SELECT COUNT(*)").scalar(&mut *conn).await?;
         let mut q = build(&format!(
             "SELECT {}",
             LEAD_COLUMNS
@@ -230,7 +223,7 @@ impl Store {
             .push_bind(page.limit)
             .push(" OFFSET ")
             .push_bind(page.offset);
-        let rows = q.build().fetch_all(&mut *conn).await?;
+        let rows = q.fetch_all(&mut *conn).await?;
         drop(conn);
         let mut items: Vec<Lead> = rows.iter().map(lead_row).collect::<StoreResult<_>>()?;
         let ids: Vec<LeadId> = items.iter().map(|l| l.id).collect();
@@ -248,7 +241,7 @@ impl Store {
         id: LeadId,
         f: &LeadFields,
     ) -> StoreResult<Option<Lead>> {
-        let q = sqlx::query(
+        let q = query(
             "UPDATE leads SET phone_number = ?, first_name = ?, last_name = ?, email = ?, company = ?, timezone = ?, \
              notes = ?, metadata = ?, updated_at = ? WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL",
         );
@@ -267,7 +260,7 @@ impl Store {
 
     pub async fn delete_lead(&self, ws: WorkspaceId, id: LeadId) -> StoreResult<bool> {
         let at = ts(self.now());
-        let done = sqlx::query(
+        let done = query(
             "UPDATE leads SET deleted_at = ?, updated_at = ? WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL",
         )
         .bind(&at)
@@ -295,7 +288,7 @@ impl Store {
         color: &str,
     ) -> StoreResult<LeadTag> {
         let id = LeadTagId::new();
-        let row = sqlx::query(
+        let row = query(
             "INSERT INTO lead_tags (id, workspace_id, name, color, created_at) VALUES (?, ?, ?, ?, ?) \
              RETURNING id, name, color, created_at",
         )
@@ -311,7 +304,7 @@ impl Store {
     }
 
     pub async fn lead_tag(&self, ws: WorkspaceId, id: LeadTagId) -> StoreResult<Option<LeadTag>> {
-        let row = sqlx::query(
+        let row = query(
             "SELECT id, name, color, created_at FROM lead_tags WHERE workspace_id = ? AND id = ?",
         )
         .bind(ws.as_uuid())
@@ -322,7 +315,7 @@ impl Store {
     }
 
     pub async fn list_lead_tags(&self, ws: WorkspaceId) -> StoreResult<Vec<LeadTag>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT id, name, color, created_at FROM lead_tags WHERE workspace_id = ? ORDER BY name COLLATE NOCASE",
         )
         .bind(ws.as_uuid())
@@ -338,7 +331,7 @@ impl Store {
         name: Option<&str>,
         color: Option<&str>,
     ) -> StoreResult<Option<LeadTag>> {
-        let row = sqlx::query(
+        let row = query(
             "UPDATE lead_tags SET name = COALESCE(?, name), color = COALESCE(?, color) \
              WHERE workspace_id = ? AND id = ? RETURNING id, name, color, created_at",
         )
@@ -356,7 +349,7 @@ impl Store {
     pub async fn delete_lead_tag(&self, ws: WorkspaceId, id: LeadTagId) -> StoreResult<bool> {
         let done = self
             .atomic(
-                sqlx::query(super::atomic_sql(
+                query(super::atomic_sql(
                     "DELETE FROM lead_taggings WHERE tag_id = (SELECT id FROM lead_tags WHERE workspace_id = ? AND id = ?); \
                      DELETE FROM lead_tags WHERE workspace_id = ? AND id = ?",
                 ))
@@ -388,7 +381,7 @@ impl Store {
         let now = ts(self.now());
         let mut conn = self.conn().await?;
         for tag in tags {
-            sqlx::query(
+            query(
                 "INSERT OR IGNORE INTO lead_taggings (lead_id, tag_id, created_at) VALUES (?, ?, ?)",
             )
             .bind(lead.as_uuid())
@@ -406,7 +399,7 @@ impl Store {
         lead: LeadId,
         tag: LeadTagId,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let done = query(
             "DELETE FROM lead_taggings WHERE lead_id = (SELECT id FROM leads WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL) \
              AND tag_id = ?",
         )

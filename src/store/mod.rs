@@ -23,6 +23,7 @@ mod campaigns;
 mod carrier_accounts;
 mod contacts;
 mod dashboard;
+mod db;
 mod dispositions;
 mod dnc;
 mod emitting;
@@ -78,8 +79,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use db::{Row, query};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 use switchboard_actors::clock::{SharedClock, SystemClock};
@@ -434,7 +434,7 @@ impl Store {
     /// The trunk caps of a call from a number: its carrier account's trunk, else (a number on
     /// no account) the operator's default trunk. Read from the columns [`TRUNK_COLUMNS`]
     /// selects.
-    pub(crate) fn trunk_of(&self, r: &SqliteRow) -> StoreResult<Option<TrunkLimits>> {
+    pub(crate) fn trunk_of(&self, r: &Row) -> StoreResult<Option<TrunkLimits>> {
         let account: Option<uuid::Uuid> = r.try_get("trunk_number_account")?;
         let has_trunk: Option<bool> = r.try_get("trunk_set")?;
         Ok(match (account, has_trunk) {
@@ -468,9 +468,7 @@ impl Store {
     }
 
     pub async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1")
-            .execute(&mut *self.conn().await?)
-            .await?;
+        query("SELECT 1").execute(&mut *self.conn().await?).await?;
         Ok(())
     }
 
@@ -501,7 +499,7 @@ pub(crate) fn corrupt(what: &str, err: impl std::fmt::Display) -> StoreError {
 /// A text column holding one of a closed set of values (a status, a kind, a direction) as
 /// its typed value: `parse` is the type's own; a value it does not know is corrupt data.
 pub(crate) fn coded<T>(
-    r: &SqliteRow,
+    r: &Row,
     column: &str,
     parse: impl FnOnce(&str) -> Option<T>,
 ) -> StoreResult<T> {
@@ -511,7 +509,7 @@ pub(crate) fn coded<T>(
 
 /// A nullable [`coded`] column: NULL is `None`.
 pub(crate) fn opt_coded<T>(
-    r: &SqliteRow,
+    r: &Row,
     column: &str,
     parse: impl FnOnce(&str) -> Option<T>,
 ) -> StoreResult<Option<T>> {
@@ -521,11 +519,7 @@ pub(crate) fn opt_coded<T>(
 }
 
 /// A nullable id column as its typed id.
-pub(crate) fn opt_id<T: From<uuid::Uuid>>(
-    r: &sqlx::sqlite::SqliteRow,
-    column: &str,
-) -> Result<Option<T>, sqlx::Error> {
-    use sqlx::Row;
+pub(crate) fn opt_id<T: From<uuid::Uuid>>(r: &Row, column: &str) -> Result<Option<T>, sqlx::Error> {
     Ok(r.try_get::<Option<uuid::Uuid>, _>(column)?.map(T::from))
 }
 
@@ -541,10 +535,10 @@ impl Store {
         id: uuid::Uuid,
     ) -> StoreResult<bool> {
         let at = ts(self.now());
-        let done = sqlx::query(sql(format!(
+        let done = query(format!(
             "UPDATE {table} SET {column} = ?, is_active = 0, updated_at = ? \
              WHERE workspace_id = ? AND id = ? AND {column} IS NULL"
-        )))
+        ))
         .bind(at.clone())
         .bind(at)
         .bind(ws.as_uuid())
@@ -553,12 +547,6 @@ impl Store {
         .await?;
         Ok(done.rows_affected() > 0)
     }
-}
-
-/// Marks a query built with `format!` as safe. Only constant column lists, table names and `?`
-/// placeholders are ever formatted into SQL; values are always bound.
-pub(crate) fn sql(text: String) -> sqlx::AssertSqlSafe<String> {
-    sqlx::AssertSqlSafe(text)
 }
 
 #[cfg(test)]

@@ -3,16 +3,14 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, Row};
+use sqlx::Connection;
 use switchboard_actors::campaign::NumberStatus;
 use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
 
-use super::{
-    Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt, opt_id, sql, ts,
-};
+use super::db::{Row, query};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt, opt_id, ts};
 use crate::domain::trunks::{TrunkStatus, sip_outbound_configured};
 
 /// The carrier account a number is on (embedded).
@@ -64,7 +62,7 @@ pub(crate) const NUMBER_FROM: &str = "phone_numbers n LEFT JOIN carrier_accounts
 
 impl Store {
     /// A number as the API shows it; `sip_outbound_configured` is computed here.
-    pub(crate) fn number_row(&self, r: SqliteRow) -> StoreResult<PhoneNumberRecord> {
+    pub(crate) fn number_row(&self, r: Row) -> StoreResult<PhoneNumberRecord> {
         let ca_id: Option<uuid::Uuid> = r.try_get("ca_id")?;
         let (carrier_account, route) = match ca_id {
             Some(id) => {
@@ -89,7 +87,7 @@ impl Store {
 }
 
 fn number_record(
-    r: SqliteRow,
+    r: Row,
     carrier_account: Option<CarrierAccountRef>,
     sip_outbound_configured: bool,
 ) -> StoreResult<PhoneNumberRecord> {
@@ -120,7 +118,7 @@ impl Store {
         ws: WorkspaceId,
         id: PhoneNumberId,
     ) -> StoreResult<Option<PhoneNumberRecord>> {
-        let row = sqlx::query(sql(format!("SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.id = ? AND n.released_at IS NULL")))
+        let row = query(format!("SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.id = ? AND n.released_at IS NULL"))
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
             .fetch_optional(&mut *self.read_conn().await?)
@@ -140,7 +138,7 @@ impl Store {
         let active = status == NumberStatus::Active;
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query(
+        query(
             "INSERT INTO phone_numbers (id, workspace_id, number, provider, status, is_active, country_code, monthly_cost_cents, ownership_verified_at, created_at, updated_at) \
              VALUES (?, ?, ?, 'byo', ?, ?, ?, 0, ?, ?, ?)",
         )
@@ -158,9 +156,9 @@ impl Store {
         .map_err(classify)?;
         // Read back inside the transaction (with its account's columns): a delete right after
         // the commit cannot take the answer away.
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.id = ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_one(&mut *tx)
@@ -172,7 +170,7 @@ impl Store {
 
     /// Activates purchased numbers whose review period ended; returns how many.
     pub async fn activate_due_numbers(&self, at: DateTime<Utc>) -> StoreResult<u64> {
-        let done = sqlx::query(
+        let done = query(
             "UPDATE phone_numbers SET status = 'active', is_active = 1, ownership_verified_at = ?, updated_at = ? \
              WHERE status = 'pending_requirements' AND released_at IS NULL AND activate_after <= ?",
         )
@@ -190,15 +188,15 @@ impl Store {
         ws: WorkspaceId,
         page: Page,
     ) -> StoreResult<Paged<PhoneNumberRecord>> {
-        let total: i64 = sqlx::query_scalar(
+        let total: i64 = query(
             "SELECT COUNT(*) FROM phone_numbers WHERE workspace_id = ? AND released_at IS NULL",
         )
         .bind(ws.as_uuid())
-        .fetch_one(&mut *self.conn().await?)
+        .scalar(&mut *self.conn().await?)
         .await?;
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.released_at IS NULL ORDER BY n.created_at, n.id LIMIT ? OFFSET ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
@@ -213,12 +211,11 @@ impl Store {
 
     /// Whether any workspace holds `number` (E.164) now.
     pub async fn number_is_held(&self, number: &str) -> StoreResult<bool> {
-        let found: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM phone_numbers WHERE number = ? AND released_at IS NULL",
-        )
-        .bind(number)
-        .fetch_optional(&mut *self.conn().await?)
-        .await?;
+        let found: Option<i64> =
+            query("SELECT 1 FROM phone_numbers WHERE number = ? AND released_at IS NULL")
+                .bind(number)
+                .scalar_optional(&mut *self.conn().await?)
+                .await?;
         Ok(found.is_some())
     }
 
@@ -227,10 +224,10 @@ impl Store {
         &self,
         prefix: &str,
     ) -> StoreResult<std::collections::HashSet<String>> {
-        let rows: Vec<String> = sqlx::query_scalar("SELECT number FROM phone_numbers WHERE released_at IS NULL AND substr(number, 1, length(?)) = ?")
+        let rows: Vec<String> = query("SELECT number FROM phone_numbers WHERE released_at IS NULL AND substr(number, 1, length(?)) = ?")
             .bind(prefix)
             .bind(prefix)
-            .fetch_all(&mut *self.conn().await?)
+            .scalars(&mut *self.conn().await?)
             .await?;
         Ok(rows.into_iter().collect())
     }
@@ -247,7 +244,7 @@ impl Store {
     ) -> StoreResult<PhoneNumberRecord> {
         let id = PhoneNumberId::new();
         let at = ts(self.now());
-        sqlx::query(
+        query(
             "INSERT INTO phone_numbers (id, workspace_id, number, friendly_name, provider, status, is_active, country_code, monthly_cost_cents, activate_after, created_at, updated_at) \
              VALUES (?, ?, ?, ?, 'switchboard', 'pending_requirements', 0, ?, ?, ?, ?, ?)",
         )
@@ -278,7 +275,7 @@ impl Store {
         outbound_agent_id: Option<Option<AgentId>>,
         friendly_name: Option<&str>,
     ) -> StoreResult<Option<PhoneNumberRecord>> {
-        let done = sqlx::query(
+        let done = query(
             "UPDATE phone_numbers SET \
                inbound_agent_id = CASE WHEN ? THEN ? ELSE inbound_agent_id END, \
                outbound_agent_id = CASE WHEN ? THEN ? ELSE outbound_agent_id END, \
@@ -314,7 +311,7 @@ impl Store {
 }
 
 /// A stored status.
-pub(crate) fn status_column(r: &SqliteRow, column: &str) -> StoreResult<TrunkStatus> {
+pub(crate) fn status_column(r: &Row, column: &str) -> StoreResult<TrunkStatus> {
     let status: String = r.try_get(column)?;
     TrunkStatus::parse(&status).ok_or_else(|| corrupt("carrier_accounts.status", status))
 }

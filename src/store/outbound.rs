@@ -1,14 +1,14 @@
 //! What outbound SIP calls need from the store: the trunk a call leaves through (its number's
 //! carrier account), the call's own ring timeout, and the INVITE journal a restart reads.
 
-use sqlx::Row;
 use switchboard_actors::ids::{CallId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::ports::TrunkLimits;
 use switchboard_sip::trunk::{Secret, Trunk};
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, corrupt, sql, ts};
+use super::db::query;
+use super::{Store, StoreResult, TRUNK_COLUMNS, TRUNK_JOIN, corrupt, ts};
 
 /// Where an outbound call leaves.
 #[derive(Debug, Clone)]
@@ -43,9 +43,9 @@ impl Store {
         ws: WorkspaceId,
         number: PhoneNumberId,
     ) -> StoreResult<Option<TrunkLimits>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {TRUNK_COLUMNS} FROM phone_numbers n {TRUNK_JOIN} WHERE n.id = ? AND n.workspace_id = ?"
-        )))
+        ))
         .bind(number.as_uuid())
         .bind(ws.as_uuid())
         .fetch_optional(&mut *self.read_conn().await?)
@@ -59,7 +59,7 @@ impl Store {
     /// The trunk of an outbound call, through its calling number's carrier account; `None` if
     /// the call does not exist.
     pub async fn call_route(&self, call: CallId) -> StoreResult<Option<CallRoute>> {
-        let row = sqlx::query(
+        let row = query(
             "SELECT c.workspace_id, c.to_number, c.ring_timeout_secs, n.carrier_account_id, ca.trunk, ca.trunk_password, \
              c.variables, c.metadata, ct.variables AS contact_variables \
              FROM calls c \
@@ -121,7 +121,7 @@ impl Store {
     /// connected), learned from its INVITE journal or a late answer; an answer already
     /// recorded stays.
     pub async fn record_learned_answer(&self, call: CallId, at: DateTime<Utc>) -> StoreResult<()> {
-        sqlx::query(
+        query(
             "UPDATE calls SET answered_at = ?, updated_at = ? WHERE id = ? AND answered_at IS NULL",
         )
         .bind(ts(at))

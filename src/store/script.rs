@@ -3,18 +3,19 @@
 
 use sqlx::SqliteConnection;
 
-use super::{Conn, Lane, Store, StoreError, StoreResult, WriteTurn, classify, sql};
+use super::db::Row;
+use super::{Conn, Lane, Store, StoreError, StoreResult, WriteTurn, classify};
 
 /// A write script for [`Store::atomic`]: the statements of `body` (separated by `;`) as one
 /// transaction.
-pub(crate) fn atomic_sql(body: &str) -> sqlx::AssertSqlSafe<String> {
-    sql(format!("BEGIN IMMEDIATE; {body}; COMMIT"))
+pub(crate) fn atomic_sql(body: &str) -> String {
+    format!("BEGIN IMMEDIATE; {body}; COMMIT")
 }
 
 /// A write script for [`Store::atomic_emitting_in`]: the statements of `body` in a transaction
 /// left open for the events' rows.
-pub(crate) fn open_sql(body: &str) -> sqlx::AssertSqlSafe<String> {
-    sql(format!("{OPEN_SQL_PREFIX}{body}"))
+pub(crate) fn open_sql(body: &str) -> String {
+    format!("{OPEN_SQL_PREFIX}{body}")
 }
 
 /// How [`open_sql`] opens its transaction (a group of writes opens its own instead).
@@ -26,7 +27,7 @@ pub(crate) struct Script {
     /// Rows changed by each statement of the body, in order.
     pub changes: Vec<u64>,
     /// Rows the body's statements returned, in order.
-    pub rows: Vec<sqlx::sqlite::SqliteRow>,
+    pub rows: Vec<Row>,
 }
 
 impl Script {
@@ -36,8 +37,7 @@ impl Script {
     }
 }
 
-pub(crate) type ScriptQuery =
-    sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+pub(crate) type ScriptQuery = super::db::Query<'static>;
 
 /// Armed while a script runs: if the caller gives up half way (a dropped request), the
 /// connection may be left inside the script's transaction, so it is not reused as it is. A
@@ -126,11 +126,11 @@ pub(super) async fn run_script(
 ) -> Result<(), sqlx::Error> {
     use futures_util::TryStreamExt;
     use sqlx::Executor;
-    let mut stream = conn.fetch_many(query);
+    let mut stream = conn.fetch_many(query.for_sqlite()?);
     while let Some(step) = stream.try_next().await? {
         match step {
             sqlx::Either::Left(done) => script.changes.push(done.rows_affected()),
-            sqlx::Either::Right(row) => script.rows.push(row),
+            sqlx::Either::Right(row) => script.rows.push(row.into()),
         }
     }
     Ok(())

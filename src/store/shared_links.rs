@@ -2,10 +2,9 @@
 
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, ApiKeyId, SharedLinkId, WorkspaceId};
 
+use super::db::{Row, query};
 use super::{Page, Paged, Store, StoreResult, ts};
 
 /// A stored link (the API adds `url` and `status`).
@@ -24,7 +23,7 @@ pub struct SharedLink {
 const COLUMNS: &str =
     "id, workspace_id, agent_id, token, created_by, expires_at, revoked_at, created_at";
 
-fn link_row(r: &SqliteRow) -> StoreResult<SharedLink> {
+fn link_row(r: &Row) -> StoreResult<SharedLink> {
     Ok(SharedLink {
         id: SharedLinkId::from_uuid(r.try_get("id")?),
         workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
@@ -51,10 +50,10 @@ impl Store {
         expires_at: DateTime<Utc>,
     ) -> StoreResult<SharedLink> {
         let id = SharedLinkId::new();
-        let row = sqlx::query(super::sql(format!(
+        let row = query(format!(
             "INSERT INTO shared_links (id, workspace_id, agent_id, token, token_hash, created_by, expires_at, created_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
-        )))
+        ))
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
         .bind(agent.as_uuid())
@@ -73,9 +72,9 @@ impl Store {
         ws: WorkspaceId,
         id: SharedLinkId,
     ) -> StoreResult<Option<SharedLink>> {
-        let row = sqlx::query(super::sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS} FROM shared_links WHERE workspace_id = ? AND id = ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_optional(&mut *self.conn().await?)
@@ -89,14 +88,13 @@ impl Store {
         page: Page,
     ) -> StoreResult<Paged<SharedLink>> {
         let mut conn = self.conn().await?;
-        let total: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM shared_links WHERE workspace_id = ?")
-                .bind(ws.as_uuid())
-                .fetch_one(&mut *conn)
-                .await?;
-        let rows = sqlx::query(super::sql(format!(
+        let total: i64 = query("SELECT COUNT(*) FROM shared_links WHERE workspace_id = ?")
+            .bind(ws.as_uuid())
+            .scalar(&mut *conn)
+            .await?;
+        let rows = query(format!(
             "SELECT {COLUMNS} FROM shared_links WHERE workspace_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
@@ -113,7 +111,7 @@ impl Store {
         ws: WorkspaceId,
         id: SharedLinkId,
     ) -> StoreResult<Option<SharedLink>> {
-        sqlx::query(
+        query(
             "UPDATE shared_links SET revoked_at = COALESCE(revoked_at, ?) WHERE workspace_id = ? AND id = ?",
         )
         .bind(ts(self.now()))
@@ -130,9 +128,9 @@ impl Store {
         token: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<SharedLink>> {
-        let row = sqlx::query(super::sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS} FROM shared_links WHERE token_hash = ? AND revoked_at IS NULL AND expires_at > ?"
-        )))
+        ))
         .bind(token_hash(token))
         .bind(ts(now))
         .fetch_optional(&mut *self.conn().await?)

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::SqliteConnection;
 use switchboard_actors::ids::WorkspaceId;
 
+use super::db::query;
 use super::{Store, StoreResult, corrupt, ts};
 use crate::domain::signing::SigningSecret;
 
@@ -19,18 +20,16 @@ impl Store {
             conn: &mut SqliteConnection,
             ws: WorkspaceId,
         ) -> Result<Option<(String, DateTime<Utc>)>, sqlx::Error> {
-            sqlx::query_as(
-                "SELECT secret, created_at FROM webhook_signing_secrets WHERE workspace_id = ?",
-            )
-            .bind(ws.as_uuid())
-            .fetch_optional(conn)
-            .await
+            query("SELECT secret, created_at FROM webhook_signing_secrets WHERE workspace_id = ?")
+                .bind(ws.as_uuid())
+                .fetch_optional_as(conn)
+                .await
         }
         let mut conn = self.conn().await?;
         let found = match read(&mut conn, ws).await? {
             Some(found) => found,
             None => {
-                sqlx::query(
+                query(
                     "INSERT INTO webhook_signing_secrets (workspace_id, secret, created_at) VALUES (?, ?, ?) \
                      ON CONFLICT(workspace_id) DO NOTHING",
                 )
@@ -55,7 +54,7 @@ impl Store {
     ) -> StoreResult<(SigningSecret, DateTime<Utc>)> {
         let secret = SigningSecret::generate();
         let now = self.now();
-        sqlx::query(
+        query(
             "INSERT INTO webhook_signing_secrets (workspace_id, secret, created_at) VALUES (?, ?, ?) \
              ON CONFLICT(workspace_id) DO UPDATE SET secret = excluded.secret, created_at = excluded.created_at",
         )

@@ -2,11 +2,10 @@
 //! one is final: the row stays for the calls that refer to it, but no lookup finds it again.
 
 use chrono::{DateTime, Duration, Utc};
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, SipEndpointId, WorkspaceId};
 
-use super::{Page, Paged, Store, StoreResult, corrupt, opt_id, sql, ts};
+use super::db::{Row, query};
+use super::{Page, Paged, Store, StoreResult, corrupt, opt_id, ts};
 
 /// A stored endpoint (the API adds `sip_uri`).
 #[derive(Debug, Clone, PartialEq)]
@@ -58,7 +57,7 @@ pub enum SipEndpointCreation {
 
 const COLUMNS: &str = "id, workspace_id, name, slug, inbound_agent_id, is_active, allowed_source_ips, last_call_at, max_concurrent_calls, created_at, updated_at";
 
-fn endpoint_row(r: SqliteRow) -> StoreResult<SipEndpoint> {
+fn endpoint_row(r: Row) -> StoreResult<SipEndpoint> {
     let ips: Option<String> = r.try_get("allowed_source_ips")?;
     let allowed_source_ips = ips
         .map(|text| serde_json::from_str(&text).map_err(|e| corrupt("allowed_source_ips", e)))
@@ -103,7 +102,7 @@ impl Store {
         ));
         let done = self
             .atomic(
-                sqlx::query(script)
+                query(script)
                     .bind(id.as_uuid())
                     .bind(ws.as_uuid())
                     .bind(new.name.to_owned())
@@ -123,11 +122,10 @@ impl Store {
         if let Some(row) = done.rows.into_iter().next() {
             return Ok(SipEndpointCreation::Created(endpoint_row(row)?));
         }
-        let taken: bool =
-            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM sip_endpoints WHERE slug = ?)")
-                .bind(new.slug)
-                .fetch_one(&mut *self.conn().await?)
-                .await?;
+        let taken: bool = query("SELECT EXISTS (SELECT 1 FROM sip_endpoints WHERE slug = ?)")
+            .bind(new.slug)
+            .scalar(&mut *self.conn().await?)
+            .await?;
         Ok(if taken {
             SipEndpointCreation::SlugTaken
         } else {
@@ -140,9 +138,9 @@ impl Store {
         ws: WorkspaceId,
         id: SipEndpointId,
     ) -> StoreResult<Option<SipEndpoint>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS} FROM sip_endpoints WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_optional(&mut *self.conn().await?)
@@ -157,20 +155,20 @@ impl Store {
         page: Page,
     ) -> StoreResult<Paged<SipEndpoint>> {
         let mut conn = self.conn().await?;
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "SELECT {COLUMNS} FROM sip_endpoints WHERE workspace_id = ? AND deleted_at IS NULL \
              ORDER BY created_at, id LIMIT ? OFFSET ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
         .fetch_all(&mut *conn)
         .await?;
-        let total: i64 = sqlx::query_scalar(
+        let total: i64 = query(
             "SELECT COUNT(*) FROM sip_endpoints WHERE workspace_id = ? AND deleted_at IS NULL",
         )
         .bind(ws.as_uuid())
-        .fetch_one(&mut *conn)
+        .scalar(&mut *conn)
         .await?;
         drop(conn);
         Ok(Paged {
@@ -188,7 +186,7 @@ impl Store {
         id: SipEndpointId,
         change: &SipEndpointUpdate<'_>,
     ) -> StoreResult<Option<SipEndpoint>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "UPDATE sip_endpoints SET \
                name = CASE WHEN ? THEN ? ELSE name END, \
                inbound_agent_id = CASE WHEN ? THEN ? ELSE inbound_agent_id END, \
@@ -197,7 +195,7 @@ impl Store {
                max_concurrent_calls = CASE WHEN ? THEN ? ELSE max_concurrent_calls END, \
                updated_at = ? \
              WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL RETURNING {COLUMNS}"
-        )))
+        ))
         .bind(change.name.is_some())
         .bind(change.name)
         .bind(change.inbound_agent_id.is_some())

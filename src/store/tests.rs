@@ -3,11 +3,12 @@
 use sqlx::{Connection, SqliteConnection};
 use switchboard_actors::call::CallStatus;
 
+use super::db::{Row, query};
 use super::*;
 
-async fn row(sql: &'static str) -> SqliteRow {
+async fn row(sql: &'static str) -> Row {
     let mut conn = SqliteConnection::connect("sqlite::memory:").await.unwrap();
-    sqlx::query(sql).fetch_one(&mut conn).await.unwrap()
+    query(sql).fetch_one(&mut conn).await.unwrap()
 }
 
 #[tokio::test]

@@ -3,12 +3,11 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 use switchboard_actors::ids::{AgentId, DeliveryId, ToolId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::{Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt, sql, ts};
+use super::db::{Row, query};
+use super::{Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt, ts};
 
 /// What a tool is: a `webhook` the service calls, or a `function` the agent webhook answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -61,7 +60,7 @@ pub struct Tool {
 const COLUMNS: &str =
     "t.id, t.name, t.description, t.type, t.config, t.is_active, t.created_at, t.updated_at";
 
-fn tool_row(r: &SqliteRow, attached: bool) -> StoreResult<Tool> {
+fn tool_row(r: &Row, attached: bool) -> StoreResult<Tool> {
     let config: String = r.try_get("config")?;
     let (execution_order, config_override) = if attached {
         let o: Option<String> = r.try_get("config_override")?;
@@ -141,7 +140,7 @@ impl Store {
         }
         let id = ToolId::new();
         let now = ts(self.now());
-        let inserted = sqlx::query(
+        let inserted = query(
             "INSERT INTO tools (id, workspace_id, name, description, type, config, idempotency_key, request_hash, created_at, updated_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
@@ -177,9 +176,9 @@ impl Store {
     }
 
     async fn tool_by_key(&self, ws: WorkspaceId, key: &str) -> StoreResult<Option<ToolInsert>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS}, t.request_hash FROM tools t WHERE t.workspace_id = ? AND t.idempotency_key = ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(key)
         .fetch_optional(&mut *self.conn().await?)
@@ -194,9 +193,9 @@ impl Store {
     }
 
     pub async fn tool(&self, ws: WorkspaceId, id: ToolId) -> StoreResult<Option<Tool>> {
-        let row = sqlx::query(sql(format!(
+        let row = query(format!(
             "SELECT {COLUMNS} FROM tools t WHERE t.workspace_id = ? AND t.id = ?"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .fetch_optional(&mut *self.conn().await?)
@@ -214,14 +213,13 @@ impl Store {
         let mut conn = self.conn().await?;
         let (total, rows) = match agent {
             None => {
-                let total: i64 =
-                    sqlx::query_scalar("SELECT COUNT(*) FROM tools WHERE workspace_id = ?")
-                        .bind(ws.as_uuid())
-                        .fetch_one(&mut *conn)
-                        .await?;
-                let rows = sqlx::query(sql(format!(
+                let total: i64 = query("SELECT COUNT(*) FROM tools WHERE workspace_id = ?")
+                    .bind(ws.as_uuid())
+                    .scalar(&mut *conn)
+                    .await?;
+                let rows = query(format!(
                     "SELECT {COLUMNS} FROM tools t WHERE t.workspace_id = ? ORDER BY t.created_at, t.id LIMIT ? OFFSET ?"
-                )))
+                ))
                 .bind(ws.as_uuid())
                 .bind(page.limit)
                 .bind(page.offset)
@@ -230,19 +228,19 @@ impl Store {
                 (total, rows)
             }
             Some(agent) => {
-                let total: i64 = sqlx::query_scalar(
+                let total: i64 = query(
                     "SELECT COUNT(*) FROM agent_tools WHERE workspace_id = ? AND agent_id = ?",
                 )
                 .bind(ws.as_uuid())
                 .bind(agent.as_uuid())
-                .fetch_one(&mut *conn)
+                .scalar(&mut *conn)
                 .await?;
-                let rows = sqlx::query(sql(format!(
+                let rows = query(format!(
                     "SELECT {COLUMNS}, a.execution_order, a.config_override FROM agent_tools a \
                      JOIN tools t ON t.id = a.tool_id AND t.workspace_id = a.workspace_id \
                      WHERE a.workspace_id = ? AND a.agent_id = ? \
                      ORDER BY a.execution_order, a.created_at LIMIT ? OFFSET ?"
-                )))
+                ))
                 .bind(ws.as_uuid())
                 .bind(agent.as_uuid())
                 .bind(page.limit)
@@ -262,12 +260,12 @@ impl Store {
     /// The active tools attached to `agent`, in execution order, each with the agent's
     /// `config_override`: what a call of the agent may use.
     pub async fn call_tools(&self, ws: WorkspaceId, agent: AgentId) -> StoreResult<Vec<Tool>> {
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "SELECT {COLUMNS}, a.execution_order, a.config_override FROM agent_tools a \
              JOIN tools t ON t.id = a.tool_id AND t.workspace_id = a.workspace_id \
              WHERE a.workspace_id = ? AND a.agent_id = ? AND t.is_active \
              ORDER BY a.execution_order, a.created_at"
-        )))
+        ))
         .bind(ws.as_uuid())
         .bind(agent.as_uuid())
         .fetch_all(&mut *self.conn().await?)
@@ -281,7 +279,7 @@ impl Store {
         id: ToolId,
         u: &ToolUpdate,
     ) -> StoreResult<Option<Tool>> {
-        let done = sqlx::query(
+        let done = query(
             "UPDATE tools SET name = COALESCE(?, name), description = COALESCE(?, description), \
              config = COALESCE(?, config), is_active = COALESCE(?, is_active), updated_at = ? \
              WHERE workspace_id = ? AND id = ?",
@@ -311,7 +309,7 @@ impl Store {
         execution_order: i64,
         config_override: Option<&Value>,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let done = query(
             "INSERT INTO agent_tools (workspace_id, agent_id, tool_id, execution_order, config_override, created_at) \
              SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM agents WHERE workspace_id = ? AND id = ?) \
              AND EXISTS (SELECT 1 FROM tools WHERE workspace_id = ? AND id = ?) \
@@ -339,7 +337,7 @@ impl Store {
         agent: AgentId,
         tool: ToolId,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(
+        let done = query(
             "DELETE FROM agent_tools WHERE workspace_id = ? AND agent_id = ? AND tool_id = ?",
         )
         .bind(ws.as_uuid())
@@ -353,7 +351,7 @@ impl Store {
     /// Logs a delivery and returns its id.
     pub async fn log_delivery(&self, d: &Delivery<'_>) -> StoreResult<DeliveryId> {
         let id = DeliveryId::new();
-        sqlx::query(
+        query(
             "INSERT INTO tool_deliveries (id, workspace_id, tool_id, kind, method, url, outcome, status_code, duration_ms, created_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )

@@ -16,14 +16,14 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Column, Connection, QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::{Connection, SqliteConnection};
 use switchboard_actors::events::{EventData, EventKind};
 use switchboard_actors::ids::{AgentId, CallId, EventId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::calls::call_row;
-use super::{Page, Paged, ScriptQuery, Store, StoreResult, coded, corrupt, sql, ts};
+use super::db::{Query, Row, query};
+use super::{Page, Paged, ScriptQuery, Store, StoreResult, coded, corrupt, ts};
 use crate::domain::signing::{RecordingLinks, SigningSecret};
 
 /// The status of a delivery.
@@ -92,7 +92,7 @@ pub struct WebhookDelivery {
     pub envelope: Value,
 }
 
-fn delivery_row(r: &SqliteRow) -> StoreResult<WebhookDelivery> {
+fn delivery_row(r: &Row) -> StoreResult<WebhookDelivery> {
     let envelope: String = r.try_get("envelope")?;
     Ok(WebhookDelivery {
         id: EventId::from_uuid(r.try_get("id")?),
@@ -209,13 +209,13 @@ impl NewEvent {
 /// The call events among a script's rows: each row [`CALL_EVENT_SQL`] returned becomes an
 /// event whose data is the call as the API shows it.
 pub(super) fn call_events(
-    rows: &[SqliteRow],
+    rows: &[Row],
     links: Option<&RecordingLinks>,
     now: DateTime<Utc>,
 ) -> StoreResult<Vec<NewEvent>> {
     let mut events = Vec::new();
     for row in rows {
-        if !row.columns().iter().any(|c| c.name() == "event_kind") {
+        if !row.has_column("event_kind") {
             continue;
         }
         let kind: String = row.try_get("event_kind")?;
@@ -272,12 +272,9 @@ pub(super) fn bind_events(mut q: ScriptQuery, events: &[NewEvent]) -> ScriptQuer
 /// Writes `events` on `conn` (inside the caller's transaction).
 async fn insert_events(conn: &mut SqliteConnection, events: &[NewEvent]) -> StoreResult<()> {
     for event in events {
-        bind_events(
-            sqlx::query(sql(INSERT_EVENT.to_owned())),
-            std::slice::from_ref(event),
-        )
-        .execute(&mut *conn)
-        .await?;
+        bind_events(query(INSERT_EVENT.to_owned()), std::slice::from_ref(event))
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }
@@ -296,7 +293,7 @@ pub async fn enqueue_event(
     data: &EventData,
 ) -> StoreResult<Option<EventId>> {
     let kind = data.kind();
-    let row = bind_call_event(sqlx::query(sql(CALL_EVENT_SQL.to_owned())), call, kind)
+    let row = bind_call_event(query(CALL_EVENT_SQL.to_owned()), call, kind)
         .fetch_optional(&mut *conn)
         .await?;
     let Some(row) = row else { return Ok(None) };
@@ -341,7 +338,7 @@ impl Store {
         let now = self.now();
         let mut events = Vec::new();
         for (call, kind) in calls {
-            let q = bind_call_event(sqlx::query(sql(CALL_EVENT_SQL.to_owned())), *call, *kind);
+            let q = bind_call_event(query(CALL_EVENT_SQL.to_owned()), *call, *kind);
             let rows = q.fetch_all(&mut *conn).await?;
             events.extend(call_events(&rows, self.links.as_ref(), now)?);
         }
@@ -376,7 +373,7 @@ impl Store {
         lease_until: DateTime<Utc>,
         limit: i64,
     ) -> StoreResult<Vec<DueDelivery>> {
-        let rows = sqlx::query(sql(format!(
+        let rows = query(format!(
             "UPDATE webhook_deliveries SET next_attempt_at = ? WHERE seq IN ( \
                SELECT d.seq FROM webhook_deliveries d \
                WHERE d.status = 'pending' AND d.next_attempt_at <= ? \
@@ -384,7 +381,7 @@ impl Store {
                                WHERE p.status = 'pending' AND p.call_id = d.call_id AND p.seq < d.seq) \
                ORDER BY d.next_attempt_at, d.seq LIMIT ?) \
              RETURNING {DUE_COLUMNS}"
-        )))
+        ))
         .bind(ts(lease_until))
         .bind(ts(now))
         .bind(limit)
@@ -409,12 +406,12 @@ impl Store {
 
     /// When the earliest claimable delivery (the oldest pending event of its call) is due.
     pub async fn next_delivery_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
-        Ok(sqlx::query_scalar(
+        Ok(query(
             "SELECT MIN(d.next_attempt_at) FROM webhook_deliveries d \
              JOIN (SELECT MIN(seq) AS seq FROM webhook_deliveries WHERE status = 'pending' GROUP BY call_id) h \
              ON h.seq = d.seq",
         )
-        .fetch_one(&mut *self.conn().await?)
+        .scalar(&mut *self.conn().await?)
         .await?)
     }
 
@@ -426,7 +423,7 @@ impl Store {
             (Some(_), None) => DeliveryStatus::Failed,
         };
         let at = ts(attempt.at);
-        sqlx::query(
+        query(
             "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, last_attempt_at = ?, \
              last_status_code = ?, last_error = ?, next_attempt_at = ?, \
              delivered_at = CASE WHEN ? = 'delivered' THEN ? ELSE NULL END \
@@ -463,7 +460,7 @@ impl Store {
             Some(_) => DeliveryStatus::Failed,
         };
         let at = ts(attempt.at);
-        sqlx::query(
+        query(
             "INSERT INTO webhook_deliveries (id, workspace_id, agent_id, call_id, type, url, envelope, status, \
              attempts, last_attempt_at, last_status_code, last_error, created_at, delivered_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
@@ -494,12 +491,12 @@ impl Store {
         agent: AgentId,
     ) -> StoreResult<(SigningSecret, BTreeMap<String, String>)> {
         let (secret, _) = self.webhook_signing_secret(ws).await?;
-        let headers: Option<String> = sqlx::query_scalar(
+        let headers: Option<String> = query(
             "SELECT json_extract(doc, '$.webhook_headers') FROM agents WHERE workspace_id = ? AND id = ?",
         )
         .bind(ws.as_uuid())
         .bind(agent.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .scalar_optional(&mut *self.conn().await?)
         .await?
         .flatten();
         let headers = match headers {
@@ -517,7 +514,7 @@ impl Store {
         ws: WorkspaceId,
         id: EventId,
     ) -> StoreResult<Option<WebhookDelivery>> {
-        let row = sqlx::query("SELECT * FROM webhook_deliveries WHERE workspace_id = ? AND id = ?")
+        let row = query("SELECT * FROM webhook_deliveries WHERE workspace_id = ? AND id = ?")
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
             .fetch_optional(&mut *self.conn().await?)
@@ -532,7 +529,7 @@ impl Store {
         filter: &DeliveryFilter,
         page: Page,
     ) -> StoreResult<Paged<WebhookDelivery>> {
-        fn conditions(q: &mut QueryBuilder<Sqlite>, ws: WorkspaceId, f: &DeliveryFilter) {
+        fn conditions(q: &mut Query<'_>, ws: WorkspaceId, f: &DeliveryFilter) {
             q.push(" WHERE workspace_id = ").push_bind(ws.as_uuid());
             if let Some(c) = f.call_id {
                 q.push(" AND call_id = ").push_bind(c.as_uuid());
@@ -547,19 +544,16 @@ impl Store {
                 q.push(" AND status = ").push_bind(s.as_str());
             }
         }
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT COUNT(*) FROM webhook_deliveries");
+        let mut q = query("SELECT COUNT(*) FROM webhook_deliveries");
         conditions(&mut q, ws, filter);
-        let total: i64 = q
-            .build_query_scalar()
-            .fetch_one(&mut *self.conn().await?)
-            .await?;
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT * FROM webhook_deliveries");
+        let total: i64 = q.scalar(&mut *self.conn().await?).await?;
+        let mut q = query("SELECT * FROM webhook_deliveries");
         conditions(&mut q, ws, filter);
         q.push(" ORDER BY created_at DESC, seq DESC LIMIT ")
             .push_bind(page.limit)
             .push(" OFFSET ")
             .push_bind(page.offset);
-        let rows = q.build().fetch_all(&mut *self.conn().await?).await?;
+        let rows = q.fetch_all(&mut *self.conn().await?).await?;
         let items = rows.iter().map(delivery_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
     }

@@ -3,10 +3,10 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::Connection;
-use sqlx::Row;
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::window::CallingWindow;
 
+use super::db::query;
 use super::{Store, StoreError, StoreResult, ts};
 
 #[derive(Debug, Clone, Serialize)]
@@ -49,7 +49,7 @@ impl Store {
         let created_at = self.now();
         let mut conn = self.conn().await?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query("INSERT INTO workspaces (id, name, default_country, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
+        query("INSERT INTO workspaces (id, name, default_country, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
             .bind(id.as_uuid())
             .bind(name)
             .bind(default_country)
@@ -58,7 +58,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         for (position, (label, color, description)) in DEFAULT_DISPOSITIONS.iter().enumerate() {
-            sqlx::query(
+            query(
                 "INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
             )
             .bind(uuid::Uuid::now_v7())
@@ -83,12 +83,11 @@ impl Store {
     }
 
     pub async fn workspace(&self, id: WorkspaceId) -> StoreResult<Option<Workspace>> {
-        let row = sqlx::query(
-            "SELECT id, name, default_country, created_at FROM workspaces WHERE id = ?",
-        )
-        .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
-        .await?;
+        let row =
+            query("SELECT id, name, default_country, created_at FROM workspaces WHERE id = ?")
+                .bind(id.as_uuid())
+                .fetch_optional(&mut *self.conn().await?)
+                .await?;
         row.map(|r| {
             Ok(Workspace {
                 id: WorkspaceId::from_uuid(r.try_get("id")?),
@@ -102,18 +101,17 @@ impl Store {
     }
 
     pub async fn workspace_count(&self) -> StoreResult<i64> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM workspaces")
-            .fetch_one(&mut *self.conn().await?)
+        Ok(query("SELECT COUNT(*) FROM workspaces")
+            .scalar(&mut *self.conn().await?)
             .await?)
     }
 
     /// The workspace's country for reading national number forms.
     pub async fn default_country(&self, id: WorkspaceId) -> StoreResult<phonenumber::country::Id> {
-        let code: Option<String> =
-            sqlx::query_scalar("SELECT default_country FROM workspaces WHERE id = ?")
-                .bind(id.as_uuid())
-                .fetch_optional(&mut *self.read_conn().await?)
-                .await?;
+        let code: Option<String> = query("SELECT default_country FROM workspaces WHERE id = ?")
+            .bind(id.as_uuid())
+            .scalar_optional(&mut *self.read_conn().await?)
+            .await?;
         let code = code.unwrap_or_else(|| "IL".into());
         switchboard_actors::phone::parse_country(&code)
             .map_err(|e| StoreError::Corrupt(e.to_string()))
@@ -121,11 +119,10 @@ impl Store {
 
     /// The workspace's default calling hours (`PUT /call-windows`), if set.
     pub async fn call_window(&self, id: WorkspaceId) -> StoreResult<Option<CallingWindow>> {
-        let raw: Option<Option<String>> =
-            sqlx::query_scalar("SELECT call_window FROM workspaces WHERE id = ?")
-                .bind(id.as_uuid())
-                .fetch_optional(&mut *self.conn().await?)
-                .await?;
+        let raw: Option<Option<String>> = query("SELECT call_window FROM workspaces WHERE id = ?")
+            .bind(id.as_uuid())
+            .scalar_optional(&mut *self.conn().await?)
+            .await?;
         match raw.flatten() {
             None => Ok(None),
             Some(text) => serde_json::from_str(&text)
@@ -139,7 +136,7 @@ impl Store {
         id: WorkspaceId,
         window: &CallingWindow,
     ) -> StoreResult<()> {
-        sqlx::query("UPDATE workspaces SET call_window = ?, updated_at = ? WHERE id = ?")
+        query("UPDATE workspaces SET call_window = ?, updated_at = ? WHERE id = ?")
             .bind(window.to_json().to_string())
             .bind(ts(self.now()))
             .bind(id.as_uuid())

@@ -3,11 +3,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Connection;
 use switchboard_actors::ids::WorkspaceId;
 use utoipa::ToSchema;
 
-use super::db::query;
+use super::db::{Exec, begin_write, query};
 use super::{Store, StoreResult, coded, ts};
 
 /// One balance change.
@@ -130,10 +129,10 @@ impl Store {
         description: &str,
     ) -> StoreResult<Debit> {
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let balance: Option<i64> = query("SELECT balance_cents FROM workspaces WHERE id = ?")
             .bind(ws.as_uuid())
-            .scalar_optional(&mut *tx)
+            .scalar_optional(&mut tx)
             .await?;
         let Some(balance_cents) = balance else {
             return Ok(Debit::NoWorkspace);
@@ -167,10 +166,10 @@ impl Store {
         reference: Option<&str>,
     ) -> StoreResult<Option<LedgerEntry>> {
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let exists: Option<i64> = query("SELECT 1 FROM workspaces WHERE id = ?")
             .bind(ws.as_uuid())
-            .scalar_optional(&mut *tx)
+            .scalar_optional(&mut tx)
             .await?;
         if exists.is_none() {
             return Ok(None);
@@ -225,7 +224,7 @@ impl Store {
 
 /// Changes the balance and writes its ledger row inside `tx`.
 pub(crate) async fn ledger_entry_in(
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut (impl Exec + ?Sized),
     ws: WorkspaceId,
     amount_cents: i64,
     kind: LedgerKind,

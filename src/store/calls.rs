@@ -4,7 +4,6 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Connection;
 use switchboard_actors::call::{CallDirection, CallStatus, EndReason};
 use switchboard_actors::contact::CallOutcome;
 use switchboard_actors::ids::{
@@ -17,7 +16,7 @@ use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::sdp::Codec;
 use utoipa::ToSchema;
 
-use super::db::{Query, Row, query};
+use super::db::{Exec, Query, Row, begin_write, query};
 use super::{
     DispositionSource, Lane, Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt,
     opt_coded, opt_id, ts,
@@ -296,7 +295,7 @@ pub(super) fn bind_call<'q>(
 }
 
 pub(super) async fn insert_call(
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut (impl Exec + ?Sized),
     spec: &CallSpec,
     metadata: &str,
     variables: &str,
@@ -311,10 +310,7 @@ pub(super) async fn insert_call(
     Ok(())
 }
 
-pub(super) async fn funds_in(
-    tx: &mut sqlx::SqliteConnection,
-    ws: WorkspaceId,
-) -> StoreResult<Funds> {
+pub(super) async fn funds_in(tx: &mut (impl Exec + ?Sized), ws: WorkspaceId) -> StoreResult<Funds> {
     let row: Option<(i64, bool, i64)> = query(
         "SELECT balance_cents, is_suspended, \
          (SELECT COALESCE(SUM(reserved_cents), 0) FROM calls WHERE workspace_id = w.id AND status IN ('queued', 'dialing', 'ringing', 'in_progress')) \
@@ -346,7 +342,7 @@ impl Store {
         // A client waits on this write: it goes before the writes queued in the normal lane.
         let _turn = self.write_turn(Lane::Urgent).await;
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let funds = funds_in(&mut tx, spec.workspace_id).await?;
         if !funds.covers(spec.reserved_cents) {
             return Ok(CallInsert::InsufficientFunds(funds));
@@ -377,7 +373,7 @@ impl Store {
             query("UPDATE calls SET ring_timeout_secs = ? WHERE id = ?")
                 .bind(ring)
                 .bind(spec.id.as_uuid())
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
         tx.commit().await?;

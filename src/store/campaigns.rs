@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
-use sqlx::Connection;
 use switchboard_actors::campaign::{self, AuditEvent, CampaignStatus, Closing, RegulatoryBasis};
 use switchboard_actors::contact::ContactState;
 use switchboard_actors::ids::{ApiKeyId, CampaignId, WorkspaceId};
@@ -16,7 +15,7 @@ use switchboard_actors::money::Cents;
 use switchboard_actors::pacing::TickResult;
 use utoipa::ToSchema;
 
-use super::db::{Query, Row, query};
+use super::db::{Exec, Query, Row, begin_write, query};
 use super::{
     CampaignSettings, Page, Paged, Store, StoreResult, classify, coded, corrupt, opt_coded, opt_id,
     ts,
@@ -198,7 +197,7 @@ fn bind_settings(q: &mut Query<'_>, s: &CampaignSettings, at: DateTime<Utc>) -> 
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn insert_event(
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut (impl Exec + ?Sized),
     campaign: CampaignId,
     kind: AuditEvent,
     from: Option<CampaignStatus>,
@@ -242,7 +241,7 @@ impl Store {
         let id = CampaignId::new();
         let at = ts(self.now());
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         query(
             "INSERT INTO campaigns (id, workspace_id, name, status, max_attempts, max_infra_retries, retry_no_answer_seconds, retry_completed_seconds, \
              double_dial_gap_seconds, max_calls_per_day, min_seconds_between_calls, max_in_flight, created_by, created_at, updated_at) \
@@ -254,13 +253,13 @@ impl Store {
         .bind(actor.as_uuid())
         .bind(&at)
         .bind(&at)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await
         .map_err(classify)?;
         let mut q = query("UPDATE campaigns SET ");
         bind_settings(&mut q, settings, self.now())?;
         q.push(" WHERE id = ").push_bind(id.as_uuid());
-        q.execute(&mut *tx).await.map_err(classify)?;
+        q.execute(&mut tx).await.map_err(classify)?;
         insert_event(
             &mut tx,
             id,
@@ -349,13 +348,13 @@ impl Store {
         actor: ApiKeyId,
     ) -> StoreResult<bool> {
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let mut q = query("UPDATE campaigns SET ");
         bind_settings(&mut q, settings, self.now())?;
         q.push(" WHERE workspace_id = ").push_bind(ws.as_uuid());
         q.push(" AND id = ").push_bind(id.as_uuid());
         q.push(" AND status = ").push_bind(expected.as_str());
-        let done = q.execute(&mut *tx).await.map_err(classify)?;
+        let done = q.execute(&mut tx).await.map_err(classify)?;
         if done.rows_affected() == 0 {
             return Ok(false);
         }
@@ -385,7 +384,7 @@ impl Store {
     ) -> StoreResult<bool> {
         let at = self.now();
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let started = matches!(
             change.to,
             CampaignStatus::Running | CampaignStatus::Scheduled
@@ -409,7 +408,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
         .bind(change.from.as_str())
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(false);
@@ -431,7 +430,7 @@ impl Store {
                 sep.push_bind(state.as_str());
             }
             q.push(")");
-            q.execute(&mut *tx).await?;
+            q.execute(&mut tx).await?;
         }
         insert_event(
             &mut tx,

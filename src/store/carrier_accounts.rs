@@ -4,12 +4,11 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Connection;
 use switchboard_actors::ids::{PhoneNumberId, WorkspaceId};
 use switchboard_sip::trunk::{Secret, Trunk, TrunkError};
 use utoipa::ToSchema;
 
-use super::db::{Row, query};
+use super::db::{Row, begin_write, query};
 use super::numbers::{NUMBER_COLUMNS, NUMBER_FROM, status_column};
 use super::{Page, Paged, PhoneNumberRecord, Store, StoreResult, corrupt, ts};
 use crate::domain::trunks::{PasswordUpdate, ShownTrunk, TrunkStatus};
@@ -165,13 +164,13 @@ impl Store {
         update: CarrierAccountUpdate,
     ) -> StoreResult<AccountUpdate> {
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let row: Option<(Option<String>, Option<String>)> = query(
             "SELECT trunk, trunk_password FROM carrier_accounts WHERE workspace_id = ? AND id = ?",
         )
         .bind(ws.as_uuid())
         .bind(id)
-        .fetch_optional_as(&mut *tx)
+        .fetch_optional_as(&mut tx)
         .await?;
         let Some((stored, stored_password)) = row else {
             return Ok(AccountUpdate::NotFound);
@@ -219,7 +218,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         tx.commit().await?;
         drop(conn);

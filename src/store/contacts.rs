@@ -3,14 +3,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Connection;
 use switchboard_actors::campaign::AuditEvent;
 use switchboard_actors::contact::{CallOutcome, ContactState, ExclusionReason};
 use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, ContactId, LeadId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::campaigns::insert_event;
-use super::db::{Row, query};
+use super::db::{Exec, Row, begin_write, query};
 use super::{Page, Paged, Store, StoreResult, coded, corrupt, opt_coded, opt_id, ts};
 
 /// A contact enrolled in a campaign.
@@ -244,11 +243,11 @@ impl Store {
             DncCheck::Blocked { .. } => INSERT_BLOCKED,
         };
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let owned: Option<i64> = query("SELECT 1 FROM campaigns WHERE id = ? AND workspace_id = ?")
             .bind(campaign.as_uuid())
             .bind(ws.as_uuid())
-            .scalar_optional(&mut *tx)
+            .scalar_optional(&mut tx)
             .await?;
         if owned.is_none() {
             return Ok(None);
@@ -257,7 +256,7 @@ impl Store {
         let excluded_before: i64 = query(EXCLUDED)
             .bind(campaign.as_uuid())
             .bind(ContactState::Excluded.as_str())
-            .scalar(&mut *tx)
+            .scalar(&mut tx)
             .await?;
         let mut submitted = 0i64;
         let mut inserted = 0i64;
@@ -291,14 +290,14 @@ impl Store {
                     .bind(&at)
                     .bind(agent.map(|a| a.as_uuid()));
             }
-            let done = q.execute(&mut *tx).await?;
+            let done = q.execute(&mut tx).await?;
             submitted += rows as i64;
             inserted += done.rows_affected() as i64;
         }
         let excluded_after: i64 = query(EXCLUDED)
             .bind(campaign.as_uuid())
             .bind(ContactState::Excluded.as_str())
-            .scalar(&mut *tx)
+            .scalar(&mut tx)
             .await?;
         let excluded = excluded_after - excluded_before;
         let counts = EnrollCounts {
@@ -430,7 +429,7 @@ impl Store {
 
 /// Which of `ids` name live leads of the workspace.
 pub(super) async fn live_leads(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut (impl Exec + ?Sized),
     ws: WorkspaceId,
     ids: &[LeadId],
 ) -> StoreResult<std::collections::HashSet<LeadId>> {

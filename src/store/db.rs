@@ -105,6 +105,13 @@ impl From<SqliteQueryResult> for Done {
     }
 }
 
+/// One result of a text of several statements (see [`Query::steps`]): a statement done, or a
+/// row it returned.
+pub(crate) enum Step {
+    Done(Done),
+    Row(Row),
+}
+
 /// Rows read as a value of several columns (a tuple of [`Col`]s, first column first).
 pub(crate) trait FromRow: Sized {
     fn from_row(row: &Row) -> Result<Self, sqlx::Error>;
@@ -127,13 +134,55 @@ tuple_from_row!(A 0, B 1, C 2, D 3);
 tuple_from_row!(A 0, B 1, C 2, D 3, E 4);
 
 /// What a query runs on: a connection, or a transaction's.
-pub(crate) trait Exec<'c>: Send {
-    fn sqlite(self) -> &'c mut SqliteConnection;
+pub trait Exec: Send {
+    /// The SQLite connection the query runs on.
+    fn sqlite(&mut self) -> &mut SqliteConnection;
 }
 
-impl<'c> Exec<'c> for &'c mut SqliteConnection {
-    fn sqlite(self) -> &'c mut SqliteConnection {
+impl Exec for SqliteConnection {
+    fn sqlite(&mut self) -> &mut SqliteConnection {
         self
+    }
+}
+
+impl Exec for super::Conn<'_> {
+    fn sqlite(&mut self) -> &mut SqliteConnection {
+        self
+    }
+}
+
+impl Exec for sqlx::Transaction<'_, Sqlite> {
+    fn sqlite(&mut self) -> &mut SqliteConnection {
+        self
+    }
+}
+
+impl<T: Exec + ?Sized> Exec for &mut T {
+    fn sqlite(&mut self) -> &mut SqliteConnection {
+        (**self).sqlite()
+    }
+}
+
+impl Exec for Tx<'_> {
+    fn sqlite(&mut self) -> &mut SqliteConnection {
+        &mut self.0
+    }
+}
+
+/// A write transaction: committed by [`Tx::commit`], rolled back if dropped before.
+pub(crate) struct Tx<'c>(sqlx::Transaction<'c, Sqlite>);
+
+/// Opens a write transaction on `conn`. SQLite takes its write lock at once (`BEGIN
+/// IMMEDIATE`), so a transaction that reads before it writes cannot fail to upgrade when
+/// another writer commits in between.
+pub(crate) async fn begin_write<'c>(conn: &'c mut super::Conn<'_>) -> Result<Tx<'c>, sqlx::Error> {
+    use sqlx::Connection;
+    Ok(Tx(conn.sqlite().begin_with("BEGIN IMMEDIATE").await?))
+}
+
+impl Tx<'_> {
+    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
+        self.0.commit().await
     }
 }
 
@@ -186,25 +235,34 @@ impl<'q> Query<'q> {
     }
 
     /// Runs the query; what it changed.
-    pub(crate) async fn execute<'c>(self, conn: impl Exec<'c>) -> Result<Done, sqlx::Error> {
+    pub(crate) async fn execute(
+        self,
+        conn: &mut (impl Exec + ?Sized),
+    ) -> Result<Done, sqlx::Error> {
         Ok(self.for_sqlite()?.execute(conn.sqlite()).await?.into())
     }
 
     /// Every row the query returns.
-    pub(crate) async fn fetch_all<'c>(self, conn: impl Exec<'c>) -> Result<Vec<Row>, sqlx::Error> {
+    pub(crate) async fn fetch_all(
+        self,
+        conn: &mut (impl Exec + ?Sized),
+    ) -> Result<Vec<Row>, sqlx::Error> {
         let rows = self.for_sqlite()?.fetch_all(conn.sqlite()).await?;
         Ok(rows.into_iter().map(Row).collect())
     }
 
     /// The query's first row; an error ([`sqlx::Error::RowNotFound`]) without one.
-    pub(crate) async fn fetch_one<'c>(self, conn: impl Exec<'c>) -> Result<Row, sqlx::Error> {
+    pub(crate) async fn fetch_one(
+        self,
+        conn: &mut (impl Exec + ?Sized),
+    ) -> Result<Row, sqlx::Error> {
         Ok(Row(self.for_sqlite()?.fetch_one(conn.sqlite()).await?))
     }
 
     /// The query's first row, if any.
-    pub(crate) async fn fetch_optional<'c>(
+    pub(crate) async fn fetch_optional(
         self,
-        conn: impl Exec<'c>,
+        conn: &mut (impl Exec + ?Sized),
     ) -> Result<Option<Row>, sqlx::Error> {
         Ok(self
             .for_sqlite()?
@@ -214,31 +272,58 @@ impl<'q> Query<'q> {
     }
 
     /// The first column of the first row.
-    pub(crate) async fn scalar<'c, T: Owned>(self, conn: impl Exec<'c>) -> Result<T, sqlx::Error> {
+    pub(crate) async fn scalar<T: Owned>(
+        self,
+        conn: &mut (impl Exec + ?Sized),
+    ) -> Result<T, sqlx::Error> {
         Ok(self.fetch_one_as::<(T,)>(conn).await?.0)
     }
 
     /// The first column of the first row, if there is a row.
-    pub(crate) async fn scalar_optional<'c, T: Owned>(
+    pub(crate) async fn scalar_optional<T: Owned>(
         self,
-        conn: impl Exec<'c>,
+        conn: &mut (impl Exec + ?Sized),
     ) -> Result<Option<T>, sqlx::Error> {
         Ok(self.fetch_optional_as::<(T,)>(conn).await?.map(|(v,)| v))
     }
 
     /// The first column of every row.
-    pub(crate) async fn scalars<'c, T: Owned>(
+    pub(crate) async fn scalars<T: Owned>(
         self,
-        conn: impl Exec<'c>,
+        conn: &mut (impl Exec + ?Sized),
     ) -> Result<Vec<T>, sqlx::Error> {
         let rows = self.fetch_all_as::<(T,)>(conn).await?;
         Ok(rows.into_iter().map(|(v,)| v).collect())
     }
 
-    /// Every row, each read as `T`.
-    pub(crate) async fn fetch_all_as<'c, T: FromRow>(
+    /// Runs a text of several statements: what each statement did and each row it returned,
+    /// in order, up to the first error, and that error.
+    pub(crate) async fn steps(
         self,
-        conn: impl Exec<'c>,
+        conn: &mut (impl Exec + ?Sized),
+    ) -> (Vec<Step>, Option<sqlx::Error>) {
+        use futures_util::TryStreamExt;
+        use sqlx::Executor;
+        let query = match self.for_sqlite() {
+            Ok(q) => q,
+            Err(err) => return (Vec::new(), Some(err)),
+        };
+        let mut steps = Vec::new();
+        let mut stream = conn.sqlite().fetch_many(query);
+        loop {
+            match stream.try_next().await {
+                Ok(None) => return (steps, None),
+                Ok(Some(sqlx::Either::Left(done))) => steps.push(Step::Done(done.into())),
+                Ok(Some(sqlx::Either::Right(row))) => steps.push(Step::Row(Row(row))),
+                Err(err) => return (steps, Some(err)),
+            }
+        }
+    }
+
+    /// Every row, each read as `T`.
+    pub(crate) async fn fetch_all_as<T: FromRow>(
+        self,
+        conn: &mut (impl Exec + ?Sized),
     ) -> Result<Vec<T>, sqlx::Error> {
         self.fetch_all(conn)
             .await?
@@ -248,9 +333,9 @@ impl<'q> Query<'q> {
     }
 
     /// The first row read as `T`, if any.
-    pub(crate) async fn fetch_optional_as<'c, T: FromRow>(
+    pub(crate) async fn fetch_optional_as<T: FromRow>(
         self,
-        conn: impl Exec<'c>,
+        conn: &mut (impl Exec + ?Sized),
     ) -> Result<Option<T>, sqlx::Error> {
         self.fetch_optional(conn)
             .await?
@@ -259,9 +344,9 @@ impl<'q> Query<'q> {
     }
 
     /// The first row read as `T`.
-    pub(crate) async fn fetch_one_as<'c, T: FromRow>(
+    pub(crate) async fn fetch_one_as<T: FromRow>(
         self,
-        conn: impl Exec<'c>,
+        conn: &mut (impl Exec + ?Sized),
     ) -> Result<T, sqlx::Error> {
         T::from_row(&self.fetch_one(conn).await?)
     }

@@ -3,11 +3,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Connection;
 use switchboard_actors::ids::{CallId, DispositionId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::db::{Row, query};
+use super::db::{Row, begin_write, query};
 use super::{CallRecord, Store, StoreResult, classify, ts};
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -99,14 +98,14 @@ impl Store {
         let id = DispositionId::new();
         let at = ts(self.now());
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let position = match position {
             Some(p) => {
                 // Make room: the new disposition takes the position, later ones move down.
                 query("UPDATE dispositions SET position = position + 1 WHERE workspace_id = ? AND position >= ?")
                     .bind(ws.as_uuid())
                     .bind(p)
-                    .execute(&mut *tx)
+                    .execute(&mut tx)
                     .await?;
                 p
             }
@@ -114,7 +113,7 @@ impl Store {
                 "SELECT COALESCE(MAX(position) + 1, 0) FROM dispositions WHERE workspace_id = ?",
             )
             .bind(ws.as_uuid())
-            .scalar::<i64>(&mut *tx)
+            .scalar::<i64>(&mut tx)
             .await?,
         };
         let row = query(format!("INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING {COLUMNS}"))
@@ -126,7 +125,7 @@ impl Store {
             .bind(position)
             .bind(&at)
             .bind(&at)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await
             .map_err(classify)?;
         // Read back as written, inside the transaction: a delete right after the commit

@@ -5,7 +5,6 @@
 //! checked (lookup, blocking, the list); it can still be read, changed or removed by its id, and
 //! adding the number again replaces it.
 
-use sqlx::Connection;
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -13,7 +12,7 @@ use serde::Serialize;
 use switchboard_actors::ids::{AgentId, ApiKeyId, DncEntryId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::db::{Row, query};
+use super::db::{Exec, Row, begin_write, query};
 use super::{Page, Paged, Store, StoreResult, classify, coded, ts};
 
 /// Who added a do-not-call entry.
@@ -114,7 +113,7 @@ fn entry(r: &Row) -> StoreResult<DncEntry> {
 }
 
 async fn insert_agents(
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut (impl Exec + ?Sized),
     id: DncEntryId,
     agent_ids: &[AgentId],
 ) -> StoreResult<()> {
@@ -253,12 +252,12 @@ impl Store {
         let id = DncEntryId::new();
         let at = ts(self.now());
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         query("DELETE FROM dnc_entries WHERE workspace_id = ? AND phone_number = ? AND expires_at IS NOT NULL AND expires_at <= ?")
             .bind(ws.as_uuid())
             .bind(new.phone_number)
             .bind(&at)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         query(
             "INSERT INTO dnc_entries (id, workspace_id, phone_number, reason, source, expires_at, created_by, created_at, updated_at) \
@@ -273,7 +272,7 @@ impl Store {
         .bind(new.created_by.map(|k| k.as_uuid()))
         .bind(&at)
         .bind(&at)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await
         .map_err(classify)?;
         insert_agents(&mut tx, id, new.agent_ids).await?;
@@ -292,7 +291,7 @@ impl Store {
         update: &DncUpdate<'_>,
     ) -> StoreResult<Option<DncEntry>> {
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let done = query(
             "UPDATE dnc_entries SET reason = COALESCE(?, reason), expires_at = CASE WHEN ? THEN ? ELSE expires_at END, updated_at = ? \
              WHERE workspace_id = ? AND id = ?",
@@ -303,7 +302,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
@@ -311,7 +310,7 @@ impl Store {
         if let Some(agent_ids) = update.agent_ids {
             query("DELETE FROM dnc_entry_agents WHERE entry_id = ?")
                 .bind(id.as_uuid())
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
             insert_agents(&mut tx, id, agent_ids).await?;
         }
@@ -323,24 +322,24 @@ impl Store {
     /// Removes an entry; `false` when it is not in the workspace.
     pub async fn delete_dnc_entry(&self, ws: WorkspaceId, id: DncEntryId) -> StoreResult<bool> {
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let found: Option<i64> =
             query("SELECT 1 FROM dnc_entries WHERE workspace_id = ? AND id = ?")
                 .bind(ws.as_uuid())
                 .bind(id.as_uuid())
-                .scalar_optional(&mut *tx)
+                .scalar_optional(&mut tx)
                 .await?;
         if found.is_none() {
             return Ok(false);
         }
         query("DELETE FROM dnc_entry_agents WHERE entry_id = ?")
             .bind(id.as_uuid())
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         query("DELETE FROM dnc_entries WHERE workspace_id = ? AND id = ?")
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         tx.commit().await?;
         drop(conn);

@@ -11,7 +11,6 @@
 //! `SETTLE_SQL`, `AWAIT_SQL`) are checked against each other, so they are kept in one place.
 
 use chrono::{DateTime, Utc};
-use sqlx::Connection;
 use switchboard_actors::call::EndReason;
 use switchboard_actors::campaign::{AuditEvent, CampaignStatus};
 use switchboard_actors::contact::ExclusionReason;
@@ -25,7 +24,7 @@ use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::sdp::Codec;
 
 use super::campaigns::insert_event;
-use super::db::{Query, Row, query};
+use super::db::{Exec, Query, Row, begin_write, query};
 use super::group::Binder;
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
 use super::{
@@ -300,7 +299,7 @@ fn awaited_disposition(row: Option<&Row>) -> StoreResult<Option<Option<Dispositi
 
 /// Writes an evaluation's record on its campaign.
 async fn write_tick(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut (impl Exec + ?Sized),
     id: CampaignId,
     tick: &TickRecord,
 ) -> StoreResult<()> {
@@ -324,7 +323,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         for (id, at) in deferrals {
             query(format!(
                 "UPDATE contacts SET next_attempt_at = ?, updated_at = ? WHERE id = ? AND state IN {OPEN_STATES}"
@@ -332,7 +331,7 @@ impl Store {
             .bind(ts(*at))
             .bind(ts(now))
             .bind(id.as_uuid())
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         }
         tx.commit().await?;
@@ -478,7 +477,7 @@ impl Store {
     ) -> StoreResult<bool> {
         let at = ts(now);
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let done = query(
             "UPDATE campaigns SET status = ?, updated_at = ?, \
              started_at = CASE WHEN ? = 'running' AND started_at IS NULL THEN ? ELSE started_at END, \
@@ -495,7 +494,7 @@ impl Store {
         .bind(to.as_str())
         .bind(id.as_uuid())
         .bind(from.as_str())
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(false);
@@ -523,17 +522,17 @@ impl Store {
     pub async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> StoreResult<u64> {
         let at = ts(now);
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let live: Vec<uuid::Uuid> =
             query("SELECT id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress')")
-                .scalars(&mut *tx)
+                .scalars(&mut tx)
                 .await?;
         query(
             "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - \
              (SELECT COALESCE(SUM(k.reserved_cents), 0) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status IN ('dialing', 'ringing', 'in_progress'))) \
              WHERE id IN (SELECT campaign_id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') AND campaign_id IS NOT NULL)",
         )
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         let done = query(
             "UPDATE calls SET status = 'ended', outcome = 'infra_error', end_reason = ?, ended_at = ?, updated_at = ? WHERE status IN ('dialing', 'ringing', 'in_progress')",
@@ -541,7 +540,7 @@ impl Store {
         .bind(EndReason::Interrupted.as_str())
         .bind(&at)
         .bind(&at)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         let ended: Vec<(CallId, EventKind)> = live
             .into_iter()

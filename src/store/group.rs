@@ -21,10 +21,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sqlx::Executor;
 use tokio::sync::oneshot;
 
-use super::db::{Row, query};
+use super::db::{Exec, Step, query};
 use super::webhooks::{NewEvent, bind_events, call_events, insert_events_sql};
 use super::{Lane, Script, ScriptQuery, Store, StoreError, StoreResult, classify};
 
@@ -189,13 +188,13 @@ impl Store {
     }
 
     /// Writes `jobs` in one transaction and answers each.
-    async fn write_group(&self, conn: &mut sqlx::SqliteConnection, jobs: Vec<Job>) {
+    async fn write_group(&self, conn: &mut (impl Exec + ?Sized), jobs: Vec<Job>) {
         let turn = self.write_turn(Lane::Normal).await;
         if self.groups.unsettled.swap(false, Ordering::AcqRel) {
             // The last group failed to end its transaction: end it now.
-            let _ = (&mut *conn).execute("ROLLBACK").await;
+            let _ = query("ROLLBACK").execute(&mut *conn).await;
         }
-        if let Err(err) = (&mut *conn).execute("BEGIN IMMEDIATE").await {
+        if let Err(err) = query("BEGIN IMMEDIATE").execute(&mut *conn).await {
             return fail_all(jobs, || classify(clone_error(&err)));
         }
         let mut written: Vec<Written> = Vec::with_capacity(jobs.len());
@@ -212,7 +211,7 @@ impl Store {
                 }
                 Err((err, unanswered)) => {
                     // The transaction is lost: nothing of the group is kept.
-                    let _ = (&mut *conn).execute("ROLLBACK").await;
+                    let _ = query("ROLLBACK").execute(&mut *conn).await;
                     self.unsettled();
                     let mut replies = unanswered.into_iter();
                     if let Some(failing) = replies.next() {
@@ -233,7 +232,7 @@ impl Store {
         )
         .persistent(events.len() <= 4);
         if let Err(err) = commit.execute(&mut *conn).await {
-            let _ = (&mut *conn).execute("ROLLBACK").await;
+            let _ = query("ROLLBACK").execute(&mut *conn).await;
             self.unsettled();
             for w in written {
                 let _ = w.reply.send(Err(classify(clone_error(&err))));
@@ -255,15 +254,15 @@ impl Store {
     /// after it are handed back (the second value) to be run again. The third value: the
     /// events of the writes that took place. An error: the transaction is lost, with the
     /// replies still to be answered (the first is the failing write's).
-    async fn write_chunk(&self, conn: &mut sqlx::SqliteConnection, chunk: Vec<Job>) -> ChunkResult {
+    async fn write_chunk(&self, conn: &mut (impl Exec + ?Sized), chunk: Vec<Job>) -> ChunkResult {
         let body = chunk.first().map(|j| j.body.as_str()).unwrap_or_default();
         let text = format!("{SAVEPOINT}; {body}; {MARK}; ").repeat(chunk.len());
-        let mut query = query(text);
+        let mut writes = query(text);
         for job in &chunk {
-            query = (job.bind)(query);
+            writes = (job.bind)(writes);
         }
         let mut scripts: Vec<Script> = Vec::with_capacity(chunk.len());
-        let (failed, inside) = read_chunk(conn, query, &mut scripts).await;
+        let (failed, inside) = read_chunk(conn, writes, &mut scripts).await;
         let mut jobs = chunk.into_iter();
         let mut done = Vec::with_capacity(scripts.len());
         let mut events = Vec::new();
@@ -293,7 +292,7 @@ impl Store {
             // would undo the write before it.
             return Err(lost(err, job.reply, done, jobs));
         }
-        match (&mut *conn).execute("ROLLBACK TO grouped_write").await {
+        match query("ROLLBACK TO grouped_write").execute(&mut *conn).await {
             Ok(_) => {
                 let _ = job.reply.send(Err(err));
                 Ok((done, jobs.collect(), events))
@@ -325,24 +324,17 @@ fn lost(
 /// whether it came after the failing write's savepoint was open): a write's results start
 /// after its savepoint's and end at its mark.
 async fn read_chunk(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut (impl Exec + ?Sized),
     query: ScriptQuery,
     scripts: &mut Vec<Script>,
 ) -> (Option<sqlx::Error>, bool) {
-    use futures_util::TryStreamExt;
-    let query = match query.for_sqlite() {
-        Ok(q) => q,
-        Err(err) => return (Some(err), false),
-    };
-    let mut stream = conn.fetch_many(query);
+    let (steps, failed) = query.steps(conn).await;
     let mut current = Script::default();
     // The next result is the savepoint's (a write's first) or the mark's (its last).
     let (mut opening, mut closing) = (true, false);
-    loop {
-        match stream.try_next().await {
-            Ok(None) => return (None, false),
-            Err(err) => return (Some(err), !opening),
-            Ok(Some(sqlx::Either::Left(done))) => {
+    for step in steps {
+        match step {
+            Step::Done(done) => {
                 if opening {
                     opening = false;
                 } else if closing {
@@ -353,8 +345,7 @@ async fn read_chunk(
                     current.changes.push(done.rows_affected());
                 }
             }
-            Ok(Some(sqlx::Either::Right(row))) => {
-                let row = Row::from(row);
+            Step::Row(row) => {
                 if row.first_column() == Some("grouped_write_end") {
                     closing = true;
                 } else {
@@ -363,6 +354,8 @@ async fn read_chunk(
             }
         }
     }
+    let inside = failed.is_some() && !opening;
+    (failed, inside)
 }
 
 /// Splits writes into chunks of the same statements, each a power of two long (so that each

@@ -3,11 +3,10 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::Connection;
 use switchboard_actors::ids::{AgentId, IntegrationId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::db::{Row, query};
+use super::db::{Row, begin_write, query};
 use super::{Store, StoreResult, coded, corrupt, ts};
 use crate::domain::integrations::Provider;
 
@@ -99,7 +98,7 @@ impl Store {
     ) -> StoreResult<Integration> {
         let now = ts(self.now());
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let existing: Option<uuid::Uuid> = query(
             "SELECT id FROM integrations WHERE workspace_id = ? AND provider = ? AND account = ? \
              ORDER BY created_at, id LIMIT 1",
@@ -107,7 +106,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(provider)
         .bind(account)
-        .scalar_optional(&mut *tx)
+        .scalar_optional(&mut tx)
         .await?;
         let id = existing.map_or_else(IntegrationId::new, IntegrationId::from_uuid);
         let sealed = credentials(id);
@@ -120,7 +119,7 @@ impl Store {
                 .bind(&now)
                 .bind(sealed)
                 .bind(id.as_uuid())
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut tx)
                 .await?
             }
             None => {
@@ -135,7 +134,7 @@ impl Store {
                 .bind(&now)
                 .bind(&now)
                 .bind(sealed)
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut tx)
                 .await?
             }
         };

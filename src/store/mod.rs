@@ -9,8 +9,8 @@
 //! write lock is taken up front, so one that reads before it writes cannot fail on upgrade
 //! (SQLITE_BUSY_SNAPSHOT) when another writer commits in between.
 //!
-//! Past 600 lines: the connection pools, the virtual-time single connection and the write
-//! gate are one mechanism; the resources live in their own modules below.
+//! This file holds the connection pools, the virtual-time single connection and the errors;
+//! every query is built and run through `db.rs`, and the resources live in their own modules.
 
 mod affiliates;
 mod agents;
@@ -57,6 +57,7 @@ pub use campaigns::*;
 pub use carrier_accounts::*;
 pub use contacts::*;
 pub use dashboard::*;
+pub use db::Exec;
 pub use dispositions::*;
 pub use dnc::*;
 pub use group::*;
@@ -328,7 +329,7 @@ impl Store {
         }
     }
 
-    /// A connection for one query, or for a transaction (`conn.begin_with(...)`).
+    /// A connection for one query, or for a transaction (`db::begin_write`).
     pub(crate) async fn conn(&self) -> Result<Conn<'_>, sqlx::Error> {
         match &self.single {
             Some(single) => {

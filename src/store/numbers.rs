@@ -3,13 +3,12 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Connection;
 use switchboard_actors::campaign::NumberStatus;
 use switchboard_actors::ids::{AgentId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::phone::PhoneNumber;
 use utoipa::ToSchema;
 
-use super::db::{Row, query};
+use super::db::{Row, begin_write, query};
 use super::{Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt, opt_id, ts};
 use crate::domain::trunks::{TrunkStatus, sip_outbound_configured};
 
@@ -137,7 +136,7 @@ impl Store {
         let at = self.now();
         let active = status == NumberStatus::Active;
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         query(
             "INSERT INTO phone_numbers (id, workspace_id, number, provider, status, is_active, country_code, monthly_cost_cents, ownership_verified_at, created_at, updated_at) \
              VALUES (?, ?, ?, 'byo', ?, ?, ?, 0, ?, ?, ?)",
@@ -151,7 +150,7 @@ impl Store {
         .bind(ts(at))
         .bind(ts(at))
         .bind(ts(at))
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await
         .map_err(classify)?;
         // Read back inside the transaction (with its account's columns): a delete right after
@@ -161,7 +160,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut tx)
         .await?;
         let created = self.number_row(row)?;
         tx.commit().await?;

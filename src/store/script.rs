@@ -1,7 +1,7 @@
 //! Write scripts: several statements run as one transaction on the writer's connection, in
 //! the writer's turn, with what each statement changed and returned.
 
-use sqlx::SqliteConnection;
+use super::db::{Exec, Step, query};
 
 use super::db::Row;
 use super::{Conn, Lane, Store, StoreError, StoreResult, WriteTurn, classify};
@@ -111,8 +111,7 @@ impl ScriptGuard<'_> {
     /// Ends the transaction a failed script opened (harmless if none is open) and answers
     /// `err`.
     pub(super) async fn roll_back(&mut self, err: StoreError) -> StoreError {
-        use sqlx::Executor;
-        let _ = self.conn.execute("ROLLBACK").await;
+        let _ = query("ROLLBACK").execute(&mut self.conn).await;
         self.armed = false;
         err
     }
@@ -120,18 +119,16 @@ impl ScriptGuard<'_> {
 
 /// Runs `query`'s statements on `conn`, adding what each did to `script`.
 pub(super) async fn run_script(
-    conn: &mut SqliteConnection,
+    conn: &mut (impl Exec + ?Sized),
     query: ScriptQuery,
     script: &mut Script,
 ) -> Result<(), sqlx::Error> {
-    use futures_util::TryStreamExt;
-    use sqlx::Executor;
-    let mut stream = conn.fetch_many(query.for_sqlite()?);
-    while let Some(step) = stream.try_next().await? {
+    let (steps, failed) = query.steps(conn).await;
+    for step in steps {
         match step {
-            sqlx::Either::Left(done) => script.changes.push(done.rows_affected()),
-            sqlx::Either::Right(row) => script.rows.push(row.into()),
+            Step::Done(done) => script.changes.push(done.rows_affected()),
+            Step::Row(row) => script.rows.push(row),
         }
     }
-    Ok(())
+    failed.map_or(Ok(()), Err)
 }

@@ -2,10 +2,10 @@
 //! delivery is signed with the one stored at its attempt.
 
 use chrono::{DateTime, Utc};
-use sqlx::SqliteConnection;
+
 use switchboard_actors::ids::WorkspaceId;
 
-use super::db::query;
+use super::db::{Exec, query};
 use super::{Store, StoreResult, corrupt, ts};
 use crate::domain::signing::SigningSecret;
 
@@ -17,7 +17,7 @@ impl Store {
         ws: WorkspaceId,
     ) -> StoreResult<(SigningSecret, DateTime<Utc>)> {
         async fn read(
-            conn: &mut SqliteConnection,
+            conn: &mut (impl Exec + ?Sized),
             ws: WorkspaceId,
         ) -> Result<Option<(String, DateTime<Utc>)>, sqlx::Error> {
             query("SELECT secret, created_at FROM webhook_signing_secrets WHERE workspace_id = ?")

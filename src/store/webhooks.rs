@@ -16,13 +16,12 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::{Connection, SqliteConnection};
 use switchboard_actors::events::{EventData, EventKind};
 use switchboard_actors::ids::{AgentId, CallId, EventId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::calls::call_row;
-use super::db::{Query, Row, query};
+use super::db::{Exec, Query, Row, begin_write, query};
 use super::{Page, Paged, ScriptQuery, Store, StoreResult, coded, corrupt, ts};
 use crate::domain::signing::{RecordingLinks, SigningSecret};
 
@@ -270,7 +269,7 @@ pub(super) fn bind_events(mut q: ScriptQuery, events: &[NewEvent]) -> ScriptQuer
 }
 
 /// Writes `events` on `conn` (inside the caller's transaction).
-async fn insert_events(conn: &mut SqliteConnection, events: &[NewEvent]) -> StoreResult<()> {
+async fn insert_events(conn: &mut (impl Exec + ?Sized), events: &[NewEvent]) -> StoreResult<()> {
     for event in events {
         bind_events(query(INSERT_EVENT.to_owned()), std::slice::from_ref(event))
             .execute(&mut *conn)
@@ -287,7 +286,7 @@ async fn insert_events(conn: &mut SqliteConnection, events: &[NewEvent]) -> Stor
 /// After the caller's commit, [`Store::outbox_written`] sends it at once; otherwise the
 /// dispatcher finds it at its next look (within a second).
 pub async fn enqueue_event(
-    conn: &mut SqliteConnection,
+    conn: &mut (impl Exec + ?Sized),
     now: DateTime<Utc>,
     call: CallId,
     data: &EventData,
@@ -332,7 +331,7 @@ impl Store {
     /// each only if the call's agent subscribes; answers how many were written.
     pub(super) async fn emit_call_events(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut (impl Exec + ?Sized),
         calls: &[(CallId, EventKind)],
     ) -> StoreResult<usize> {
         let now = self.now();
@@ -354,7 +353,7 @@ impl Store {
         data: &EventData,
     ) -> StoreResult<Option<EventId>> {
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         let id = enqueue_event(&mut tx, self.now(), call, data).await?;
         tx.commit().await?;
         drop(conn);

@@ -2,11 +2,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Connection;
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::window::CallingWindow;
 
-use super::db::query;
+use super::db::{begin_write, query};
 use super::{Store, StoreError, StoreResult, ts};
 
 #[derive(Debug, Clone, Serialize)]
@@ -48,14 +47,14 @@ impl Store {
         let id = WorkspaceId::new();
         let created_at = self.now();
         let mut conn = self.conn().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = begin_write(&mut conn).await?;
         query("INSERT INTO workspaces (id, name, default_country, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
             .bind(id.as_uuid())
             .bind(name)
             .bind(default_country)
             .bind(ts(created_at))
             .bind(ts(created_at))
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         for (position, (label, color, description)) in DEFAULT_DISPOSITIONS.iter().enumerate() {
             query(
@@ -69,7 +68,7 @@ impl Store {
             .bind(position as i64)
             .bind(ts(created_at))
             .bind(ts(created_at))
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         }
         tx.commit().await?;

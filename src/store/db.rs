@@ -145,12 +145,6 @@ impl Exec for SqliteConnection {
     }
 }
 
-impl Exec for super::Conn<'_> {
-    fn sqlite(&mut self) -> &mut SqliteConnection {
-        self
-    }
-}
-
 impl Exec for sqlx::Transaction<'_, Sqlite> {
     fn sqlite(&mut self) -> &mut SqliteConnection {
         self
@@ -175,7 +169,9 @@ pub(crate) struct Tx<'c>(sqlx::Transaction<'c, Sqlite>);
 /// Opens a write transaction on `conn`. SQLite takes its write lock at once (`BEGIN
 /// IMMEDIATE`), so a transaction that reads before it writes cannot fail to upgrade when
 /// another writer commits in between.
-pub(crate) async fn begin_write<'c>(conn: &'c mut super::Conn<'_>) -> Result<Tx<'c>, sqlx::Error> {
+pub(crate) async fn begin_write<'c>(
+    conn: &'c mut (impl Exec + ?Sized),
+) -> Result<Tx<'c>, sqlx::Error> {
     use sqlx::Connection;
     Ok(Tx(conn.sqlite().begin_with("BEGIN IMMEDIATE").await?))
 }

@@ -252,6 +252,12 @@ impl std::ops::DerefMut for Conn<'_> {
     }
 }
 
+impl Exec for Conn<'_> {
+    fn sqlite(&mut self) -> &mut SqliteConnection {
+        self
+    }
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").finish_non_exhaustive()

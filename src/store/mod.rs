@@ -102,6 +102,9 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// The database URL names no database this version opens.
+    #[error("{0}")]
+    DatabaseUrl(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -264,6 +267,38 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// The SQLite database `url` names (`sqlite://PATH`, `sqlite::memory:`, or a path), or why it
+/// names none. The URL is never repeated in the error: it may carry a password.
+fn sqlite_url(url: &str) -> StoreResult<&str> {
+    let scheme = url
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    match scheme.as_deref() {
+        None | Some("sqlite") => Ok(url),
+        Some("postgres" | "postgresql") => Err(StoreError::DatabaseUrl(
+            "this version of Switchboard stores its data in SQLite only: give --database-url \
+             sqlite://PATH (a PostgreSQL URL, postgres://..., is not supported yet)"
+                .into(),
+        )),
+        Some(other) => {
+            // Named only when it reads as a scheme: nothing else of the URL is repeated.
+            let named = other.len() <= 20
+                && other
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+            let what = if named {
+                format!("a `{other}://` database")
+            } else {
+                "a database".to_owned()
+            };
+            Err(StoreError::DatabaseUrl(format!(
+                "--database-url names {what}, which Switchboard does not use: give \
+                 sqlite://PATH (created if missing)"
+            )))
+        }
+    }
+}
+
 /// The stored form of a timestamp.
 pub fn ts(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
@@ -300,7 +335,7 @@ impl Store {
     }
 
     fn connect_options(url: &str) -> StoreResult<SqliteConnectOptions> {
-        Ok(SqliteConnectOptions::from_str(url)?
+        Ok(SqliteConnectOptions::from_str(sqlite_url(url)?)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)

@@ -23,6 +23,53 @@ pub fn switchboard(db: &str, args: &[&str]) -> (bool, Value, String) {
     )
 }
 
+#[test]
+fn a_database_url_of_another_kind_is_refused_plainly_and_its_password_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    for (url, says) in [
+        (
+            "postgres://switchboard:hunter2-secret@127.0.0.1:5432/switchboard",
+            "SQLite only",
+        ),
+        (
+            "postgresql://switchboard:hunter2-secret@localhost/db",
+            "SQLite only",
+        ),
+        (
+            "mysql://root:hunter2-secret@localhost/db",
+            "a `mysql://` database",
+        ),
+        (
+            "hunter2-secret@host with spaces://x",
+            "names a database, which",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .current_dir(dir.path())
+            .args([
+                "--database-url",
+                url,
+                "workspace",
+                "create",
+                "--name",
+                "Acme",
+            ])
+            .output()
+            .expect("switchboard runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{url}: {err}");
+        assert!(err.contains(says), "{url}: {err}");
+        assert!(err.contains("sqlite://PATH"), "{url}: {err}");
+        assert!(!err.contains("hunter2"), "{url}: {err}");
+        assert!(
+            !err.contains("unable to open database file"),
+            "{url}: {err}"
+        );
+    }
+    // Nothing was created where a file would have been.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
 #[tokio::test]
 async fn operators_create_workspaces_keys_numbers_and_credit_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();

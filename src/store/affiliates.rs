@@ -102,7 +102,7 @@ impl Store {
         at: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let done = query(
-            "INSERT OR IGNORE INTO affiliate_referrals (customer_workspace_id, referrer_workspace_id, referred_at) VALUES (?, ?, ?)",
+            "INSERT INTO affiliate_referrals (customer_workspace_id, referrer_workspace_id, referred_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
         )
         .bind(customer.as_uuid())
         .bind(referrer.as_uuid())

@@ -369,7 +369,7 @@ impl Store {
         id: AgentId,
     ) -> StoreResult<Option<Agent>> {
         let done = query(
-            "UPDATE agents SET is_active = 0, updated_at = ? WHERE workspace_id = ? AND id = ?",
+            "UPDATE agents SET is_active = FALSE, updated_at = ? WHERE workspace_id = ? AND id = ?",
         )
         .bind(ts(self.now()))
         .bind(ws.as_uuid())

@@ -397,7 +397,7 @@ impl Store {
             return Ok(NumberRemoval::AccountNotFound);
         }
         let done = query(
-            "UPDATE phone_numbers SET carrier_account_id = NULL, is_active = 0, updated_at = ? \
+            "UPDATE phone_numbers SET carrier_account_id = NULL, is_active = FALSE, updated_at = ? \
              WHERE workspace_id = ? AND id = ? AND carrier_account_id = ? AND released_at IS NULL",
         )
         .bind(ts(self.now()))

@@ -174,7 +174,7 @@ impl Store {
         if existing.is_protected {
             return Ok(DeleteOutcome::Protected);
         }
-        query("DELETE FROM dispositions WHERE workspace_id = ? AND id = ? AND is_protected = 0")
+        query("DELETE FROM dispositions WHERE workspace_id = ? AND id = ? AND is_protected = FALSE")
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
             .execute(&mut *self.conn().await?)

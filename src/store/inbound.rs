@@ -34,7 +34,7 @@ impl Store {
     pub async fn sip_route(&self, slug: &str) -> StoreResult<Option<SipRoute>> {
         let row = query(
             "SELECT id, workspace_id, slug, inbound_agent_id, allowed_source_ips, max_concurrent_calls \
-             FROM sip_endpoints WHERE slug = ? AND deleted_at IS NULL AND is_active = 1 AND inbound_agent_id IS NOT NULL",
+             FROM sip_endpoints WHERE slug = ? AND deleted_at IS NULL AND is_active = TRUE AND inbound_agent_id IS NOT NULL",
         )
         .bind(slug)
         .fetch_optional(&mut *self.route_conn().await?)

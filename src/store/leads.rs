@@ -382,7 +382,7 @@ impl Store {
         let mut conn = self.conn().await?;
         for tag in tags {
             query(
-                "INSERT OR IGNORE INTO lead_taggings (lead_id, tag_id, created_at) VALUES (?, ?, ?)",
+                "INSERT INTO lead_taggings (lead_id, tag_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             )
             .bind(lead.as_uuid())
             .bind(tag.as_uuid())

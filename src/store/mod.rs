@@ -578,7 +578,7 @@ impl Store {
     ) -> StoreResult<bool> {
         let at = ts(self.now());
         let done = query(format!(
-            "UPDATE {table} SET {column} = ?, is_active = 0, updated_at = ? \
+            "UPDATE {table} SET {column} = ?, is_active = FALSE, updated_at = ? \
              WHERE workspace_id = ? AND id = ? AND {column} IS NULL"
         ))
         .bind(at.clone())

@@ -170,7 +170,7 @@ impl Store {
     /// Activates purchased numbers whose review period ended; returns how many.
     pub async fn activate_due_numbers(&self, at: DateTime<Utc>) -> StoreResult<u64> {
         let done = query(
-            "UPDATE phone_numbers SET status = 'active', is_active = 1, ownership_verified_at = ?, updated_at = ? \
+            "UPDATE phone_numbers SET status = 'active', is_active = TRUE, ownership_verified_at = ?, updated_at = ? \
              WHERE status = 'pending_requirements' AND released_at IS NULL AND activate_after <= ?",
         )
         .bind(ts(at))

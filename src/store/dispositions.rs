@@ -174,11 +174,13 @@ impl Store {
         if existing.is_protected {
             return Ok(DeleteOutcome::Protected);
         }
-        query("DELETE FROM dispositions WHERE workspace_id = ? AND id = ? AND is_protected = FALSE")
-            .bind(ws.as_uuid())
-            .bind(id.as_uuid())
-            .execute(&mut *self.conn().await?)
-            .await?;
+        query(
+            "DELETE FROM dispositions WHERE workspace_id = ? AND id = ? AND is_protected = FALSE",
+        )
+        .bind(ws.as_uuid())
+        .bind(id.as_uuid())
+        .execute(&mut *self.conn().await?)
+        .await?;
         Ok(DeleteOutcome::Deleted)
     }
 }

@@ -226,8 +226,8 @@ pub struct Store {
 /// (`LEFT JOIN carrier_accounts ta ON ta.id = n.carrier_account_id AND ta.workspace_id =
 /// n.workspace_id`).
 pub(crate) const TRUNK_COLUMNS: &str = "n.carrier_account_id AS trunk_number_account, \
-     ta.trunk IS NOT NULL AS trunk_set, json_extract(ta.trunk, '$.calls_per_second') AS trunk_cps, \
-     json_extract(ta.trunk, '$.max_concurrent_calls') AS trunk_max";
+     ta.trunk IS NOT NULL AS trunk_set, CAST(ta.trunk ->> 'calls_per_second' AS BIGINT) AS trunk_cps, \
+     CAST(ta.trunk ->> 'max_concurrent_calls' AS BIGINT) AS trunk_max";
 pub(crate) const TRUNK_JOIN: &str = "LEFT JOIN carrier_accounts ta ON ta.id = n.carrier_account_id AND ta.workspace_id = n.workspace_id";
 
 /// A connection for one query or transaction: from the pool, or the single one.

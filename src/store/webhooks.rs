@@ -151,9 +151,9 @@ pub struct AttemptRecord {
 /// (every column, as the API reads it), the event's kind and the agent's webhook URL, when
 /// the agent has a URL and subscribes to the kind; no row otherwise. Binds: the kind, the
 /// call's id, the kind.
-pub(super) const CALL_EVENT_SQL: &str = "SELECT c.*, ? AS event_kind, json_extract(a.doc, '$.webhook_url') AS event_url \
+pub(super) const CALL_EVENT_SQL: &str = "SELECT c.*, ? AS event_kind, (a.doc ->> 'webhook_url') AS event_url \
      FROM calls c JOIN agents a ON a.id = c.agent_id AND a.workspace_id = c.workspace_id \
-     WHERE c.id = ? AND json_extract(a.doc, '$.webhook_url') IS NOT NULL \
+     WHERE c.id = ? AND (a.doc ->> 'webhook_url') IS NOT NULL \
      AND EXISTS (SELECT 1 FROM json_each(a.doc, '$.webhook_events') e WHERE e.value = ?)";
 
 /// Binds [`CALL_EVENT_SQL`]'s values.
@@ -490,14 +490,13 @@ impl Store {
         agent: AgentId,
     ) -> StoreResult<(SigningSecret, BTreeMap<String, String>)> {
         let (secret, _) = self.webhook_signing_secret(ws).await?;
-        let headers: Option<String> = query(
-            "SELECT json_extract(doc, '$.webhook_headers') FROM agents WHERE workspace_id = ? AND id = ?",
-        )
-        .bind(ws.as_uuid())
-        .bind(agent.as_uuid())
-        .scalar_optional(&mut *self.conn().await?)
-        .await?
-        .flatten();
+        let headers: Option<String> =
+            query("SELECT doc ->> 'webhook_headers' FROM agents WHERE workspace_id = ? AND id = ?")
+                .bind(ws.as_uuid())
+                .bind(agent.as_uuid())
+                .scalar_optional(&mut *self.conn().await?)
+                .await?
+                .flatten();
         let headers = match headers {
             Some(json) => {
                 serde_json::from_str(&json).map_err(|e| corrupt("agent webhook_headers", e))?

@@ -252,7 +252,9 @@ impl<'q> Query<'q> {
         self,
         conn: &mut (impl Exec + ?Sized),
     ) -> Result<Row, sqlx::Error> {
-        Ok(Row(self.for_sqlite()?.fetch_one(conn.sqlite()).await?))
+        self.fetch_optional(conn)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)
     }
 
     /// The query's first row, if any.

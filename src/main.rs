@@ -92,9 +92,11 @@ mod idle {
 async fn start() -> std::process::ExitCode {
     let cli = Cli::parse();
     let json_logs = matches!(&cli.command, Command::Serve(args) if args.log_format == "json");
-    // The SIP stack logs every datagram at info; only its warnings are kept by default.
+    // The SIP stack logs every datagram at info, and the database driver each notice the server
+    // sends (PostgreSQL's "already exists, skipping" at every start): only their warnings are
+    // kept by default.
     let filter = EnvFilter::try_from_env("SWITCHBOARD_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,rsipstack=warn"));
+        .unwrap_or_else(|_| EnvFilter::new("info,rsipstack=warn,sqlx=warn"));
     // Colours only where a person reads the log on a terminal, never in a file or a pipe.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -59,6 +59,9 @@ pub enum Command {
     /// Connect third-party accounts (the API lists and disconnects them).
     #[command(subcommand)]
     Integration(IntegrationCommand),
+    /// Bring the database to this version's schema (the service does it at start) and say
+    /// where it stands.
+    Migrate,
 }
 
 #[derive(Subcommand, Debug)]

@@ -64,6 +64,17 @@ pub async fn run_operator(
         Command::Key(command) => key(store, command).await,
         Command::Number(command) => number(store, command).await,
         Command::Billing(command) => billing(store, command).await,
+        Command::Migrate => {
+            let engine = match store.engine() {
+                crate::store::Engine::Sqlite => "SQLite",
+                crate::store::Engine::Postgres => "PostgreSQL",
+            };
+            println!(
+                "The {engine} database is at schema version {} (this version's).",
+                store.schema_version().await?
+            );
+            Ok(())
+        }
     }
 }
 

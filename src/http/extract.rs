@@ -65,12 +65,26 @@ pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
         ));
     }
     match serde_json::from_slice::<Value>(bytes) {
+        Ok(value) if holds_nul(&value) => Err(ApiError::bad_request(
+            "Invalid JSON: text may not hold the NUL character (\\u0000)",
+        )),
         Ok(Value::Object(mut map)) => {
             map.values_mut().for_each(whole_numbers_as_integers);
             Ok(map)
         }
         Ok(_) => Err(ApiError::bad_request("Request body must be a JSON object")),
         Err(err) => Err(ApiError::bad_request(format!("Invalid JSON: {err}"))),
+    }
+}
+
+/// Whether any text of `value` (a string, or an object's key) holds the NUL character, which
+/// no stored text may hold.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        _ => false,
     }
 }
 
@@ -143,6 +157,15 @@ impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for Q<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if parts
+            .uri
+            .query()
+            .is_some_and(|q| q.to_ascii_lowercase().contains("%00"))
+        {
+            return Err(ApiError::bad_request(
+                "Invalid query: text may not hold the NUL character (%00)",
+            ));
+        }
         Query::<T>::from_request_parts(parts, state)
             .await
             .map(|Query(v)| Q(v))

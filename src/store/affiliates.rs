@@ -51,7 +51,7 @@ pub struct SubAffiliateRow {
 
 /// Override earned by `parent` on revenue of customers referred by `sub`, at or before `until`.
 /// Binds: parent override_bps source, sub, until.
-const OVERRIDE_SQL: &str = "SELECT COALESCE(SUM(r.amount_cents * p.override_bps / 10000), 0) \
+const OVERRIDE_SQL: &str = "SELECT CAST(COALESCE(SUM(r.amount_cents * p.override_bps / 10000), 0) AS BIGINT) \
      FROM affiliate_revenue r \
      JOIN affiliate_referrals f ON f.customer_workspace_id = r.customer_workspace_id \
      JOIN affiliates s ON s.workspace_id = f.referrer_workspace_id \
@@ -80,7 +80,7 @@ impl Store {
         .bind(commission_bps)
         .bind(override_bps)
         .bind(ts(at))
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(())
     }
@@ -89,7 +89,7 @@ impl Store {
     pub async fn is_affiliate(&self, ws: WorkspaceId) -> StoreResult<bool> {
         let found: Option<i64> = query("SELECT 1 FROM affiliates WHERE workspace_id = ?")
             .bind(ws.as_uuid())
-            .scalar_optional(&mut *self.conn().await?)
+            .scalar_optional(&mut self.conn().await?)
             .await?;
         Ok(found.is_some())
     }
@@ -107,7 +107,7 @@ impl Store {
         .bind(customer.as_uuid())
         .bind(referrer.as_uuid())
         .bind(ts(at))
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -126,7 +126,7 @@ impl Store {
         .bind(customer.as_uuid())
         .bind(amount_cents)
         .bind(ts(at))
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(())
     }
@@ -140,7 +140,7 @@ impl Store {
         until: DateTime<Utc>,
     ) -> StoreResult<i64> {
         let cents: i64 = query(
-            "SELECT COALESCE(SUM(r.amount_cents * a.commission_bps / 10000), 0) FROM affiliate_revenue r \
+            "SELECT CAST(COALESCE(SUM(r.amount_cents * a.commission_bps / 10000), 0) AS BIGINT) FROM affiliate_revenue r \
              JOIN affiliate_referrals f ON f.customer_workspace_id = r.customer_workspace_id \
              JOIN affiliates a ON a.workspace_id = f.referrer_workspace_id \
              WHERE a.workspace_id = ? AND (? IS NULL OR r.customer_workspace_id = ?) \
@@ -150,7 +150,7 @@ impl Store {
         .bind(customer.map(|c| c.as_uuid()))
         .bind(customer.map(|c| c.as_uuid()))
         .bind(ts(until))
-        .scalar(&mut *self.conn().await?)
+        .scalar(&mut self.conn().await?)
         .await?;
         Ok(cents)
     }
@@ -165,7 +165,7 @@ impl Store {
             .bind(ws.as_uuid())
             .bind(sub.as_uuid())
             .bind(ts(until))
-            .scalar(&mut *self.conn().await?)
+            .scalar(&mut self.conn().await?)
             .await?;
         Ok(cents)
     }
@@ -174,7 +174,7 @@ impl Store {
         let n: i64 =
             query("SELECT COUNT(*) FROM affiliate_referrals WHERE referrer_workspace_id = ?")
                 .bind(ws.as_uuid())
-                .scalar(&mut *self.conn().await?)
+                .scalar(&mut self.conn().await?)
                 .await?;
         Ok(n)
     }
@@ -191,7 +191,7 @@ impl Store {
              WHERE a.parent_workspace_id = ? ORDER BY a.enrolled_at, a.workspace_id",
         )
         .bind(ws.as_uuid())
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         let mut rows = Vec::with_capacity(subs.len());
         for s in subs {
@@ -219,7 +219,7 @@ impl Store {
         let row =
             query("SELECT commission_bps, override_bps FROM affiliates WHERE workspace_id = ?")
                 .bind(ws.as_uuid())
-                .fetch_optional(&mut *self.conn().await?)
+                .fetch_optional(&mut self.conn().await?)
                 .await?;
         let hold_days = hold.num_days();
         let Some(row) = row else {

@@ -11,7 +11,7 @@ use switchboard_actors::ids::{AgentId, WorkspaceId};
 use switchboard_sip::amd::AmdSettings;
 use utoipa::ToSchema;
 
-use super::db::{Row, query};
+use super::db::{Json, Row, query};
 use super::{Page, Paged, Store, StoreError, StoreResult, ts};
 
 /// How an agent converses: one system prompt, or a graph of flow nodes.
@@ -288,7 +288,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *conn)
+        .fetch_optional(&mut conn)
         .await?;
         row.map(agent_row).transpose()
     }
@@ -306,7 +306,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(is_active)
         .bind(is_active)
-        .scalar(&mut *self.conn().await?)
+        .scalar(&mut self.conn().await?)
         .await?;
         let rows = query(format!(
             "SELECT {COLUMNS} FROM agents WHERE workspace_id = ? AND (? IS NULL OR is_active = ?) ORDER BY created_at, id LIMIT ? OFFSET ?"
@@ -316,7 +316,7 @@ impl Store {
         .bind(is_active)
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         let items = rows
             .into_iter()
@@ -333,10 +333,10 @@ impl Store {
             .bind(&agent.name)
             .bind(agent.is_active)
             .bind(agent.max_call_duration_secs)
-            .bind(doc(agent)?)
+            .bind(Json(doc(agent)?))
             .bind(ts(agent.created_at))
             .bind(ts(agent.updated_at))
-            .execute(&mut *self.conn().await?)
+            .execute(&mut self.conn().await?)
             .await
             .map_err(super::classify)?;
         self.agent(ws, agent.id)
@@ -350,11 +350,11 @@ impl Store {
             .bind(&agent.name)
             .bind(agent.is_active)
             .bind(agent.max_call_duration_secs)
-            .bind(doc(agent)?)
+            .bind(Json(doc(agent)?))
             .bind(ts(self.now()))
             .bind(ws.as_uuid())
             .bind(agent.id.as_uuid())
-            .execute(&mut *self.conn().await?)
+            .execute(&mut self.conn().await?)
             .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
@@ -374,7 +374,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);

@@ -100,7 +100,7 @@ impl Store {
              auto_topup_amount_cents, low_balance_threshold_cents FROM workspaces WHERE id = ?",
         )
         .bind(ws.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         let Some(r) = row else { return Ok(None) };
         let method_id: Option<String> = r.try_get("payment_method_id")?;
@@ -196,13 +196,13 @@ impl Store {
     ) -> StoreResult<super::Paged<LedgerEntry>> {
         let total: i64 = query("SELECT COUNT(*) FROM ledger_entries WHERE workspace_id = ?")
             .bind(ws.as_uuid())
-            .scalar(&mut *self.conn().await?)
+            .scalar(&mut self.conn().await?)
             .await?;
         let rows = query("SELECT id, amount_cents, balance_after_cents, kind, description, reference, created_at FROM ledger_entries WHERE workspace_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?")
             .bind(ws.as_uuid())
             .bind(page.limit)
             .bind(page.offset)
-            .fetch_all(&mut *self.conn().await?)
+            .fetch_all(&mut self.conn().await?)
             .await?;
         let items = rows
             .into_iter()
@@ -242,7 +242,7 @@ pub(crate) async fn ledger_entry_in(
          RETURNING balance_after_cents",
     )
     .bind(amount_cents)
-    .bind(at.clone())
+    .bind(at)
     .bind(ws.as_uuid())
     .bind(id)
     .bind(amount_cents)
@@ -286,7 +286,7 @@ impl Store {
             .bind(method.map(|m| m.label.as_str()))
             .bind(ts(self.now()))
             .bind(ws.as_uuid())
-            .execute(&mut *self.conn().await?)
+            .execute(&mut self.conn().await?)
             .await?;
         Ok(())
     }
@@ -309,7 +309,7 @@ impl Store {
         .bind(update.billing_email)
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }

@@ -20,7 +20,7 @@ use switchboard_actors::ids::{AgentId, CallId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::analysis_status::{AnalysisSkip, AnalysisStatus};
-use super::db::query;
+use super::db::{Json, query};
 use super::{CallRecord, Store, StoreResult, corrupt, opt_id, ts};
 
 /// Longest text of one turn, in characters.
@@ -214,8 +214,8 @@ pub struct AnalysisJob {
     pub events: Vec<ToolEvent>,
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> StoreResult<T> {
-    serde_json::from_str(text).map_err(|e| corrupt(what, e))
+fn parse_json<T: serde::de::DeserializeOwned>(what: &str, text: String) -> StoreResult<T> {
+    serde_json::from_str(&text).map_err(|e| corrupt(what, e))
 }
 
 impl Store {
@@ -234,7 +234,7 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         let Some(r) = row else {
             // Nothing was said: nothing to analyse, once the call is over.
@@ -280,7 +280,7 @@ impl Store {
             analysis_error: r.try_get("analysis_error")?,
             summary: r.try_get("summary")?,
             extracted: extracted
-                .map(|t| parse_json("call_details.extracted", &t))
+                .map(|t| parse_json("call_details.extracted", t))
                 .transpose()?,
             analyzed_at: r.try_get("analyzed_at")?,
         }))
@@ -297,7 +297,7 @@ impl Store {
         )
         .bind(ts(now))
         .bind(limit)
-        .scalars(&mut *self.conn().await?)
+        .scalars(&mut self.conn().await?)
         .await?;
         Ok(ids.into_iter().map(CallId::from_uuid).collect())
     }
@@ -321,7 +321,7 @@ impl Store {
         .bind(ts(now))
         .bind(call.as_uuid())
         .bind(ts(now))
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         let Some(r) = row else { return Ok(None) };
         let transcript: String = r.try_get("transcript")?;
@@ -331,8 +331,8 @@ impl Store {
             workspace_id: WorkspaceId::from_uuid(r.try_get("workspace_id")?),
             agent_id: opt_id(&r, "agent_id")?,
             attempt: r.try_get("analysis_attempts")?,
-            transcript: parse_json("call_details.transcript", &transcript)?,
-            events: parse_json("call_details.events", &events)?,
+            transcript: parse_json("call_details.transcript", transcript)?,
+            events: parse_json("call_details.events", events)?,
         }))
     }
 
@@ -350,11 +350,11 @@ impl Store {
              summary = ?, extracted = ?, analyzed_at = ?, updated_at = ? WHERE call_id = ? AND analysis_status = 'pending'",
         )
         .bind(summary)
-        .bind(Value::Object(extracted.clone()).to_string())
-        .bind(&at)
-        .bind(&at)
+        .bind(Json(Value::Object(extracted.clone()).to_string()))
+        .bind(at)
+        .bind(at)
         .bind(call.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(())
     }
@@ -381,7 +381,7 @@ impl Store {
         .bind(cut(error, MAX_ERROR_CHARS).as_ref())
         .bind(ts(now))
         .bind(call.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(())
     }
@@ -394,7 +394,7 @@ impl Store {
              WHERE analysis_status = 'pending'",
         )
         .bind(ts(now))
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected())
     }

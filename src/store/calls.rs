@@ -16,7 +16,7 @@ use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::sdp::Codec;
 use utoipa::ToSchema;
 
-use super::db::{Exec, Query, Row, begin_write, query};
+use super::db::{Exec, Json, Query, Row, begin_write, query};
 use super::{
     DispositionSource, Lane, Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt,
     opt_coded, opt_id, ts,
@@ -274,7 +274,7 @@ pub(super) fn bind_call<'q>(
     q.bind(spec.id.as_uuid())
         .bind(spec.workspace_id.as_uuid())
         .bind(status.as_str())
-        .bind(dialing.then(|| at.clone()))
+        .bind(dialing.then_some(at))
         .bind(spec.agent_id.as_uuid())
         .bind(spec.from_phone_number_id.map(|p| p.as_uuid()))
         .bind(spec.from_number.clone())
@@ -283,14 +283,14 @@ pub(super) fn bind_call<'q>(
         .bind(spec.contact_id.map(|c| c.as_uuid()))
         .bind(spec.attempt)
         .bind(spec.priority)
-        .bind(metadata.to_owned())
-        .bind(variables.to_owned())
+        .bind(Json(metadata.to_owned()))
+        .bind(Json(variables.to_owned()))
         .bind(idempotency.0.map(str::to_owned))
         .bind(idempotency.1.map(str::to_owned))
         .bind(spec.max_duration_secs)
         .bind(spec.reserved_cents.get())
-        .bind(at.clone())
-        .bind(at.clone())
+        .bind(at)
+        .bind(at)
         .bind(at)
 }
 
@@ -313,7 +313,7 @@ pub(super) async fn insert_call(
 pub(super) async fn funds_in(tx: &mut (impl Exec + ?Sized), ws: WorkspaceId) -> StoreResult<Funds> {
     let row: Option<(i64, bool, i64)> = query(
         "SELECT balance_cents, is_suspended, \
-         (SELECT COALESCE(SUM(reserved_cents), 0) FROM calls WHERE workspace_id = w.id AND status IN ('queued', 'dialing', 'ringing', 'in_progress')) \
+         (SELECT CAST(COALESCE(SUM(reserved_cents), 0) AS BIGINT) FROM calls WHERE workspace_id = w.id AND status IN ('queued', 'dialing', 'ringing', 'in_progress')) \
          FROM workspaces w WHERE id = ?",
     )
     .bind(ws.as_uuid())
@@ -389,7 +389,7 @@ impl Store {
         let row = query("SELECT * FROM calls WHERE workspace_id = ? AND idempotency_key = ?")
             .bind(ws.as_uuid())
             .bind(key)
-            .fetch_optional(&mut *self.conn().await?)
+            .fetch_optional(&mut self.conn().await?)
             .await?;
         match row {
             None => Ok(None),
@@ -404,7 +404,7 @@ impl Store {
         let row = query("SELECT * FROM calls WHERE workspace_id = ? AND id = ?")
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .fetch_optional(&mut *self.read_conn().await?)
+            .fetch_optional(&mut self.read_conn().await?)
             .await?;
         row.as_ref().map(call_row).transpose()
     }
@@ -427,7 +427,7 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(limit)
-        .fetch_all(&mut *self.read_conn().await?)
+        .fetch_all(&mut self.read_conn().await?)
         .await?;
         rows.iter().map(call_row).collect()
     }
@@ -440,14 +440,14 @@ impl Store {
     ) -> StoreResult<Paged<CallRecord>> {
         let mut q = query("SELECT COUNT(*) FROM calls");
         call_conditions(&mut q, ws, filter);
-        let total: i64 = q.scalar(&mut *self.read_conn().await?).await?;
+        let total: i64 = q.scalar(&mut self.read_conn().await?).await?;
         let mut q = query("SELECT * FROM calls");
         call_conditions(&mut q, ws, filter);
         q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
             .push_bind(page.limit)
             .push(" OFFSET ")
             .push_bind(page.offset);
-        let rows = q.fetch_all(&mut *self.read_conn().await?).await?;
+        let rows = q.fetch_all(&mut self.read_conn().await?).await?;
         let items = rows.iter().map(call_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
     }
@@ -474,7 +474,7 @@ impl Store {
         }
         q.push(" ORDER BY created_at DESC, rowid DESC LIMIT ")
             .push_bind(limit);
-        let rows = q.fetch_all(&mut *self.read_conn().await?).await?;
+        let rows = q.fetch_all(&mut self.read_conn().await?).await?;
         rows.iter()
             .map(|r| Ok((r.try_get("cursor")?, call_row(r)?)))
             .collect()
@@ -493,14 +493,14 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(limit)
-        .fetch_all_as(&mut *conn)
+        .fetch_all_as(&mut conn)
         .await?;
         let agents: Vec<(uuid::Uuid, String)> = query(
             "SELECT id, name FROM agents WHERE workspace_id = ? ORDER BY created_at DESC LIMIT ?",
         )
         .bind(ws.as_uuid())
         .bind(limit)
-        .fetch_all_as(&mut *conn)
+        .fetch_all_as(&mut conn)
         .await?;
         Ok((
             campaigns
@@ -525,7 +525,7 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(contact.as_uuid())
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         rows.iter().map(call_row).collect()
     }
@@ -540,13 +540,13 @@ impl Store {
             // From the per-day counts the calls' triggers keep (migration 0025): a call gets its
             // outcome as it ends, and is counted then by it. A few rows a day of the campaign,
             // instead of every call.
-            "SELECT kind, SUM(calls) FROM campaign_call_buckets \
+            "SELECT kind, CAST(SUM(calls) AS BIGINT) FROM campaign_call_buckets \
              WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) \
              AND width = 10 AND kind NOT IN ('admitted', 'unknown') GROUP BY kind HAVING SUM(calls) != 0",
         )
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
-        .fetch_all_as(&mut *self.conn().await?)
+        .fetch_all_as(&mut self.conn().await?)
         .await?)
     }
 }

@@ -15,7 +15,7 @@ use switchboard_actors::money::Cents;
 use switchboard_actors::pacing::TickResult;
 use utoipa::ToSchema;
 
-use super::db::{Exec, Query, Row, begin_write, query};
+use super::db::{Exec, Json, Query, Row, begin_write, query};
 use super::{
     CampaignSettings, Page, Paged, Store, StoreResult, classify, coded, corrupt, opt_coded, opt_id,
     ts,
@@ -174,9 +174,10 @@ fn bind_settings(q: &mut Query<'_>, s: &CampaignSettings, at: DateTime<Utc>) -> 
         .push_bind_unseparated(s.from_phone_number_id.map(|p| p.as_uuid()));
     sep.push("regulatory_basis = ")
         .push_bind_unseparated(s.regulatory_basis.map(|b| b.as_str()));
-    sep.push("calling_window = ").push_bind_unseparated(window);
+    sep.push("calling_window = ")
+        .push_bind_unseparated(window.map(Json));
     sep.push("stop_disposition_ids = ")
-        .push_bind_unseparated(stop_ids);
+        .push_bind_unseparated(Json(stop_ids));
     for field in campaign::BOOL_FIELDS {
         sep.push(format_args!("{field} = "))
             .push_bind_unseparated(s.rules.flag(field));
@@ -251,8 +252,8 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(&settings.name)
         .bind(actor.as_uuid())
-        .bind(&at)
-        .bind(&at)
+        .bind(at)
+        .bind(at)
         .execute(&mut tx)
         .await
         .map_err(classify)?;
@@ -290,7 +291,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.as_ref().map(campaign_row).transpose()
     }
@@ -319,7 +320,7 @@ impl Store {
             .bind(ws.as_uuid())
             .bind(status)
             .bind(status)
-            .scalar(&mut *self.conn().await?)
+            .scalar(&mut self.conn().await?)
             .await?;
         let rows = query(format!(
             "SELECT {} FROM campaigns WHERE workspace_id = ? AND status <> 'archived' AND (? IS NULL OR status = ?) \
@@ -331,7 +332,7 @@ impl Store {
         .bind(status)
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         let items = rows.iter().map(campaign_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
@@ -460,7 +461,7 @@ impl Store {
         )
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
-        .scalar(&mut *self.conn().await?)
+        .scalar(&mut self.conn().await?)
         .await?;
         let rows = query(
             "SELECT id, campaign_id, kind, from_status, to_status, message, actor_key_id, created_at FROM campaign_events \
@@ -470,7 +471,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         let items = rows
             .into_iter()
@@ -507,7 +508,7 @@ impl Store {
         )
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
-        .fetch_all_as(&mut *self.read_conn().await?)
+        .fetch_all_as(&mut self.read_conn().await?)
         .await?;
         for (state, outcome, count, attempts) in rows {
             stats.total_contacts += count;

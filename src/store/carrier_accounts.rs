@@ -8,7 +8,7 @@ use switchboard_actors::ids::{PhoneNumberId, WorkspaceId};
 use switchboard_sip::trunk::{Secret, Trunk, TrunkError};
 use utoipa::ToSchema;
 
-use super::db::{Row, begin_write, query};
+use super::db::{Json, Row, begin_write, query};
 use super::numbers::{NUMBER_COLUMNS, NUMBER_FROM, status_column};
 use super::{Page, Paged, PhoneNumberRecord, Store, StoreResult, corrupt, ts};
 use crate::domain::trunks::{PasswordUpdate, ShownTrunk, TrunkStatus};
@@ -143,11 +143,11 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(name)
         .bind(provider)
-        .bind(trunk.map(trunk_json).transpose()?)
+        .bind(trunk.map(trunk_json).transpose()?.map(Json))
         .bind(trunk.and_then(password))
-        .bind(&at)
-        .bind(&at)
-        .execute(&mut *self.conn().await?)
+        .bind(at)
+        .bind(at)
+        .execute(&mut self.conn().await?)
         .await?;
         self.carrier_account(ws, id)
             .await?
@@ -209,7 +209,7 @@ impl Store {
         .bind(update.name)
         .bind(update.provider)
         .bind(changed)
-        .bind(new.as_ref().map(trunk_json).transpose()?)
+        .bind(new.as_ref().map(trunk_json).transpose()?.map(Json))
         .bind(changed)
         .bind(new.as_ref().and_then(password))
         .bind(changed)
@@ -235,7 +235,7 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(id)
-        .fetch_optional_as(&mut *self.conn().await?)
+        .fetch_optional_as(&mut self.conn().await?)
         .await?;
         Ok(match row {
             None => TrunkLookup::NoAccount,
@@ -262,16 +262,16 @@ impl Store {
     ) -> StoreResult<Option<CarrierAccount>> {
         let done = query(
             "UPDATE carrier_accounts SET status = ?, status_reason = ?, tested_at = ? \
-             WHERE workspace_id = ? AND id = ? AND trunk = ? AND trunk_password IS ?",
+             WHERE workspace_id = ? AND id = ? AND trunk = ? AND trunk_password IS NOT DISTINCT FROM ?",
         )
         .bind(status.as_str())
         .bind(reason)
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id)
-        .bind(&tested.stored)
+        .bind(Json(tested.stored.clone()))
         .bind(password(&tested.trunk))
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
@@ -289,7 +289,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id)
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.as_ref().map(account_row).transpose()
     }
@@ -302,7 +302,7 @@ impl Store {
         let mut conn = self.conn().await?;
         let total: i64 = query("SELECT COUNT(*) FROM carrier_accounts WHERE workspace_id = ?")
             .bind(ws.as_uuid())
-            .scalar(&mut *conn)
+            .scalar(&mut conn)
             .await?;
         let rows = query(format!(
             "SELECT {COLUMNS} FROM carrier_accounts ca WHERE ca.workspace_id = ? ORDER BY ca.created_at, ca.id LIMIT ? OFFSET ?"
@@ -310,7 +310,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut conn)
         .await?;
         let items = rows.iter().map(account_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
@@ -324,7 +324,7 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(ws.as_uuid())
-        .fetch_one_as(&mut *self.conn().await?)
+        .fetch_one_as(&mut self.conn().await?)
         .await?;
         Ok(row)
     }
@@ -342,7 +342,7 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(account)
-        .scalar(&mut *conn)
+        .scalar(&mut conn)
         .await?;
         let rows = query(format!(
             "SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.carrier_account_id = ? \
@@ -352,7 +352,7 @@ impl Store {
         .bind(account)
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut conn)
         .await?;
         let items = rows
             .into_iter()
@@ -379,7 +379,7 @@ impl Store {
         .bind(number.as_uuid())
         .bind(ws.as_uuid())
         .bind(account)
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -404,7 +404,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(number.as_uuid())
         .bind(account)
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(if done.rows_affected() > 0 {
             NumberRemoval::Removed

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use super::campaigns::insert_event;
 use super::db::{Exec, Row, begin_write, query};
-use super::{Page, Paged, Store, StoreResult, coded, corrupt, opt_coded, opt_id, ts};
+use super::{Engine, Page, Paged, Store, StoreResult, coded, corrupt, opt_coded, opt_id, ts};
 
 /// A contact enrolled in a campaign.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -157,33 +157,50 @@ pub enum EnrollStep {
     },
 }
 
-/// The columns a batch fills; each id is 16 bytes of `?2`, taken by the row's position. Rows
-/// go in the batch's order: a number already in the campaign, or earlier in the enrollment, is
-/// left alone (`OR IGNORE` on the campaign's unique number).
-macro_rules! insert_contacts {
-    ($rest:literal) => {
-        concat!("INSERT OR IGNORE INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, excluded_reason, next_attempt_at, created_at, updated_at) \
-     SELECT substr(?2, j.key * 16 + 1, 16), ?3, unhex(j.value ->> 2), j.value ->> 0, j.value ->> 1, j.value ->> 3, j.value ->> 4, ", $rest)
+/// The statement that inserts a batch of contacts (`?1`, a JSON array of rows: number, time
+/// zone, lead id in hex, variables, metadata, exclusion reason); each id is 16 bytes of `?2`,
+/// taken by the row's position. Rows go in the batch's order: a number already in the
+/// campaign, or earlier in the enrollment, is left alone (`DO NOTHING` on the campaign's
+/// unique number). How a JSON array is walked and its items read as ids and documents is each
+/// database's own; the rest is one text.
+fn insert_contacts(engine: Engine, dnc: DncCheck) -> String {
+    let (row, from) = match engine {
+        Engine::Sqlite => (
+            "substr(?2, j.key * 16 + 1, 16), ?3, unhex(j.value ->> 2), j.value ->> 0, j.value ->> 1, \
+             j.value ->> 3, j.value ->> 4",
+            "jsonb_each(?1) j",
+        ),
+        Engine::Postgres => (
+            "CAST(encode(substring(?2 FROM CAST(j.key AS INTEGER) * 16 - 15 FOR 16), 'hex') AS UUID), ?3, \
+             CAST(j.value ->> 2 AS UUID), j.value ->> 0, j.value ->> 1, \
+             CAST(j.value ->> 3 AS JSONB), CAST(j.value ->> 4 AS JSONB)",
+            "jsonb_array_elements(CAST(?1 AS JSONB)) WITH ORDINALITY AS j(value, key)",
+        ),
     };
+    let rest = match dnc {
+        // The batch's own exclusion reason.
+        DncCheck::AsGiven => format!(
+            "CASE WHEN j.value ->> 5 IS NULL THEN 'pending' ELSE 'excluded' END, j.value ->> 5, \
+             CASE WHEN j.value ->> 5 IS NULL THEN ?4 END, ?4, ?4 FROM {from}"
+        ),
+        // The do-not-call list as [`Store::blocked_numbers`] reads it, for the workspace `?5`
+        // at `?6` and the agent `?7` (its unique number index finds at most one entry).
+        DncCheck::Blocked { .. } => format!(
+            "CASE WHEN e.id IS NULL THEN 'pending' ELSE 'excluded' END, CASE WHEN e.id IS NOT NULL THEN 'do_not_call' END, \
+             CASE WHEN e.id IS NULL THEN ?4 END, ?4, ?4 \
+             FROM {from} LEFT JOIN dnc_entries e ON e.workspace_id = ?5 AND e.phone_number = j.value ->> 0 \
+               AND (e.expires_at IS NULL OR e.expires_at > ?6) \
+               AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
+                    OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?7))"
+        ),
+    };
+    // `WHERE true` keeps SQLite from reading `ON CONFLICT` as the join's `ON`.
+    format!(
+        "INSERT INTO contacts (id, campaign_id, lead_id, phone_number, timezone, variables, metadata, state, \
+         excluded_reason, next_attempt_at, created_at, updated_at) SELECT {row}, {rest} \
+         WHERE true ON CONFLICT DO NOTHING"
+    )
 }
-
-/// [`DncCheck::AsGiven`]: the batch's own exclusion reason.
-const INSERT_AS_GIVEN: &str = insert_contacts!(
-    "CASE WHEN j.value ->> 5 IS NULL THEN 'pending' ELSE 'excluded' END, j.value ->> 5, \
-     CASE WHEN j.value ->> 5 IS NULL THEN ?4 END, ?4, ?4 \
-     FROM jsonb_each(?1) j"
-);
-
-/// [`DncCheck::Blocked`]: the do-not-call list as [`Store::blocked_numbers`] reads it, for the
-/// workspace `?5` at `?6` and the agent `?7` (its unique number index finds at most one entry).
-const INSERT_BLOCKED: &str = insert_contacts!(
-    "CASE WHEN e.id IS NULL THEN 'pending' ELSE 'excluded' END, CASE WHEN e.id IS NOT NULL THEN 'do_not_call' END, \
-     CASE WHEN e.id IS NULL THEN ?4 END, ?4, ?4 \
-     FROM jsonb_each(?1) j LEFT JOIN dnc_entries e ON e.workspace_id = ?5 AND e.phone_number = j.value ->> 0 \
-       AND (e.expires_at IS NULL OR e.expires_at > ?6) \
-       AND (NOT EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id) \
-            OR EXISTS (SELECT 1 FROM dnc_entry_agents ea WHERE ea.entry_id = e.id AND ea.agent_id = ?7))"
-);
 
 impl Store {
     /// Inserts contacts in large batches inside one transaction; numbers already enrolled in
@@ -238,10 +255,7 @@ impl Store {
         use futures_util::StreamExt;
         let now = self.now();
         let at = ts(now);
-        let insert = match dnc {
-            DncCheck::AsGiven => INSERT_AS_GIVEN,
-            DncCheck::Blocked { .. } => INSERT_BLOCKED,
-        };
+        let insert = insert_contacts(self.engine(), dnc);
         let mut conn = self.conn().await?;
         let mut tx = begin_write(&mut conn).await?;
         let owned: Option<i64> = query("SELECT 1 FROM campaigns WHERE id = ? AND workspace_id = ?")
@@ -279,15 +293,15 @@ impl Store {
             let rows = batch.rows;
             let mut json = batch.json;
             json.push(']');
-            let mut q = query(insert)
+            let mut q = query(insert.as_str())
                 .bind(json)
                 .bind(&ids[..])
                 .bind(campaign.as_uuid())
-                .bind(&at);
+                .bind(at);
             if let DncCheck::Blocked { agent } = dnc {
                 q = q
                     .bind(ws.as_uuid())
-                    .bind(&at)
+                    .bind(at)
                     .bind(agent.map(|a| a.as_uuid()));
             }
             let done = q.execute(&mut tx).await?;
@@ -341,7 +355,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(state)
         .bind(state)
-        .scalar(&mut *self.conn().await?)
+        .scalar(&mut self.conn().await?)
         .await?;
         let rows = query("SELECT * FROM contacts WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND (? IS NULL OR state = ?) ORDER BY id LIMIT ? OFFSET ?")
             .bind(campaign.as_uuid())
@@ -350,7 +364,7 @@ impl Store {
             .bind(state)
             .bind(page.limit)
             .bind(page.offset)
-            .fetch_all(&mut *self.conn().await?)
+            .fetch_all(&mut self.conn().await?)
             .await?;
         let items = rows
             .into_iter()
@@ -372,14 +386,14 @@ impl Store {
     ) -> StoreResult<(Vec<Contact>, Option<i64>, i64)> {
         let mut conn = self.read_conn().await?;
         let total: i64 = query(
-            "SELECT COALESCE(SUM(contacts), 0) FROM campaign_contact_counts \
+            "SELECT CAST(COALESCE(SUM(contacts), 0) AS BIGINT) FROM campaign_contact_counts \
              WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND (? IS NULL OR state = ?)",
         )
         .bind(campaign.as_uuid())
         .bind(ws.as_uuid())
         .bind(state.map(|s| s.as_str()))
         .bind(state.map(|s| s.as_str()))
-        .scalar(&mut *conn)
+        .scalar(&mut conn)
         .await?;
         // One statement per shape, so that each walks its own index in rowid order.
         let sql = match state {
@@ -399,7 +413,7 @@ impl Store {
         let rows = q
             .bind(after.unwrap_or(0))
             .bind(limit)
-            .fetch_all(&mut *conn)
+            .fetch_all(&mut conn)
             .await?;
         let mut last = None;
         let mut items = Vec::with_capacity(rows.len());
@@ -421,7 +435,7 @@ impl Store {
             .bind(campaign.as_uuid())
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .fetch_optional(&mut *self.conn().await?)
+            .fetch_optional(&mut self.conn().await?)
             .await?;
         row.map(contact_row).transpose()
     }

@@ -32,8 +32,8 @@ impl Store {
         let now = ts(self.now());
         let mut conn = self.conn().await?;
         query("DELETE FROM dashboard_sessions WHERE expires_at <= ?")
-            .bind(&now)
-            .execute(&mut *conn)
+            .bind(now)
+            .execute(&mut conn)
             .await?;
         query(
             "INSERT INTO dashboard_sessions (token_hash, workspace_id, key_id, csrf, created_at, expires_at) \
@@ -43,9 +43,9 @@ impl Store {
         .bind(workspace_id.as_uuid())
         .bind(key_id.as_uuid())
         .bind(csrf)
-        .bind(&now)
+        .bind(now)
         .bind(ts(expires_at))
-        .execute(&mut *conn)
+        .execute(&mut conn)
         .await?;
         Ok(())
     }
@@ -64,9 +64,9 @@ impl Store {
              AND (k.expires_at IS NULL OR k.expires_at > ?)",
         )
         .bind(&token_hash[..])
-        .bind(&now)
-        .bind(&now)
-        .fetch_optional(&mut *self.read_conn().await?)
+        .bind(now)
+        .bind(now)
+        .fetch_optional(&mut self.read_conn().await?)
         .await?;
         row.map(|r| {
             let scopes: String = r.try_get("scopes")?;
@@ -85,7 +85,7 @@ impl Store {
     pub async fn end_dashboard_session(&self, token_hash: &[u8; 32]) -> StoreResult<()> {
         query("DELETE FROM dashboard_sessions WHERE token_hash = ?")
             .bind(&token_hash[..])
-            .execute(&mut *self.conn().await?)
+            .execute(&mut self.conn().await?)
             .await?;
         Ok(())
     }
@@ -140,7 +140,7 @@ impl Store {
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
         .bind(len as i64)
-        .fetch_all_as(&mut *self.read_conn().await?)
+        .fetch_all_as(&mut self.read_conn().await?)
         .await?;
         let mut timeline = Timeline::default();
         for (bucket, kind, n) in rows {
@@ -176,7 +176,7 @@ impl Store {
         let mut conn = self.conn().await?;
         query("DELETE FROM oauth_handshakes WHERE expires_at <= ?")
             .bind(ts(self.now()))
-            .execute(&mut *conn)
+            .execute(&mut conn)
             .await?;
         query(
             "INSERT INTO oauth_handshakes (state_hash, session_hash, workspace_id, provider, verifier, expires_at) \
@@ -188,7 +188,7 @@ impl Store {
         .bind(handshake.provider.name())
         .bind(&handshake.verifier)
         .bind(ts(handshake.expires_at))
-        .execute(&mut *conn)
+        .execute(&mut conn)
         .await?;
         Ok(())
     }
@@ -203,7 +203,7 @@ impl Store {
              RETURNING session_hash, workspace_id, provider, verifier, expires_at",
         )
         .bind(&state_hash[..])
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.map(|r| -> StoreResult<OAuthHandshake> {
             Ok(OAuthHandshake {

@@ -6,42 +6,38 @@
 //! bound) and its values, kept as they were given ([`Param`]) and encoded only when the
 //! query runs; a row is read by column name or position into any type the store reads
 //! ([`Col`]). What differs between databases (how values are encoded, how placeholders are
-//! written, how a script of several statements runs) is decided in this file, at the moment
-//! a query meets a connection.
+//! written, how a script of several statements runs) is decided here, at the moment a query
+//! meets a connection ([`Db`]), with `values.rs` (values both keep alike) and `dialect.rs`
+//! (how PostgreSQL reads the store's SQL).
 
+use sqlx::postgres::{PgArguments, PgConnection, PgQueryResult, PgRow};
 use sqlx::sqlite::{SqliteArguments, SqliteQueryResult, SqliteRow};
-use sqlx::{Arguments, Decode, Encode, Sqlite, SqliteConnection, Type};
+use sqlx::{Arguments, Encode, Postgres, Sqlite, SqliteConnection, Type};
+
+use super::dialect::{changes_rows, pg_sql, statements};
+pub(crate) use super::values::{Col, Index, Json, Owned};
 
 type BoxDynError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A value a query can be given: kept as it is until the query runs.
+/// A value a query can be given: kept as it is until the query runs, then encoded for the
+/// database it runs on.
 pub(crate) trait Param<'q>: Send {
     fn add_to_sqlite(&self, args: &mut SqliteArguments) -> Result<(), BoxDynError>;
+    fn add_to_pg(&self, args: &mut PgArguments) -> Result<(), BoxDynError>;
 }
 
 impl<'q, T> Param<'q> for T
 where
-    T: Encode<'q, Sqlite> + Type<Sqlite> + Send + Sync + 'q,
+    T: Encode<'q, Sqlite> + Type<Sqlite> + Encode<'q, Postgres> + Type<Postgres> + Send + Sync + 'q,
 {
     fn add_to_sqlite(&self, args: &mut SqliteArguments) -> Result<(), BoxDynError> {
         args.add(self)
     }
+
+    fn add_to_pg(&self, args: &mut PgArguments) -> Result<(), BoxDynError> {
+        args.add(self)
+    }
 }
-
-/// A type a column is read into (borrowing from the row for `'r`).
-pub(crate) trait Col<'r>: Decode<'r, Sqlite> + Type<Sqlite> {}
-
-impl<'r, T> Col<'r> for T where T: Decode<'r, Sqlite> + Type<Sqlite> {}
-
-/// A type a column is read into that owns its value.
-pub(crate) trait Owned: for<'r> Col<'r> {}
-
-impl<T> Owned for T where T: for<'r> Col<'r> {}
-
-/// A column's name or position.
-pub(crate) trait Index: sqlx::ColumnIndex<SqliteRow> {}
-
-impl<T> Index for T where T: sqlx::ColumnIndex<SqliteRow> {}
 
 /// A query: its SQL and the values for its placeholders, in order.
 #[must_use = "a query does nothing until it runs"]
@@ -64,24 +60,36 @@ pub(crate) fn query<'q>(text: impl Into<String>) -> Query<'q> {
 
 /// A row read back: its columns by name or position.
 #[derive(Debug)]
-pub(crate) struct Row(SqliteRow);
+pub(crate) enum Row {
+    Sqlite(SqliteRow),
+    Pg(PgRow),
+}
 
 impl Row {
+    fn names(&self) -> Vec<&str> {
+        use sqlx::Column;
+        match self {
+            Row::Sqlite(r) => sqlx::Row::columns(r).iter().map(|c| c.name()).collect(),
+            Row::Pg(r) => sqlx::Row::columns(r).iter().map(|c| c.name()).collect(),
+        }
+    }
+
     /// Whether the row has a column named `name`.
     pub(crate) fn has_column(&self, name: &str) -> bool {
-        use sqlx::Column;
-        sqlx::Row::columns(&self.0).iter().any(|c| c.name() == name)
+        self.names().contains(&name)
     }
 
     /// The name of the row's first column.
     pub(crate) fn first_column(&self) -> Option<&str> {
-        use sqlx::Column;
-        sqlx::Row::columns(&self.0).first().map(|c| c.name())
+        self.names().first().copied()
     }
 
     /// The column `index` (a name or a position) read as `T`.
     pub(crate) fn try_get<'r, T: Col<'r>, I: Index>(&'r self, index: I) -> Result<T, sqlx::Error> {
-        sqlx::Row::try_get(&self.0, index)
+        match self {
+            Row::Sqlite(r) => T::from_sqlite(r, index),
+            Row::Pg(r) => T::from_pg(r, index),
+        }
     }
 }
 
@@ -99,6 +107,14 @@ impl Done {
 
 impl From<SqliteQueryResult> for Done {
     fn from(r: SqliteQueryResult) -> Done {
+        Done {
+            rows: r.rows_affected(),
+        }
+    }
+}
+
+impl From<PgQueryResult> for Done {
+    fn from(r: PgQueryResult) -> Done {
         Done {
             rows: r.rows_affected(),
         }
@@ -133,52 +149,106 @@ tuple_from_row!(A 0, B 1, C 2);
 tuple_from_row!(A 0, B 1, C 2, D 3);
 tuple_from_row!(A 0, B 1, C 2, D 3, E 4);
 
+/// The database connection a query runs on.
+pub enum Db<'c> {
+    Sqlite(&'c mut SqliteConnection),
+    Postgres(&'c mut PgConnection),
+}
+
 /// What a query runs on: a connection, or a transaction's.
 pub trait Exec: Send {
-    /// The SQLite connection the query runs on.
-    fn sqlite(&mut self) -> &mut SqliteConnection;
+    /// The connection the query runs on.
+    fn db(&mut self) -> Db<'_>;
 }
 
 impl Exec for SqliteConnection {
-    fn sqlite(&mut self) -> &mut SqliteConnection {
-        self
+    fn db(&mut self) -> Db<'_> {
+        Db::Sqlite(self)
     }
 }
 
-impl Exec for sqlx::Transaction<'_, Sqlite> {
-    fn sqlite(&mut self) -> &mut SqliteConnection {
-        self
+impl Exec for PgConnection {
+    fn db(&mut self) -> Db<'_> {
+        Db::Postgres(self)
     }
 }
 
 impl<T: Exec + ?Sized> Exec for &mut T {
-    fn sqlite(&mut self) -> &mut SqliteConnection {
-        (**self).sqlite()
+    fn db(&mut self) -> Db<'_> {
+        (**self).db()
     }
 }
 
 impl Exec for Tx<'_> {
-    fn sqlite(&mut self) -> &mut SqliteConnection {
-        &mut self.0
+    fn db(&mut self) -> Db<'_> {
+        match self {
+            Tx::Sqlite(t) => Db::Sqlite(t),
+            Tx::Postgres(t) => Db::Postgres(t),
+        }
     }
 }
 
 /// A write transaction: committed by [`Tx::commit`], rolled back if dropped before.
-pub(crate) struct Tx<'c>(sqlx::Transaction<'c, Sqlite>);
+pub(crate) enum Tx<'c> {
+    Sqlite(sqlx::Transaction<'c, Sqlite>),
+    Postgres(sqlx::Transaction<'c, Postgres>),
+}
 
 /// Opens a write transaction on `conn`. SQLite takes its write lock at once (`BEGIN
 /// IMMEDIATE`), so a transaction that reads before it writes cannot fail to upgrade when
-/// another writer commits in between.
+/// another writer commits in between; PostgreSQL locks the rows each statement writes.
 pub(crate) async fn begin_write<'c>(
     conn: &'c mut (impl Exec + ?Sized),
 ) -> Result<Tx<'c>, sqlx::Error> {
     use sqlx::Connection;
-    Ok(Tx(conn.sqlite().begin_with("BEGIN IMMEDIATE").await?))
+    Ok(match conn.db() {
+        Db::Sqlite(c) => Tx::Sqlite(c.begin_with("BEGIN IMMEDIATE").await?),
+        Db::Postgres(c) => Tx::Postgres(c.begin().await?),
+    })
 }
 
 impl Tx<'_> {
-    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
-        self.0.commit().await
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        match self {
+            Tx::Sqlite(t) => t.commit().await,
+            Tx::Postgres(t) => t.commit().await,
+        }
+    }
+}
+
+/// A connection of its own (not a pool's).
+pub(crate) enum DbConn {
+    Sqlite(SqliteConnection),
+    Postgres(PgConnection),
+}
+
+impl Exec for DbConn {
+    fn db(&mut self) -> Db<'_> {
+        match self {
+            DbConn::Sqlite(c) => Db::Sqlite(c),
+            DbConn::Postgres(c) => Db::Postgres(c),
+        }
+    }
+}
+
+/// A write transaction on a connection of its own (see `Store::begin`): committed by
+/// [`OwnedTx::commit`], rolled back by [`OwnedTx::rollback`] or when dropped (its connection
+/// is closed).
+pub struct OwnedTx(pub(super) DbConn);
+
+impl Exec for OwnedTx {
+    fn db(&mut self) -> Db<'_> {
+        self.0.db()
+    }
+}
+
+impl OwnedTx {
+    pub async fn commit(mut self) -> Result<(), sqlx::Error> {
+        query("COMMIT").execute(&mut self).await.map(drop)
+    }
+
+    pub async fn rollback(mut self) -> Result<(), sqlx::Error> {
+        query("ROLLBACK").execute(&mut self).await.map(drop)
     }
 }
 
@@ -220,7 +290,7 @@ impl<'q> Query<'q> {
     }
 
     /// The query as SQLite's driver runs it.
-    pub(super) fn for_sqlite(
+    fn for_sqlite(
         self,
     ) -> Result<sqlx::query::Query<'static, Sqlite, SqliteArguments>, sqlx::Error> {
         let mut args = SqliteArguments::default();
@@ -230,12 +300,33 @@ impl<'q> Query<'q> {
         Ok(sqlx::query_with(sqlx::AssertSqlSafe(self.text), args).persistent(self.persistent))
     }
 
+    /// The query as PostgreSQL's driver runs it.
+    fn for_pg(self) -> Result<sqlx::query::Query<'static, Postgres, PgArguments>, sqlx::Error> {
+        let mut args = PgArguments::default();
+        for p in &self.params {
+            p.add_to_pg(&mut args).map_err(sqlx::Error::Encode)?;
+        }
+        let text = pg_sql(&self.text);
+        Ok(sqlx::query_with(sqlx::AssertSqlSafe(text), args).persistent(self.persistent))
+    }
+
     /// Runs the query; what it changed.
     pub(crate) async fn execute(
         self,
         conn: &mut (impl Exec + ?Sized),
     ) -> Result<Done, sqlx::Error> {
-        Ok(self.for_sqlite()?.execute(conn.sqlite()).await?.into())
+        Ok(match conn.db() {
+            Db::Sqlite(c) => self.for_sqlite()?.execute(c).await?.into(),
+            Db::Postgres(c) if self.is_script() => {
+                let steps = self.pg_script(c).await?;
+                let rows = steps.iter().map(|s| match s {
+                    Step::Done(d) => d.rows,
+                    Step::Row(_) => 0,
+                });
+                Done { rows: rows.sum() }
+            }
+            Db::Postgres(c) => self.for_pg()?.execute(c).await?.into(),
+        })
     }
 
     /// Every row the query returns.
@@ -243,8 +334,31 @@ impl<'q> Query<'q> {
         self,
         conn: &mut (impl Exec + ?Sized),
     ) -> Result<Vec<Row>, sqlx::Error> {
-        let rows = self.for_sqlite()?.fetch_all(conn.sqlite()).await?;
-        Ok(rows.into_iter().map(Row).collect())
+        Ok(match conn.db() {
+            Db::Sqlite(c) => self
+                .for_sqlite()?
+                .fetch_all(c)
+                .await?
+                .into_iter()
+                .map(Row::Sqlite)
+                .collect(),
+            Db::Postgres(c) if self.is_script() => {
+                let steps = self.pg_script(c).await?.into_iter();
+                steps
+                    .filter_map(|s| match s {
+                        Step::Row(r) => Some(r),
+                        Step::Done(_) => None,
+                    })
+                    .collect()
+            }
+            Db::Postgres(c) => self
+                .for_pg()?
+                .fetch_all(c)
+                .await?
+                .into_iter()
+                .map(Row::Pg)
+                .collect(),
+        })
     }
 
     /// The query's first row; an error ([`sqlx::Error::RowNotFound`]) without one.
@@ -262,11 +376,17 @@ impl<'q> Query<'q> {
         self,
         conn: &mut (impl Exec + ?Sized),
     ) -> Result<Option<Row>, sqlx::Error> {
-        Ok(self
-            .for_sqlite()?
-            .fetch_optional(conn.sqlite())
-            .await?
-            .map(Row))
+        Ok(match conn.db() {
+            Db::Sqlite(c) => self.for_sqlite()?.fetch_optional(c).await?.map(Row::Sqlite),
+            Db::Postgres(c) if self.is_script() => {
+                let mut steps = self.pg_script(c).await?.into_iter();
+                steps.find_map(|s| match s {
+                    Step::Row(r) => Some(r),
+                    Step::Done(_) => None,
+                })
+            }
+            Db::Postgres(c) => self.for_pg()?.fetch_optional(c).await?.map(Row::Pg),
+        })
     }
 
     /// The first column of the first row.
@@ -296,26 +416,90 @@ impl<'q> Query<'q> {
 
     /// Runs a text of several statements: what each statement did and each row it returned,
     /// in order, up to the first error, and that error.
+    ///
+    /// SQLite runs the text as it is, in one call. PostgreSQL takes one statement at a time
+    /// (each its own round trip): the text is cut at its `;`s, each statement given its own
+    /// values, `BEGIN IMMEDIATE` begun as `BEGIN`, and `changes()` (SQLite's count of the rows
+    /// the last insert, update or delete changed) read as that count.
     pub(crate) async fn steps(
         self,
         conn: &mut (impl Exec + ?Sized),
     ) -> (Vec<Step>, Option<sqlx::Error>) {
+        let mut steps = Vec::new();
+        let failed = match conn.db() {
+            Db::Sqlite(c) => self.sqlite_steps(c, &mut steps).await,
+            Db::Postgres(c) => self.pg_steps(c, &mut steps).await,
+        };
+        (steps, failed.err())
+    }
+
+    async fn sqlite_steps(
+        self,
+        conn: &mut SqliteConnection,
+        steps: &mut Vec<Step>,
+    ) -> Result<(), sqlx::Error> {
         use futures_util::TryStreamExt;
         use sqlx::Executor;
-        let query = match self.for_sqlite() {
-            Ok(q) => q,
-            Err(err) => return (Vec::new(), Some(err)),
-        };
+        let query = self.for_sqlite()?;
+        let mut stream = conn.fetch_many(query);
+        while let Some(step) = stream.try_next().await? {
+            steps.push(match step {
+                sqlx::Either::Left(done) => Step::Done(done.into()),
+                sqlx::Either::Right(row) => Step::Row(Row::Sqlite(row)),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether the query's text holds more than one statement.
+    fn is_script(&self) -> bool {
+        self.text.contains(';') && statements(&self.text).len() > 1
+    }
+
+    /// Runs a text of several statements on PostgreSQL (see [`Query::steps`]).
+    async fn pg_script(self, conn: &mut PgConnection) -> Result<Vec<Step>, sqlx::Error> {
         let mut steps = Vec::new();
-        let mut stream = conn.sqlite().fetch_many(query);
-        loop {
-            match stream.try_next().await {
-                Ok(None) => return (steps, None),
-                Ok(Some(sqlx::Either::Left(done))) => steps.push(Step::Done(done.into())),
-                Ok(Some(sqlx::Either::Right(row))) => steps.push(Step::Row(Row(row))),
-                Err(err) => return (steps, Some(err)),
+        self.pg_steps(conn, &mut steps).await?;
+        Ok(steps)
+    }
+
+    async fn pg_steps(
+        self,
+        conn: &mut PgConnection,
+        steps: &mut Vec<Step>,
+    ) -> Result<(), sqlx::Error> {
+        use futures_util::TryStreamExt;
+        use sqlx::Executor;
+        let mut params = self.params.into_iter();
+        let mut changed = 0;
+        for (text, marks) in statements(&self.text) {
+            let text = text.trim();
+            let text = if text.eq_ignore_ascii_case("BEGIN IMMEDIATE") {
+                "BEGIN".to_owned()
+            } else {
+                text.replace("changes()", &changed.to_string())
+            };
+            let one = Query {
+                text,
+                params: params.by_ref().take(marks).collect(),
+                persistent: self.persistent,
+            };
+            let counts = changes_rows(&one.text);
+            let query = one.for_pg()?;
+            let mut stream = conn.fetch_many(query);
+            while let Some(step) = stream.try_next().await? {
+                steps.push(match step {
+                    sqlx::Either::Left(done) => {
+                        if counts {
+                            changed = done.rows_affected();
+                        }
+                        Step::Done(done.into())
+                    }
+                    sqlx::Either::Right(row) => Step::Row(Row::Pg(row)),
+                });
             }
         }
+        Ok(())
     }
 
     /// Every row, each read as `T`.
@@ -383,11 +567,5 @@ impl<'q> Separated<'_, 'q> {
     pub(crate) fn push_bind_unseparated<T: Param<'q> + 'q>(&mut self, value: T) -> &mut Self {
         self.query.push_bind(value);
         self
-    }
-}
-
-impl From<SqliteRow> for Row {
-    fn from(r: SqliteRow) -> Row {
-        Row(r)
     }
 }

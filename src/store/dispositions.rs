@@ -50,7 +50,7 @@ impl Store {
     pub async fn list_dispositions(&self, ws: WorkspaceId) -> StoreResult<Vec<Disposition>> {
         let rows = query(format!("SELECT {COLUMNS} FROM dispositions WHERE workspace_id = ? ORDER BY position, created_at"))
             .bind(ws.as_uuid())
-            .fetch_all(&mut *self.conn().await?)
+            .fetch_all(&mut self.conn().await?)
             .await?;
         Ok(rows
             .into_iter()
@@ -68,7 +68,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         Ok(row.map(disposition).transpose()?)
     }
@@ -116,15 +116,15 @@ impl Store {
             .scalar::<i64>(&mut tx)
             .await?,
         };
-        let row = query(format!("INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING {COLUMNS}"))
+        let row = query(format!("INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, FALSE, ?, ?) RETURNING {COLUMNS}"))
             .bind(id.as_uuid())
             .bind(ws.as_uuid())
             .bind(label)
             .bind(description)
             .bind(color)
             .bind(position)
-            .bind(&at)
-            .bind(&at)
+            .bind(at)
+            .bind(at)
             .fetch_one(&mut tx)
             .await
             .map_err(classify)?;
@@ -154,7 +154,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await
         .map_err(classify)?;
         if done.rows_affected() == 0 {
@@ -179,7 +179,7 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(DeleteOutcome::Deleted)
     }
@@ -205,7 +205,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         let Some(call) = self.call(ws, id).await? else {
             return Ok(None);

@@ -143,7 +143,7 @@ impl Store {
             query = query.bind(e.id.as_uuid());
         }
         let mut by_entry: HashMap<uuid::Uuid, Vec<DncAgent>> = HashMap::new();
-        for r in query.fetch_all(&mut *self.conn().await?).await? {
+        for r in query.fetch_all(&mut self.conn().await?).await? {
             let entry_id: uuid::Uuid = r.try_get("entry_id")?;
             by_entry.entry(entry_id).or_default().push(DncAgent {
                 id: AgentId::from_uuid(r.try_get("id")?),
@@ -166,7 +166,7 @@ impl Store {
         let total: i64 = query("SELECT COUNT(*) FROM dnc_entries WHERE workspace_id = ? AND (expires_at IS NULL OR expires_at > ?)")
             .bind(ws.as_uuid())
             .bind(ts(at))
-            .scalar(&mut *self.conn().await?)
+            .scalar(&mut self.conn().await?)
             .await?;
         let rows = query(format!(
             "SELECT {COLUMNS} FROM dnc_entries WHERE workspace_id = ? AND (expires_at IS NULL OR expires_at > ?) \
@@ -176,7 +176,7 @@ impl Store {
         .bind(ts(at))
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         let items = rows.iter().map(entry).collect::<Result<Vec<_>, _>>()?;
         Ok(Paged {
@@ -196,7 +196,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         let Some(row) = row else { return Ok(None) };
         Ok(self.with_dnc_agents(vec![entry(&row)?]).await?.pop())
@@ -215,7 +215,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(number)
         .bind(ts(at))
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         let Some(row) = row else { return Ok(None) };
         Ok(self.with_dnc_agents(vec![entry(&row)?]).await?.pop())
@@ -233,7 +233,7 @@ impl Store {
                 query("SELECT 1 FROM agents WHERE workspace_id = ? AND id = ?")
                     .bind(ws.as_uuid())
                     .bind(id.as_uuid())
-                    .scalar_optional(&mut *self.conn().await?)
+                    .scalar_optional(&mut self.conn().await?)
                     .await?;
             if found.is_none() {
                 unknown.push(*id);
@@ -256,7 +256,7 @@ impl Store {
         query("DELETE FROM dnc_entries WHERE workspace_id = ? AND phone_number = ? AND expires_at IS NOT NULL AND expires_at <= ?")
             .bind(ws.as_uuid())
             .bind(new.phone_number)
-            .bind(&at)
+            .bind(at)
             .execute(&mut tx)
             .await?;
         query(
@@ -270,8 +270,8 @@ impl Store {
         .bind(new.source.as_str())
         .bind(new.expires_at.map(ts))
         .bind(new.created_by.map(|k| k.as_uuid()))
-        .bind(&at)
-        .bind(&at)
+        .bind(at)
+        .bind(at)
         .execute(&mut tx)
         .await
         .map_err(classify)?;
@@ -362,7 +362,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(ts(at))
         .bind(agent_id.map(|a| a.as_uuid()))
-        .scalars(&mut *self.conn().await?)
+        .scalars(&mut self.conn().await?)
         .await?;
         Ok(numbers.into_iter().collect())
     }
@@ -385,7 +385,7 @@ impl Store {
         .bind(number)
         .bind(ts(at))
         .bind(agent_id.map(|a| a.as_uuid()))
-        .scalar_optional(&mut *self.read_conn().await?)
+        .scalar_optional(&mut self.read_conn().await?)
         .await?;
         Ok(found.is_some())
     }

@@ -24,7 +24,7 @@ use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::sdp::Codec;
 
 use super::campaigns::insert_event;
-use super::db::{Exec, Query, Row, begin_write, query};
+use super::db::{Exec, Json, Query, Row, begin_write, query};
 use super::group::Binder;
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
 use super::{
@@ -127,7 +127,7 @@ impl<'a> Ending<'a> {
         let mut body = String::from(
             "UPDATE calls SET status = 'ended', outcome = ?, end_reason = ?, started_at = COALESCE(?, started_at), answered_at = COALESCE(answered_at, ?), \
              ended_at = ?, duration_secs = ?, cost_cents = ?, updated_at = ?, \
-             sip_code = ?, sip_reason = ?, q850_cause = ?, answered_by = ?, codec = COALESCE(?, codec), recorded = MAX(recorded, ?), \
+             sip_code = ?, sip_reason = ?, q850_cause = ?, answered_by = ?, codec = COALESCE(?, codec), recorded = (recorded OR ?), \
              disposition_id = COALESCE(disposition_id, (SELECT d.id FROM dispositions d WHERE d.workspace_id = calls.workspace_id AND d.label = ?)), \
              disposition_source = CASE WHEN disposition_id IS NULL AND ? IS NOT NULL THEN 'agent' ELSE disposition_source END \
              WHERE id = ? AND status IN ('queued', 'dialing', 'ringing', 'in_progress'); ",
@@ -171,10 +171,10 @@ impl<'a> Ending<'a> {
             .bind(end.end_reason.as_str())
             .bind(end.started_at.map(ts))
             .bind(end.answered_at.map(ts))
-            .bind(at.clone())
+            .bind(at)
             .bind(end.billable_secs)
             .bind(end.cost_cents.get())
-            .bind(at.clone())
+            .bind(at)
             .bind(end.network.sip_code.map(i64::from))
             .bind(end.network.sip_reason.clone())
             .bind(end.network.q850_cause.map(i64::from))
@@ -186,20 +186,20 @@ impl<'a> Ending<'a> {
             .bind(spec.id.as_uuid());
         if let Some((stored, analysis)) = &self.detail {
             // A pending analysis is due at once: the job runner takes it up after the commit.
-            let due = (*analysis == AnalysisStatus::Pending).then(|| at.clone());
+            let due = (*analysis == AnalysisStatus::Pending).then_some(at);
             q = q
                 .bind(spec.id.as_uuid())
                 .bind(spec.workspace_id.as_uuid())
-                .bind(stored.transcript.clone())
-                .bind(stored.events.clone())
-                .bind(stored.vendor_failures.clone())
-                .bind(stored.flow_path.clone())
+                .bind(Json(stored.transcript.clone()))
+                .bind(Json(stored.events.clone()))
+                .bind(Json(stored.vendor_failures.clone()))
+                .bind(Json(stored.flow_path.clone()))
                 .bind(stored.omitted_turns)
                 .bind(stored.omitted_events)
                 .bind(analysis.as_str())
                 .bind(due)
-                .bind(at.clone())
-                .bind(at.clone());
+                .bind(at)
+                .bind(at);
         }
         if self.charged() {
             let amount = (-end.cost_cents).get();
@@ -209,7 +209,7 @@ impl<'a> Ending<'a> {
                 .bind(amount)
                 .bind(self.description.clone())
                 .bind(spec.id.to_string())
-                .bind(at.clone())
+                .bind(at)
                 .bind(spec.workspace_id.as_uuid())
                 .bind(amount)
                 .bind(at)
@@ -262,12 +262,12 @@ fn low_balance(done: &Script) -> StoreResult<bool> {
 }
 
 /// Settles an attempt: applied only while the contact is still in the attempt of `last_call_id`
-/// and, when the last bind is 1, only while that call has no disposition (an unclassified
+/// and, when the last bind is true, only while that call has no disposition (an unclassified
 /// answer whose disposition did not land meanwhile).
 const SETTLE_SQL: &str = "UPDATE contacts SET state = ?, next_attempt_at = ?, attempts = attempts - ?, infra_retries = infra_retries + ?, \
      last_outcome = ?, last_disposition_id = ?, excluded_reason = ?, updated_at = ? \
      WHERE id = ? AND last_call_id = ? AND state IN ('dialing', 'awaiting_disposition') \
-     AND (? = 0 OR (SELECT disposition_id FROM calls WHERE calls.id = contacts.last_call_id) IS NULL)";
+     AND (NOT ? OR (SELECT disposition_id FROM calls WHERE calls.id = contacts.last_call_id) IS NULL)";
 
 fn bind_settlement<'q>(q: Query<'q>, s: &Settlement) -> Query<'q> {
     q.bind(s.state.as_str())
@@ -351,7 +351,7 @@ impl Store {
         .bind(reason.as_str())
         .bind(ts(now))
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -371,7 +371,7 @@ impl Store {
                AND (CASE WHEN k.daily_window_date = ? THEN k.daily_admitted_count ELSE 0 END) < ? \
                AND (? IS NULL OR k.spent_cents + k.reserved_cents + ? <= ?) \
                AND NOT w.is_suspended \
-               AND w.balance_cents - (SELECT COALESCE(SUM(c.reserved_cents), 0) FROM calls c \
+               AND w.balance_cents - (SELECT CAST(COALESCE(SUM(c.reserved_cents), 0) AS BIGINT) FROM calls c \
                                       WHERE c.workspace_id = w.id AND c.status IN ('queued', 'dialing', 'ringing', 'in_progress')) >= ?) \
              AND NOT {BLOCKED}; \
              UPDATE campaigns SET \
@@ -389,7 +389,7 @@ impl Store {
         };
         let q = query(script)
             .bind(spec.id.as_uuid())
-            .bind(now.clone())
+            .bind(now)
             .bind(a.contact_id.as_uuid())
             .bind(a.campaign_id.as_uuid())
             .bind(spec.to_number.clone())
@@ -399,11 +399,11 @@ impl Store {
             .bind(spec.reserved_cents.get())
             .bind(a.budget_cents.map(Cents::get))
             .bind(spec.reserved_cents.get())
-            .bind(now.clone())
+            .bind(now)
             .bind(spec.agent_id.as_uuid())
             .bind(date.clone())
             .bind(date.clone())
-            .bind(now.clone())
+            .bind(now)
             .bind(spec.reserved_cents.get())
             .bind(ts(a.tick.at))
             .bind(a.tick.result.to_string())
@@ -434,11 +434,11 @@ impl Store {
         ))
         .bind(a.contact_id.as_uuid())
         .bind(spec.to_number.clone())
-        .bind(now.clone())
+        .bind(now)
         .bind(spec.agent_id.as_uuid())
         .bind(a.contact_id.as_uuid())
         .bind(a.campaign_id.as_uuid())
-        .fetch_optional_as(&mut *conn)
+        .fetch_optional_as(&mut conn)
         .await?;
         let funds = funds_in(&mut conn, spec.workspace_id).await?;
         drop(conn);
@@ -460,7 +460,7 @@ impl Store {
     }
 
     pub async fn record_tick(&self, id: CampaignId, tick: &TickRecord) -> StoreResult<()> {
-        write_tick(&mut *self.conn().await?, id, tick).await
+        write_tick(&mut self.conn().await?, id, tick).await
     }
 
     /// An engine-decided status change from `from`, with its audit event and, when given, the
@@ -486,11 +486,11 @@ impl Store {
              WHERE id = ? AND status = ?",
         )
         .bind(to.as_str())
-        .bind(&at)
+        .bind(at)
         .bind(to.as_str())
-        .bind(&at)
+        .bind(at)
         .bind(to.as_str())
-        .bind(&at)
+        .bind(at)
         .bind(to.as_str())
         .bind(id.as_uuid())
         .bind(from.as_str())
@@ -529,7 +529,7 @@ impl Store {
                 .await?;
         query(
             "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - \
-             (SELECT COALESCE(SUM(k.reserved_cents), 0) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status IN ('dialing', 'ringing', 'in_progress'))) \
+             (SELECT CAST(COALESCE(SUM(k.reserved_cents), 0) AS BIGINT) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status IN ('dialing', 'ringing', 'in_progress'))) \
              WHERE id IN (SELECT campaign_id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') AND campaign_id IS NOT NULL)",
         )
         .execute(&mut tx)
@@ -538,8 +538,8 @@ impl Store {
             "UPDATE calls SET status = 'ended', outcome = 'infra_error', end_reason = ?, ended_at = ?, updated_at = ? WHERE status IN ('dialing', 'ringing', 'in_progress')",
         )
         .bind(EndReason::Interrupted.as_str())
-        .bind(&at)
-        .bind(&at)
+        .bind(at)
+        .bind(at)
         .execute(&mut tx)
         .await?;
         let ended: Vec<(CallId, EventKind)> = live
@@ -604,7 +604,7 @@ impl Store {
         let q = query(open_sql(&format!(
             "UPDATE calls SET {set}, updated_at = ? WHERE id = ? AND {guard}; {CALL_EVENT_SQL}"
         )))
-        .bind(at.clone())
+        .bind(at)
         .bind(at)
         .bind(call.as_uuid());
         let q = bind_call_event(q, call, kind);
@@ -657,7 +657,7 @@ impl Store {
                      UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - ?) WHERE id = ? AND changes() = 1",
                 ))
                 .bind(reason.as_str())
-                .bind(at.clone())
+                .bind(at)
                 .bind(at)
                 .bind(spec.id.as_uuid())
                 .bind(spec.reserved_cents.get())
@@ -695,7 +695,7 @@ impl Store {
         let bind = |q: Query<'static>| q.bind(ts(now)).bind(contact.as_uuid()).bind(call.as_uuid());
         let Some((spec, end)) = ending else {
             let row = bind(query(AWAIT_SQL))
-                .fetch_optional(&mut *self.conn().await?)
+                .fetch_optional(&mut self.conn().await?)
                 .await?;
             return Ok((awaited_disposition(row.as_ref())?, false));
         };
@@ -718,7 +718,7 @@ impl Store {
     ) -> StoreResult<(bool, bool)> {
         let Some((spec, end)) = ending else {
             let done = bind_settlement(query(SETTLE_SQL), s)
-                .execute(&mut *self.conn().await?)
+                .execute(&mut self.conn().await?)
                 .await?;
             return Ok((done.rows_affected() > 0, false));
         };

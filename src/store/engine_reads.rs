@@ -98,7 +98,7 @@ impl Store {
         let ids: Vec<uuid::Uuid> = query(
             "SELECT id FROM campaigns WHERE status IN ('scheduled', 'running', 'paused', 'paused_insufficient_credit', 'paused_budget', 'paused_infra', 'paused_config') ORDER BY created_at",
         )
-        .scalars(&mut *self.read_conn().await?)
+        .scalars(&mut self.read_conn().await?)
         .await?;
         Ok(ids.into_iter().map(CampaignId::from_uuid).collect())
     }
@@ -126,7 +126,7 @@ impl Store {
         });
         let row = query(text.as_str())
             .bind(id.as_uuid())
-            .fetch_optional(&mut *self.read_conn().await?)
+            .fetch_optional(&mut self.read_conn().await?)
             .await?;
         let Some(row) = row else {
             return Ok(None);
@@ -175,10 +175,10 @@ impl Store {
 
     pub async fn contact_counts(&self, id: CampaignId) -> StoreResult<ContactCounts> {
         let rows: Vec<(String, i64, i64)> = query(
-            "SELECT state, COUNT(*), COALESCE(SUM(attempts), 0) FROM contacts WHERE campaign_id = ? GROUP BY state",
+            "SELECT state, COUNT(*), CAST(COALESCE(SUM(attempts), 0) AS BIGINT) FROM contacts WHERE campaign_id = ? GROUP BY state",
         )
         .bind(id.as_uuid())
-        .fetch_all_as(&mut *self.read_conn().await?)
+        .fetch_all_as(&mut self.read_conn().await?)
         .await?;
         let mut counts = ContactCounts::default();
         for (state, n, attempts) in rows {
@@ -209,7 +209,7 @@ impl Store {
         });
         Ok(query(text.as_str())
             .bind(id.as_uuid())
-            .scalar(&mut *self.read_conn().await?)
+            .scalar(&mut self.read_conn().await?)
             .await?)
     }
 
@@ -230,20 +230,20 @@ impl Store {
             "SELECT id, phone_number, timezone, state, attempts, next_attempt_at, {BLOCKED} AS blocked FROM ( \
                SELECT * FROM (SELECT {COLUMNS} FROM contacts \
                  WHERE campaign_id = ? AND next_attempt_at IS NOT NULL AND next_attempt_at <= ? \
-                 ORDER BY next_attempt_at LIMIT CAST(? AS INTEGER)) \
+                 ORDER BY next_attempt_at LIMIT CAST(? AS INTEGER)) AS due \
                UNION ALL \
                SELECT * FROM (SELECT {COLUMNS} FROM contacts \
-                 WHERE campaign_id = ? AND next_attempt_at > ? ORDER BY next_attempt_at LIMIT 1) \
+                 WHERE campaign_id = ? AND next_attempt_at > ? ORDER BY next_attempt_at LIMIT 1) AS next_due \
              ) AS contacts"
         ))
-        .bind(at.clone())
+        .bind(at)
         .bind(agent.map(|a| a.as_uuid()))
         .bind(id.as_uuid())
-        .bind(at.clone())
+        .bind(at)
         .bind(limit)
         .bind(id.as_uuid())
         .bind(at)
-        .fetch_all(&mut *self.read_conn().await?)
+        .fetch_all(&mut self.read_conn().await?)
         .await?;
         let mut scan = DueScan::default();
         for r in &rows {
@@ -276,7 +276,7 @@ impl Store {
             "{OPEN_ATTEMPT_SELECT} WHERE c.campaign_id = ? AND c.state IN ('dialing', 'awaiting_disposition')"
         ))
         .bind(id.as_uuid())
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         rows.iter().map(open_attempt_row).collect()
     }
@@ -286,7 +286,7 @@ impl Store {
             "{OPEN_ATTEMPT_SELECT} WHERE c.id = ? AND c.state IN ('dialing', 'awaiting_disposition')"
         ))
         .bind(contact.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.as_ref().map(open_attempt_row).transpose()
     }
@@ -297,7 +297,7 @@ impl Store {
              LEFT JOIN phone_numbers n ON n.id = c.from_phone_number_id AND n.workspace_id = c.workspace_id {TRUNK_JOIN} \
              WHERE c.status = 'queued' ORDER BY c.priority DESC, c.queued_at, c.id"
         ))
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         rows.iter()
             .map(|r| {
@@ -312,7 +312,7 @@ impl Store {
         let rows: Vec<(uuid::Uuid, i64)> = query(
             "SELECT workspace_id, COUNT(*) FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') GROUP BY workspace_id",
         )
-        .fetch_all_as(&mut *self.conn().await?)
+        .fetch_all_as(&mut self.conn().await?)
         .await?;
         Ok(rows
             .into_iter()
@@ -323,7 +323,7 @@ impl Store {
     pub async fn call_disposition(&self, call: CallId) -> StoreResult<Option<DispositionId>> {
         let d: Option<Option<uuid::Uuid>> = query("SELECT disposition_id FROM calls WHERE id = ?")
             .bind(call.as_uuid())
-            .scalar_optional(&mut *self.conn().await?)
+            .scalar_optional(&mut self.conn().await?)
             .await?;
         Ok(d.flatten().map(DispositionId::from_uuid))
     }

@@ -42,7 +42,7 @@ const SAVEPOINT: &str = "SAVEPOINT grouped_write";
 const MARK: &str = "SELECT 1 AS grouped_write_end";
 
 /// The connection groups are written on.
-pub(super) type WriterConn = Arc<tokio::sync::Mutex<sqlx::SqliteConnection>>;
+pub(super) type WriterConn = Arc<tokio::sync::Mutex<super::db::DbConn>>;
 
 type Happened = Box<dyn FnOnce(&Script) -> bool + Send>;
 

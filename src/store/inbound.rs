@@ -37,7 +37,7 @@ impl Store {
              FROM sip_endpoints WHERE slug = ? AND deleted_at IS NULL AND is_active = TRUE AND inbound_agent_id IS NOT NULL",
         )
         .bind(slug)
-        .fetch_optional(&mut *self.route_conn().await?)
+        .fetch_optional(&mut self.route_conn().await?)
         .await?;
         let Some(r) = row else { return Ok(None) };
         let ips: Option<String> = r.try_get("allowed_source_ips")?;
@@ -63,7 +63,7 @@ impl Store {
         let mut conn = self.route_conn().await?;
         let suspended: Option<bool> = query("SELECT is_suspended FROM workspaces WHERE id = ?")
             .bind(ws.as_uuid())
-            .scalar_optional(&mut *conn)
+            .scalar_optional(&mut conn)
             .await?;
         let Some(suspended) = suspended else {
             return Ok(None);
@@ -82,10 +82,10 @@ impl Store {
         query(
             "UPDATE sip_endpoints SET last_call_at = ? WHERE id = ? AND (last_call_at IS NULL OR last_call_at < ?)",
         )
-        .bind(&at)
+        .bind(at)
         .bind(id.as_uuid())
-        .bind(&at)
-        .execute(&mut *self.conn().await?)
+        .bind(at)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(())
     }
@@ -110,10 +110,10 @@ impl Store {
                 .bind(p.sip_uri.clone())
                 .bind(PRIORITY_DEFAULT)
                 .bind(p.agent.max_duration.as_secs() as i64)
-                .bind(at.clone())
-                .bind(at.clone())
-                .bind(at.clone())
-                .bind(at.clone())
+                .bind(at)
+                .bind(at)
+                .bind(at)
+                .bind(at)
                 .bind(at)
                 .bind(p.endpoint_id.as_uuid())
                 .bind(call.codec.name())
@@ -175,9 +175,9 @@ impl Store {
     // By id alone: a recording URL is public and carries its own signature, not a workspace.
     pub async fn recording_ready(&self, id: switchboard_actors::ids::CallId) -> StoreResult<bool> {
         let found: Option<i64> =
-            query("SELECT 1 FROM calls WHERE id = ? AND recorded = 1 AND status = 'ended'")
+            query("SELECT 1 FROM calls WHERE id = ? AND recorded AND status = 'ended'")
                 .bind(id.as_uuid())
-                .scalar_optional(&mut *self.conn().await?)
+                .scalar_optional(&mut self.conn().await?)
                 .await?;
         Ok(found.is_some())
     }
@@ -196,11 +196,11 @@ impl Store {
         .bind(name)
         .bind(make())
         .bind(ts(now))
-        .execute(&mut *conn)
+        .execute(&mut conn)
         .await?;
         let value: Vec<u8> = query("SELECT value FROM service_secrets WHERE name = ?".to_string())
             .bind(name)
-            .scalar(&mut *conn)
+            .scalar(&mut conn)
             .await?;
         Ok(value)
     }

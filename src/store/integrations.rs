@@ -6,7 +6,7 @@ use serde_json::Value;
 use switchboard_actors::ids::{AgentId, IntegrationId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::db::{Row, begin_write, query};
+use super::db::{Json, Row, begin_write, query};
 use super::{Store, StoreResult, coded, corrupt, ts};
 use crate::domain::integrations::Provider;
 
@@ -116,7 +116,7 @@ impl Store {
                     "UPDATE integrations SET status = 'connected', connected_at = ?, \
                      disconnected_at = NULL, credentials = ? WHERE id = ? RETURNING {COLUMNS}"
                 ))
-                .bind(&now)
+                .bind(now)
                 .bind(sealed)
                 .bind(id.as_uuid())
                 .fetch_one(&mut tx)
@@ -131,8 +131,8 @@ impl Store {
                 .bind(ws.as_uuid())
                 .bind(provider)
                 .bind(account)
-                .bind(&now)
-                .bind(&now)
+                .bind(now)
+                .bind(now)
                 .bind(sealed)
                 .fetch_one(&mut tx)
                 .await?
@@ -152,7 +152,7 @@ impl Store {
             "SELECT workspace_id, credentials, {COLUMNS} FROM integrations WHERE id = ?"
         ))
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.read_conn().await?)
+        .fetch_optional(&mut self.read_conn().await?)
         .await?;
         row.map(|r| {
             Ok((
@@ -169,7 +169,7 @@ impl Store {
             "SELECT {COLUMNS} FROM integrations WHERE workspace_id = ? ORDER BY created_at, id"
         ))
         .bind(ws.as_uuid())
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         rows.iter().map(integration_row).collect()
     }
@@ -184,7 +184,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.as_ref().map(integration_row).transpose()
     }
@@ -202,7 +202,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         self.integration(ws, id).await
     }
@@ -221,10 +221,10 @@ impl Store {
         )
         .bind(agent.as_uuid())
         .bind(ws.as_uuid())
-        .bind(flow.to_string())
+        .bind(Json(flow.to_string()))
         .bind(ts(self.now()))
         .bind(agent.as_uuid())
-        .scalar(&mut *self.conn().await?)
+        .scalar(&mut self.conn().await?)
         .await?;
         Ok(version)
     }
@@ -241,7 +241,7 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(agent.as_uuid())
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         rows.iter()
             .map(|r| {

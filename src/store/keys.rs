@@ -56,7 +56,7 @@ impl Store {
             .bind(scopes.to_text())
             .bind(expires_at.map(ts))
             .bind(ts(created_at))
-            .execute(&mut *self.conn().await?)
+            .execute(&mut self.conn().await?)
             .await?;
         let key = ApiKey {
             id,
@@ -76,7 +76,7 @@ impl Store {
             "SELECT id, workspace_id, name, key_prefix, scopes, expires_at, revoked_at, created_at FROM api_keys WHERE workspace_id = ? ORDER BY created_at",
         )
         .bind(workspace_id.as_uuid())
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         rows.into_iter()
             .map(|r| {
@@ -103,7 +103,7 @@ impl Store {
         let done = query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
             .bind(ts(self.now()))
             .bind(id.as_uuid())
-            .execute(&mut *self.conn().await?)
+            .execute(&mut self.conn().await?)
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -116,7 +116,7 @@ impl Store {
         let hash = auth::hash_key(secret);
         let row = query("SELECT id, workspace_id, key_hash, scopes, expires_at, revoked_at FROM api_keys WHERE key_hash = ?")
             .bind(&hash[..])
-            .fetch_optional(&mut *self.read_conn().await?)
+            .fetch_optional(&mut self.read_conn().await?)
             .await?;
         let Some(row) = row else {
             return Ok(KeyCheck::Invalid);

@@ -29,7 +29,7 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(number)
-        .scalar_optional(&mut *self.conn().await?)
+        .scalar_optional(&mut self.conn().await?)
         .await?;
         match id {
             Some(id) => self.lead(ws, LeadId::from_uuid(id)).await,
@@ -69,7 +69,7 @@ impl Store {
         .bind(number)
         .bind(ws.as_uuid())
         .bind(limit)
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         rows.iter()
             .map(|r| {

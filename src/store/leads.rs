@@ -7,7 +7,7 @@ use serde_json::Value;
 use switchboard_actors::ids::{LeadId, LeadTagId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::db::{Query, Row, query};
+use super::db::{Json, Query, Row, query};
 use super::{Page, Paged, Store, StoreResult, classify, corrupt, ts};
 
 #[derive(Debug, Clone, Serialize, ToSchema, PartialEq)]
@@ -98,7 +98,7 @@ fn bind_fields<'q>(q: Query<'q>, f: &'q LeadFields) -> Query<'q> {
         .bind(&f.company)
         .bind(&f.timezone)
         .bind(&f.notes)
-        .bind(f.metadata.to_string())
+        .bind(Json(f.metadata.to_string()))
 }
 
 impl Store {
@@ -112,9 +112,9 @@ impl Store {
         .bind(id.as_uuid())
         .bind(ws.as_uuid());
         bind_fields(q, f)
-            .bind(&now)
-            .bind(&now)
-            .execute(&mut *self.conn().await?)
+            .bind(now)
+            .bind(now)
+            .execute(&mut self.conn().await?)
             .await
             .map_err(classify)?;
         self.lead(ws, id)
@@ -128,7 +128,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         let Some(row) = row else { return Ok(None) };
         let mut lead = lead_row(&row)?;
@@ -154,8 +154,8 @@ impl Store {
             q.push(if i == 0 { "" } else { ", " })
                 .push_bind(id.as_uuid());
         }
-        q.push(") ORDER BY t.name COLLATE NOCASE");
-        let rows = q.fetch_all(&mut *self.conn().await?).await?;
+        q.push(") ORDER BY lower(t.name), t.name");
+        let rows = q.fetch_all(&mut self.conn().await?).await?;
         rows.iter()
             .map(|r| Ok((LeadId::from_uuid(r.try_get("lead_id")?), tag_row(r)?)))
             .collect()
@@ -201,16 +201,18 @@ impl Store {
                     if i > 0 {
                         q.push(" OR ");
                     }
-                    q.push(format!("l.{col} LIKE "))
+                    // Case folded on both sides: SQLite's LIKE ignores ASCII case,
+                    // PostgreSQL's does not.
+                    q.push(format!("lower(l.{col}) LIKE lower("))
                         .push_bind(like.clone())
-                        .push(" ESCAPE '\\'");
+                        .push(") ESCAPE '\\'");
                 }
                 q.push(")");
             }
             q
         };
         let mut conn = self.conn().await?;
-        let total: i64 = build("SELECT COUNT(*)").scalar(&mut *conn).await?;
+        let total: i64 = build("SELECT COUNT(*)").scalar(&mut conn).await?;
         let mut q = build(&format!(
             "SELECT {}",
             LEAD_COLUMNS
@@ -223,7 +225,7 @@ impl Store {
             .push_bind(page.limit)
             .push(" OFFSET ")
             .push_bind(page.offset);
-        let rows = q.fetch_all(&mut *conn).await?;
+        let rows = q.fetch_all(&mut conn).await?;
         drop(conn);
         let mut items: Vec<Lead> = rows.iter().map(lead_row).collect::<StoreResult<_>>()?;
         let ids: Vec<LeadId> = items.iter().map(|l| l.id).collect();
@@ -249,7 +251,7 @@ impl Store {
             .bind(ts(self.now()))
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .execute(&mut *self.conn().await?)
+            .execute(&mut self.conn().await?)
             .await
             .map_err(classify)?;
         if done.rows_affected() == 0 {
@@ -263,11 +265,11 @@ impl Store {
         let done = query(
             "UPDATE leads SET deleted_at = ?, updated_at = ? WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL",
         )
-        .bind(&at)
-        .bind(&at)
+        .bind(at)
+        .bind(at)
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -278,7 +280,7 @@ impl Store {
         ws: WorkspaceId,
         ids: &[LeadId],
     ) -> StoreResult<std::collections::HashSet<LeadId>> {
-        super::contacts::live_leads(&mut *self.conn().await?, ws, ids).await
+        super::contacts::live_leads(&mut self.conn().await?, ws, ids).await
     }
 
     pub async fn create_lead_tag(
@@ -297,7 +299,7 @@ impl Store {
         .bind(name)
         .bind(color)
         .bind(ts(self.now()))
-        .fetch_one(&mut *self.conn().await?)
+        .fetch_one(&mut self.conn().await?)
         .await
         .map_err(classify)?;
         tag_row(&row)
@@ -309,17 +311,17 @@ impl Store {
         )
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.as_ref().map(tag_row).transpose()
     }
 
     pub async fn list_lead_tags(&self, ws: WorkspaceId) -> StoreResult<Vec<LeadTag>> {
         let rows = query(
-            "SELECT id, name, color, created_at FROM lead_tags WHERE workspace_id = ? ORDER BY name COLLATE NOCASE",
+            "SELECT id, name, color, created_at FROM lead_tags WHERE workspace_id = ? ORDER BY lower(name), name",
         )
         .bind(ws.as_uuid())
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         rows.iter().map(tag_row).collect()
     }
@@ -339,7 +341,7 @@ impl Store {
         .bind(color)
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await
         .map_err(classify)?;
         row.as_ref().map(tag_row).transpose()
@@ -386,8 +388,8 @@ impl Store {
             )
             .bind(lead.as_uuid())
             .bind(tag.as_uuid())
-            .bind(&now)
-            .execute(&mut *conn)
+            .bind(now)
+            .execute(&mut conn)
             .await?;
         }
         Ok(true)
@@ -406,7 +408,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(lead.as_uuid())
         .bind(tag.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }

@@ -1,16 +1,20 @@
-//! The store: one SQLite file, migrated on open.
+//! The store: an SQLite file (the default) or a PostgreSQL database, migrated on open
+//! (`open.rs`).
 //!
 //! Every resource query takes the caller's [`WorkspaceId`] and filters on it, so an id from
-//! another workspace reads exactly like a missing one. Timestamps are written through [`ts`] in
-//! one fixed form so that text order is time order.
+//! another workspace reads exactly like a missing one. Timestamps are written through [`ts`]:
+//! on SQLite in one fixed form so that text order is time order, on PostgreSQL as
+//! `timestamptz`.
 //!
 //! **Invariant:** a multi-row change (a campaign transition and its audit event, a balance change
 //! and its ledger entry) happens in one transaction. Write transactions `BEGIN IMMEDIATE`: the
 //! write lock is taken up front, so one that reads before it writes cannot fail on upgrade
 //! (SQLITE_BUSY_SNAPSHOT) when another writer commits in between.
 //!
-//! This file holds the connection pools, the virtual-time single connection and the errors;
-//! every query is built and run through `db.rs`, and the resources live in their own modules.
+//! This file holds the store's connections (its pools, the virtual-time single connection) and
+//! errors; `open.rs` opens them; every query is built and run through `db.rs` (with
+//! `values.rs` and `dialect.rs`, what differs between the two databases), and the resources
+//! live in their own modules.
 
 mod affiliates;
 mod agents;
@@ -24,6 +28,7 @@ mod carrier_accounts;
 mod contacts;
 mod dashboard;
 mod db;
+mod dialect;
 mod dispositions;
 mod dnc;
 mod emitting;
@@ -36,12 +41,14 @@ mod keys;
 mod lead_memory;
 mod leads;
 mod numbers;
+mod open;
 mod outbound;
 mod script;
 mod shared_links;
 mod signing_secrets;
 mod sip_endpoints;
 mod tools;
+mod values;
 mod webhooks;
 mod workspaces;
 mod write_gate;
@@ -57,7 +64,7 @@ pub use campaigns::*;
 pub use carrier_accounts::*;
 pub use contacts::*;
 pub use dashboard::*;
-pub use db::Exec;
+pub use db::{Exec, OwnedTx};
 pub use dispositions::*;
 pub use dnc::*;
 pub use group::*;
@@ -67,23 +74,22 @@ pub use keys::*;
 pub use lead_memory::*;
 pub use leads::*;
 pub use numbers::*;
+pub use open::{Engine, engine_of};
 pub use outbound::*;
 pub(crate) use script::*;
 pub use shared_links::*;
 pub use sip_endpoints::*;
 pub use tools::*;
+pub use values::Ts;
 pub use webhooks::*;
 pub use workspaces::*;
 
-use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use db::{Row, query};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Connection, SqliteConnection, SqlitePool};
-use switchboard_actors::clock::{SharedClock, SystemClock};
+use db::{DbConn, Row, query};
+use sqlx::{PgPool, SqlitePool};
+use switchboard_actors::clock::SharedClock;
 use switchboard_actors::ports::TrunkLimits;
 use write_gate::WriteGate;
 pub(crate) use write_gate::{Lane, WriteTurn};
@@ -105,6 +111,9 @@ pub enum StoreError {
     /// The database URL names no database this version opens.
     #[error("{0}")]
     DatabaseUrl(String),
+    /// The database server could not be reached or refused the store's login.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -135,56 +144,50 @@ pub enum UniqueRule {
 }
 
 /// Maps a unique-constraint violation to [`StoreError::Conflict`], everything else through.
-/// This is the one place that reads database error kinds, and the one that names the rule
-/// from SQLite's message (`UNIQUE constraint failed: table.column, ...`, or the index name).
+/// This is the one place that reads database errors. The rule is told by the table its
+/// constraint belongs to: PostgreSQL names the constraint (every unique constraint and index
+/// of the schema is named after its table), SQLite names its columns (`table.column, ...`) or
+/// its index.
 pub(crate) fn classify(err: sqlx::Error) -> StoreError {
-    if let sqlx::Error::Database(db) = &err
-        && db.is_unique_violation()
-    {
-        let message = db.message();
-        let constraint = message.rsplit(':').next().unwrap_or(message).trim();
-        let rule = match constraint {
-            c if c.contains("campaigns.workspace_id") || c.contains("campaigns_live_name") => {
-                UniqueRule::CampaignName
-            }
-            c if c.contains("dispositions") => UniqueRule::DispositionLabel,
-            c if c.contains("dnc_entries") => UniqueRule::DoNotCallNumber,
-            c if c.contains("phone_numbers") => UniqueRule::PhoneNumberHeld,
-            c if c.starts_with("leads.") => UniqueRule::LeadNumber,
-            c if c.starts_with("lead_tags.") => UniqueRule::LeadTagName,
-            c if c.starts_with("sip_endpoints.") => UniqueRule::SipSlug,
-            c if c.starts_with("calls.") => UniqueRule::CallIdempotencyKey,
-            c if c.starts_with("tools.") => UniqueRule::ToolIdempotencyKey,
-            c => UniqueRule::Other {
-                constraint: c.to_owned(),
-            },
-        };
-        return StoreError::Conflict { rule };
+    let sqlx::Error::Database(db) = &err else {
+        return StoreError::Database(err);
+    };
+    if !db.is_unique_violation() {
+        return StoreError::Database(err);
     }
-    StoreError::Database(err)
+    let constraint = match db.constraint() {
+        Some(name) => name.to_owned(),
+        None => {
+            let message = db.message();
+            let named = message.rsplit(':').next().unwrap_or(message).trim();
+            named
+                .trim_start_matches("index ")
+                .trim_matches('\'')
+                .to_owned()
+        }
+    };
+    let of = |table: &str| {
+        constraint.starts_with(table)
+            && matches!(constraint.as_bytes().get(table.len()), Some(b'.' | b'_'))
+    };
+    let rule = match () {
+        _ if of("campaigns") => UniqueRule::CampaignName,
+        _ if of("dispositions") => UniqueRule::DispositionLabel,
+        _ if of("dnc_entries") => UniqueRule::DoNotCallNumber,
+        _ if of("phone_numbers") => UniqueRule::PhoneNumberHeld,
+        _ if of("leads") => UniqueRule::LeadNumber,
+        _ if of("lead_tags") => UniqueRule::LeadTagName,
+        _ if of("sip_endpoints") => UniqueRule::SipSlug,
+        _ if of("calls") => UniqueRule::CallIdempotencyKey,
+        _ if of("tools") => UniqueRule::ToolIdempotencyKey,
+        _ => UniqueRule::Other { constraint },
+    };
+    StoreError::Conflict { rule }
 }
-
-/// Connections to the database file of a serving store.
-const POOL_SIZE: u32 = 8;
-
-/// Read-only connections of a serving store, for the reads that must not wait behind writes
-/// (see [`Store::read_conn`]).
-const READERS: u32 = 4;
-
-/// Read-only connections of a serving store for routing inbound INVITEs (see
-/// [`Store::route_conn`]).
-const ROUTERS: u32 = 2;
-
-/// How long a serving store's connection may sit unused before it is closed. Each connection
-/// keeps its own page cache and memory map of the file, and a burst (a flood of calls, a
-/// large import) wakes every one of them: closed, they give that memory back, and a quiet
-/// store keeps only the connections it still uses. Opening one again takes about a
-/// millisecond.
-const IDLE_CLOSE: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: Pool,
     /// Read-only connections for the control plane's and the engine's hot reads: with WAL a
     /// reader never waits for SQLite's write lock, and on its own pool it never waits for a
     /// connection that writers hold (a flood of calls writes through every pooled one). None
@@ -195,11 +198,11 @@ pub struct Store {
     routers: Option<SqlitePool>,
     /// Set for virtual runs: every query goes through this one connection, without the pool's
     /// per-query checkout and release round trips.
-    single: Option<Arc<tokio::sync::Mutex<SqliteConnection>>>,
+    single: Option<Arc<tokio::sync::Mutex<DbConn>>>,
     /// The connection groups of writes are committed on (see [`group`]), set for a serving
     /// store: one writer, so one page cache that no other writer invalidates and one cache of
     /// the groups' prepared texts.
-    writer: Option<Arc<tokio::sync::Mutex<SqliteConnection>>>,
+    writer: Option<Arc<tokio::sync::Mutex<DbConn>>>,
     /// Set when a script on the single connection was given up half way: its next user rolls
     /// back whatever transaction was left open.
     abandoned: Arc<std::sync::atomic::AtomicBool>,
@@ -230,34 +233,39 @@ pub(crate) const TRUNK_COLUMNS: &str = "n.carrier_account_id AS trunk_number_acc
      CAST(ta.trunk ->> 'max_concurrent_calls' AS BIGINT) AS trunk_max";
 pub(crate) const TRUNK_JOIN: &str = "LEFT JOIN carrier_accounts ta ON ta.id = n.carrier_account_id AND ta.workspace_id = n.workspace_id";
 
-/// A connection for one query or transaction: from the pool, or the single one.
+/// The connections of a store's database.
+#[derive(Clone)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// A connection for one query or transaction: from a pool, or the single one.
 pub(crate) enum Conn<'a> {
-    Pooled(sqlx::pool::PoolConnection<sqlx::Sqlite>),
-    Single(tokio::sync::MutexGuard<'a, SqliteConnection>),
+    Sqlite(sqlx::pool::PoolConnection<sqlx::Sqlite>),
+    Postgres(sqlx::pool::PoolConnection<sqlx::Postgres>),
+    Single(tokio::sync::MutexGuard<'a, DbConn>),
 }
 
-impl std::ops::Deref for Conn<'_> {
-    type Target = SqliteConnection;
-    fn deref(&self) -> &SqliteConnection {
+impl Conn<'_> {
+    /// Closes a pooled connection when it is dropped instead of returning it to its pool.
+    pub(crate) fn close_on_drop(&mut self) -> bool {
         match self {
-            Self::Pooled(c) => c,
-            Self::Single(c) => c,
+            Self::Sqlite(c) => c.close_on_drop(),
+            Self::Postgres(c) => c.close_on_drop(),
+            Self::Single(_) => return false,
         }
-    }
-}
-
-impl std::ops::DerefMut for Conn<'_> {
-    fn deref_mut(&mut self) -> &mut SqliteConnection {
-        match self {
-            Self::Pooled(c) => c,
-            Self::Single(c) => c,
-        }
+        true
     }
 }
 
 impl Exec for Conn<'_> {
-    fn sqlite(&mut self) -> &mut SqliteConnection {
-        self
+    fn db(&mut self) -> db::Db<'_> {
+        match self {
+            Self::Sqlite(c) => c.db(),
+            Self::Postgres(c) => c.db(),
+            Self::Single(c) => c.db(),
+        }
     }
 }
 
@@ -267,89 +275,12 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// The SQLite database `url` names (`sqlite://PATH`, `sqlite::memory:`, or a path), or why it
-/// names none. The URL is never repeated in the error: it may carry a password.
-fn sqlite_url(url: &str) -> StoreResult<&str> {
-    let scheme = url
-        .split_once("://")
-        .map(|(scheme, _)| scheme.to_ascii_lowercase());
-    match scheme.as_deref() {
-        None | Some("sqlite") => Ok(url),
-        Some("postgres" | "postgresql") => Err(StoreError::DatabaseUrl(
-            "this version of Switchboard stores its data in SQLite only: give --database-url \
-             sqlite://PATH (a PostgreSQL URL, postgres://..., is not supported yet)"
-                .into(),
-        )),
-        Some(other) => {
-            // Named only when it reads as a scheme: nothing else of the URL is repeated.
-            let named = other.len() <= 20
-                && other
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
-            let what = if named {
-                format!("a `{other}://` database")
-            } else {
-                "a database".to_owned()
-            };
-            Err(StoreError::DatabaseUrl(format!(
-                "--database-url names {what}, which Switchboard does not use: give \
-                 sqlite://PATH (created if missing)"
-            )))
-        }
-    }
-}
-
 /// The stored form of a timestamp.
-pub fn ts(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+pub fn ts(t: DateTime<Utc>) -> Ts {
+    Ts(t)
 }
 
 impl Store {
-    /// Opens (creating if missing) and migrates the database at `url`.
-    pub async fn open(url: &str) -> StoreResult<Self> {
-        Self::open_with_clock(url, Arc::new(SystemClock)).await
-    }
-
-    /// Opens the store with the clock every timestamp it writes is read from (the engine's).
-    pub async fn open_with_clock(url: &str, clock: SharedClock) -> StoreResult<Self> {
-        let options = SqlitePoolOptions::new().idle_timeout(IDLE_CLOSE);
-        Self::connect(url, clock, options, POOL_SIZE).await
-    }
-
-    /// Opens the store for a run under tokio's paused clock (tests, the campaign simulator).
-    /// Call it *before* pausing the clock: a paused clock jumps to its next timer whenever the
-    /// runtime waits on SQLite's worker threads, so every connection is opened here, in real
-    /// time and kept. Every query goes through one dedicated connection: the simulated engine is
-    /// the only user, a single connection keeps its page cache (another connection's write
-    /// would invalidate it), and it needs no per-query checkout from the pool.
-    pub async fn open_virtual(url: &str, clock: SharedClock) -> StoreResult<Self> {
-        let options = SqlitePoolOptions::new()
-            .acquire_timeout(Duration::from_secs(365 * 86_400))
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .test_before_acquire(false);
-        let mut store = Self::connect(url, clock, options, 1).await?;
-        let conn = SqliteConnection::connect_with(&Self::connect_options(url)?).await?;
-        store.single = Some(Arc::new(tokio::sync::Mutex::new(conn)));
-        Ok(store)
-    }
-
-    fn connect_options(url: &str) -> StoreResult<SqliteConnectOptions> {
-        Ok(SqliteConnectOptions::from_str(sqlite_url(url)?)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10))
-            // Reads through a memory map: a connection whose page cache another connection's
-            // write invalidated re-reads pages without copying them.
-            .pragma("mmap_size", "1073741824")
-            // Statement and savepoint journals (a group of writes keeps one per write) in
-            // memory: as files, each group created and deleted one, and creating files on a
-            // filesystem that has just deleted many is slow for every other file (recordings).
-            .pragma("temp_store", "memory"))
-    }
-
     /// A read-only connection for one query that reads: from the readers' pool of a serving
     /// store, else as [`Store::conn`].
     pub(crate) async fn read_conn(&self) -> Result<Conn<'_>, sqlx::Error> {
@@ -365,79 +296,26 @@ impl Store {
     /// A connection from `pool` when there is one and this is not a virtual run.
     async fn conn_from(&self, pool: Option<&SqlitePool>) -> Result<Conn<'_>, sqlx::Error> {
         match (&self.single, pool) {
-            (None, Some(pool)) => Ok(Conn::Pooled(pool.acquire().await?)),
+            (None, Some(pool)) => Ok(Conn::Sqlite(pool.acquire().await?)),
             _ => self.conn().await,
         }
     }
 
     /// A connection for one query, or for a transaction (`db::begin_write`).
     pub(crate) async fn conn(&self) -> Result<Conn<'_>, sqlx::Error> {
-        match &self.single {
-            Some(single) => {
-                let mut conn = single.lock().await;
-                if self
-                    .abandoned
-                    .swap(false, std::sync::atomic::Ordering::SeqCst)
-                {
-                    use sqlx::Executor;
-                    let _ = conn.execute("ROLLBACK").await;
-                }
-                Ok(Conn::Single(conn))
+        if let Some(single) = &self.single {
+            let mut conn = Conn::Single(single.lock().await);
+            if self
+                .abandoned
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                let _ = query("ROLLBACK").execute(&mut conn).await;
             }
-            None => Ok(Conn::Pooled(self.pool.acquire().await?)),
+            return Ok(conn);
         }
-    }
-
-    async fn connect(
-        url: &str,
-        clock: SharedClock,
-        pool: SqlitePoolOptions,
-        size: u32,
-    ) -> StoreResult<Self> {
-        let options = Self::connect_options(url)?;
-        let pool = pool
-            .max_connections(size)
-            .connect_with(options.clone())
-            .await?;
-        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
-        let serving = size > 1 && !in_memory;
-        let writer = if serving {
-            // Groups of writes run as one text per kind and size (see `group`): room for
-            // them beside the store's own statements.
-            let conn =
-                SqliteConnection::connect_with(&options.clone().statement_cache_capacity(256))
-                    .await?;
-            Some(Arc::new(tokio::sync::Mutex::new(conn)))
-        } else {
-            None
-        };
-        let (readers, routers) = if serving {
-            let options = options.read_only(true).create_if_missing(false);
-            let pool = |size| {
-                SqlitePoolOptions::new()
-                    .max_connections(size)
-                    .idle_timeout(IDLE_CLOSE)
-                    .connect_with(options.clone())
-            };
-            (Some(pool(READERS).await?), Some(pool(ROUTERS).await?))
-        } else {
-            (None, None)
-        };
-        Ok(Self {
-            pool,
-            readers,
-            routers,
-            single: None,
-            writer,
-            abandoned: Arc::default(),
-            writes: Arc::default(),
-            groups: Arc::default(),
-            clock,
-            default_trunk: None,
-            outbox: Arc::default(),
-            links: None,
-            analysis: false,
+        Ok(match &self.pool {
+            Pool::Sqlite(pool) => Conn::Sqlite(pool.acquire().await?),
+            Pool::Postgres(pool) => Conn::Postgres(pool.acquire().await?),
         })
     }
 
@@ -505,17 +383,49 @@ impl Store {
         self.clock.clone()
     }
 
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
+    /// The database the store is kept in.
+    pub fn engine(&self) -> Engine {
+        match self.pool {
+            Pool::Sqlite(_) => Engine::Sqlite,
+            Pool::Postgres(_) => Engine::Postgres,
+        }
+    }
+
+    /// The last migration applied to the database.
+    pub async fn schema_version(&self) -> StoreResult<i64> {
+        Ok(
+            query("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+                .scalar::<Option<i64>>(&mut self.conn().await?)
+                .await?
+                .unwrap_or(0),
+        )
     }
 
     pub async fn ping(&self) -> StoreResult<()> {
-        query("SELECT 1").execute(&mut *self.conn().await?).await?;
+        query("SELECT 1").execute(&mut self.conn().await?).await?;
         Ok(())
     }
 
     pub async fn close(&self) {
-        self.pool.close().await;
+        match &self.pool {
+            Pool::Sqlite(pool) => pool.close().await,
+            Pool::Postgres(pool) => pool.close().await,
+        }
+    }
+
+    /// A write transaction of its own, on a connection of its own.
+    pub async fn begin(&self) -> StoreResult<db::OwnedTx> {
+        let mut conn = match &self.pool {
+            Pool::Sqlite(pool) => DbConn::Sqlite(pool.acquire().await?.detach()),
+            Pool::Postgres(pool) => DbConn::Postgres(pool.acquire().await?.detach()),
+        };
+        query(match conn.db() {
+            db::Db::Sqlite(_) => "BEGIN IMMEDIATE",
+            db::Db::Postgres(_) => "BEGIN",
+        })
+        .execute(&mut conn)
+        .await?;
+        Ok(db::OwnedTx(conn))
     }
 }
 
@@ -581,11 +491,11 @@ impl Store {
             "UPDATE {table} SET {column} = ?, is_active = FALSE, updated_at = ? \
              WHERE workspace_id = ? AND id = ? AND {column} IS NULL"
         ))
-        .bind(at.clone())
+        .bind(at)
         .bind(at)
         .bind(ws.as_uuid())
         .bind(id)
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }

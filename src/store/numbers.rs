@@ -120,7 +120,7 @@ impl Store {
         let row = query(format!("SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.id = ? AND n.released_at IS NULL"))
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .fetch_optional(&mut *self.read_conn().await?)
+            .fetch_optional(&mut self.read_conn().await?)
             .await?;
         row.map(|r| self.number_row(r)).transpose()
     }
@@ -176,7 +176,7 @@ impl Store {
         .bind(ts(at))
         .bind(ts(at))
         .bind(ts(at))
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected())
     }
@@ -191,7 +191,7 @@ impl Store {
             "SELECT COUNT(*) FROM phone_numbers WHERE workspace_id = ? AND released_at IS NULL",
         )
         .bind(ws.as_uuid())
-        .scalar(&mut *self.conn().await?)
+        .scalar(&mut self.conn().await?)
         .await?;
         let rows = query(format!(
             "SELECT {NUMBER_COLUMNS} FROM {NUMBER_FROM} WHERE n.workspace_id = ? AND n.released_at IS NULL ORDER BY n.created_at, n.id LIMIT ? OFFSET ?"
@@ -199,7 +199,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         let items = rows
             .into_iter()
@@ -213,7 +213,7 @@ impl Store {
         let found: Option<i64> =
             query("SELECT 1 FROM phone_numbers WHERE number = ? AND released_at IS NULL")
                 .bind(number)
-                .scalar_optional(&mut *self.conn().await?)
+                .scalar_optional(&mut self.conn().await?)
                 .await?;
         Ok(found.is_some())
     }
@@ -226,7 +226,7 @@ impl Store {
         let rows: Vec<String> = query("SELECT number FROM phone_numbers WHERE released_at IS NULL AND substr(number, 1, length(?)) = ?")
             .bind(prefix)
             .bind(prefix)
-            .scalars(&mut *self.conn().await?)
+            .scalars(&mut self.conn().await?)
             .await?;
         Ok(rows.into_iter().collect())
     }
@@ -245,7 +245,7 @@ impl Store {
         let at = ts(self.now());
         query(
             "INSERT INTO phone_numbers (id, workspace_id, number, friendly_name, provider, status, is_active, country_code, monthly_cost_cents, activate_after, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, 'switchboard', 'pending_requirements', 0, ?, ?, ?, ?, ?)",
+             VALUES (?, ?, ?, ?, 'switchboard', 'pending_requirements', FALSE, ?, ?, ?, ?, ?)",
         )
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
@@ -254,9 +254,9 @@ impl Store {
         .bind(number.country().unwrap_or_default())
         .bind(monthly_cost_cents)
         .bind(ts(activate_after))
-        .bind(&at)
-        .bind(&at)
-        .execute(&mut *self.conn().await?)
+        .bind(at)
+        .bind(at)
+        .execute(&mut self.conn().await?)
         .await
         .map_err(classify)?;
         self.phone_number(ws, id)
@@ -289,7 +289,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);

@@ -48,7 +48,7 @@ impl Store {
         ))
         .bind(number.as_uuid())
         .bind(ws.as_uuid())
-        .fetch_optional(&mut *self.read_conn().await?)
+        .fetch_optional(&mut self.read_conn().await?)
         .await?;
         match row {
             Some(row) => self.trunk_of(&row),
@@ -71,7 +71,7 @@ impl Store {
         .bind(call.as_uuid())
         // The readers' pool: under a flood of inbound calls every writer's connection may be
         // waiting for the write lock, and an outbound call's INVITE should not wait behind them.
-        .fetch_optional(&mut *self.read_conn().await?)
+        .fetch_optional(&mut self.read_conn().await?)
         .await?;
         let Some(row) = row else { return Ok(None) };
         let account: Option<uuid::Uuid> = row.try_get("carrier_account_id")?;
@@ -127,7 +127,7 @@ impl Store {
         .bind(ts(at))
         .bind(ts(self.now()))
         .bind(call.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(())
     }

@@ -56,11 +56,9 @@ impl Drop for ScriptGuard<'_> {
         if !self.armed {
             return;
         }
-        match &mut self.conn {
-            Conn::Pooled(c) => c.close_on_drop(),
-            Conn::Single(_) => self
-                .abandoned
-                .store(true, std::sync::atomic::Ordering::SeqCst),
+        if !self.conn.close_on_drop() {
+            self.abandoned
+                .store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
 }

@@ -62,7 +62,7 @@ impl Store {
         .bind(created_by.as_uuid())
         .bind(ts(expires_at))
         .bind(ts(self.now()))
-        .fetch_one(&mut *self.conn().await?)
+        .fetch_one(&mut self.conn().await?)
         .await?;
         link_row(&row)
     }
@@ -77,7 +77,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.as_ref().map(link_row).transpose()
     }
@@ -90,7 +90,7 @@ impl Store {
         let mut conn = self.conn().await?;
         let total: i64 = query("SELECT COUNT(*) FROM shared_links WHERE workspace_id = ?")
             .bind(ws.as_uuid())
-            .scalar(&mut *conn)
+            .scalar(&mut conn)
             .await?;
         let rows = query(format!(
             "SELECT {COLUMNS} FROM shared_links WHERE workspace_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
@@ -98,7 +98,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut conn)
         .await?;
         let items = rows.iter().map(link_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
@@ -117,7 +117,7 @@ impl Store {
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         self.shared_link(ws, id).await
     }
@@ -133,7 +133,7 @@ impl Store {
         ))
         .bind(token_hash(token))
         .bind(ts(now))
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.as_ref().map(link_row).transpose()
     }

@@ -36,7 +36,7 @@ impl Store {
                 .bind(ws.as_uuid())
                 .bind(SigningSecret::generate().expose().to_owned())
                 .bind(ts(self.now()))
-                .execute(&mut *conn)
+                .execute(&mut conn)
                 .await?;
                 read(&mut conn, ws)
                     .await?
@@ -61,7 +61,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(secret.expose().to_owned())
         .bind(ts(now))
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok((secret, now))
     }

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Duration, Utc};
 use switchboard_actors::ids::{AgentId, SipEndpointId, WorkspaceId};
 
-use super::db::{Row, query};
+use super::db::{Json, Row, query};
 use super::{Page, Paged, Store, StoreResult, corrupt, opt_id, ts};
 
 /// A stored endpoint (the API adds `sip_uri`).
@@ -95,7 +95,7 @@ impl Store {
         let at = ts(now);
         let script = super::atomic_sql(&format!(
             "INSERT INTO sip_endpoints (id, workspace_id, name, slug, inbound_agent_id, is_active, allowed_source_ips, max_concurrent_calls, created_at, updated_at) \
-             SELECT ?, ?, ?, ?, ?, 1, ?, ?, ?, ? \
+             SELECT ?, ?, ?, ?, ?, TRUE, ?, ?, ?, ? \
              WHERE (SELECT COUNT(*) FROM sip_endpoints WHERE workspace_id = ? AND created_at > ?) < ? \
              AND NOT EXISTS (SELECT 1 FROM sip_endpoints WHERE slug = ?); \
              SELECT {COLUMNS} FROM sip_endpoints WHERE id = ? AND changes() = 1"
@@ -108,9 +108,9 @@ impl Store {
                     .bind(new.name.to_owned())
                     .bind(new.slug.to_owned())
                     .bind(new.inbound_agent_id.map(|a| a.as_uuid()))
-                    .bind(ips_json(new.allowed_source_ips))
+                    .bind(ips_json(new.allowed_source_ips).map(Json))
                     .bind(new.max_concurrent_calls)
-                    .bind(at.clone())
+                    .bind(at)
                     .bind(at)
                     .bind(ws.as_uuid())
                     .bind(ts(now - Duration::days(1)))
@@ -124,7 +124,7 @@ impl Store {
         }
         let taken: bool = query("SELECT EXISTS (SELECT 1 FROM sip_endpoints WHERE slug = ?)")
             .bind(new.slug)
-            .scalar(&mut *self.conn().await?)
+            .scalar(&mut self.conn().await?)
             .await?;
         Ok(if taken {
             SipEndpointCreation::SlugTaken
@@ -143,7 +143,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.map(endpoint_row).transpose()
     }
@@ -162,13 +162,13 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(page.limit)
         .bind(page.offset)
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut conn)
         .await?;
         let total: i64 = query(
             "SELECT COUNT(*) FROM sip_endpoints WHERE workspace_id = ? AND deleted_at IS NULL",
         )
         .bind(ws.as_uuid())
-        .scalar(&mut *conn)
+        .scalar(&mut conn)
         .await?;
         drop(conn);
         Ok(Paged {
@@ -202,13 +202,13 @@ impl Store {
         .bind(change.inbound_agent_id.flatten().map(|a| a.as_uuid()))
         .bind(change.is_active)
         .bind(change.allowed_source_ips.is_some())
-        .bind(change.allowed_source_ips.and_then(ips_json))
+        .bind(change.allowed_source_ips.and_then(ips_json).map(Json))
         .bind(change.max_concurrent_calls.is_some())
         .bind(change.max_concurrent_calls.flatten())
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.map(endpoint_row).transpose()
     }

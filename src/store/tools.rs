@@ -6,7 +6,7 @@ use serde_json::Value;
 use switchboard_actors::ids::{AgentId, DeliveryId, ToolId, WorkspaceId};
 use utoipa::ToSchema;
 
-use super::db::{Row, query};
+use super::db::{Json, Row, query};
 use super::{Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt, ts};
 
 /// What a tool is: a `webhook` the service calls, or a `function` the agent webhook answers.
@@ -149,12 +149,12 @@ impl Store {
         .bind(&new.name)
         .bind(&new.description)
         .bind(new.tool_type.as_str())
-        .bind(new.config.to_string())
+        .bind(Json(new.config.to_string()))
         .bind(&new.idempotency_key)
         .bind(&new.request_hash)
-        .bind(&now)
-        .bind(&now)
-        .execute(&mut *self.conn().await?)
+        .bind(now)
+        .bind(now)
+        .execute(&mut self.conn().await?)
         .await
         .map_err(classify);
         match inserted {
@@ -181,7 +181,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(key)
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         match row {
             None => Ok(None),
@@ -198,7 +198,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .fetch_optional(&mut *self.conn().await?)
+        .fetch_optional(&mut self.conn().await?)
         .await?;
         row.map(|r| tool_row(&r, false)).transpose()
     }
@@ -215,7 +215,7 @@ impl Store {
             None => {
                 let total: i64 = query("SELECT COUNT(*) FROM tools WHERE workspace_id = ?")
                     .bind(ws.as_uuid())
-                    .scalar(&mut *conn)
+                    .scalar(&mut conn)
                     .await?;
                 let rows = query(format!(
                     "SELECT {COLUMNS} FROM tools t WHERE t.workspace_id = ? ORDER BY t.created_at, t.id LIMIT ? OFFSET ?"
@@ -223,7 +223,7 @@ impl Store {
                 .bind(ws.as_uuid())
                 .bind(page.limit)
                 .bind(page.offset)
-                .fetch_all(&mut *conn)
+                .fetch_all(&mut conn)
                 .await?;
                 (total, rows)
             }
@@ -233,7 +233,7 @@ impl Store {
                 )
                 .bind(ws.as_uuid())
                 .bind(agent.as_uuid())
-                .scalar(&mut *conn)
+                .scalar(&mut conn)
                 .await?;
                 let rows = query(format!(
                     "SELECT {COLUMNS}, a.execution_order, a.config_override FROM agent_tools a \
@@ -245,7 +245,7 @@ impl Store {
                 .bind(agent.as_uuid())
                 .bind(page.limit)
                 .bind(page.offset)
-                .fetch_all(&mut *conn)
+                .fetch_all(&mut conn)
                 .await?;
                 (total, rows)
             }
@@ -268,7 +268,7 @@ impl Store {
         ))
         .bind(ws.as_uuid())
         .bind(agent.as_uuid())
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         rows.iter().map(|r| tool_row(r, true)).collect()
     }
@@ -286,12 +286,12 @@ impl Store {
         )
         .bind(&u.name)
         .bind(&u.description)
-        .bind(u.config.as_ref().map(Value::to_string))
+        .bind(u.config.as_ref().map(|c| Json(c.to_string())))
         .bind(u.is_active)
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
@@ -320,13 +320,13 @@ impl Store {
         .bind(agent.as_uuid())
         .bind(tool.as_uuid())
         .bind(execution_order)
-        .bind(config_override.map(Value::to_string))
+        .bind(config_override.map(|c| Json(c.to_string())))
         .bind(ts(self.now()))
         .bind(ws.as_uuid())
         .bind(agent.as_uuid())
         .bind(ws.as_uuid())
         .bind(tool.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -343,7 +343,7 @@ impl Store {
         .bind(ws.as_uuid())
         .bind(agent.as_uuid())
         .bind(tool.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -365,7 +365,7 @@ impl Store {
         .bind(d.status_code.map(i64::from))
         .bind(d.duration_ms)
         .bind(ts(d.at))
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(id)
     }

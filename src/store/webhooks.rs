@@ -21,7 +21,7 @@ use switchboard_actors::ids::{AgentId, CallId, EventId, WorkspaceId};
 use utoipa::ToSchema;
 
 use super::calls::call_row;
-use super::db::{Exec, Query, Row, begin_write, query};
+use super::db::{Exec, Json, Query, Row, begin_write, query};
 use super::{Page, Paged, ScriptQuery, Store, StoreResult, coded, corrupt, ts};
 use crate::domain::signing::{RecordingLinks, SigningSecret};
 
@@ -149,12 +149,14 @@ pub struct AttemptRecord {
 
 /// Finds a call event's recipient inside the transaction of the call's change: the call's row
 /// (every column, as the API reads it), the event's kind and the agent's webhook URL, when
-/// the agent has a URL and subscribes to the kind; no row otherwise. Binds: the kind, the
+/// the agent has a URL and subscribes to the kind; no row otherwise. The subscription is the
+/// kind, quoted, inside the text of the agent's `webhook_events` array: kinds are lowercase
+/// words and dots, so the pattern matches that kind alone, the same way on both databases. Binds: the kind, the
 /// call's id, the kind.
 pub(super) const CALL_EVENT_SQL: &str = "SELECT c.*, ? AS event_kind, (a.doc ->> 'webhook_url') AS event_url \
      FROM calls c JOIN agents a ON a.id = c.agent_id AND a.workspace_id = c.workspace_id \
      WHERE c.id = ? AND (a.doc ->> 'webhook_url') IS NOT NULL \
-     AND EXISTS (SELECT 1 FROM json_each(a.doc, '$.webhook_events') e WHERE e.value = ?)";
+     AND (a.doc ->> 'webhook_events') LIKE '%\"' || ? || '\"%'";
 
 /// Binds [`CALL_EVENT_SQL`]'s values.
 pub(super) fn bind_call_event(q: ScriptQuery, call: CallId, kind: EventKind) -> ScriptQuery {
@@ -261,8 +263,8 @@ pub(super) fn bind_events(mut q: ScriptQuery, events: &[NewEvent]) -> ScriptQuer
             .bind(e.call_id.as_uuid())
             .bind(e.kind.as_str())
             .bind(e.url.clone())
-            .bind(e.envelope.clone())
-            .bind(at.clone())
+            .bind(Json(e.envelope.clone()))
+            .bind(at)
             .bind(at);
     }
     q
@@ -384,7 +386,7 @@ impl Store {
         .bind(ts(lease_until))
         .bind(ts(now))
         .bind(limit)
-        .fetch_all(&mut *self.conn().await?)
+        .fetch_all(&mut self.conn().await?)
         .await?;
         rows.iter()
             .map(|r| {
@@ -410,7 +412,7 @@ impl Store {
              JOIN (SELECT MIN(seq) AS seq FROM webhook_deliveries WHERE status = 'pending' GROUP BY call_id) h \
              ON h.seq = d.seq",
         )
-        .scalar(&mut *self.conn().await?)
+        .scalar(&mut self.conn().await?)
         .await?)
     }
 
@@ -429,7 +431,7 @@ impl Store {
              WHERE id = ? AND status = 'pending'",
         )
         .bind(status.as_str())
-        .bind(at.clone())
+        .bind(at)
         .bind(attempt.status_code.map(i64::from))
         .bind(attempt.error.clone())
         .bind(match status {
@@ -439,7 +441,7 @@ impl Store {
         .bind(status.as_str())
         .bind(at)
         .bind(id.as_uuid())
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(())
     }
@@ -470,14 +472,14 @@ impl Store {
         .bind(call_id.as_uuid())
         .bind(envelope.kind.as_str())
         .bind(url)
-        .bind(body)
+        .bind(Json(body))
         .bind(status.as_str())
-        .bind(at.clone())
+        .bind(at)
         .bind(attempt.status_code.map(i64::from))
         .bind(attempt.error.clone())
         .bind(ts(envelope.created_at))
         .bind((status == DeliveryStatus::Delivered).then_some(at))
-        .execute(&mut *self.conn().await?)
+        .execute(&mut self.conn().await?)
         .await?;
         Ok(())
     }
@@ -494,7 +496,7 @@ impl Store {
             query("SELECT doc ->> 'webhook_headers' FROM agents WHERE workspace_id = ? AND id = ?")
                 .bind(ws.as_uuid())
                 .bind(agent.as_uuid())
-                .scalar_optional(&mut *self.conn().await?)
+                .scalar_optional(&mut self.conn().await?)
                 .await?
                 .flatten();
         let headers = match headers {
@@ -515,7 +517,7 @@ impl Store {
         let row = query("SELECT * FROM webhook_deliveries WHERE workspace_id = ? AND id = ?")
             .bind(ws.as_uuid())
             .bind(id.as_uuid())
-            .fetch_optional(&mut *self.conn().await?)
+            .fetch_optional(&mut self.conn().await?)
             .await?;
         row.as_ref().map(delivery_row).transpose()
     }
@@ -544,14 +546,14 @@ impl Store {
         }
         let mut q = query("SELECT COUNT(*) FROM webhook_deliveries");
         conditions(&mut q, ws, filter);
-        let total: i64 = q.scalar(&mut *self.conn().await?).await?;
+        let total: i64 = q.scalar(&mut self.conn().await?).await?;
         let mut q = query("SELECT * FROM webhook_deliveries");
         conditions(&mut q, ws, filter);
         q.push(" ORDER BY created_at DESC, seq DESC LIMIT ")
             .push_bind(page.limit)
             .push(" OFFSET ")
             .push_bind(page.offset);
-        let rows = q.fetch_all(&mut *self.conn().await?).await?;
+        let rows = q.fetch_all(&mut self.conn().await?).await?;
         let items = rows.iter().map(delivery_row).collect::<StoreResult<_>>()?;
         Ok(Paged { items, total })
     }

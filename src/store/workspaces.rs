@@ -5,7 +5,7 @@ use serde::Serialize;
 use switchboard_actors::ids::WorkspaceId;
 use switchboard_actors::window::CallingWindow;
 
-use super::db::{begin_write, query};
+use super::db::{Json, begin_write, query};
 use super::{Store, StoreError, StoreResult, ts};
 
 #[derive(Debug, Clone, Serialize)]
@@ -58,7 +58,7 @@ impl Store {
             .await?;
         for (position, (label, color, description)) in DEFAULT_DISPOSITIONS.iter().enumerate() {
             query(
-                "INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
+                "INSERT INTO dispositions (id, workspace_id, label, description, color, position, is_protected, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, TRUE, ?, ?)",
             )
             .bind(uuid::Uuid::now_v7())
             .bind(id.as_uuid())
@@ -85,7 +85,7 @@ impl Store {
         let row =
             query("SELECT id, name, default_country, created_at FROM workspaces WHERE id = ?")
                 .bind(id.as_uuid())
-                .fetch_optional(&mut *self.conn().await?)
+                .fetch_optional(&mut self.conn().await?)
                 .await?;
         row.map(|r| {
             Ok(Workspace {
@@ -101,7 +101,7 @@ impl Store {
 
     pub async fn workspace_count(&self) -> StoreResult<i64> {
         Ok(query("SELECT COUNT(*) FROM workspaces")
-            .scalar(&mut *self.conn().await?)
+            .scalar(&mut self.conn().await?)
             .await?)
     }
 
@@ -109,7 +109,7 @@ impl Store {
     pub async fn default_country(&self, id: WorkspaceId) -> StoreResult<phonenumber::country::Id> {
         let code: Option<String> = query("SELECT default_country FROM workspaces WHERE id = ?")
             .bind(id.as_uuid())
-            .scalar_optional(&mut *self.read_conn().await?)
+            .scalar_optional(&mut self.read_conn().await?)
             .await?;
         let code = code.unwrap_or_else(|| "IL".into());
         switchboard_actors::phone::parse_country(&code)
@@ -120,7 +120,7 @@ impl Store {
     pub async fn call_window(&self, id: WorkspaceId) -> StoreResult<Option<CallingWindow>> {
         let raw: Option<Option<String>> = query("SELECT call_window FROM workspaces WHERE id = ?")
             .bind(id.as_uuid())
-            .scalar_optional(&mut *self.conn().await?)
+            .scalar_optional(&mut self.conn().await?)
             .await?;
         match raw.flatten() {
             None => Ok(None),
@@ -136,10 +136,10 @@ impl Store {
         window: &CallingWindow,
     ) -> StoreResult<()> {
         query("UPDATE workspaces SET call_window = ?, updated_at = ? WHERE id = ?")
-            .bind(window.to_json().to_string())
+            .bind(Json(window.to_json().to_string()))
             .bind(ts(self.now()))
             .bind(id.as_uuid())
-            .execute(&mut *self.conn().await?)
+            .execute(&mut self.conn().await?)
             .await?;
         Ok(())
     }

@@ -11,7 +11,7 @@ use crate::cli::switchboard;
 #[tokio::test]
 async fn partners_see_direct_and_override_earnings_with_a_hold_window() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("aff.db").display());
+    let db = crate::database::fresh_database(dir.path(), "aff.db").await;
     let ws = |name: &str| {
         let (ok, v, out) = switchboard(&db, &["workspace", "create", "--name", name, "--json"]);
         assert!(ok, "{out}");

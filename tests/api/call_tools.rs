@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sqlx::Row;
 
 use crate::converse::{Live, agent_lines, call_slug, conversing_app_with};
 use crate::helpers::eventually;
@@ -160,13 +159,14 @@ async fn a_webhook_tool_runs_once_with_the_schema_the_call_started_with() {
     assert_eq!(event["response_preview"], r#"{"ok":true}"#);
     assert!(event["latency_ms"].as_u64().unwrap() >= 2000, "{event}");
     let delivery: uuid::Uuid = event["delivery_id"].as_str().unwrap().parse().unwrap();
-    let row = sqlx::query("SELECT kind, outcome, status_code FROM tool_deliveries WHERE id = ?")
-        .bind(delivery)
-        .fetch_one(s.app.store.pool())
-        .await
-        .unwrap();
-    assert_eq!(row.get::<String, _>("kind"), "call");
-    assert_eq!(row.get::<String, _>("outcome"), "delivered");
+    let row = crate::database::text_row(
+        &s.app.db_url,
+        "SELECT kind, outcome, CAST(status_code AS TEXT) FROM tool_deliveries WHERE id = $1",
+        delivery,
+    )
+    .await;
+    assert_eq!(row[0].as_deref(), Some("call"));
+    assert_eq!(row[1].as_deref(), Some("delivered"));
     let agent_said = agent_lines(&detail.body);
     assert_eq!(
         agent_said,

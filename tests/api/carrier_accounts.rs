@@ -455,7 +455,7 @@ async fn a_numbers_outbound_sip_follows_its_carrier_accounts_trunk_status() {
 #[tokio::test]
 async fn operators_manage_trunks_from_the_command_line_without_seeing_passwords() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("ops.db").display());
+    let db = crate::database::fresh_database(dir.path(), "ops.db").await;
     let (ok, ws, out) = switchboard(&db, &["workspace", "create", "--name", "Acme", "--json"]);
     assert!(ok, "{out}");
     let ws = ws["id"].as_str().unwrap().to_owned();
@@ -537,7 +537,7 @@ async fn operators_manage_trunks_from_the_command_line_without_seeing_passwords(
 #[tokio::test]
 async fn the_default_trunk_needs_the_sip_carrier_and_a_valid_trunk() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("serve.db").display());
+    let db = crate::database::fresh_database(dir.path(), "serve.db").await;
     let serve = |extra: &[&str]| {
         let mut args = vec!["serve", "--http", "127.0.0.1:0", "--metrics-listen", "none"];
         args.extend_from_slice(extra);

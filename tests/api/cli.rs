@@ -24,16 +24,18 @@ pub fn switchboard(db: &str, args: &[&str]) -> (bool, Value, String) {
 }
 
 #[test]
-fn a_database_url_of_another_kind_is_refused_plainly_and_its_password_never_shown() {
+fn a_database_url_of_another_kind_or_a_server_that_is_down_is_refused_plainly_and_its_password_never_shown()
+ {
     let dir = tempfile::tempdir().unwrap();
+    // Port 1 of loopback: nothing listens there.
     for (url, says) in [
         (
-            "postgres://switchboard:hunter2-secret@127.0.0.1:5432/switchboard",
-            "SQLite only",
+            "postgres://switchboard:hunter2-secret@127.0.0.1:1/switchboard",
+            "127.0.0.1:1 does not answer",
         ),
         (
-            "postgresql://switchboard:hunter2-secret@localhost/db",
-            "SQLite only",
+            "postgresql://switchboard:hunter2-secret@127.0.0.1:1/db?connect_timeout=2",
+            "127.0.0.1:1 does not answer",
         ),
         (
             "mysql://root:hunter2-secret@localhost/db",
@@ -59,7 +61,10 @@ fn a_database_url_of_another_kind_is_refused_plainly_and_its_password_never_show
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{url}: {err}");
         assert!(err.contains(says), "{url}: {err}");
-        assert!(err.contains("sqlite://PATH"), "{url}: {err}");
+        assert!(
+            err.contains("sqlite://PATH") || url.starts_with("postgres"),
+            "{url}: {err}"
+        );
         assert!(!err.contains("hunter2"), "{url}: {err}");
         assert!(
             !err.contains("unable to open database file"),
@@ -71,9 +76,44 @@ fn a_database_url_of_another_kind_is_refused_plainly_and_its_password_never_show
 }
 
 #[tokio::test]
+async fn migrate_brings_a_database_to_this_version_and_one_made_by_another_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::database::fresh_database(dir.path(), "migrate.db").await;
+    let (ok, _, out) = switchboard(&db, &["migrate"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("database is at schema version"), "{out}");
+    // Run again, it finds nothing to do.
+    let (ok, _, again) = switchboard(&db, &["migrate"]);
+    assert!(ok, "{again}");
+    assert_eq!(again, out);
+    // A migration this version does not have: the database was made by another one.
+    let bytes = if db.starts_with("postgres") {
+        "'\\x00'"
+    } else {
+        "X'00'"
+    };
+    crate::database::execute(
+        &db,
+        &format!(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES (9999, 'later', TRUE, {bytes}, 1)"
+        ),
+    )
+    .await;
+    for command in [&["migrate"][..], &["workspace", "create", "--name", "Acme"]] {
+        let (ok, _, out) = switchboard(&db, command);
+        assert!(!ok, "{out}");
+        assert!(
+            out.contains("migrated by another version of Switchboard (its migration 9999"),
+            "{out}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn operators_create_workspaces_keys_numbers_and_credit_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("ops.db").display());
+    let db = crate::database::fresh_database(dir.path(), "ops.db").await;
 
     let (ok, ws, out) = switchboard(&db, &["workspace", "create", "--name", "Acme", "--json"]);
     assert!(ok, "{out}");
@@ -180,7 +220,7 @@ async fn operators_create_workspaces_keys_numbers_and_credit_from_the_command_li
 #[tokio::test]
 async fn the_first_serve_creates_a_default_workspace_and_prints_a_working_key() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("serve.db").display());
+    let db = crate::database::fresh_database(dir.path(), "serve.db").await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -65,7 +65,7 @@ fn serve(db: &str, dir: &std::path::Path, port: u16) -> tokio::process::Child {
 #[tokio::test]
 async fn killing_the_service_mid_campaign_never_redials_an_attempt_nor_loses_a_contact() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("crash.db").display());
+    let db = crate::database::fresh_database(dir.path(), "crash.db").await;
 
     // A running campaign, prepared straight in the store.
     let (c, secret) = running_campaign(&db, CONTACTS, 4_000_000, |s| {

@@ -616,7 +616,7 @@ async fn a_sip_call_books_an_event_and_emails_a_confirmation() {
 #[tokio::test]
 async fn the_operator_connects_an_account_with_its_grant_sealed_and_reconnects_it_in_place() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("ops.db").display());
+    let db = crate::database::fresh_database(dir.path(), "ops.db").await;
     let key_file = dir.path().join("ops.key");
     let (ok, ws, out) =
         crate::cli::switchboard(&db, &["workspace", "create", "--name", "Acme", "--json"]);

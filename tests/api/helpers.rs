@@ -110,7 +110,7 @@ pub async fn spawn_app_on(sip: Option<SipSockets>, configure: impl FnOnce(&mut C
     init_tracing();
     switchboard::edge::tls::install_crypto();
     let dir = tempfile::tempdir().expect("temp dir");
-    let db_url = format!("sqlite://{}", dir.path().join("switchboard.db").display());
+    let db_url = crate::database::fresh_database(dir.path(), "switchboard.db").await;
     let clock = Arc::new(AdjustableClock::default());
     let store = Store::open_with_clock(&db_url, clock.clone())
         .await

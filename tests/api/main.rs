@@ -1,5 +1,6 @@
 //! Switchboard as its users see it: real HTTP against the real service on a real SQLite file.
 
+mod database;
 mod helpers;
 
 mod affiliates;

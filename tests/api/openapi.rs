@@ -129,6 +129,9 @@ async fn schemathesis_finds_no_answer_the_document_does_not_describe() {
         .arg("-H")
         .arg(format!("Authorization: Bearer {}", app.key))
         .args(["--max-examples", "10", "--seed", "1", "--workers", "1"])
+        // Text holding the NUL character is refused with a 400 (no database keeps it the same
+        // way: PostgreSQL refuses it), so such requests are not sent as valid ones.
+        .args(["--generation-allow-x00", "false"])
         .args(["--generation-database", "none", "--no-color"]);
     let (ok, output) = run(command).await;
     let summary = output

@@ -35,10 +35,11 @@ impl DerefMut for Rig {
     }
 }
 
-/// A temporary directory and the URL of a SQLite file in it.
-fn temp_db() -> (tempfile::TempDir, String) {
+/// A temporary directory and the URL of a fresh database (a SQLite file in it, or the suite's
+/// PostgreSQL).
+async fn temp_db() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db_url = format!("sqlite://{}", dir.path().join("engine.db").display());
+    let db_url = crate::database::fresh_database(dir.path(), "engine.db").await;
     (dir, db_url)
 }
 
@@ -49,7 +50,7 @@ impl Rig {
         mix: &str,
         tune: impl FnOnce(&mut EngineConfig, &mut SimConfig),
     ) -> Self {
-        let (dir, db_url) = temp_db();
+        let (dir, db_url) = temp_db().await;
         let run = VirtualRun::new(&db_url, at(start), mix, tune)
             .await
             .expect("virtual run starts");
@@ -64,7 +65,7 @@ impl Rig {
         tune: impl FnOnce(&mut EngineConfig, &mut SimConfig),
         dialer: DialerWrap,
     ) -> Self {
-        let (dir, db_url) = temp_db();
+        let (dir, db_url) = temp_db().await;
         let run = VirtualRun::with_dialer(&db_url, at(start), mix, tune, dialer)
             .await
             .expect("virtual run starts");

@@ -268,7 +268,7 @@ fn serve(
 async fn killing_a_sip_campaign_at_the_invite_the_answer_and_the_ack_loses_and_leaves_nothing() {
     let mut far = FarEnd::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("kills.db").display());
+    let db = crate::database::fresh_database(dir.path(), "kills.db").await;
     let trunk = format!(
         r#"{{"gateways": [{{"host": "127.0.0.1", "port": {}}}]}}"#,
         far.port()

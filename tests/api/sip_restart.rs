@@ -43,7 +43,7 @@ impl Killable {
     async fn start(gateway: Gateway) -> (Killable, String, String) {
         switchboard::edge::tls::install_crypto();
         let dir = tempfile::tempdir().unwrap();
-        let db = format!("sqlite://{}", dir.path().join("crash.db").display());
+        let db = crate::database::fresh_database(dir.path(), "crash.db").await;
         let store = Store::open(&db).await.unwrap();
         let ws = store.create_workspace("crash", "IL").await.unwrap();
         let (_, key) = store

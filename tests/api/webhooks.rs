@@ -17,7 +17,6 @@ use hmac::{Hmac, Mac};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::Sha256;
-use sqlx::Connection;
 use switchboard::Config;
 use switchboard::config::Carrier;
 use switchboard::edge::egress::Egress;
@@ -489,14 +488,13 @@ async fn events_raised_elsewhere_follow_the_calls_own_and_commit_with_their_tran
         disposition_id: None,
     });
     // Inside a transaction that rolls back, nothing is written.
-    let mut conn = app.store.pool().acquire().await.unwrap();
-    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let mut tx = app.store.begin().await.unwrap();
     let written = enqueue_event(&mut tx, app.store.now(), id, &analyzed)
         .await
         .unwrap();
     assert!(written.is_some());
     tx.rollback().await.unwrap();
-    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let mut tx = app.store.begin().await.unwrap();
     enqueue_event(&mut tx, app.store.now(), id, &analyzed)
         .await
         .unwrap();

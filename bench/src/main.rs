@@ -30,6 +30,7 @@ mod measure;
 mod outbound_load;
 mod overload;
 mod progress;
+mod raw;
 mod rtp;
 mod sip_load;
 mod sipp;
@@ -131,6 +132,10 @@ struct SimArgs {
     /// The SQLite file (a temporary one when omitted).
     #[arg(long)]
     database: Option<std::path::PathBuf>,
+    /// Run on this PostgreSQL database (`postgres://...`) instead of an SQLite file; it should
+    /// be empty (it is migrated).
+    #[arg(long)]
+    database_url: Option<String>,
     /// Also write the report as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -279,7 +284,17 @@ async fn campaign_sim(args: SimArgs) -> anyhow::Result<Value> {
         .database
         .clone()
         .unwrap_or_else(|| dir.path().join("campaign-sim.db"));
-    let db_url = format!("sqlite://{}", path.display());
+    let db_url = args
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}", path.display()));
+    // The reference, in real time before the run's clock is paused: on SQLite a file of its
+    // own beside the run's, on PostgreSQL a table of its own in the run's database.
+    let raw_url = match &args.database_url {
+        Some(url) => url.clone(),
+        None => format!("sqlite://{}", dir.path().join("raw.db").display()),
+    };
+    let raw_per_sec = raw::write_transactions_per_sec(&raw_url, 3.0).await?;
     let start: DateTime<Utc> = "2026-05-04T00:00:00Z".parse()?;
     let run = VirtualRun::new(&db_url, start, &args.mix, |config, sim| {
         config.workspace_max_concurrent_calls = args.workspace_concurrency;
@@ -368,6 +383,9 @@ async fn campaign_sim(args: SimArgs) -> anyhow::Result<Value> {
         "virtual_days": round(virtual_secs as f64 / 86_400.0),
         "admissions": obs.dials,
         "admissions_per_sec": round(obs.dials as f64 / wall_secs),
+        "database": if args.database_url.is_some() { "postgresql" } else { "sqlite" },
+        "raw_write_transactions_per_sec": round(raw_per_sec),
+        "admissions_per_raw_write": round(obs.dials as f64 / wall_secs / raw_per_sec),
         "evaluations": evaluations,
         "mean_evaluation_us": round(eval_time.as_secs_f64() * 1e6 / evaluations.max(1) as f64),
         "max_in_flight": args.max_in_flight,

@@ -74,7 +74,7 @@ pub use keys::*;
 pub use lead_memory::*;
 pub use leads::*;
 pub use numbers::*;
-pub use open::{Engine, engine_of};
+pub use open::*;
 pub use outbound::*;
 pub(crate) use script::*;
 pub use shared_links::*;

@@ -1,6 +1,7 @@
 //! Background jobs, run on an interval until shutdown:
 //! - activate purchased numbers whose regulatory review period has passed;
-//! - run due end-of-call analyses ([`crate::runtime::analysis`]).
+//! - run due end-of-call analyses ([`crate::runtime::analysis`]);
+//! - fold the campaigns' count logs into their counts (between the folds admissions start).
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ pub async fn run(
     let interval = config.job_interval;
     tokio::join!(
         activate_numbers(store.clone(), config, stop.clone()),
+        fold_counts(store.clone(), interval, stop.clone()),
         crate::runtime::analysis::run(store, analyst, interval, stop),
     );
 }
@@ -33,4 +35,8 @@ async fn activate_numbers(store: Store, config: Arc<Config>, stop: watch::Receiv
         }
     })
     .await;
+}
+
+async fn fold_counts(store: Store, interval: std::time::Duration, stop: watch::Receiver<bool>) {
+    crate::runtime::schedule::every(interval, stop, || store.fold_counts_or_later()).await;
 }

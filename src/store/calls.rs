@@ -16,6 +16,7 @@ use switchboard_sip::amd::AnsweredBy;
 use switchboard_sip::sdp::Codec;
 use utoipa::ToSchema;
 
+use super::counts::call_buckets;
 use super::db::{Exec, Json, Query, Row, begin_write, query};
 use super::{
     DispositionSource, Lane, Page, Paged, Store, StoreError, StoreResult, classify, coded, corrupt,
@@ -536,16 +537,18 @@ impl Store {
         ws: WorkspaceId,
         id: CampaignId,
     ) -> StoreResult<Vec<(String, i64)>> {
-        Ok(query(
-            // From the per-day counts the calls' triggers keep (migration 0025): a call gets its
+        Ok(query(concat!(
+            // From the per-day counts the calls' triggers keep (see `counts`): a call gets its
             // outcome as it ends, and is counted then by it. A few rows a day of the campaign,
             // instead of every call.
-            "SELECT kind, CAST(SUM(calls) AS BIGINT) FROM campaign_call_buckets \
-             WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) \
-             AND width = 10 AND kind NOT IN ('admitted', 'unknown') GROUP BY kind HAVING SUM(calls) != 0",
-        )
+            "SELECT kind, CAST(SUM(calls) AS BIGINT) FROM ",
+            call_buckets!(),
+            " WHERE kind NOT IN ('admitted', 'unknown') GROUP BY kind HAVING SUM(calls) != 0"
+        ))
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
+        .bind(10_i64)
+        .bind(10_i64)
         .fetch_all_as(&mut self.conn().await?)
         .await?)
     }

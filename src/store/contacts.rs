@@ -9,6 +9,7 @@ use switchboard_actors::ids::{AgentId, ApiKeyId, CampaignId, ContactId, LeadId, 
 use utoipa::ToSchema;
 
 use super::campaigns::insert_event;
+use super::counts::contact_counts;
 use super::db::{Exec, Row, begin_write, query};
 use super::{Engine, Page, Paged, Store, StoreResult, coded, corrupt, opt_coded, opt_id, ts};
 
@@ -385,10 +386,11 @@ impl Store {
         limit: i64,
     ) -> StoreResult<(Vec<Contact>, Option<i64>, i64)> {
         let mut conn = self.read_conn().await?;
-        let total: i64 = query(
-            "SELECT CAST(COALESCE(SUM(contacts), 0) AS BIGINT) FROM campaign_contact_counts \
-             WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) AND (? IS NULL OR state = ?)",
-        )
+        let total: i64 = query(concat!(
+            "SELECT CAST(COALESCE(SUM(contacts), 0) AS BIGINT) FROM ",
+            contact_counts!(),
+            " WHERE (?3 IS NULL OR state = ?4)"
+        ))
         .bind(campaign.as_uuid())
         .bind(ws.as_uuid())
         .bind(state.map(|s| s.as_str()))

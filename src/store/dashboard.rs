@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use switchboard_actors::ids::{ApiKeyId, CampaignId, WorkspaceId};
 
+use super::counts::call_buckets;
 use super::db::query;
 use super::{Store, StoreError, StoreResult, coded, ts};
 use crate::domain::auth::Scopes;
@@ -131,14 +132,15 @@ impl Store {
                 .map(|t| t.timestamp())
                 .map_err(|e| StoreError::Corrupt(format!("a call's time {prefix:?}: {e}")))
         };
-        // The counts the triggers of `campaign_call_buckets` keep: a few hundred rows at most.
-        let rows: Vec<(String, String, i64)> = query(
-            "SELECT bucket, kind, calls FROM campaign_call_buckets \
-             WHERE campaign_id = (SELECT id FROM campaigns WHERE id = ? AND workspace_id = ?) \
-             AND width = ? AND calls != 0 ORDER BY bucket",
-        )
+        // The counts the calls' triggers keep (see `counts`): a few hundred rows at most.
+        let rows: Vec<(String, String, i64)> = query(concat!(
+            "SELECT bucket, kind, CAST(SUM(calls) AS BIGINT) FROM ",
+            call_buckets!(),
+            " GROUP BY bucket, kind HAVING SUM(calls) != 0 ORDER BY bucket"
+        ))
         .bind(id.as_uuid())
         .bind(ws.as_uuid())
+        .bind(len as i64)
         .bind(len as i64)
         .fetch_all_as(&mut self.read_conn().await?)
         .await?;

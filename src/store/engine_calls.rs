@@ -419,6 +419,7 @@ impl Store {
             self.atomic_in(Lane::Urgent, q).await?
         };
         if done.changed(2) == 1 {
+            self.admitted();
             return Ok(AdmitResult::Admitted);
         }
         // Nothing was written; say why.

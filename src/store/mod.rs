@@ -26,6 +26,7 @@ mod campaign_settings;
 mod campaigns;
 mod carrier_accounts;
 mod contacts;
+mod counts;
 mod dashboard;
 mod db;
 mod dialect;
@@ -206,6 +207,8 @@ pub struct Store {
     /// Set when a script on the single connection was given up half way: its next user rolls
     /// back whatever transaction was left open.
     abandoned: Arc<std::sync::atomic::AtomicBool>,
+    /// Admissions so far, to fold the count logs every few hundred (see [`counts`]).
+    admissions: Arc<std::sync::atomic::AtomicU64>,
     /// The order of the writes that take SQLite's write lock through it.
     writes: Arc<WriteGate>,
     /// The event-raising writes waiting to be committed together (see [`group`]).

@@ -224,6 +224,7 @@ impl Store {
             single: None,
             writer: opened.writer,
             abandoned: Arc::default(),
+            admissions: Arc::default(),
             writes: Arc::default(),
             groups: Arc::default(),
             clock,

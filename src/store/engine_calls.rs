@@ -28,8 +28,8 @@ use super::db::{Exec, Json, Query, Row, begin_write, query};
 use super::group::Binder;
 use super::webhooks::{CALL_EVENT_SQL, bind_call_event};
 use super::{
-    AnalysisStatus, Lane, Script, ScriptQuery, Store, StoreResult, StoredConversation, atomic_sql,
-    open_sql, ts,
+    AnalysisStatus, Engine, Lane, Script, ScriptQuery, Store, StoreResult, StoredConversation,
+    atomic_sql, open_sql, ts,
 };
 
 use super::calls::{CALL_COLUMNS, CALL_VALUES, bind_call, funds_in};
@@ -363,8 +363,17 @@ impl Store {
         let spec = &a.call;
         let date = a.daily_date.to_string();
         let now = ts(a.now);
+        // SQLite's single writer makes admissions take turns; on PostgreSQL those of one
+        // workspace take turns on its row, so that each reads the balance, caps and budget the
+        // ones before it committed (a statement reads what was committed when it began).
+        let lock = match self.engine() {
+            Engine::Postgres => "SELECT id FROM workspaces WHERE id = ? FOR UPDATE; ",
+            Engine::Sqlite => "",
+        };
+        // The statement that inserts the call, in the script's changes.
+        let call_insert = 2 + usize::from(!lock.is_empty());
         let script = format!(
-            "UPDATE contacts SET state = 'dialing', attempts = attempts + 1, next_attempt_at = NULL, last_call_id = ?, updated_at = ? \
+            "{lock}UPDATE contacts SET state = 'dialing', attempts = attempts + 1, next_attempt_at = NULL, last_call_id = ?, updated_at = ? \
              WHERE id = ? AND campaign_id = ? AND phone_number = ? AND state IN {OPEN_STATES} AND EXISTS ( \
                SELECT 1 FROM campaigns k JOIN workspaces w ON w.id = k.workspace_id \
                WHERE k.id = contacts.campaign_id AND k.status = 'running' \
@@ -387,7 +396,13 @@ impl Store {
         } else {
             atomic_sql(&script)
         };
-        let q = query(script)
+        let q = query(script);
+        let q = if lock.is_empty() {
+            q
+        } else {
+            q.bind(spec.workspace_id.as_uuid())
+        };
+        let q = q
             .bind(spec.id.as_uuid())
             .bind(now)
             .bind(a.contact_id.as_uuid())
@@ -413,12 +428,12 @@ impl Store {
         // A campaign's call is placed by it: before inbound calls' records, as an API call is.
         let done = if a.dialing {
             let q = bind_call_event(q, spec.id, EventKind::CallStarted);
-            self.atomic_emitting_in(Lane::Urgent, q, |done| done.changed(2) == 1)
+            self.atomic_emitting_in(Lane::Urgent, q, move |done| done.changed(call_insert) == 1)
                 .await?
         } else {
             self.atomic_in(Lane::Urgent, q).await?
         };
-        if done.changed(2) == 1 {
+        if done.changed(call_insert) == 1 {
             self.admitted();
             return Ok(AdmitResult::Admitted);
         }

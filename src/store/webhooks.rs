@@ -22,7 +22,7 @@ use utoipa::ToSchema;
 
 use super::calls::call_row;
 use super::db::{Exec, Json, Query, Row, begin_write, query};
-use super::{Page, Paged, ScriptQuery, Store, StoreResult, coded, corrupt, ts};
+use super::{Engine, Page, Paged, ScriptQuery, Store, StoreResult, coded, corrupt, ts};
 use crate::domain::signing::{RecordingLinks, SigningSecret};
 
 /// The status of a delivery.
@@ -374,13 +374,21 @@ impl Store {
         lease_until: DateTime<Utc>,
         limit: i64,
     ) -> StoreResult<Vec<DueDelivery>> {
+        // SQLite's single writer runs one claim at a time. On PostgreSQL claims run at once
+        // (several dispatchers, several nodes): each locks the rows it takes and passes over
+        // those another holds, and a row another claimed meanwhile is read again as it now
+        // is (no longer due), so no delivery is taken twice.
+        let lock = match self.engine() {
+            Engine::Postgres => " FOR UPDATE OF d SKIP LOCKED",
+            Engine::Sqlite => "",
+        };
         let rows = query(format!(
             "UPDATE webhook_deliveries SET next_attempt_at = ? WHERE seq IN ( \
                SELECT d.seq FROM webhook_deliveries d \
                WHERE d.status = 'pending' AND d.next_attempt_at <= ? \
                AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p \
                                WHERE p.status = 'pending' AND p.call_id = d.call_id AND p.seq < d.seq) \
-               ORDER BY d.next_attempt_at, d.seq LIMIT ?) \
+               ORDER BY d.next_attempt_at, d.seq LIMIT ?{lock}) \
              RETURNING {DUE_COLUMNS}"
         ))
         .bind(ts(lease_until))

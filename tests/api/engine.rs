@@ -86,64 +86,7 @@ async fn a_campaign_runs_to_completion_within_its_pacing() {
         .unwrap()
         .balance_cents;
     assert_eq!(balance, 10_000_000 - spent);
-    counts_agree_before_and_after_a_fold(&rig, c, &calls).await;
-}
-
-/// The campaign's counts (read from what the triggers logged, then from what a fold added into
-/// the counts) agree with its contacts and calls.
-async fn counts_agree_before_and_after_a_fold(
-    rig: &Rig,
-    c: switchboard_actors::ids::CampaignId,
-    calls: &[switchboard::store::CallRecord],
-) {
-    let contacts = rig.contacts(c).await;
-    let mut by_state: HashMap<String, i64> = HashMap::new();
-    for contact in &contacts {
-        *by_state.entry(contact.state.to_string()).or_default() += 1;
-    }
-    let look = || async {
-        let stats = rig.store.campaign_stats(rig.ws, c).await.unwrap();
-        let day = rig
-            .store
-            .campaign_timeline(rig.ws, c, 86_400)
-            .await
-            .unwrap();
-        let minutes = rig.store.campaign_timeline(rig.ws, c, 60).await.unwrap();
-        (stats, day, minutes)
-    };
-    let (stats, day, minutes) = look().await;
-    assert_eq!(stats.total_contacts, contacts.len() as i64);
-    assert_eq!(stats.attempts, calls.len() as i64);
-    for (state, n) in &by_state {
-        assert_eq!(stats.contacts[state], *n, "{state}");
-    }
-    let admitted =
-        |t: &switchboard::store::Timeline| t.admitted.iter().map(|(_, n)| n).sum::<i64>();
-    let ended = |t: &switchboard::store::Timeline| t.ended.iter().map(|(_, _, n)| n).sum::<i64>();
-    assert_eq!(
-        (admitted(&day), ended(&day)),
-        (calls.len() as i64, calls.len() as i64)
-    );
-    assert_eq!(
-        (admitted(&minutes), ended(&minutes)),
-        (calls.len() as i64, calls.len() as i64)
-    );
-    let outcomes: i64 = stats.call_outcomes.values().sum();
-    assert_eq!(outcomes, calls.len() as i64);
-
-    assert!(
-        rig.store.fold_counts().await.unwrap() > 0,
-        "the logs held rows"
-    );
-    assert_eq!(
-        rig.store.fold_counts().await.unwrap(),
-        0,
-        "a fold empties the logs"
-    );
-    let (folded, folded_day, folded_minutes) = look().await;
-    assert_eq!(format!("{folded:?}"), format!("{stats:?}"));
-    assert_eq!(format!("{folded_day:?}"), format!("{day:?}"));
-    assert_eq!(format!("{folded_minutes:?}"), format!("{minutes:?}"));
+    crate::engine_store::counts_agree_before_and_after_a_fold(&rig, c, &calls).await;
 }
 
 #[tokio::test]

@@ -30,6 +30,7 @@ mod dnc;
 mod docs;
 mod engine;
 mod engine_retries;
+mod engine_store;
 mod flow_integrations;
 mod flow_simulator;
 mod flow_transfer;

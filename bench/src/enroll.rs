@@ -1,5 +1,5 @@
 //! `enroll-csv`: a large CSV enrolled through the real HTTP API, streamed from a file, against
-//! `sqlite3`'s `.import` of the same rows as the reference.
+//! `sqlite3`'s `.import` of the same rows as the reference (on PostgreSQL, `COPY`).
 
 use std::io::Write;
 use std::time::Instant;
@@ -15,6 +15,10 @@ pub(crate) struct EnrollArgs {
     contacts: usize,
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Enroll into this PostgreSQL database (`postgres://...`) instead of an SQLite file; it
+    /// should be empty (it is migrated). The reference is then `COPY` of the same file.
+    #[arg(long)]
+    database_url: Option<String>,
 }
 
 /// The service on a loopback port with its defaults, over `store`: its address, the sender that
@@ -51,7 +55,10 @@ pub(crate) async fn serve_in_process(
 
 pub(crate) async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;
-    let db_url = format!("sqlite://{}", dir.path().join("enroll.db").display());
+    let db_url = args
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}", dir.path().join("enroll.db").display()));
     let store = switchboard::Store::open(&db_url).await?;
     let ws = store.create_workspace("bench", "IL").await?;
     let (_, key) = store
@@ -126,6 +133,17 @@ pub(crate) async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
         "rss_before_mib": rss_before.map(round),
         "peak_rss_mib": peak.map(round),
     });
+    if let Some(url) = &args.database_url {
+        report["database"] = json!("postgresql");
+        match copy_reference(url, &csv_path).await {
+            Ok(ref_secs) => {
+                report["copy_secs"] = json!(round(ref_secs));
+                report["ratio_to_copy"] = json!(round(secs / ref_secs));
+            }
+            Err(e) => report["copy_secs"] = json!(format!("not measured: {e:#}")),
+        }
+        return Ok(report);
+    }
     // The reference: the sqlite3 shell's `.import` of the same rows into a fresh table with a
     // unique phone index, with the shell's defaults (rollback journal, synchronous=FULL) and
     // with the store's settings (WAL, synchronous=NORMAL).
@@ -146,6 +164,40 @@ pub(crate) async fn enroll_csv(args: EnrollArgs) -> anyhow::Result<Value> {
         }
     }
     Ok(report)
+}
+
+/// The reference on PostgreSQL: `COPY ... FROM STDIN (FORMAT csv)` of the same file, sent from
+/// this process as the upload is, into a fresh table with a unique phone number; its seconds.
+async fn copy_reference(url: &str, csv: &std::path::Path) -> anyhow::Result<f64> {
+    use sqlx::Connection;
+    use std::io::Read;
+    let mut conn = sqlx::PgConnection::connect(url).await?;
+    sqlx::raw_sql(
+        "DROP TABLE IF EXISTS enroll_reference; \
+         CREATE TABLE enroll_reference (phone_number text PRIMARY KEY, timezone text, first_name text)",
+    )
+    .execute(&mut conn)
+    .await?;
+    let mut file = std::fs::File::open(csv)?;
+    let mut chunk = vec![0u8; 1 << 20];
+    let started = Instant::now();
+    let mut copy = conn
+        .copy_in_raw("COPY enroll_reference FROM STDIN (FORMAT csv, HEADER true)")
+        .await?;
+    loop {
+        let n = file.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        copy.send(&chunk[..n]).await?;
+    }
+    let rows = copy.finish().await?;
+    let secs = started.elapsed().as_secs_f64();
+    sqlx::raw_sql("DROP TABLE enroll_reference")
+        .execute(&mut conn)
+        .await?;
+    anyhow::ensure!(rows > 0, "COPY read no rows");
+    Ok(secs)
 }
 
 /// POSTs a file as the body of one HTTP/1.1 request, streamed from disk (so the upload holds

@@ -5,8 +5,7 @@
 -- ended: one row at its time). The store folds the logs into the counts in batches, and the
 -- counts are read as what was folded plus what the logs hold, so every look is exact.
 --
--- Contacts enrolled or deleted are still counted at once (a batch of a thousand is one
--- transaction that would otherwise leave a thousand rows to fold).
+-- Contacts enrolled are still counted at once, once per statement (below).
 CREATE TABLE contact_count_log (
     campaign_id uuid NOT NULL,
     state text NOT NULL,
@@ -45,3 +44,36 @@ BEGIN
     VALUES (campaign, switchboard_time_text(at), of_kind, delta);
 END
 $$;
+
+-- Contacts enrolled or deleted are counted per statement, from the statement's rows: an
+-- enrollment is one transaction of many statements, and an upsert of the same count row for
+-- each of a million contacts in it walks every version of that row the transaction made.
+DROP TRIGGER contacts_counted_in ON contacts;
+DROP TRIGGER contacts_counted_out ON contacts;
+DROP FUNCTION contacts_counted_in();
+DROP FUNCTION contacts_counted_out();
+
+CREATE FUNCTION contacts_counted_in() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO campaign_contact_counts AS n (campaign_id, state, last_outcome, contacts, attempts)
+    SELECT campaign_id, state, COALESCE(last_outcome, ''), count(*), COALESCE(sum(attempts), 0)
+    FROM enrolled GROUP BY campaign_id, state, COALESCE(last_outcome, '')
+    ON CONFLICT (campaign_id, state, last_outcome)
+    DO UPDATE SET contacts = n.contacts + EXCLUDED.contacts, attempts = n.attempts + EXCLUDED.attempts;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION contacts_counted_out() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO contact_count_log (campaign_id, state, last_outcome, contacts, attempts)
+    SELECT campaign_id, state, COALESCE(last_outcome, ''), -count(*), -COALESCE(sum(attempts), 0)
+    FROM removed GROUP BY campaign_id, state, COALESCE(last_outcome, '');
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER contacts_counted_in AFTER INSERT ON contacts
+    REFERENCING NEW TABLE AS enrolled FOR EACH STATEMENT EXECUTE FUNCTION contacts_counted_in();
+CREATE TRIGGER contacts_counted_out AFTER DELETE ON contacts
+    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION contacts_counted_out();

@@ -80,6 +80,10 @@ pub enum AppError {
         "No chat model is configured on this service (--llm-url), so flows cannot be simulated"
     )]
     ModelNotConfigured,
+    /// The database cannot be reached (its server down, the network to it lost); nothing was
+    /// written.
+    #[error("The database cannot be reached right now; nothing was changed, try again shortly")]
+    DatabaseUnavailable,
     /// Anything unexpected; the detail is logged by the door, never shown.
     #[error("Internal error")]
     Internal(#[source] anyhow::Error),
@@ -127,6 +131,10 @@ impl From<StoreError> for AppError {
             StoreError::Conflict { rule } => Self::Conflict {
                 message: conflict_message(&rule).into(),
             },
+            other if other.is_unavailable() => {
+                tracing::warn!(error = %other, "the database cannot be reached");
+                Self::DatabaseUnavailable
+            }
             other => Self::Internal(other.into()),
         }
     }
@@ -143,7 +151,10 @@ impl From<crate::edge::webhooks::InvalidField> for AppError {
 
 impl From<anyhow::Error> for AppError {
     fn from(err: anyhow::Error) -> Self {
-        Self::Internal(err)
+        match err.downcast::<StoreError>() {
+            Ok(store) => store.into(),
+            Err(err) => Self::Internal(err),
+        }
     }
 }
 

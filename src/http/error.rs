@@ -76,7 +76,9 @@ pub fn app_status(e: &AppError) -> StatusCode {
         AppError::Webhook { status, .. } => {
             StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
         }
-        AppError::SipNotRunning | AppError::ModelNotConfigured => StatusCode::SERVICE_UNAVAILABLE,
+        AppError::SipNotRunning | AppError::ModelNotConfigured | AppError::DatabaseUnavailable => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -101,6 +103,7 @@ pub fn app_code(e: &AppError) -> &'static str {
         AppError::Webhook { code, .. } => code,
         AppError::SipNotRunning => "SIP_NOT_RUNNING",
         AppError::ModelNotConfigured => "MODEL_NOT_CONFIGURED",
+        AppError::DatabaseUnavailable => "DATABASE_UNAVAILABLE",
         AppError::Internal(_) => "INTERNAL_ERROR",
     }
 }
@@ -245,7 +248,7 @@ impl From<sqlx::Error> for ApiError {
 
 impl From<anyhow::Error> for ApiError {
     fn from(err: anyhow::Error) -> Self {
-        Self::App(AppError::Internal(err))
+        Self::App(err.into())
     }
 }
 

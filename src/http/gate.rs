@@ -73,7 +73,7 @@ pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -
         None => None,
         Some(secret) => match state.store.check_key(secret).await {
             Ok(check) => Some(check),
-            Err(err) => return AppError::Internal(err.into()).into_response(),
+            Err(err) => return AppError::from(err).into_response(),
         },
     };
     let bucket = match &check {

@@ -96,26 +96,74 @@ async fn docs_script() -> Response {
 
 #[derive(Serialize, ToSchema)]
 pub struct Health {
+    /// `ok`, or `unavailable` while the database cannot be reached.
     pub status: &'static str,
+    pub database: DatabaseHealth,
+}
+
+/// The store's database as the health check found it.
+#[derive(Serialize, ToSchema)]
+pub struct DatabaseHealth {
+    /// `sqlite` or `postgresql`.
+    pub engine: &'static str,
+    /// It answered a query within the check's time.
+    pub reachable: bool,
+    /// The last migration applied to it; absent when it cannot be read.
+    pub schema_version: Option<i64>,
+    /// Why it cannot be reached (never a password or the URL).
+    pub error: Option<String>,
 }
 
 /// Liveness and store health
 #[utoipa::path(get, path = "/healthz", operation_id = "getHealth", tag = "discovery", security(()), responses((status = 200, body = Health), (status = 503, body = Health)))]
 async fn healthz(State(state): State<AppState>) -> Response {
-    match state.store.ping().await {
-        Ok(()) => Json(Health { status: "ok" }).into_response(),
-        Err(err) => {
-            tracing::warn!(error = %err, "health check failed");
+    let engine = match state.store.engine() {
+        crate::store::Engine::Sqlite => "sqlite",
+        crate::store::Engine::Postgres => "postgresql",
+    };
+    // A database that does not answer is reported as such, not waited on for the pool's
+    // whole timeout.
+    let checked = tokio::time::timeout(HEALTH_WAIT, state.store.schema_version()).await;
+    let found = match checked {
+        Ok(Ok(version)) => Ok(version),
+        Ok(Err(err)) => Err(err.to_string()),
+        Err(_) => Err(format!(
+            "the database did not answer within {} s",
+            HEALTH_WAIT.as_secs()
+        )),
+    };
+    match found {
+        Ok(version) => Json(Health {
+            status: "ok",
+            database: DatabaseHealth {
+                engine,
+                reachable: true,
+                schema_version: Some(version),
+                error: None,
+            },
+        })
+        .into_response(),
+        Err(error) => {
+            tracing::warn!(error = %error, "health check failed");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 Json(Health {
                     status: "unavailable",
+                    database: DatabaseHealth {
+                        engine,
+                        reachable: false,
+                        schema_version: None,
+                        error: Some(error),
+                    },
                 }),
             )
                 .into_response()
         }
     }
 }
+
+/// How long the health check waits for the database.
+const HEALTH_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::NoRoute {

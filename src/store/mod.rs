@@ -117,6 +117,30 @@ pub enum StoreError {
     Unavailable(String),
 }
 
+impl StoreError {
+    /// The database could not be reached, rather than refusing what was asked: its server is
+    /// down or restarting, the connection to it was lost, or no connection came free in time.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Unavailable(_) => true,
+            Self::Database(err) => match err {
+                sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed => true,
+                // SQLSTATE class 08 (connection exception), 57P01-57P03 (the server shutting
+                // down or starting).
+                sqlx::Error::Database(db) => db.code().is_some_and(|c| {
+                    c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")
+                }),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// The uniqueness rules of the schema, as a violation names them.

@@ -71,3 +71,66 @@ pub async fn execute(url: &str, sql: &str) {
         sqlx::raw_sql(sql).execute(&mut conn).await.expect("runs");
     })
 }
+
+/// A TCP relay in front of a database server that a test cuts and restores: cutting it drops
+/// every connection through it at once and refuses new ones, as a lost network does.
+pub struct Relay {
+    pub port: u16,
+    to: std::net::SocketAddr,
+    open: Option<tokio::sync::watch::Sender<()>>,
+}
+
+impl Relay {
+    /// A relay on a free loopback port to `to`, open.
+    pub async fn to(to: std::net::SocketAddr) -> Relay {
+        let mut relay = Relay {
+            port: 0,
+            to,
+            open: None,
+        };
+        relay.restore().await;
+        relay
+    }
+
+    /// Drops every connection through the relay and stops listening.
+    pub fn cut(&mut self) {
+        self.open = None;
+    }
+
+    /// Listens again on the same port.
+    pub async fn restore(&mut self) {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_reuseaddr(true).expect("reuse");
+        socket
+            .bind(std::net::SocketAddr::from(([127, 0, 0, 1], self.port)))
+            .expect("the relay's port is free");
+        let listener = socket.listen(64).expect("listen");
+        self.port = listener.local_addr().expect("addr").port();
+        let (open, closed) = tokio::sync::watch::channel(());
+        self.open = Some(open);
+        tokio::spawn(relay(listener, self.to, closed));
+    }
+}
+
+async fn relay(
+    listener: tokio::net::TcpListener,
+    to: std::net::SocketAddr,
+    mut closed: tokio::sync::watch::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            _ = closed.changed() => return,
+            accepted = listener.accept() => {
+                let Ok((mut inbound, _)) = accepted else { return };
+                let mut closed = closed.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await else { return };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = closed.changed() => {}
+                    }
+                });
+            }
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! `dashboard`: the dashboard's pages against a large store. A campaign of `--contacts`
-//! contacts with `--calls` ended calls (written straight into the SQLite file with `sqlite3`,
-//! spread over ten days) and 60 other campaigns, then every page fetched `--rounds` times
+//! contacts with `--calls` ended calls (written straight into the database with `sqlite3`, or
+//! `psql` with `--database-url postgres://...`, spread over ten days) and 60 other campaigns, then every page fetched `--rounds` times
 //! through a signed-in session that takes gzip: the server's answer time (p50, p99, on
 //! loopback), and each page's weight as served (gzip-compressed) and inflated. Last, the live page: calls are put under way in the store while the
 //! page's event stream is open, and the time until the stream shows each one is measured.
@@ -32,6 +32,53 @@ pub(crate) struct DashboardArgs {
     live_changes: usize,
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Run on this PostgreSQL database (`postgres://...`) instead of an SQLite file; it should
+    /// be empty (it is migrated).
+    #[arg(long)]
+    database_url: Option<String>,
+}
+
+/// The database the bench writes into and reads from beside the service: an SQLite file
+/// (through Debian's `sqlite3`) or a PostgreSQL database (through `psql`).
+enum Db {
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+impl Db {
+    fn url(&self) -> String {
+        match self {
+            Db::Sqlite(path) => format!("sqlite://{}", path.display()),
+            Db::Postgres(url) => url.clone(),
+        }
+    }
+
+    /// Runs `sql` (the text for this database) and answers what it printed, trimmed.
+    fn run(&self, sql: &str) -> anyhow::Result<String> {
+        match self {
+            Db::Sqlite(path) => sqlite(path, sql),
+            Db::Postgres(url) => psql(url, sql),
+        }
+    }
+
+    /// An id as a literal of this database.
+    fn id(&self, id: uuid::Uuid) -> String {
+        match self {
+            Db::Sqlite(_) => blob(id),
+            Db::Postgres(_) => format!("'{id}'"),
+        }
+    }
+}
+
+fn psql(url: &str, sql: &str) -> anyhow::Result<String> {
+    let out = std::process::Command::new("psql")
+        .args([url, "-v", "ON_ERROR_STOP=1", "-tAq", "-c", sql])
+        .output()
+        .context("psql (Debian's postgresql-client) runs")?;
+    if !out.status.success() {
+        bail!("psql: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 fn sqlite(db: &std::path::Path, sql: &str) -> anyhow::Result<String> {
@@ -66,16 +113,14 @@ fn gunzip_len(bytes: &[u8]) -> anyhow::Result<usize> {
     Ok(child.wait_with_output()?.stdout.len())
 }
 
-/// Writes the contacts and calls straight into the store's file.
-fn seed(
-    db: &std::path::Path,
-    ws: uuid::Uuid,
-    campaign: uuid::Uuid,
-    args: &DashboardArgs,
-) -> anyhow::Result<()> {
-    let (ws, campaign) = (blob(ws), blob(campaign));
-    let contacts = format!(
-        "PRAGMA journal_mode=WAL; BEGIN;
+/// Writes the contacts and calls straight into the store's database.
+fn seed(db: &Db, ws: uuid::Uuid, campaign: uuid::Uuid, args: &DashboardArgs) -> anyhow::Result<()> {
+    let (ws, campaign) = (db.id(ws), db.id(campaign));
+    let (count, calls, contacts) = (args.contacts, args.calls, args.contacts.max(1));
+    let (contacts_sql, calls_sql) = match db {
+        Db::Sqlite(_) => (
+            format!(
+                "PRAGMA journal_mode=WAL; BEGIN;
          WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {count})
          INSERT INTO contacts (id, campaign_id, phone_number, state, attempts, next_attempt_at, last_outcome, created_at, updated_at)
          SELECT randomblob(16), {campaign}, printf('+9725%08d', i),
@@ -86,26 +131,50 @@ fn seed(
            strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-10 days'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-10 days')
          FROM n;
          UPDATE contacts SET excluded_reason = 'do_not_call' WHERE state = 'excluded';
-         COMMIT;",
-        count = args.contacts
-    );
-    sqlite(db, &contacts)?;
-    let calls = format!(
-        "BEGIN;
-         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {count})
+         COMMIT;"
+            ),
+            format!(
+                "BEGIN;
+         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {calls})
          INSERT INTO calls (id, workspace_id, direction, status, outcome, end_reason, from_number, to_number, campaign_id,
            priority, max_duration_secs, cost_cents, duration_secs, queued_at, started_at, ended_at, created_at, updated_at)
          SELECT randomblob(16), {ws}, 'outbound', 'ended',
            CASE i % 4 WHEN 0 THEN 'answered' WHEN 1 THEN 'no_answer' WHEN 2 THEN 'busy' ELSE 'voicemail' END,
            'hangup', '+97250000001', printf('+9725%08d', i % {contacts}), {campaign}, 0, 300, 3, 40, t, t, e, t, e
-         FROM (SELECT i, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {count})) AS t,
-                      strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {count}), '+40 seconds') AS e FROM n);
+         FROM (SELECT i, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {calls})) AS t,
+                      strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', 864000 - i * 864000 / {calls}), '+40 seconds') AS e FROM n);
          UPDATE campaigns SET status = 'paused', started_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-10 days') WHERE id = {campaign};
-         COMMIT; ANALYZE;",
-        count = args.calls,
-        contacts = args.contacts.max(1)
-    );
-    sqlite(db, &calls)?;
+         COMMIT; ANALYZE;"
+            ),
+        ),
+        Db::Postgres(_) => (
+            format!(
+                "INSERT INTO contacts (id, campaign_id, phone_number, state, attempts, next_attempt_at, last_outcome, created_at, updated_at)
+         SELECT gen_random_uuid(), {campaign}, '+9725' || lpad(i::text, 8, '0'),
+           CASE i % 10 WHEN 0 THEN 'retired' WHEN 1 THEN 'exhausted' WHEN 2 THEN 'scheduled' WHEN 3 THEN 'excluded' ELSE 'pending' END,
+           CASE WHEN i % 10 < 3 THEN 1 ELSE 0 END,
+           CASE WHEN i % 10 >= 2 AND i % 10 != 3 THEN now() + interval '1 day' END,
+           CASE WHEN i % 10 < 3 THEN 'no_answer' END,
+           now() - interval '10 days', now() - interval '10 days'
+         FROM generate_series(0, {count} - 1) i;
+         UPDATE contacts SET excluded_reason = 'do_not_call' WHERE state = 'excluded';"
+            ),
+            format!(
+                "INSERT INTO calls (id, workspace_id, direction, status, outcome, end_reason, from_number, to_number, campaign_id,
+           priority, max_duration_secs, cost_cents, duration_secs, queued_at, started_at, ended_at, created_at, updated_at)
+         SELECT gen_random_uuid(), {ws}, 'outbound', 'ended',
+           CASE i % 4 WHEN 0 THEN 'answered' WHEN 1 THEN 'no_answer' WHEN 2 THEN 'busy' ELSE 'voicemail' END,
+           'hangup', '+97250000001', '+9725' || lpad((i % {contacts})::text, 8, '0'), {campaign}, 0, 300, 3, 40,
+           t, t, t + interval '40 seconds', t, t + interval '40 seconds'
+         FROM (SELECT i, now() - make_interval(secs => 864000 - i * 864000.0 / {calls}) AS t
+               FROM generate_series(0, {calls} - 1) i) s;
+         UPDATE campaigns SET status = 'paused', started_at = now() - interval '10 days' WHERE id = {campaign};
+         ANALYZE;"
+            ),
+        ),
+    };
+    db.run(&contacts_sql)?;
+    db.run(&calls_sql)?;
     Ok(())
 }
 
@@ -145,8 +214,11 @@ async fn sign_in(client: &reqwest::Client, base: &str, key: &str) -> anyhow::Res
 /// Seeds the store, times every page and the live page, and returns the report.
 pub(crate) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;
-    let db = dir.path().join("dashboard.db");
-    let db_url = format!("sqlite://{}", db.display());
+    let db = match &args.database_url {
+        Some(url) => Db::Postgres(url.clone()),
+        None => Db::Sqlite(dir.path().join("dashboard.db")),
+    };
+    let db_url = db.url();
     let (ws, key, campaign) = create_workspace(&db_url).await?;
     let started = Instant::now();
     seed(&db, ws.as_uuid(), campaign.as_uuid(), &args)?;
@@ -158,6 +230,9 @@ pub(crate) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
     let pages = pages(&db, &args, campaign)?;
 
     let store = switchboard::Store::open(&db_url).await?;
+    // The seed's writes logged their counts; the service folds them as it runs, and this run
+    // times pages once that is done.
+    store.fold_counts().await?;
     let (addr, stop, server) = serve_in_process(store, db_url, dir.path()).await?;
     let browser = Browser::sign_in(format!("http://{addr}"), &key).await?;
     let timed = time_pages(&browser, &pages, args.rounds).await?;
@@ -166,6 +241,7 @@ pub(crate) async fn run(args: DashboardArgs) -> anyhow::Result<Value> {
     let _ = server.await;
     Ok(json!({
         "benchmark": "dashboard",
+        "database": if args.database_url.is_some() { "postgresql" } else { "sqlite" },
         "contacts": args.contacts,
         "calls": args.calls,
         "rounds": args.rounds,
@@ -220,31 +296,26 @@ async fn create_workspace(db_url: &str) -> anyhow::Result<(WorkspaceId, String, 
 /// Every page to time, by name: the campaign's, its contacts' (the first page, a far page, by
 /// state), the calls' (with each filter, a far page, a day), one call's and the rest.
 fn pages(
-    db: &std::path::Path,
+    db: &Db,
     args: &DashboardArgs,
     c: CampaignId,
 ) -> anyhow::Result<Vec<(&'static str, String)>> {
-    let call_id = sqlite(db, "SELECT lower(hex(id)) FROM calls LIMIT 1 OFFSET 5000")?;
+    let (id, day) = match db {
+        Db::Sqlite(_) => ("lower(hex(id))", "substr(created_at, 1, 10)"),
+        Db::Postgres(_) => ("id", "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"),
+    };
+    let call_id = db.run(&format!("SELECT {id} FROM calls LIMIT 1 OFFSET 5000"))?;
     let call_id = uuid::Uuid::parse_str(&call_id)?;
     // Where the far pages start: the 900,000th contact enrolled, and a call near the oldest.
-    let far_contact = sqlite(
-        db,
-        &format!(
-            "SELECT rowid FROM contacts LIMIT 1 OFFSET {}",
-            args.contacts * 9 / 10
-        ),
-    )?;
-    let far_call = sqlite(
-        db,
-        &format!(
-            "SELECT rowid FROM calls ORDER BY created_at LIMIT 1 OFFSET {}",
-            args.calls / 100
-        ),
-    )?;
-    let day = sqlite(
-        db,
-        "SELECT substr(created_at, 1, 10) FROM calls LIMIT 1 OFFSET 50000",
-    )?;
+    let far_contact = db.run(&format!(
+        "SELECT rowid FROM contacts LIMIT 1 OFFSET {}",
+        args.contacts * 9 / 10
+    ))?;
+    let far_call = db.run(&format!(
+        "SELECT rowid FROM calls ORDER BY created_at LIMIT 1 OFFSET {}",
+        args.calls / 100
+    ))?;
+    let day = db.run(&format!("SELECT {day} FROM calls LIMIT 1 OFFSET 50000"))?;
     Ok(vec![
         ("campaigns", "/app/campaigns".to_string()),
         ("campaign", format!("/app/campaigns/{c}")),
@@ -400,7 +471,7 @@ async fn time_pages(
 /// not shown within 10 s.
 async fn time_live_changes(
     browser: &Browser,
-    db: &std::path::Path,
+    db: &Db,
     ws: WorkspaceId,
     changes: usize,
 ) -> anyhow::Result<(Vec<f64>, usize)> {
@@ -422,16 +493,16 @@ async fn time_live_changes(
         // Half a second apart, so changes land at every point of the stream's second.
         tokio::time::sleep(Duration::from_millis(500 + 97 * n as u64)).await;
         let t = Instant::now();
-        sqlite(
-            db,
-            &format!(
-                "INSERT INTO calls (id, workspace_id, direction, status, from_number, to_number, priority, max_duration_secs, \
-             queued_at, started_at, answered_at, created_at, updated_at) VALUES (randomblob(16), {}, 'inbound', 'in_progress', \
-             '{number}', '+97250000001', 0, 300, strftime('%Y-%m-%dT%H:%M:%fZ'), strftime('%Y-%m-%dT%H:%M:%fZ'), \
-             strftime('%Y-%m-%dT%H:%M:%fZ'), strftime('%Y-%m-%dT%H:%M:%fZ'), strftime('%Y-%m-%dT%H:%M:%fZ'))",
-                blob(ws.as_uuid())
-            ),
-        )?;
+        let (id, now) = match db {
+            Db::Sqlite(_) => ("randomblob(16)", "strftime('%Y-%m-%dT%H:%M:%fZ')"),
+            Db::Postgres(_) => ("gen_random_uuid()", "now()"),
+        };
+        db.run(&format!(
+            "INSERT INTO calls (id, workspace_id, direction, status, from_number, to_number, priority, max_duration_secs, \
+             queued_at, started_at, answered_at, created_at, updated_at) VALUES ({id}, {}, 'inbound', 'in_progress', \
+             '{number}', '+97250000001', 0, 300, {now}, {now}, {now}, {now}, {now})",
+            db.id(ws.as_uuid())
+        ))?;
         let written = t.elapsed().as_secs_f64() * 1000.0;
         let shown = tokio::time::timeout(Duration::from_secs(10), async {
             loop {

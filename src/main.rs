@@ -117,6 +117,9 @@ async fn start() -> std::process::ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Command::Copy { from, to } = &cli.command {
+        return switchboard::cli::operator::copy(from, to).await;
+    }
     let store = Store::open(&cli.database_url).await?;
     match cli.command {
         Command::Serve(args) => {

@@ -62,6 +62,16 @@ pub enum Command {
     /// Bring the database to this version's schema (the service does it at start) and say
     /// where it stands.
     Migrate,
+    /// Move a whole SQLite store into an empty PostgreSQL database, with the service stopped:
+    /// every workspace's calls, transcripts, recordings' links, campaigns and contacts.
+    Copy {
+        /// The SQLite store: `sqlite://PATH`.
+        #[arg(long)]
+        from: String,
+        /// The PostgreSQL database, empty: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`.
+        #[arg(long)]
+        to: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]

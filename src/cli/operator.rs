@@ -64,6 +64,7 @@ pub async fn run_operator(
         Command::Key(command) => key(store, command).await,
         Command::Number(command) => number(store, command).await,
         Command::Billing(command) => billing(store, command).await,
+        Command::Copy { from, to } => copy(&from, &to).await,
         Command::Migrate => {
             let engine = match store.engine() {
                 crate::store::Engine::Sqlite => "SQLite",
@@ -528,5 +529,32 @@ async fn billing(store: &Store, command: BillingCommand) -> anyhow::Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// `switchboard copy`: both stores brought to this version, then every row of `from` (SQLite)
+/// moved into `to` (an empty PostgreSQL database), the rows of each table counted on both.
+pub async fn copy(from: &str, to: &str) -> anyhow::Result<()> {
+    use crate::store::{Engine, engine_of};
+    if engine_of(from)? != Engine::Sqlite || engine_of(to)? != Engine::Postgres {
+        bail!(
+            "copy moves an SQLite store (--from sqlite://PATH) into a PostgreSQL database (--to postgres://...)"
+        );
+    }
+    let source = Store::open(from).await?;
+    let target = Store::open(to).await?;
+    let report = source.copy_into(&target).await?;
+    let rows: u64 = report.tables.values().sum();
+    for (table, n) in &report.tables {
+        if *n > 0 {
+            println!("{table:<28} {n:>10}");
+        }
+    }
+    println!(
+        "Copied {rows} rows of {} tables; each table's rows counted alike on both databases.",
+        report.tables.len()
+    );
+    source.close().await;
+    target.close().await;
     Ok(())
 }

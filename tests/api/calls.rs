@@ -12,20 +12,21 @@ use switchboard_actors::sim::SimConfig;
 use crate::campaigns::{agent, number};
 use crate::helpers::{TestApp, spawn_app_with};
 
+/// The simulated carrier answering by `mix` within seconds, and the engine's short intervals.
+pub(crate) fn simulated(c: &mut switchboard::config::Config, mix: &str) {
+    c.carrier = Carrier::Sim(SimConfig {
+        mix: mix.parse().unwrap(),
+        ring_secs: "0-1".parse().unwrap(),
+        talk_secs: "1-2".parse().unwrap(),
+        seed: 3,
+        dial_log: None,
+    });
+    c.evaluation_interval = Duration::from_secs(1);
+    c.disposition_timeout = Duration::from_secs(2);
+}
+
 pub(crate) async fn sim_app(mix: &str) -> TestApp {
-    let mix = mix.parse().unwrap();
-    let app = spawn_app_with(|c| {
-        c.carrier = Carrier::Sim(SimConfig {
-            mix,
-            ring_secs: "0-1".parse().unwrap(),
-            talk_secs: "1-2".parse().unwrap(),
-            seed: 3,
-            dial_log: None,
-        });
-        c.evaluation_interval = Duration::from_secs(1);
-        c.disposition_timeout = Duration::from_secs(2);
-    })
-    .await;
+    let app = spawn_app_with(|c| simulated(c, mix)).await;
     crate::helpers::credit(&app.store, app.workspace_id, 100_000).await;
     app
 }
@@ -276,22 +277,33 @@ async fn a_disposition_on_an_unanswered_call_is_refused() {
     assert!(resp.text.contains("answered"));
 }
 
-#[tokio::test]
-async fn a_launched_campaign_runs_end_to_end_over_http() {
-    let app = sim_app("answered=1,busy=1").await;
-    let p = parts(&app).await;
+/// A campaign open all day that calls each contact once (it stops on any outcome), two at a
+/// time: its id.
+pub(crate) async fn one_pass_campaign(
+    app: &TestApp,
+    name: &str,
+    agent: &str,
+    number: &str,
+) -> String {
     let stop = app.get("/dispositions").await.body["data"][0]["id"].clone();
     let created = app
         .post(
             "/campaigns",
-            json!({"name": "E2E", "agent_id": p.agent, "from_phone_number_id": p.number,
+            json!({"name": name, "agent_id": agent, "from_phone_number_id": number,
                    "max_in_flight": 2, "stop_on_no_answer": true, "stop_on_unclassified": true,
                    "stop_disposition_ids": [stop],
                    "calling_window": {"timezone": "UTC", "start": "00:00", "end": "24:00"}}),
         )
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
-    let id = created.body["id"].as_str().unwrap().to_owned();
+    created.body["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_launched_campaign_runs_end_to_end_over_http() {
+    let app = sim_app("answered=1,busy=1").await;
+    let p = parts(&app).await;
+    let id = one_pass_campaign(&app, "E2E", &p.agent, &p.number).await;
     let enrolled = app
         .post(
             &format!("/campaigns/{id}/contacts"),

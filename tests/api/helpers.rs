@@ -197,9 +197,26 @@ impl TestApp {
     /// Stops the service, waits until it has stopped, and starts it again on the same database
     /// file (opened afresh) with `configure`; the workspace and its key stay.
     pub async fn restart(mut self, configure: impl FnOnce(&mut Config)) -> TestApp {
+        self.halt().await;
+        let db_url = self.db_url.clone();
+        self.resume_on(db_url, configure).await
+    }
+
+    /// Stops the service and closes its store (until [`TestApp::resume_on`]).
+    pub async fn halt(&mut self) {
         drop(std::mem::replace(&mut self.stop, oneshot::channel().0));
         (&mut self.server).await.expect("the service stops cleanly");
         self.store.close().await;
+    }
+
+    /// Starts the halted service again on the database at `db_url` (its directory, secrets
+    /// key and key as before).
+    pub async fn resume_on(
+        mut self,
+        db_url: String,
+        configure: impl FnOnce(&mut Config),
+    ) -> TestApp {
+        self.db_url = db_url;
         self.store = Store::open_with_clock(&self.db_url, self.clock.clone())
             .await
             .expect("store reopens");

@@ -17,6 +17,7 @@ mod carrier_accounts;
 mod cli;
 mod contacts;
 mod converse;
+mod copy;
 mod crash;
 mod dashboard;
 mod dashboard_agents;

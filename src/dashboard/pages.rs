@@ -86,16 +86,33 @@ pub(super) async fn campaigns_with(
         Ok(listed) => listed,
         Err(e) => return unavailable(viewer, e),
     };
-    let mut rows = Vec::new();
-    for c in listed.items {
-        match crate::app::campaigns::view::view(state, viewer.workspace_id, c).await {
-            Ok(v) => rows.push((
-                CampaignId::from_uuid(v.id),
-                serde_json::to_value(v).unwrap_or(Value::Null),
-            )),
-            Err(e) => return unavailable(viewer, format!("{e:?}")),
-        }
-    }
+    // Each campaign's progress, all in one read (not a view of each: a list of fifty is one
+    // query, not two hundred).
+    let ids: Vec<CampaignId> = listed.items.iter().map(|c| c.id).collect();
+    let mut each = match state
+        .store
+        .campaigns_progress(viewer.workspace_id, &ids)
+        .await
+    {
+        Ok(progress) => progress,
+        Err(e) => return unavailable(viewer, e),
+    };
+    let rows: Vec<(CampaignId, Value)> = listed
+        .items
+        .into_iter()
+        .map(|c| {
+            let stats = each.remove(&c.id).unwrap_or_default();
+            let row = serde_json::json!({
+                "name": c.settings.name,
+                "status": c.status.as_str(),
+                "stats": stats,
+                "spent_cents": c.spent_cents,
+                "budget_cents": c.settings.rules.budget_cents.map(|b| b.get()),
+                "last_tick_result": c.last_tick_result,
+            });
+            (c.id, row)
+        })
+        .collect();
     let body = html! {
         form.inline method="post" action=(Url::Campaigns) {
             input type="hidden" name="csrf" value=(viewer.csrf);

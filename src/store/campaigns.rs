@@ -4,7 +4,7 @@
 //! if the campaign is still in the status the change was decided from (optimistic check), so
 //! two concurrent commands cannot both apply.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -59,6 +59,28 @@ pub struct CampaignStats {
     pub last_outcomes: BTreeMap<String, i64>,
     /// Calls per outcome, over every attempt (double dials and infra retries included).
     pub call_outcomes: BTreeMap<String, i64>,
+}
+
+impl CampaignStats {
+    /// No contacts yet, every state listed.
+    fn every_state() -> Self {
+        let mut stats = Self::default();
+        for state in ContactState::ALL {
+            stats.contacts.insert(state.as_str().to_owned(), 0);
+        }
+        stats
+    }
+
+    /// Adds `count` contacts in `state` whose last outcome is `outcome` ('' for none), with
+    /// their `attempts`.
+    fn count(&mut self, state: String, outcome: String, count: i64, attempts: i64) {
+        self.total_contacts += count;
+        self.attempts += attempts;
+        *self.contacts.entry(state).or_insert(0) += count;
+        if !outcome.is_empty() {
+            *self.last_outcomes.entry(outcome).or_insert(0) += count;
+        }
+    }
 }
 
 /// An audit event.
@@ -504,10 +526,7 @@ impl Store {
         ws: WorkspaceId,
         id: CampaignId,
     ) -> StoreResult<CampaignStats> {
-        let mut stats = CampaignStats::default();
-        for state in ContactState::ALL {
-            stats.contacts.insert(state.as_str().to_owned(), 0);
-        }
+        let mut stats = CampaignStats::every_state();
         // From the counts the contacts' triggers keep (see `counts`), not the contacts.
         let rows: Vec<(String, String, i64, i64)> = query(concat!(
             "SELECT state, last_outcome, CAST(SUM(contacts) AS BIGINT), CAST(SUM(attempts) AS BIGINT) FROM ",
@@ -519,14 +538,56 @@ impl Store {
         .fetch_all_as(&mut self.read_conn().await?)
         .await?;
         for (state, outcome, count, attempts) in rows {
-            stats.total_contacts += count;
-            stats.attempts += attempts;
-            *stats.contacts.entry(state).or_insert(0) += count;
-            if !outcome.is_empty() {
-                *stats.last_outcomes.entry(outcome).or_insert(0) += count;
-            }
+            stats.count(state, outcome, count, attempts);
         }
         stats.call_outcomes = self.campaign_outcomes(ws, id).await?.into_iter().collect();
         Ok(stats)
+    }
+
+    /// The contacts of each of `ids` (campaigns of `ws`) by state and last outcome, and their
+    /// attempts, in one read, for a list of campaigns; `call_outcomes` are left empty.
+    pub async fn campaigns_progress(
+        &self,
+        ws: WorkspaceId,
+        ids: &[CampaignId],
+    ) -> StoreResult<HashMap<CampaignId, CampaignStats>> {
+        let mut all: HashMap<CampaignId, CampaignStats> = ids
+            .iter()
+            .map(|id| (*id, CampaignStats::every_state()))
+            .collect();
+        if ids.is_empty() {
+            return Ok(all);
+        }
+        let mut q = query(
+            "SELECT campaign_id, state, last_outcome, CAST(SUM(contacts) AS BIGINT), CAST(SUM(attempts) AS BIGINT) FROM (",
+        );
+        for (i, counts) in ["campaign_contact_counts", "contact_count_log"]
+            .iter()
+            .enumerate()
+        {
+            if i > 0 {
+                q.push(" UNION ALL ");
+            }
+            q.push(format!(
+                "SELECT campaign_id, state, last_outcome, contacts, attempts FROM {counts} \
+                 WHERE campaign_id IN (SELECT id FROM campaigns WHERE workspace_id = "
+            ));
+            q.push_bind(ws.as_uuid());
+            q.push(" AND id IN (");
+            let mut each = q.separated(", ");
+            for id in ids {
+                each.push_bind(id.as_uuid());
+            }
+            q.push("))");
+        }
+        q.push(") AS n GROUP BY campaign_id, state, last_outcome HAVING SUM(contacts) > 0");
+        let rows: Vec<(uuid::Uuid, String, String, i64, i64)> =
+            q.fetch_all_as(&mut self.read_conn().await?).await?;
+        for (id, state, outcome, count, attempts) in rows {
+            if let Some(stats) = all.get_mut(&CampaignId::from_uuid(id)) {
+                stats.count(state, outcome, count, attempts);
+            }
+        }
+        Ok(all)
     }
 }

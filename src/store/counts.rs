@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use super::db::query;
 use super::script::atomic_sql;
-use super::{Engine, Lane, Store, StoreResult};
+use super::{Engine, Lane, Store, StoreError, StoreResult};
 
 /// Admissions between two folds: a fold then adds about four log rows per admission (the
 /// contact out of one count and into another, the call admitted and ended).
@@ -71,8 +71,22 @@ impl Store {
         Ok(done.changed(1) + done.changed(3))
     }
 
-    /// [`Store::fold_counts`], a failure left to the next fold (the logs keep their rows).
+    /// [`Store::fold_counts`] when the logs hold rows (looked at with a read, so an idle
+    /// service writes nothing), a failure left to the next fold (the logs keep their rows).
     pub async fn fold_counts_or_later(&self) {
+        let logged: StoreResult<i64> = async {
+            query(
+                "SELECT CASE WHEN EXISTS (SELECT 1 FROM call_count_log) \
+                 OR EXISTS (SELECT 1 FROM contact_count_log) THEN 1 ELSE 0 END",
+            )
+            .scalar(&mut self.read_conn().await?)
+            .await
+            .map_err(StoreError::from)
+        }
+        .await;
+        if matches!(logged, Ok(0)) {
+            return;
+        }
         if let Err(err) = self.fold_counts().await {
             tracing::debug!(error = %err, "counts not folded; the next fold takes them");
         }

@@ -4,7 +4,6 @@
 //! ([`crate::engine::Engine::answer`]): a call that fails inside is ended as interrupted.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -233,16 +232,10 @@ pub async fn run_call(inbound: InboundCall) -> Result<(), AgentFailed> {
     Ok(())
 }
 
-/// Records an inbound call's end: it must land, so a failing store is retried a few times
-/// before the record is given up (start-up's reconciliation ends it then).
+/// Records the call's end. The store's port keeps the write while its database cannot be
+/// reached; any other failure is logged, and the next start ends the call as interrupted.
 async fn record_end(store: &dyn InboundStore, end: &InboundEnd) {
-    for attempt in 0..5 {
-        match store.inbound_ended(end).await {
-            Ok(()) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, attempt, call = %end.id, "recording an inbound call's end failed");
-                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
-            }
-        }
+    if let Err(e) = store.inbound_ended(end).await {
+        tracing::error!(error = %e, call = %end.id, "recording an inbound call's end failed");
     }
 }

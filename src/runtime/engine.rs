@@ -75,6 +75,24 @@ impl EnginePort {
             .await
             .map_err(|err| PortError::failed(op, err))
     }
+
+    /// Runs a store operation that ends a call as [`EnginePort::query`] does, tried again
+    /// while the database cannot be reached (see [`crate::runtime::retry`]); virtual time moves
+    /// on between the tries.
+    async fn ending<T, Fut>(&self, op: &'static str, work: impl FnMut() -> Fut) -> PortResult<T>
+    where
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        if let Some(faults) = &self.faults
+            && faults(op)
+        {
+            return Err(PortError::Injected { operation: op });
+        }
+        let mut work = work;
+        crate::runtime::retry::until_reachable(op, || self.held(work()))
+            .await
+            .map_err(|err| PortError::failed(op, err))
+    }
 }
 
 /// The operation's name for fault injection: one that also ends a call fails as `finish_call`
@@ -190,7 +208,7 @@ impl EngineStore for EnginePort {
     }
     async fn finish_call(&self, call: &CallSpec, end: &CallEnd) -> PortResult<()> {
         let low = self
-            .query("finish_call", self.store.finish_call(call, end))
+            .ending("finish_call", || self.store.finish_call(call, end))
             .await?;
         self.after_charge(call.workspace_id, low == Some(true))
             .await;
@@ -216,10 +234,9 @@ impl EngineStore for EnginePort {
         ending: Option<(&CallSpec, &CallEnd)>,
     ) -> PortResult<Option<Option<DispositionId>>> {
         let (known, low) = self
-            .query(
-                ending_op("await_disposition", ending),
-                self.store.await_disposition(contact, call, now, ending),
-            )
+            .ending(ending_op("await_disposition", ending), || {
+                self.store.await_disposition(contact, call, now, ending)
+            })
             .await?;
         if let Some((spec, _)) = ending {
             self.after_charge(spec.workspace_id, low).await;
@@ -236,10 +253,9 @@ impl EngineStore for EnginePort {
         ending: Option<(&CallSpec, &CallEnd)>,
     ) -> PortResult<bool> {
         let (applied, low) = self
-            .query(
-                ending_op("settle_contact", ending),
-                self.store.settle_contact(settlement, ending),
-            )
+            .ending(ending_op("settle_contact", ending), || {
+                self.store.settle_contact(settlement, ending)
+            })
             .await?;
         if let Some((spec, _)) = ending {
             self.after_charge(spec.workspace_id, low).await;

@@ -130,11 +130,11 @@ impl InboundStore for InboundPort {
     }
 
     async fn inbound_ended(&self, call: &InboundEnd) -> PortResult<()> {
-        let low = self
-            .store
-            .inbound_ended(call, self.cents_per_minute)
-            .await
-            .map_err(|e| PortError::failed("inbound_ended", e))?;
+        let low = crate::runtime::retry::until_reachable("inbound_ended", || {
+            self.store.inbound_ended(call, self.cents_per_minute)
+        })
+        .await
+        .map_err(|e| PortError::failed("inbound_ended", e))?;
         if low == Some(true)
             && let Err(err) = crate::runtime::charges::auto_topup(
                 &self.store,

@@ -14,6 +14,7 @@
 //! - [`charges`]: debits of a workspace's balance for calls and purchases.
 //! - [`jobs`]: background work: activating purchased numbers, end-of-call analyses.
 //! - [`analysis`]: the end-of-call analysis of answered calls.
+//! - [`retry`]: a call's end written however long the database is away.
 //! - [`schedule`]: work run on an interval until shutdown.
 //! - [`simulator`]: the flow simulator: a flow agent on the text line.
 //! - [`scripted_model`]: the simulator's model played from the choices a request scripts.
@@ -31,6 +32,7 @@ pub mod jobs;
 pub mod lead_memory;
 pub mod live_turns;
 pub mod outbound;
+pub mod retry;
 pub mod schedule;
 pub mod scripted_model;
 pub mod simulation;

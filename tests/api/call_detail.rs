@@ -448,17 +448,7 @@ async fn launch_campaign(app: &TestApp, agent: &str, settings: Value, to: &str) 
     let created = app.post("/campaigns", body).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
     let campaign = created.body["id"].as_str().unwrap().to_owned();
-    let enrolled = app
-        .post(
-            &format!("/campaigns/{campaign}/contacts"),
-            json!({"contacts": [{"phone_number": to}]}),
-        )
-        .await;
-    assert_eq!(enrolled.body["enrolled"], 1, "{}", enrolled.text);
-    let launched = app
-        .post_empty(&format!("/campaigns/{campaign}/launch"))
-        .await;
-    assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
+    app.enroll_and_launch(&campaign, &[to]).await;
     campaign
 }
 

@@ -304,16 +304,16 @@ async fn a_launched_campaign_runs_end_to_end_over_http() {
     let app = sim_app("answered=1,busy=1").await;
     let p = parts(&app).await;
     let id = one_pass_campaign(&app, "E2E", &p.agent, &p.number).await;
-    let enrolled = app
-        .post(
-            &format!("/campaigns/{id}/contacts"),
-            json!({"contacts": [{"phone_number": "+972525550110"}, {"phone_number": "+972525550111"},
-                                {"phone_number": "+972525550112"}, {"phone_number": "+972525550113"}]}),
-        )
-        .await;
-    assert_eq!(enrolled.body["enrolled"], 4);
-    let launched = app.post_empty(&format!("/campaigns/{id}/launch")).await;
-    assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
+    app.enroll_and_launch(
+        &id,
+        &[
+            "+972525550110",
+            "+972525550111",
+            "+972525550112",
+            "+972525550113",
+        ],
+    )
+    .await;
     let done = app
         .await_status(
             &format!("/campaigns/{id}"),

@@ -28,15 +28,7 @@ async fn history(app: &TestApp) {
     let contacts: Vec<Value> = (0..4)
         .map(|i| json!({"phone_number": format!("+97252555012{i}"), "metadata": {"z": i, "a": "first"}}))
         .collect();
-    let enrolled = app
-        .post(
-            &format!("/campaigns/{id}/contacts"),
-            json!({"contacts": contacts}),
-        )
-        .await;
-    assert_eq!(enrolled.body["enrolled"], 4, "{}", enrolled.text);
-    let launched = app.post_empty(&format!("/campaigns/{id}/launch")).await;
-    assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
+    app.enroll_contacts_and_launch(&id, contacts).await;
     app.await_status(
         &format!("/campaigns/{id}"),
         "completed",

@@ -321,6 +321,31 @@ impl TestApp {
         self.send(Method::DELETE, path, Some(&self.key), None).await
     }
 
+    /// Enrolls `phones` into campaign `id` and launches it; panics unless every number is
+    /// enrolled and the launch is accepted.
+    pub async fn enroll_and_launch(&self, id: &str, phones: &[&str]) {
+        let contacts: Vec<Value> = phones
+            .iter()
+            .map(|p| serde_json::json!({"phone_number": p}))
+            .collect();
+        self.enroll_contacts_and_launch(id, contacts).await;
+    }
+
+    /// Enrolls `contacts` (the request's objects) into campaign `id` and launches it; panics
+    /// unless every contact is enrolled and the launch is accepted.
+    pub async fn enroll_contacts_and_launch(&self, id: &str, contacts: Vec<Value>) {
+        let count = contacts.len();
+        let enrolled = self
+            .post(
+                &format!("/campaigns/{id}/contacts"),
+                serde_json::json!({"contacts": contacts}),
+            )
+            .await;
+        assert_eq!(enrolled.body["enrolled"], count, "{}", enrolled.text);
+        let launched = self.post_empty(&format!("/campaigns/{id}/launch")).await;
+        assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
+    }
+
     /// Reads `path` until its `status` is `status` and returns the body; panics if `within`
     /// passes first.
     pub async fn await_status(&self, path: &str, status: &str, within: Duration) -> Value {

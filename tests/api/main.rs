@@ -42,6 +42,7 @@ mod keypad;
 mod lead_memory;
 mod leads;
 mod local_speech;
+mod lost_database;
 mod openapi;
 mod overload;
 mod pcap;

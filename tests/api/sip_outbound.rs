@@ -334,16 +334,8 @@ async fn a_campaign_runs_its_rules_through_the_sip_dialer() {
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
     let id = created.body["id"].as_str().unwrap().to_owned();
-    let enrolled = app
-        .post(
-            &format!("/campaigns/{id}/contacts"),
-            json!({"contacts": [{"phone_number": "+972541230001"}, {"phone_number": "+972541230002"},
-                                {"phone_number": "+972541230003"}]}),
-        )
+    app.enroll_and_launch(&id, &["+972541230001", "+972541230002", "+972541230003"])
         .await;
-    assert_eq!(enrolled.body["enrolled"], 3, "{}", enrolled.text);
-    let launched = app.post_empty(&format!("/campaigns/{id}/launch")).await;
-    assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
     let done = app
         .await_status(
             &format!("/campaigns/{id}"),
@@ -422,15 +414,7 @@ async fn a_campaign_calls_the_sip_endpoint_of_another_instance() {
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
     let id = created.body["id"].as_str().unwrap().to_owned();
-    let enrolled = caller
-        .post(
-            &format!("/campaigns/{id}/contacts"),
-            json!({"contacts": [{"phone_number": "+972541230001"}]}),
-        )
-        .await;
-    assert_eq!(enrolled.body["enrolled"], 1, "{}", enrolled.text);
-    let launched = caller.post_empty(&format!("/campaigns/{id}/launch")).await;
-    assert_eq!(launched.status, StatusCode::OK, "{}", launched.text);
+    caller.enroll_and_launch(&id, &["+972541230001"]).await;
 
     let path = format!("/calls?campaign_id={id}&status=ended");
     let placed = eventually(Duration::from_secs(30), "the campaign's call ends", || {

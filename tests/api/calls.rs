@@ -334,6 +334,23 @@ async fn a_launched_campaign_runs_end_to_end_over_http() {
         .map(|k| k["cost_cents"].as_i64().unwrap())
         .sum();
     assert_eq!(done["spent_cents"], spent);
+    assert!(
+        done["stats"]["call_outcomes"]
+            .as_object()
+            .is_some_and(|o| !o.is_empty()),
+        "{done}"
+    );
+    // The list shows each campaign as its own GET does, stats and call outcomes too.
+    one_pass_campaign(&app, "E2E second", &p.agent, &p.number).await;
+    let list = app.get("/campaigns").await;
+    let items = list.body["data"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{}", list.text);
+    for item in items {
+        let one = app
+            .get(&format!("/campaigns/{}", item["id"].as_str().unwrap()))
+            .await;
+        assert_eq!(item, &one.body);
+    }
 
     let contacts = app.get(&format!("/campaigns/{id}/contacts")).await;
     let contact = contacts.body["data"][0]["id"].as_str().unwrap().to_owned();

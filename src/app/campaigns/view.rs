@@ -3,7 +3,9 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use switchboard_actors::ids::WorkspaceId;
+use std::collections::HashMap;
+
+use switchboard_actors::ids::{AgentId, CampaignId, PhoneNumberId, WorkspaceId};
 use switchboard_actors::pacing::TickResult;
 use switchboard_actors::window::CallingWindow;
 use utoipa::ToSchema;
@@ -97,12 +99,13 @@ pub struct CampaignView {
     pub message: Option<String>,
 }
 
+/// One campaign as the API shows it.
 pub async fn view(
     state: &App,
     ws: WorkspaceId,
     c: CampaignRecord,
 ) -> Result<CampaignView, AppError> {
-    let s = c.settings;
+    let s = &c.settings;
     let agent = match s.agent_id {
         Some(id) => state.store.agent(ws, id).await?,
         None => None,
@@ -116,7 +119,81 @@ pub async fn view(
         .existing_dispositions(ws, &s.rules.stop_disposition_ids)
         .await?;
     let stats = state.store.campaign_stats(ws, c.id).await?;
-    Ok(CampaignView {
+    let linked = Linked {
+        agent,
+        from_phone_number,
+        stop_dispositions,
+    };
+    Ok(assemble(ws, c, linked, stats))
+}
+
+/// A page of campaigns as the API shows them: each agent and number they name read once, the
+/// dispositions once, and every campaign's stats in two reads.
+pub async fn views(
+    state: &App,
+    ws: WorkspaceId,
+    campaigns: Vec<CampaignRecord>,
+) -> Result<Vec<CampaignView>, AppError> {
+    let store = &state.store;
+    let mut agents: HashMap<AgentId, Option<Agent>> = HashMap::new();
+    let mut numbers: HashMap<PhoneNumberId, Option<PhoneNumberRecord>> = HashMap::new();
+    for c in &campaigns {
+        if let Some(id) = c.settings.agent_id
+            && !agents.contains_key(&id)
+        {
+            agents.insert(id, store.agent(ws, id).await?);
+        }
+        if let Some(id) = c.settings.from_phone_number_id
+            && !numbers.contains_key(&id)
+        {
+            numbers.insert(id, store.phone_number(ws, id).await?);
+        }
+    }
+    let dispositions = store.list_dispositions(ws).await?;
+    let ids: Vec<CampaignId> = campaigns.iter().map(|c| c.id).collect();
+    let mut stats = store.campaigns_stats(ws, &ids).await?;
+    Ok(campaigns
+        .into_iter()
+        .map(|c| {
+            let s = &c.settings;
+            let linked = Linked {
+                agent: s.agent_id.and_then(|id| agents.get(&id).cloned().flatten()),
+                from_phone_number: s
+                    .from_phone_number_id
+                    .and_then(|id| numbers.get(&id).cloned().flatten()),
+                stop_dispositions: s
+                    .rules
+                    .stop_disposition_ids
+                    .iter()
+                    .filter_map(|id| dispositions.iter().find(|d| d.id == *id).cloned())
+                    .collect(),
+            };
+            let stats = stats.remove(&c.id).unwrap_or_default();
+            assemble(ws, c, linked, stats)
+        })
+        .collect())
+}
+
+/// What a campaign's view shows of the records it names.
+struct Linked {
+    agent: Option<Agent>,
+    from_phone_number: Option<PhoneNumberRecord>,
+    stop_dispositions: Vec<Disposition>,
+}
+
+fn assemble(
+    ws: WorkspaceId,
+    c: CampaignRecord,
+    linked: Linked,
+    stats: CampaignStats,
+) -> CampaignView {
+    let Linked {
+        agent,
+        from_phone_number,
+        stop_dispositions,
+    } = linked;
+    let s = c.settings;
+    CampaignView {
         id: c.id.as_uuid(),
         company_id: ws.as_uuid(),
         name: s.name,
@@ -178,7 +255,7 @@ pub async fn view(
         updated_at: c.updated_at,
         created_by: c.created_by.map(|k| k.as_uuid()),
         message: None,
-    })
+    }
 }
 
 /// The calling window a campaign runs in: its own, else the workspace's, else the default.

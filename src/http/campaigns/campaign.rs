@@ -14,7 +14,7 @@ use crate::http::extract::{JsonObject, ListResponse, Pagination, PathId, Q};
 use crate::http::state::AppState;
 
 use crate::app::campaigns::patch::create_campaign;
-use crate::app::campaigns::view::{CampaignView, NOT_FOUND, view};
+use crate::app::campaigns::view::{CampaignView, NOT_FOUND, view, views};
 
 /// Create a campaign (always `draft`)
 #[utoipa::path(post, path = "/campaigns", operation_id = "createCampaign", tag = "campaigns", security(("bearer" = ["campaigns:manage"])),
@@ -81,10 +81,7 @@ pub async fn list(
         .store
         .list_campaigns(auth.workspace_id, status, page)
         .await?;
-    let mut items = Vec::with_capacity(paged.items.len());
-    for c in paged.items {
-        items.push(view(&state, auth.workspace_id, c).await?);
-    }
+    let items = views(&state, auth.workspace_id, paged.items).await?;
     Ok(Json(ListResponse::new(
         crate::store::Paged {
             items,

@@ -84,6 +84,9 @@ pub enum AppError {
     /// written.
     #[error("The database cannot be reached right now; nothing was changed, try again shortly")]
     DatabaseUnavailable,
+    /// The database's disk is full; nothing was written.
+    #[error("The database's disk is full; nothing was changed. Free space on it and try again")]
+    DatabaseFull,
     /// Anything unexpected; the detail is logged by the door, never shown.
     #[error("Internal error")]
     Internal(#[source] anyhow::Error),
@@ -134,6 +137,10 @@ impl From<StoreError> for AppError {
             other if other.is_unavailable() => {
                 tracing::warn!(error = %other, "the database cannot be reached");
                 Self::DatabaseUnavailable
+            }
+            other if other.is_full() => {
+                tracing::error!(error = %other, "the database's disk is full");
+                Self::DatabaseFull
             }
             other => Self::Internal(other.into()),
         }

@@ -79,6 +79,7 @@ pub fn app_status(e: &AppError) -> StatusCode {
         AppError::SipNotRunning | AppError::ModelNotConfigured | AppError::DatabaseUnavailable => {
             StatusCode::SERVICE_UNAVAILABLE
         }
+        AppError::DatabaseFull => StatusCode::INSUFFICIENT_STORAGE,
         AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -104,6 +105,7 @@ pub fn app_code(e: &AppError) -> &'static str {
         AppError::SipNotRunning => "SIP_NOT_RUNNING",
         AppError::ModelNotConfigured => "MODEL_NOT_CONFIGURED",
         AppError::DatabaseUnavailable => "DATABASE_UNAVAILABLE",
+        AppError::DatabaseFull => "DATABASE_FULL",
         AppError::Internal(_) => "INTERNAL_ERROR",
     }
 }
@@ -277,6 +279,43 @@ mod tests {
         assert_eq!(
             err.body(),
             json!({"error": "Missing field `name`", "code": "INVALID_REQUEST", "field": "name"})
+        );
+    }
+
+    /// A database whose disk is full (an SQLite database held to a few pages, which fails as a
+    /// full disk does) answers 507 `DATABASE_FULL`, and the store says the write may land later.
+    #[tokio::test]
+    async fn a_full_database_is_a_507_that_says_so() {
+        use sqlx::{Connection, Executor};
+        let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        conn.execute("CREATE TABLE t (b BLOB); PRAGMA max_page_count = 3")
+            .await
+            .unwrap();
+        let mut refused = None;
+        for _ in 0..20 {
+            if let Err(err) = sqlx::query("INSERT INTO t (b) VALUES (zeroblob(4000))")
+                .execute(&mut conn)
+                .await
+            {
+                refused = Some(crate::store::StoreError::from(err));
+                break;
+            }
+        }
+        let refused = refused.expect("the database fills up");
+        assert!(refused.is_full() && refused.may_pass(), "{refused:?}");
+        assert!(!refused.is_unavailable());
+        let err = ApiError::from(crate::app::error::AppError::from(refused));
+        assert_eq!(err.status_code(), StatusCode::INSUFFICIENT_STORAGE);
+        assert_eq!(err.body()["code"], "DATABASE_FULL");
+        assert!(
+            err.body()["error"]
+                .as_str()
+                .unwrap()
+                .contains("disk is full"),
+            "{}",
+            err.body()
         );
     }
 }

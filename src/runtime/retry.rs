@@ -1,5 +1,6 @@
 //! A call's end is written however long the database is away: a write that fails because the
-//! database cannot be reached (see [`StoreError::is_unavailable`]) is tried again, backing off
+//! database cannot be reached or its disk is full (see [`StoreError::may_pass`]) is tried
+//! again, backing off
 //! to one try every few seconds, for up to [`KEPT_FOR`]. The call itself goes on meanwhile: its
 //! audio, transcript and outcome live in its actor until the write lands.
 
@@ -15,7 +16,8 @@ pub const KEPT_FOR: Duration = Duration::from_secs(15 * 60);
 const FIRST_PAUSE: Duration = Duration::from_millis(250);
 const LONGEST_PAUSE: Duration = Duration::from_secs(5);
 
-/// Runs `write` until it succeeds, fails for another reason than an unreachable database, or
+/// Runs `write` until it succeeds, fails for another reason than an unreachable or full
+/// database, or
 /// [`KEPT_FOR`] has passed. `what` names the write in the log.
 pub async fn until_reachable<T, Fut>(
     what: &'static str,
@@ -29,17 +31,17 @@ where
     let mut tries = 1u32;
     loop {
         match write().await {
-            Err(err) if err.is_unavailable() && started.elapsed() < KEPT_FOR => {
+            Err(err) if err.may_pass() && started.elapsed() < KEPT_FOR => {
                 if tries == 1 {
-                    tracing::warn!(what, error = %err, "the database cannot be reached; the write is kept and tried again");
+                    tracing::warn!(what, error = %err, "the database cannot take the write now; it is kept and tried again");
                 }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(LONGEST_PAUSE);
                 tries += 1;
             }
             Err(err) => {
-                if err.is_unavailable() {
-                    tracing::error!(what, error = %err, tries, "the database stayed unreachable; the write is given up to the next start");
+                if err.may_pass() {
+                    tracing::error!(what, error = %err, tries, "the database stayed unreachable or full; the write is given up to the next start");
                 }
                 return Err(err);
             }

@@ -148,7 +148,6 @@ impl Store {
     }
 }
 
-
 /// Appends `campaign_id IN (...)`: those of `ids` that are campaigns of `ws`.
 fn of_campaigns(q: &mut Query<'_>, ws: WorkspaceId, ids: &[CampaignId]) {
     q.push("campaign_id IN (SELECT id FROM campaigns WHERE workspace_id = ");

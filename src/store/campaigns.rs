@@ -4,7 +4,6 @@
 //! if the campaign is still in the status the change was decided from (optimistic check), so
 //! two concurrent commands cannot both apply.
 
-
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use switchboard_actors::campaign::{self, AuditEvent, CampaignStatus, Closing, RegulatoryBasis};

@@ -145,6 +145,25 @@ impl StoreError {
     }
 }
 
+impl StoreError {
+    /// The database's disk is full (SQLite's `SQLITE_FULL`, PostgreSQL's SQLSTATE 53100): the
+    /// write was refused whole, and one tried again once space is freed can land.
+    pub fn is_full(&self) -> bool {
+        match self {
+            Self::Database(sqlx::Error::Database(db)) => {
+                db.code().is_some_and(|c| matches!(&*c, "13" | "53100"))
+            }
+            _ => false,
+        }
+    }
+
+    /// A failure that passes by itself (the database unreachable, or its disk full): the
+    /// same write tried again later can land.
+    pub fn may_pass(&self) -> bool {
+        self.is_unavailable() || self.is_full()
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// The uniqueness rules of the schema, as a violation names them.

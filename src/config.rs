@@ -136,6 +136,8 @@ pub struct Config {
     pub workspace_max_concurrent_calls: usize,
     /// Calls this node places at once.
     pub node_capacity: usize,
+    /// This node among the nodes on one database (`--node-id`, `--advertise`).
+    pub node: crate::store::NodeIdentity,
     /// The host in SIP endpoint URIs.
     pub sip_host: String,
     /// SIP endpoints one workspace may create per day.
@@ -212,6 +214,10 @@ impl Default for Config {
             disposition_timeout: Duration::from_secs(300),
             workspace_max_concurrent_calls: 10,
             node_capacity: 1000,
+            node: crate::store::NodeIdentity {
+                id: default_node_id(),
+                advertise: "localhost".into(),
+            },
             sip_host: "localhost".into(),
             sip_endpoint_daily_limit: 20,
             sip: None,
@@ -278,4 +284,32 @@ impl Config {
             _ => None,
         }
     }
+}
+
+/// `--node-id` checked: 1-64 letters, digits, `.`, `_` or `-`.
+pub fn node_id(id: &str) -> anyhow::Result<String> {
+    let fits = (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !fits {
+        anyhow::bail!("--node-id `{id}` must be 1-64 letters, digits, `.`, `_` or `-`");
+    }
+    Ok(id.to_owned())
+}
+
+/// The host name and the process id, e.g. `sb-3-41822`: a new id for each start.
+pub fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| {
+            h.trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                .take(48)
+                .collect::<String>()
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    format!("{host}-{}", std::process::id())
 }

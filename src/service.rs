@@ -96,6 +96,7 @@ async fn prepare(store: Store, config: Config) -> anyhow::Result<Prepared> {
     // Built before anything ends a call: whether a model is configured decides whether an
     // answered call's end starts an analysis.
     let model = vendors::chat_model(&config)?;
+    store.register_node(&config.node).await?;
     let store = store
         .with_default_trunk(config.default_trunk())
         .with_recording_links(crate::domain::signing::RecordingLinks::new(
@@ -296,6 +297,9 @@ async fn drain(running: Running, background: Background) {
     running.engine.stop().await;
     background.dispatcher_stop.cancel();
     let _ = background.dispatcher.await;
+    if let Err(err) = running.store.node_stopped(&running.config.node.id).await {
+        tracing::warn!(error = %err, "the node's stop was not recorded");
+    }
 }
 
 /// The SIP server once started: its live inbound calls, its endpoints' actors, and where the

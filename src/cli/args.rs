@@ -62,6 +62,12 @@ pub enum Command {
     /// Bring the database to this version's schema (the service does it at start) and say
     /// where it stands.
     Migrate,
+    /// The nodes that run on this database (alive, draining or gone), each with where it is
+    /// reached and its last heartbeat.
+    Nodes {
+        #[arg(long)]
+        json: bool,
+    },
     /// Move a whole SQLite store into an empty PostgreSQL database, with the service stopped:
     /// every workspace's calls, transcripts, recordings' links, campaigns and contacts.
     Copy {

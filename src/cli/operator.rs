@@ -65,6 +65,7 @@ pub async fn run_operator(
         Command::Number(command) => number(store, command).await,
         Command::Billing(command) => billing(store, command).await,
         Command::Copy { from, to } => copy(&from, &to).await,
+        Command::Nodes { json } => super::nodes::list(store, json).await,
         Command::Migrate => {
             let engine = match store.engine() {
                 crate::store::Engine::Sqlite => "SQLite",

@@ -77,6 +77,14 @@ pub struct ServeArgs {
     /// Calls this node places at once over all workspaces.
     #[arg(long, env = "SWITCHBOARD_NODE_CAPACITY", default_value_t = 1000)]
     pub node_capacity: usize,
+    /// This node's name among the nodes on one database (1-64 letters, digits, `.`, `_`, `-`);
+    /// the default is the host name and the process id.
+    #[arg(long, env = "SWITCHBOARD_NODE_ID")]
+    pub node_id: Option<String>,
+    /// Where other machines reach this node's SIP and media (an address, or a name); the
+    /// default is `--sip-host`.
+    #[arg(long, env = "SWITCHBOARD_ADVERTISE")]
+    pub advertise: Option<String>,
     /// The host in SIP endpoint URIs (`sip:<slug>@<host>`): the name or address SIP trunks
     /// reach this service at.
     #[arg(long, env = "SWITCHBOARD_SIP_HOST", default_value = "localhost")]
@@ -455,6 +463,16 @@ impl ServeArgs {
             disposition_timeout: Duration::from_secs(self.disposition_timeout_secs),
             workspace_max_concurrent_calls: self.workspace_concurrency.max(1),
             node_capacity: self.node_capacity.max(1),
+            node: crate::store::NodeIdentity {
+                id: match &self.node_id {
+                    Some(id) => crate::config::node_id(id)?,
+                    None => crate::config::default_node_id(),
+                },
+                advertise: self
+                    .advertise
+                    .clone()
+                    .unwrap_or_else(|| self.sip_host.clone()),
+            },
             sip_host: self.sip_host.clone(),
             sip: self.sip_settings()?,
             tts: match self.tts.as_str() {

@@ -99,6 +99,15 @@ pub struct Health {
     /// `ok`, or `unavailable` while the database cannot be reached.
     pub status: &'static str,
     pub database: DatabaseHealth,
+    pub node: NodeHealth,
+}
+
+/// This node (`--node-id`, `--advertise`).
+#[derive(Serialize, ToSchema)]
+pub struct NodeHealth {
+    pub id: String,
+    /// Where other machines reach its SIP and media.
+    pub advertise: String,
 }
 
 /// The store's database as the health check found it.
@@ -132,6 +141,10 @@ async fn healthz(State(state): State<AppState>) -> Response {
             HEALTH_WAIT.as_secs()
         )),
     };
+    let node = || NodeHealth {
+        id: state.config.node.id.clone(),
+        advertise: state.config.node.advertise.clone(),
+    };
     match found {
         Ok(version) => Json(Health {
             status: "ok",
@@ -141,6 +154,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
                 schema_version: Some(version),
                 error: None,
             },
+            node: node(),
         })
         .into_response(),
         Err(error) => {
@@ -155,6 +169,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
                         schema_version: None,
                         error: Some(error),
                     },
+                    node: node(),
                 }),
             )
                 .into_response()

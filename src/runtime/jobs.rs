@@ -1,7 +1,8 @@
 //! Background jobs, run on an interval until shutdown:
 //! - activate purchased numbers whose regulatory review period has passed;
 //! - run due end-of-call analyses ([`crate::runtime::analysis`]);
-//! - fold the campaigns' count logs into their counts (between the folds admissions start).
+//! - fold the campaigns' count logs into their counts (between the folds admissions start);
+//! - write this node's heartbeat (see `store::nodes`).
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ pub async fn run(
 ) {
     let interval = config.job_interval;
     tokio::join!(
+        heartbeat(store.clone(), config.node.clone(), stop.clone()),
         activate_numbers(store.clone(), config, stop.clone()),
         fold_counts(store.clone(), interval, stop.clone()),
         crate::runtime::analysis::run(store, analyst, interval, stop),
@@ -39,4 +41,15 @@ async fn activate_numbers(store: Store, config: Arc<Config>, stop: watch::Receiv
 
 async fn fold_counts(store: Store, interval: std::time::Duration, stop: watch::Receiver<bool>) {
     crate::runtime::schedule::every(interval, stop, || store.fold_counts_or_later()).await;
+}
+
+async fn heartbeat(store: Store, node: crate::store::NodeIdentity, stop: watch::Receiver<bool>) {
+    crate::runtime::schedule::every(crate::store::NODE_HEARTBEAT, stop, || async {
+        match store.node_heartbeat(&node).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(node = %node.id, "the node's row was gone; registered again"),
+            Err(err) => tracing::warn!(node = %node.id, error = %err, "the node's heartbeat was not written"),
+        }
+    })
+    .await;
 }

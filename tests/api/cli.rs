@@ -279,3 +279,62 @@ async fn the_first_serve_creates_a_default_workspace_and_prints_a_working_key() 
         .unwrap();
     assert!(status.success(), "graceful exit: {status}");
 }
+
+/// `switchboard nodes` lists the service's node as alive while it runs, with the id and
+/// address `/healthz` names, and as gone once it has stopped.
+#[tokio::test]
+async fn nodes_lists_the_running_node_alive_and_a_stopped_one_gone() {
+    let mut app = crate::helpers::spawn_app_with(|c| {
+        c.node.id = "node-a".into();
+        c.node.advertise = "10.1.2.3".into();
+    })
+    .await;
+    let health = app.send(reqwest::Method::GET, "/healthz", None, None).await;
+    assert_eq!(health.body["node"]["id"], "node-a", "{}", health.text);
+    assert_eq!(health.body["node"]["advertise"], "10.1.2.3");
+    let db = app.db_url.clone();
+    let listed = tokio::task::spawn_blocking(move || switchboard(&db, &["nodes", "--json"]))
+        .await
+        .unwrap();
+    assert!(listed.0, "{}", listed.2);
+    let nodes = listed.1.as_array().expect("a JSON array").clone();
+    assert_eq!(nodes.len(), 1, "{}", listed.2);
+    assert_eq!(nodes[0]["id"], "node-a");
+    assert_eq!(nodes[0]["state"], "alive");
+    assert_eq!(nodes[0]["advertise"], "10.1.2.3");
+    assert_eq!(nodes[0]["version"], env!("CARGO_PKG_VERSION"));
+
+    app.halt().await;
+    let db = app.db_url.clone();
+    let (ok, json, text) =
+        tokio::task::spawn_blocking(move || switchboard(&db, &["nodes", "--json"]))
+            .await
+            .unwrap();
+    assert!(ok, "{text}");
+    assert_eq!(json[0]["state"], "gone", "{text}");
+    assert!(json[0]["stopped_at"].is_string(), "{text}");
+    let db = app.db_url.clone();
+    let (ok, _, table) = tokio::task::spawn_blocking(move || switchboard(&db, &["nodes"]))
+        .await
+        .unwrap();
+    assert!(ok, "{table}");
+    assert!(
+        table.contains("node-a") && table.contains("gone"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_node_id_that_is_not_a_plain_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("n.db").display());
+    let (ok, _, text) = switchboard(
+        &db,
+        &["serve", "--node-id", "node a/1", "--http", "127.0.0.1:0"],
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("--node-id `node a/1` must be 1-64 letters"),
+        "{text}"
+    );
+}

@@ -300,16 +300,5 @@ pub fn node_id(id: &str) -> anyhow::Result<String> {
 
 /// The host name and the process id, e.g. `sb-3-41822`: a new id for each start.
 pub fn default_node_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| {
-            h.trim()
-                .chars()
-                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-                .take(48)
-                .collect::<String>()
-        })
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "node".into());
-    format!("{host}-{}", std::process::id())
+    format!("{}-{}", crate::store::host_name(), std::process::id())
 }

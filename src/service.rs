@@ -98,6 +98,7 @@ async fn prepare(store: Store, config: Config) -> anyhow::Result<Prepared> {
     let model = vendors::chat_model(&config)?;
     store.register_node(&config.node).await?;
     let store = store
+        .with_node(&config.node.id)
         .with_default_trunk(config.default_trunk())
         .with_recording_links(crate::domain::signing::RecordingLinks::new(
             recording_key.clone(),

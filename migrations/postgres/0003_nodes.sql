@@ -6,6 +6,10 @@ CREATE TABLE nodes (
     -- Where other machines reach the node's SIP and media.
     advertise text NOT NULL,
     version text NOT NULL,
+    -- The machine and process it runs as: a restart on the same machine sees at once that the
+    -- process before it is gone.
+    host text NOT NULL,
+    pid bigint NOT NULL,
     started_at timestamptz NOT NULL,
     heartbeat_at timestamptz NOT NULL,
     draining boolean NOT NULL DEFAULT false,
@@ -13,3 +17,7 @@ CREATE TABLE nodes (
     CONSTRAINT nodes_pkey PRIMARY KEY (id),
     CONSTRAINT nodes_id_length CHECK (length(id) BETWEEN 1 AND 64)
 );
+
+-- The node carrying a live call (set when the call is dialled or answered): a node that starts
+-- ends as interrupted only the live calls of its own id and of nodes that are gone.
+ALTER TABLE calls ADD COLUMN node_id text;

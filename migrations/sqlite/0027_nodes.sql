@@ -6,8 +6,16 @@ CREATE TABLE nodes (
     -- Where other machines reach the node's SIP and media.
     advertise TEXT NOT NULL,
     version TEXT NOT NULL,
+    -- The machine and process it runs as: a restart on the same machine sees at once that the
+    -- process before it is gone.
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
     started_at TEXT NOT NULL,
     heartbeat_at TEXT NOT NULL,
     draining INTEGER NOT NULL DEFAULT 0,
     stopped_at TEXT
 );
+
+-- The node carrying a live call (set when the call is dialled or answered): a node that starts
+-- ends as interrupted only the live calls of its own id and of nodes that are gone.
+ALTER TABLE calls ADD COLUMN node_id TEXT;

@@ -252,20 +252,24 @@ pub struct CallFilter {
 }
 
 pub(super) const CALL_COLUMNS: &str = "id, workspace_id, direction, status, started_at, agent_id, from_phone_number_id, from_number, to_number, campaign_id, contact_id, \
-     attempt, priority, metadata, variables, idempotency_key, request_hash, max_duration_secs, reserved_cents, queued_at, created_at, updated_at";
+     attempt, priority, metadata, variables, idempotency_key, request_hash, max_duration_secs, reserved_cents, queued_at, created_at, updated_at, node_id";
 pub(super) const CALL_VALUES: &str =
-    "?, ?, 'outbound', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
+    "?, ?, 'outbound', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
 
 /// Binds a new call's values, in `CALL_VALUES` order: `queued`, or `dialing` from `queued_at`
-/// when `dialing` (its admission took a free call slot).
+/// on `node` when `dialing` is `Some(node)` (its admission took a free call slot).
 pub(super) fn bind_call<'q>(
     q: Query<'q>,
     spec: &CallSpec,
     metadata: &str,
     variables: &str,
     idempotency: (Option<&str>, Option<&str>),
-    dialing: bool,
+    dialing: Option<Option<&str>>,
 ) -> Query<'q> {
+    let (node, dialing) = match dialing {
+        Some(node) => (node.map(str::to_owned), true),
+        None => (None, false),
+    };
     let at = ts(spec.queued_at);
     let status = if dialing {
         CallStatus::Dialing
@@ -293,6 +297,7 @@ pub(super) fn bind_call<'q>(
         .bind(at)
         .bind(at)
         .bind(at)
+        .bind(node)
 }
 
 pub(super) async fn insert_call(
@@ -305,7 +310,7 @@ pub(super) async fn insert_call(
     let q = query(format!(
         "INSERT INTO calls ({CALL_COLUMNS}) VALUES ({CALL_VALUES})"
     ));
-    bind_call(q, spec, metadata, variables, idempotency, false)
+    bind_call(q, spec, metadata, variables, idempotency, None)
         .execute(tx)
         .await?;
     Ok(())

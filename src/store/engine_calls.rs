@@ -424,7 +424,14 @@ impl Store {
             .bind(a.tick.result.to_string())
             .bind(a.tick.estimate_cents.get())
             .bind(a.campaign_id.as_uuid());
-        let q = bind_call(q, spec, "{}", "{}", (None, None), a.dialing);
+        let q = bind_call(
+            q,
+            spec,
+            "{}",
+            "{}",
+            (None, None),
+            a.dialing.then_some(self.node()),
+        );
         // A campaign's call is placed by it: before inbound calls' records, as an API call is.
         let done = if a.dialing {
             let q = bind_call_event(q, spec.id, EventKind::CallStarted);
@@ -537,27 +544,54 @@ impl Store {
 
     pub async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> StoreResult<u64> {
         let at = ts(now);
+        // A node's own live calls, those of no node, and those of nodes that are gone: never
+        // the calls another running node carries.
+        let nodes = match self.node() {
+            Some(me) => {
+                let mut nodes = self.gone_nodes(me).await?;
+                nodes.push(me.to_owned());
+                Some(nodes)
+            }
+            None => None,
+        };
+        let live = |q: &mut Query<'static>, calls: &str| {
+            q.push(format!(
+                "{calls}status IN ('dialing', 'ringing', 'in_progress')"
+            ));
+            if let Some(nodes) = &nodes {
+                q.push(format!(
+                    " AND ({calls}node_id IS NULL OR {calls}node_id IN ("
+                ));
+                let mut each = q.separated(", ");
+                for node in nodes {
+                    each.push_bind(node.clone());
+                }
+                q.push("))");
+            }
+        };
         let mut conn = self.conn().await?;
         let mut tx = begin_write(&mut conn).await?;
-        let live: Vec<uuid::Uuid> =
-            query("SELECT id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress')")
-                .scalars(&mut tx)
-                .await?;
-        query(
+        let mut q = query("SELECT id FROM calls WHERE ");
+        live(&mut q, "");
+        let live_ids: Vec<uuid::Uuid> = q.scalars(&mut tx).await?;
+        let mut q = query(
             "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - \
-             (SELECT CAST(COALESCE(SUM(k.reserved_cents), 0) AS BIGINT) FROM calls k WHERE k.campaign_id = campaigns.id AND k.status IN ('dialing', 'ringing', 'in_progress'))) \
-             WHERE id IN (SELECT campaign_id FROM calls WHERE status IN ('dialing', 'ringing', 'in_progress') AND campaign_id IS NOT NULL)",
-        )
-        .execute(&mut tx)
-        .await?;
-        let done = query(
-            "UPDATE calls SET status = 'ended', outcome = 'infra_error', end_reason = ?, ended_at = ?, updated_at = ? WHERE status IN ('dialing', 'ringing', 'in_progress')",
+             (SELECT CAST(COALESCE(SUM(k.reserved_cents), 0) AS BIGINT) FROM calls k WHERE k.campaign_id = campaigns.id AND ",
+        );
+        live(&mut q, "k.");
+        q.push(")) WHERE id IN (SELECT campaign_id FROM calls WHERE campaign_id IS NOT NULL AND ");
+        live(&mut q, "");
+        q.push(")");
+        q.execute(&mut tx).await?;
+        let mut q = query(
+            "UPDATE calls SET status = 'ended', outcome = 'infra_error', end_reason = ?, ended_at = ?, updated_at = ? WHERE ",
         )
         .bind(EndReason::Interrupted.as_str())
         .bind(at)
-        .bind(at)
-        .execute(&mut tx)
-        .await?;
+        .bind(at);
+        live(&mut q, "");
+        let done = q.execute(&mut tx).await?;
+        let live = live_ids;
         let ended: Vec<(CallId, EventKind)> = live
             .into_iter()
             .map(|id| (CallId::from_uuid(id), EventKind::CallEnded))
@@ -575,7 +609,7 @@ impl Store {
     pub async fn mark_dialing(&self, call: CallId, now: DateTime<Utc>) -> StoreResult<bool> {
         self.change_call(
             (call, EventKind::CallStarted),
-            "status = 'dialing', started_at = ?",
+            ("status = 'dialing', started_at = ?, node_id = ?", true),
             "status = 'queued'",
             now,
         )
@@ -587,7 +621,7 @@ impl Store {
     pub async fn call_answered(&self, call: CallId, now: DateTime<Utc>) -> StoreResult<bool> {
         self.change_call(
             (call, EventKind::CallAnswered),
-            "status = 'in_progress', answered_at = ?",
+            ("status = 'in_progress', answered_at = ?", false),
             "status IN ('dialing', 'ringing') AND answered_at IS NULL",
             now,
         )
@@ -606,13 +640,14 @@ impl Store {
         Ok(done.changed(0) == 1)
     }
 
-    /// Applies `set` (SQL with one `?`, bound to `now`) and `updated_at` to the call where
-    /// `guard` holds, with its event `kind` in the same transaction; whether the call changed.
-    /// `set` and `guard` are constants of the caller.
+    /// Applies `set` (SQL with one `?`, bound to `now`, and a second one bound to this store's
+    /// node when `on_node`) and `updated_at` to the call where `guard` holds, with its event
+    /// `kind` in the same transaction; whether the call changed. `set` and `guard` are
+    /// constants of the caller.
     async fn change_call(
         &self,
         (call, kind): (CallId, EventKind),
-        set: &str,
+        (set, on_node): (&str, bool),
         guard: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
@@ -620,9 +655,13 @@ impl Store {
         let q = query(open_sql(&format!(
             "UPDATE calls SET {set}, updated_at = ? WHERE id = ? AND {guard}; {CALL_EVENT_SQL}"
         )))
-        .bind(at)
-        .bind(at)
-        .bind(call.as_uuid());
+        .bind(at);
+        let q = if on_node {
+            q.bind(self.node().map(str::to_owned))
+        } else {
+            q
+        };
+        let q = q.bind(at).bind(call.as_uuid());
         let q = bind_call_event(q, call, kind);
         // An outbound call's dial and answer wait on it: before inbound calls' records.
         let done = self
@@ -692,7 +731,7 @@ impl Store {
         .bind(spec.id.as_uuid())
         .bind(ts(spec.queued_at))
         .bind(contact.as_uuid());
-        let q = bind_call(q, spec, "{}", "{}", (None, None), false)
+        let q = bind_call(q, spec, "{}", "{}", (None, None), None)
             .bind(spec.reserved_cents.get())
             .bind(spec.campaign_id.map(|c| c.as_uuid()));
         Ok(self.atomic(q).await?.changed(0) == 1)

@@ -94,11 +94,12 @@ impl Store {
     pub async fn inbound_started(&self, call: &InboundStart) -> StoreResult<()> {
         let body = format!(
             "INSERT INTO calls (id, workspace_id, direction, status, agent_id, from_number, to_number, priority, \
-             max_duration_secs, queued_at, started_at, answered_at, created_at, updated_at, sip_endpoint_id, codec, recorded) \
-             VALUES (?, ?, 'inbound', 'in_progress', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?); \
+             max_duration_secs, queued_at, started_at, answered_at, created_at, updated_at, sip_endpoint_id, codec, recorded, node_id) \
+             VALUES (?, ?, 'inbound', 'in_progress', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?); \
              {CALL_EVENT_SQL}; {CALL_EVENT_SQL}"
         );
         let call = call.clone();
+        let node = self.node().map(str::to_owned);
         let bind = move |q: ScriptQuery| {
             let at = ts(call.started_at);
             let p = &call.plan;
@@ -117,7 +118,8 @@ impl Store {
                 .bind(at)
                 .bind(p.endpoint_id.as_uuid())
                 .bind(call.codec.name())
-                .bind(p.recorded);
+                .bind(p.recorded)
+                .bind(node.clone());
             let q = bind_call_event(q, call.id, EventKind::CallStarted);
             bind_call_event(q, call.id, EventKind::CallAnswered)
         };

@@ -267,6 +267,8 @@ pub struct Store {
     /// (`serve --carrier sip --outbound-trunk`): such numbers show `sip_outbound_configured`,
     /// and their calls wait for room on it.
     default_trunk: Option<TrunkLimits>,
+    /// The node this store serves (`--node-id`): written on the calls it dials and answers.
+    node: Option<Arc<str>>,
     /// Wakes the webhook dispatcher when an event is committed.
     outbox: Arc<tokio::sync::Notify>,
     /// How calls show their `recording_url` in webhook events (the API's way); set by a
@@ -386,6 +388,19 @@ impl Store {
             default_trunk: default_trunk.map(|t| TrunkLimits::of(uuid::Uuid::nil(), t)),
             ..self
         }
+    }
+
+    /// The store of node `id`: the calls it dials and answers are written as the node's.
+    pub fn with_node(self, id: &str) -> Self {
+        Self {
+            node: Some(id.into()),
+            ..self
+        }
+    }
+
+    /// The node this store serves, if it was given one.
+    pub fn node(&self) -> Option<&str> {
+        self.node.as_deref()
     }
 
     pub fn default_trunk(&self) -> bool {

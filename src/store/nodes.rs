@@ -51,6 +51,9 @@ pub struct NodeRecord {
     pub id: String,
     pub advertise: String,
     pub version: String,
+    /// The machine and process it runs as.
+    pub host: String,
+    pub pid: i64,
     pub started_at: DateTime<Utc>,
     pub heartbeat_at: DateTime<Utc>,
     pub draining: bool,
@@ -76,6 +79,8 @@ fn node_row(r: &Row) -> StoreResult<NodeRecord> {
         id: r.try_get("id")?,
         advertise: r.try_get("advertise")?,
         version: r.try_get("version")?,
+        host: r.try_get("host")?,
+        pid: r.try_get("pid")?,
         started_at: r.try_get("started_at")?,
         heartbeat_at: r.try_get("heartbeat_at")?,
         draining: r.try_get("draining")?,
@@ -88,14 +93,17 @@ impl Store {
     pub async fn register_node(&self, node: &NodeIdentity) -> StoreResult<()> {
         let now = ts(self.now());
         query(
-            "INSERT INTO nodes (id, advertise, version, started_at, heartbeat_at, draining, stopped_at) \
-             VALUES (?, ?, ?, ?, ?, FALSE, NULL) \
+            "INSERT INTO nodes (id, advertise, version, host, pid, started_at, heartbeat_at, draining, stopped_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, FALSE, NULL) \
              ON CONFLICT (id) DO UPDATE SET advertise = excluded.advertise, version = excluded.version, \
+             host = excluded.host, pid = excluded.pid, \
              started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, draining = FALSE, stopped_at = NULL",
         )
         .bind(node.id.as_str())
         .bind(node.advertise.as_str())
         .bind(env!("CARGO_PKG_VERSION"))
+        .bind(host_name())
+        .bind(i64::from(std::process::id()))
         .bind(now)
         .bind(now)
         .execute(&mut self.conn().await?)
@@ -132,13 +140,54 @@ impl Store {
     /// Every node that has run on this database, the latest started first.
     pub async fn nodes(&self) -> StoreResult<Vec<NodeRecord>> {
         let rows = query(
-            "SELECT id, advertise, version, started_at, heartbeat_at, draining, stopped_at \
+            "SELECT id, advertise, version, host, pid, started_at, heartbeat_at, draining, stopped_at \
              FROM nodes ORDER BY started_at DESC, id",
         )
         .fetch_all(&mut self.read_conn().await?)
         .await?;
         rows.iter().map(node_row).collect()
     }
+
+    /// The nodes other than `me` that are gone: stopped, silent for [`NODE_GONE_AFTER`], or
+    /// of this machine with their process no longer running (a restart sees its previous
+    /// process gone at once).
+    pub async fn gone_nodes(&self, me: &str) -> StoreResult<Vec<String>> {
+        let now = self.now();
+        let host = host_name();
+        Ok(self
+            .nodes()
+            .await?
+            .into_iter()
+            .filter(|n| n.id != me)
+            .filter(|n| {
+                n.state(now) == NodeState::Gone
+                    || (n.host == host
+                        && !process_runs(n.pid)
+                        && n.pid != i64::from(std::process::id()))
+            })
+            .map(|n| n.id)
+            .collect())
+    }
+}
+
+/// This machine's host name (`node` when it cannot be read), as node ids and rows name it.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| {
+            h.trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                .take(48)
+                .collect::<String>()
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into())
+}
+
+/// Whether a process `pid` runs on this machine (`/proc` lists it).
+fn process_runs(pid: i64) -> bool {
+    pid > 0 && std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 #[cfg(test)]
@@ -152,6 +201,8 @@ mod tests {
             id: "a".into(),
             advertise: "10.0.0.1".into(),
             version: "1".into(),
+            host: "h".into(),
+            pid: 1,
             started_at: now,
             heartbeat_at: now - chrono::Duration::seconds(14),
             draining: false,

@@ -229,6 +229,7 @@ impl Store {
             groups: Arc::default(),
             clock,
             default_trunk: None,
+            node: None,
             outbox: Arc::default(),
             links: None,
             analysis: false,

@@ -207,14 +207,7 @@ async fn viewing_booked(app: &TestApp) -> String {
 pub(crate) async fn direct_call(app: &TestApp, to: &str) -> String {
     let agent = flat_agent(app).await;
     let from = number(app, "+972501239000", "active").await;
-    let resp = app
-        .post(
-            "/calls",
-            json!({"agent_id": agent, "to_number": to, "from_phone_number_id": from}),
-        )
-        .await;
-    assert_eq!(resp.status, StatusCode::CREATED, "{}", resp.text);
-    let id = resp.body["id"].as_str().unwrap().to_owned();
+    let id = crate::calls::post_call(app, &agent, &from, to).await;
     app.await_status(&format!("/calls/{id}"), "ended", Duration::from_secs(10))
         .await;
     id

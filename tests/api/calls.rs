@@ -25,6 +25,36 @@ pub(crate) fn simulated(c: &mut switchboard::config::Config, mix: &str) {
     c.disposition_timeout = Duration::from_secs(2);
 }
 
+/// The simulated carrier answering every call at once and talking `secs` seconds.
+pub(crate) fn answering_for(c: &mut switchboard::config::Config, secs: &str) {
+    simulated(c, "answered=1");
+    if let Carrier::Sim(sim) = &mut c.carrier {
+        sim.ring_secs = "0".parse().unwrap();
+        sim.talk_secs = secs.parse().unwrap();
+    }
+}
+
+/// Credits the workspace and places a direct call to `to` from a new agent and number;
+/// answers the call's id, the agent's and the number's.
+pub(crate) async fn place_direct(app: &TestApp, to: &str) -> (String, String, String) {
+    crate::helpers::credit(&app.store, app.workspace_id, 100_000).await;
+    let agent = agent(app, Some(120)).await;
+    let number = number(app, "+972501230000", "active").await;
+    (post_call(app, &agent, &number, to).await, agent, number)
+}
+
+/// `POST /calls` from `agent` and number `from` to `to`; answers the new call's id.
+pub(crate) async fn post_call(app: &TestApp, agent: &str, from: &str, to: &str) -> String {
+    let placed = app
+        .post(
+            "/calls",
+            json!({"agent_id": agent, "to_number": to, "from_phone_number_id": from}),
+        )
+        .await;
+    assert_eq!(placed.status, StatusCode::CREATED, "{}", placed.text);
+    placed.body["id"].as_str().unwrap().to_owned()
+}
+
 pub(crate) async fn sim_app(mix: &str) -> TestApp {
     let app = spawn_app_with(|c| simulated(c, mix)).await;
     crate::helpers::credit(&app.store, app.workspace_id, 100_000).await;

@@ -5,10 +5,9 @@
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
-use switchboard::config::{Carrier, Config};
+use serde_json::Value;
+use switchboard::config::Config;
 
-use crate::campaigns::{agent, number};
 use crate::database::{Relay, fresh_database, postgres_server};
 use crate::helpers::{TestApp, eventually, spawn_app, spawn_on};
 
@@ -93,28 +92,10 @@ async fn health_names_the_database_and_reports_it_lost_and_back() {
 /// open, not ended as interrupted), and the campaign goes on to its end.
 #[tokio::test]
 async fn calls_ending_while_the_database_is_lost_are_recorded_once_it_is_back() {
-    let Some((app, mut relay)) = relayed(|c| {
-        crate::calls::simulated(c, "answered=1");
-        if let Carrier::Sim(sim) = &mut c.carrier {
-            sim.ring_secs = "0".parse().unwrap();
-            sim.talk_secs = "4".parse().unwrap();
-        }
-    })
-    .await
-    else {
+    let Some((app, mut relay)) = relayed(|c| crate::calls::answering_for(c, "4")).await else {
         return;
     };
-    crate::helpers::credit(&app.store, app.workspace_id, 100_000).await;
-    let agent = agent(&app, Some(120)).await;
-    let number = number(&app, "+972501230000", "active").await;
-    let direct = app
-        .post(
-            "/calls",
-            json!({"agent_id": agent, "to_number": "+972525550101", "from_phone_number_id": number}),
-        )
-        .await;
-    assert_eq!(direct.status, StatusCode::CREATED, "{}", direct.text);
-    let direct = direct.body["id"].as_str().unwrap().to_owned();
+    let (direct, agent, number) = crate::calls::place_direct(&app, "+972525550101").await;
     let campaign = crate::calls::one_pass_campaign(&app, "Lost", &agent, &number).await;
     app.enroll_and_launch(&campaign, &["+972525550102"]).await;
     let talking: Vec<Value> = eventually(

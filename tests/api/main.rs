@@ -43,6 +43,7 @@ mod lead_memory;
 mod leads;
 mod local_speech;
 mod lost_database;
+mod nodes;
 mod openapi;
 mod overload;
 mod pcap;

@@ -32,8 +32,9 @@
 //!   trunks' live counts and calls-per-second windows, which only memory knows.
 //! - `CallActor` failure: its call is ended as `infra_error` (`interrupted`) and never redialled
 //!   by the engine; the contact's next attempt follows the campaign's rules.
-//! - Process crash: at start every `dialing` call is ended as interrupted, `queued` calls are
-//!   queued again, and each live campaign rebuilds its open attempts from the store.
+//! - Process crash: at start every live call of this node (and of nodes that are gone) is ended
+//!   as interrupted, `queued` calls are queued again, and each live campaign rebuilds its open
+//!   attempts from the store.
 
 mod call;
 mod campaign;

@@ -21,3 +21,18 @@ CREATE TABLE nodes (
 -- The node carrying a live call (set when the call is dialled or answered): a node that starts
 -- ends as interrupted only the live calls of its own id and of nodes that are gone.
 ALTER TABLE calls ADD COLUMN node_id text;
+
+-- A campaign's actor runs on the node that holds its lease. The lease is taken only when it
+-- has expired or is already the taker's; `epoch` goes up at every change of owner, so a write
+-- fenced by (owner, epoch) does nothing once the lease has passed to another node.
+CREATE TABLE campaign_leases (
+    campaign_id uuid NOT NULL,
+    owner text NOT NULL,
+    epoch bigint NOT NULL,
+    expires_at timestamptz NOT NULL,
+    taken_at timestamptz NOT NULL,
+    CONSTRAINT campaign_leases_pkey PRIMARY KEY (campaign_id),
+    CONSTRAINT campaign_leases_campaign_id_fkey FOREIGN KEY (campaign_id)
+        REFERENCES campaigns (id) ON DELETE CASCADE
+);
+CREATE INDEX campaign_leases_owner ON campaign_leases (owner);

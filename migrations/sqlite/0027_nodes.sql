@@ -19,3 +19,15 @@ CREATE TABLE nodes (
 -- The node carrying a live call (set when the call is dialled or answered): a node that starts
 -- ends as interrupted only the live calls of its own id and of nodes that are gone.
 ALTER TABLE calls ADD COLUMN node_id TEXT;
+
+-- A campaign's actor runs on the node that holds its lease. The lease is taken only when it
+-- has expired or is already the taker's; `epoch` goes up at every change of owner, so a write
+-- fenced by (owner, epoch) does nothing once the lease has passed to another node.
+CREATE TABLE campaign_leases (
+    campaign_id BLOB PRIMARY KEY NOT NULL REFERENCES campaigns (id) ON DELETE CASCADE,
+    owner TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    expires_at TEXT NOT NULL,
+    taken_at TEXT NOT NULL
+);
+CREATE INDEX campaign_leases_owner ON campaign_leases (owner);

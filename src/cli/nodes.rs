@@ -1,4 +1,5 @@
-//! `switchboard nodes`: the nodes that run on this database, as their heartbeats show them.
+//! `switchboard nodes`: the nodes that run on this database, as their heartbeats show them,
+//! with the campaign leases each holds.
 
 use serde_json::json;
 
@@ -8,6 +9,8 @@ use crate::store::Store;
 pub async fn list(store: &Store, json: bool) -> anyhow::Result<()> {
     let now = store.now();
     let nodes = store.nodes().await?;
+    let leases = store.leases().await?;
+    let held = |id: &str| leases.iter().filter(|l| l.owner == id).count();
     if json {
         let rows: Vec<_> = nodes
             .iter()
@@ -21,6 +24,7 @@ pub async fn list(store: &Store, json: bool) -> anyhow::Result<()> {
                     "heartbeat_at": n.heartbeat_at,
                     "stopped_at": n.stopped_at,
                     "seconds_since_heartbeat": (now - n.heartbeat_at).num_seconds().max(0),
+                    "leases": held(&n.id),
                 })
             })
             .collect();
@@ -39,16 +43,17 @@ pub async fn list(store: &Store, json: bool) -> anyhow::Result<()> {
         .unwrap_or(9)
         .max(9);
     println!(
-        "{:id_width$}  {:8}  {:at_width$}  {:10}  LAST HEARTBEAT",
-        "ID", "STATE", "ADVERTISE", "VERSION"
+        "{:id_width$}  {:8}  {:at_width$}  {:10}  {:6}  LAST HEARTBEAT",
+        "ID", "STATE", "ADVERTISE", "VERSION", "LEASES"
     );
     for n in &nodes {
         println!(
-            "{:id_width$}  {:8}  {:at_width$}  {:10}  {} s ago",
+            "{:id_width$}  {:8}  {:at_width$}  {:10}  {:6}  {} s ago",
             n.id,
             n.state(now).as_str(),
             n.advertise,
             n.version,
+            held(&n.id),
             (now - n.heartbeat_at).num_seconds().max(0),
         );
     }

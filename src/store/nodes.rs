@@ -8,7 +8,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::db::{Row, query};
+use switchboard_actors::call::EndReason;
+use switchboard_actors::events::EventKind;
+use switchboard_actors::ids::CallId;
+
+use super::db::{Query, Row, begin_write, query};
 use super::{Store, StoreResult, ts};
 
 /// How often a running node writes its heartbeat.
@@ -167,6 +171,73 @@ impl Store {
             })
             .map(|n| n.id)
             .collect())
+    }
+
+    /// Ends as interrupted, at start, the live calls (`dialing`, `ringing`, `in_progress`) of
+    /// this node, of no node, and of nodes that are gone ([`Store::gone_nodes`]); every one
+    /// when the store serves no node. Releases their campaigns' reservations and writes their
+    /// `call.ended` events; answers how many it ended.
+    pub async fn interrupt_live_calls(&self, now: DateTime<Utc>) -> StoreResult<u64> {
+        let at = ts(now);
+        // A node's own live calls, those of no node, and those of nodes that are gone: never
+        // the calls another running node carries.
+        let nodes = match self.node() {
+            Some(me) => {
+                let mut nodes = self.gone_nodes(me).await?;
+                nodes.push(me.to_owned());
+                Some(nodes)
+            }
+            None => None,
+        };
+        let live = |q: &mut Query<'static>, calls: &str| {
+            q.push(format!(
+                "{calls}status IN ('dialing', 'ringing', 'in_progress')"
+            ));
+            if let Some(nodes) = &nodes {
+                q.push(format!(
+                    " AND ({calls}node_id IS NULL OR {calls}node_id IN ("
+                ));
+                let mut each = q.separated(", ");
+                for node in nodes {
+                    each.push_bind(node.clone());
+                }
+                q.push("))");
+            }
+        };
+        let mut conn = self.conn().await?;
+        let mut tx = begin_write(&mut conn).await?;
+        let mut q = query("SELECT id FROM calls WHERE ");
+        live(&mut q, "");
+        let live_ids: Vec<uuid::Uuid> = q.scalars(&mut tx).await?;
+        let mut q = query(
+            "UPDATE campaigns SET reserved_cents = MAX(0, reserved_cents - \
+             (SELECT CAST(COALESCE(SUM(k.reserved_cents), 0) AS BIGINT) FROM calls k WHERE k.campaign_id = campaigns.id AND ",
+        );
+        live(&mut q, "k.");
+        q.push(")) WHERE id IN (SELECT campaign_id FROM calls WHERE campaign_id IS NOT NULL AND ");
+        live(&mut q, "");
+        q.push(")");
+        q.execute(&mut tx).await?;
+        let mut q = query(
+            "UPDATE calls SET status = 'ended', outcome = 'infra_error', end_reason = ?, ended_at = ?, updated_at = ? WHERE ",
+        )
+        .bind(EndReason::Interrupted.as_str())
+        .bind(at)
+        .bind(at);
+        live(&mut q, "");
+        let done = q.execute(&mut tx).await?;
+        let live = live_ids;
+        let ended: Vec<(CallId, EventKind)> = live
+            .into_iter()
+            .map(|id| (CallId::from_uuid(id), EventKind::CallEnded))
+            .collect();
+        let events = self.emit_call_events(&mut tx, &ended).await?;
+        tx.commit().await?;
+        drop(conn);
+        if events > 0 {
+            self.outbox_written();
+        }
+        Ok(done.rows_affected())
     }
 }
 

@@ -303,6 +303,7 @@ async fn nodes_lists_the_running_node_alive_and_a_stopped_one_gone() {
     assert_eq!(nodes[0]["state"], "alive");
     assert_eq!(nodes[0]["advertise"], "10.1.2.3");
     assert_eq!(nodes[0]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(nodes[0]["leases"], 0);
 
     app.halt().await;
     let db = app.db_url.clone();

@@ -1,9 +1,12 @@
-//! Nodes on one database: a call is written as the node's that carries it, and a node that
-//! starts ends as interrupted only its own live calls and those of nodes that are gone.
+//! Nodes on one database: a call is written as the node's that carries it, a node that starts
+//! ends as interrupted only its own live calls and those of nodes that are gone, and a
+//! campaign's lease is held by one node at a time, its epoch raised at each new owner.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard::store::{NodeIdentity, Store};
+use switchboard::store::{LEASE_HELD, NodeIdentity, Store};
+use switchboard_actors::clock::AdjustableClock;
 
 use crate::helpers::eventually;
 
@@ -46,4 +49,80 @@ async fn a_starting_node_leaves_another_running_nodes_calls_and_ends_a_gone_node
     assert_eq!(ended["status"], "ended", "{ended}");
     assert_eq!(ended["end_reason"], "interrupted", "{ended}");
     b.close().await;
+}
+
+/// Two stores (two nodes) on one database and a campaign between them: one holds the lease
+/// until it expires, the other then takes it with a higher epoch, and the first one's lease no
+/// longer holds or renews; a released lease is taken at once; and of many nodes racing for a
+/// free lease exactly one gets it.
+#[tokio::test]
+async fn a_campaign_lease_is_held_by_one_node_and_passes_on_with_a_higher_epoch() {
+    let app = crate::helpers::spawn_app().await;
+    let agent = crate::campaigns::agent(&app, Some(120)).await;
+    let number = crate::campaigns::number(&app, "+972501230000", "active").await;
+    let campaign = crate::calls::one_pass_campaign(&app, "Leased", &agent, &number).await;
+    let campaign = switchboard_actors::ids::CampaignId::from_uuid(campaign.parse().unwrap());
+    let clock_a = Arc::new(AdjustableClock::default());
+    let clock_b = Arc::new(AdjustableClock::default());
+    let a = Store::open_with_clock(&app.db_url, clock_a.clone())
+        .await
+        .unwrap();
+    let b = Store::open_with_clock(&app.db_url, clock_b.clone())
+        .await
+        .unwrap();
+
+    let first = a
+        .take_lease(campaign, "a")
+        .await
+        .unwrap()
+        .expect("a free lease");
+    assert_eq!((first.owner.as_str(), first.epoch), ("a", 1));
+    assert_eq!(b.take_lease(campaign, "b").await.unwrap(), None);
+    let renewed = a.renew_lease(&first).await.unwrap().expect("renewed");
+    assert_eq!(renewed.epoch, 1);
+    assert!(renewed.expires_at >= first.expires_at);
+    assert_eq!(a.take_lease(campaign, "a").await.unwrap().unwrap().epoch, 1);
+
+    // Past its expiry, as b's clock sees it, b takes it over.
+    clock_b.advance(LEASE_HELD + Duration::from_secs(1));
+    let second = b.take_lease(campaign, "b").await.unwrap().expect("expired");
+    assert_eq!((second.owner.as_str(), second.epoch), ("b", 2));
+    assert!(!a.lease_holds(&first).await.unwrap());
+    assert_eq!(a.renew_lease(&first).await.unwrap(), None);
+    assert!(b.lease_holds(&second).await.unwrap());
+    assert_eq!(a.take_lease(campaign, "a").await.unwrap(), None);
+    let held = a.leases().await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].owner, "b");
+
+    // Released, it is taken at once.
+    assert!(b.release_lease(&second).await.unwrap());
+    assert!(!a.release_lease(&first).await.unwrap());
+    let third = a
+        .take_lease(campaign, "a")
+        .await
+        .unwrap()
+        .expect("released");
+    assert_eq!(third.epoch, 3);
+
+    // Many takers at once for a free lease, on two stores that agree on the time: one wins.
+    let other = crate::calls::one_pass_campaign(&app, "Raced", &agent, &number).await;
+    let other = switchboard_actors::ids::CampaignId::from_uuid(other.parse().unwrap());
+    let c = Store::open_with_clock(&app.db_url, clock_a.clone())
+        .await
+        .unwrap();
+    let takers = (0..8).map(|i| {
+        let store = if i % 2 == 0 { a.clone() } else { c.clone() };
+        tokio::spawn(async move { store.take_lease(other, &format!("n{i}")).await })
+    });
+    let mut won = 0;
+    for taker in takers {
+        if taker.await.unwrap().unwrap().is_some() {
+            won += 1;
+        }
+    }
+    assert_eq!(won, 1);
+    a.close().await;
+    b.close().await;
+    c.close().await;
 }

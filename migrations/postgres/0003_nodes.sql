@@ -36,3 +36,12 @@ CREATE TABLE campaign_leases (
         REFERENCES campaigns (id) ON DELETE CASCADE
 );
 CREATE INDEX campaign_leases_owner ON campaign_leases (owner);
+
+-- The API's rate limit per key, counted for every node at once: requests per key and
+-- one-minute window (`window_start`: the window's UNIX minute).
+CREATE TABLE api_rate_windows (
+    key_id uuid NOT NULL,
+    window_start bigint NOT NULL,
+    requests bigint NOT NULL,
+    CONSTRAINT api_rate_windows_pkey PRIMARY KEY (key_id, window_start)
+);

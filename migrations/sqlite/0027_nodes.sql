@@ -31,3 +31,13 @@ CREATE TABLE campaign_leases (
     taken_at TEXT NOT NULL
 );
 CREATE INDEX campaign_leases_owner ON campaign_leases (owner);
+
+-- The API's rate limit per key, counted for every node at once: requests per key and
+-- one-minute window (`window_start`: the window's UNIX minute). Used where several nodes share
+-- a database (PostgreSQL); one node on SQLite counts in memory.
+CREATE TABLE api_rate_windows (
+    key_id BLOB NOT NULL,
+    window_start INTEGER NOT NULL,
+    requests INTEGER NOT NULL,
+    PRIMARY KEY (key_id, window_start)
+);

@@ -1,5 +1,7 @@
 //! The API's rate limit: a fixed one-minute window per key, or per source address for requests
-//! without a valid key (the gate's, and the dashboard's sign-in).
+//! without a valid key (the gate's, and the dashboard's sign-in). On PostgreSQL, which several
+//! nodes may share, a key's windows are counted in the database (one upsert per request), so
+//! the limit holds across every node; source addresses are counted by each node.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -7,6 +9,8 @@ use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 use switchboard_actors::ids::ApiKeyId;
+
+use crate::store::{Engine, Store, StoreError};
 
 /// Who a request is charged to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -84,5 +88,44 @@ impl RateLimiter {
             reset: (window + 1) * 60,
             allowed,
         }
+    }
+
+    /// Charges one request to `bucket` at `now`, as [`RateLimiter::charge`] does, but a key's
+    /// request on PostgreSQL in `store`, for every node at once.
+    pub async fn charge_shared(
+        &self,
+        store: &Store,
+        bucket: Bucket,
+        now: DateTime<Utc>,
+    ) -> Result<Charge, StoreError> {
+        let key = match (&bucket, store.engine()) {
+            (Bucket::Key(key), Engine::Postgres) => *key,
+            _ => return Ok(self.charge(bucket, now)),
+        };
+        let window = now.timestamp().max(0) / 60;
+        let refused = Charge {
+            limit: self.limit,
+            remaining: 0,
+            reset: (window as u64 + 1) * 60,
+            allowed: false,
+        };
+        if self.limit == 0 {
+            return Ok(refused);
+        }
+        Ok(
+            match store
+                .charge_key_window(key, window, i64::from(self.limit))
+                .await?
+            {
+                Some(counted) => Charge {
+                    remaining: self
+                        .limit
+                        .saturating_sub(u32::try_from(counted).unwrap_or(u32::MAX)),
+                    allowed: true,
+                    ..refused
+                },
+                None => refused,
+            },
+        )
     }
 }

@@ -80,7 +80,14 @@ pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -
         Some(KeyCheck::Valid { key_id, .. }) => Bucket::Key(*key_id),
         _ => Bucket::Source(source),
     };
-    let charge = state.limiter.charge(bucket, state.store.now());
+    let charge = match state
+        .limiter
+        .charge_shared(&state.store, bucket, state.store.now())
+        .await
+    {
+        Ok(charge) => charge,
+        Err(err) => return AppError::from(err).into_response(),
+    };
     let response = if !charge.allowed {
         ApiError::RateLimited {
             limit: charge.limit,

@@ -2,7 +2,8 @@
 //! - activate purchased numbers whose regulatory review period has passed;
 //! - run due end-of-call analyses ([`crate::runtime::analysis`]);
 //! - fold the campaigns' count logs into their counts (between the folds admissions start);
-//! - write this node's heartbeat (see `store::nodes`).
+//! - write this node's heartbeat (see `store::nodes`);
+//! - drop the API's rate windows that have ended (counted in the database on PostgreSQL).
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ pub async fn run(
         heartbeat(store.clone(), config.node.clone(), stop.clone()),
         activate_numbers(store.clone(), config, stop.clone()),
         fold_counts(store.clone(), interval, stop.clone()),
+        prune_rate_windows(store.clone(), interval, stop.clone()),
         crate::runtime::analysis::run(store, analyst, interval, stop),
     );
 }
@@ -49,6 +51,23 @@ async fn heartbeat(store: Store, node: crate::store::NodeIdentity, stop: watch::
             Ok(true) => {}
             Ok(false) => tracing::warn!(node = %node.id, "the node's row was gone; registered again"),
             Err(err) => tracing::warn!(node = %node.id, error = %err, "the node's heartbeat was not written"),
+        }
+    })
+    .await;
+}
+
+async fn prune_rate_windows(
+    store: Store,
+    interval: std::time::Duration,
+    stop: watch::Receiver<bool>,
+) {
+    if !matches!(store.engine(), crate::store::Engine::Postgres) {
+        return;
+    }
+    crate::runtime::schedule::every(interval, stop, || async {
+        let window = store.now().timestamp().max(0) / 60;
+        if let Err(err) = store.prune_key_windows(window - 1).await {
+            tracing::warn!(error = %err, "the ended rate windows were not dropped");
         }
     })
     .await;

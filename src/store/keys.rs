@@ -152,4 +152,34 @@ impl Store {
             .await?;
         Ok(Some((workspace.id, secret)))
     }
+
+    /// Charges one request of `key` to the one-minute window `window` (its UNIX minute),
+    /// counted for every node on this database: the requests the window holds with this one,
+    /// or `None` when it already holds `limit` (the request is refused, and not counted).
+    pub async fn charge_key_window(
+        &self,
+        key: ApiKeyId,
+        window: i64,
+        limit: i64,
+    ) -> StoreResult<Option<i64>> {
+        Ok(query(
+            "INSERT INTO api_rate_windows (key_id, window_start, requests) VALUES (?, ?, 1) \
+             ON CONFLICT (key_id, window_start) DO UPDATE SET requests = api_rate_windows.requests + 1 \
+             WHERE api_rate_windows.requests < ? RETURNING requests",
+        )
+        .bind(key.as_uuid())
+        .bind(window)
+        .bind(limit)
+        .scalar_optional(&mut self.conn().await?)
+        .await?)
+    }
+
+    /// Drops the rate windows that ended before `window`.
+    pub async fn prune_key_windows(&self, window: i64) -> StoreResult<u64> {
+        let done = query("DELETE FROM api_rate_windows WHERE window_start < ?")
+            .bind(window)
+            .execute(&mut self.conn().await?)
+            .await?;
+        Ok(done.rows_affected())
+    }
 }

@@ -126,3 +126,47 @@ async fn a_campaign_lease_is_held_by_one_node_and_passes_on_with_a_higher_epoch(
     b.close().await;
     c.close().await;
 }
+
+/// On PostgreSQL a key's rate limit holds across nodes: requests to two nodes on one database
+/// are counted together, and the one past the limit is refused on whichever node it reaches.
+#[tokio::test]
+async fn a_keys_rate_limit_is_counted_across_nodes() {
+    if crate::database::postgres_server().is_none() {
+        return;
+    }
+    let limited = |id: &'static str| {
+        move |c: &mut switchboard::config::Config| {
+            c.rate_limit_per_minute = 5;
+            c.node.id = id.into();
+        }
+    };
+    let a = crate::helpers::spawn_app_with(limited("node-a")).await;
+    let clock = Arc::new(AdjustableClock::default());
+    let store = Store::open_with_clock(&a.db_url, clock.clone())
+        .await
+        .unwrap();
+    let b = crate::helpers::spawn_on(store, clock, a.db_url.clone(), limited("node-b")).await;
+    // All in one minute's window.
+    let second = chrono::Utc::now().timestamp() % 60;
+    if second > 50 {
+        tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
+    }
+    let mut seen = Vec::new();
+    for i in 0..7 {
+        let node = if i % 2 == 0 { &a } else { &b };
+        let resp = node
+            .send(reqwest::Method::GET, "/agents", Some(&a.key), None)
+            .await;
+        seen.push((
+            resp.status.as_u16(),
+            resp.headers["x-ratelimit-remaining"]
+                .to_str()
+                .unwrap()
+                .to_owned(),
+        ));
+    }
+    let statuses: Vec<u16> = seen.iter().map(|(s, _)| *s).collect();
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429], "{seen:?}");
+    assert_eq!(seen[4].1, "0", "{seen:?}");
+    assert_eq!(seen[0].1, "4", "{seen:?}");
+}

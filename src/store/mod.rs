@@ -123,6 +123,9 @@ pub enum StoreError {
     /// The database server could not be reached or refused the store's login.
     #[error("{0}")]
     Unavailable(String),
+    /// Another running node already has this node's id.
+    #[error("{0}")]
+    NodeInUse(String),
 }
 
 impl StoreError {

@@ -93,8 +93,28 @@ fn node_row(r: &Row) -> StoreResult<NodeRecord> {
 }
 
 impl Store {
-    /// Records `node` as started now (a node id seen before starts afresh).
+    /// Records `node` as started now (a node id seen before starts afresh); refused while
+    /// another running process has the id (alive by its heartbeat, and not a process of this
+    /// machine that has ended).
     pub async fn register_node(&self, node: &NodeIdentity) -> StoreResult<()> {
+        let host = host_name();
+        let me = i64::from(std::process::id());
+        if let Some(other) = self.nodes().await?.into_iter().find(|n| n.id == node.id)
+            && other.state(self.now()) != NodeState::Gone
+            && !(other.host == host && (other.pid == me || !process_runs(other.pid)))
+        {
+            return Err(super::StoreError::NodeInUse(format!(
+                "node id `{}` is in use by a running node (host {}, process {}, last heartbeat {}): \
+                 give this node another --node-id, or wait {} s after that node stops",
+                node.id,
+                other.host,
+                other.pid,
+                other
+                    .heartbeat_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                NODE_GONE_AFTER.as_secs()
+            )));
+        }
         let now = ts(self.now());
         query(
             "INSERT INTO nodes (id, advertise, version, host, pid, started_at, heartbeat_at, draining, stopped_at) \
@@ -106,8 +126,8 @@ impl Store {
         .bind(node.id.as_str())
         .bind(node.advertise.as_str())
         .bind(env!("CARGO_PKG_VERSION"))
-        .bind(host_name())
-        .bind(i64::from(std::process::id()))
+        .bind(host)
+        .bind(me)
         .bind(now)
         .bind(now)
         .execute(&mut self.conn().await?)

@@ -339,3 +339,34 @@ fn a_node_id_that_is_not_a_plain_name_is_refused() {
         "{text}"
     );
 }
+
+/// A second process started with the id of a running node is refused, and says which node has
+/// it; the running node goes on.
+#[tokio::test]
+async fn a_node_id_in_use_by_a_running_node_is_refused() {
+    let app = crate::helpers::spawn_app_with(|c| c.node.id = "node-dup".into()).await;
+    let db = app.db_url.clone();
+    let (ok, _, text) = tokio::task::spawn_blocking(move || {
+        switchboard(
+            &db,
+            &[
+                "serve",
+                "--node-id",
+                "node-dup",
+                "--http",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "none",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("node id `node-dup` is in use by a running node"),
+        "{text}"
+    );
+    let health = app.send(reqwest::Method::GET, "/healthz", None, None).await;
+    assert_eq!(health.status, StatusCode::OK);
+}

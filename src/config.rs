@@ -298,7 +298,14 @@ pub fn node_id(id: &str) -> anyhow::Result<String> {
     Ok(id.to_owned())
 }
 
-/// The host name and the process id, e.g. `sb-3-41822`: a new id for each start.
+/// The host name, the process id and a few characters drawn at start, e.g.
+/// `sb-3-41822-9f2c1a`: a new id for each start, apart even for containers on one host that
+/// share its name and each run as process 1.
 pub fn default_node_id() -> String {
-    format!("{}-{}", crate::store::host_name(), std::process::id())
+    format!(
+        "{}-{}-{}",
+        crate::store::host_name(),
+        std::process::id(),
+        &crate::store::instance()[..6]
+    )
 }

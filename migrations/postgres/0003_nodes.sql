@@ -10,6 +10,10 @@ CREATE TABLE nodes (
     -- process before it is gone.
     host text NOT NULL,
     pid bigint NOT NULL,
+    -- The process's PID namespace (containers on one host each have their own) and a random
+    -- id drawn at each start: the row is the process's that wrote this instance.
+    pid_ns text NOT NULL,
+    instance text NOT NULL,
     started_at timestamptz NOT NULL,
     heartbeat_at timestamptz NOT NULL,
     draining boolean NOT NULL DEFAULT false,

@@ -10,6 +10,10 @@ CREATE TABLE nodes (
     -- process before it is gone.
     host TEXT NOT NULL,
     pid INTEGER NOT NULL,
+    -- The process's PID namespace (containers on one host each have their own) and a random
+    -- id drawn at each start: the row is the process's that wrote this instance.
+    pid_ns TEXT NOT NULL,
+    instance TEXT NOT NULL,
     started_at TEXT NOT NULL,
     heartbeat_at TEXT NOT NULL,
     draining INTEGER NOT NULL DEFAULT 0,

@@ -78,7 +78,7 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_NODE_CAPACITY", default_value_t = 1000)]
     pub node_capacity: usize,
     /// This node's name among the nodes on one database (1-64 letters, digits, `.`, `_`, `-`);
-    /// the default is the host name and the process id.
+    /// the default is the host name, the process id and six characters drawn at start.
     #[arg(long, env = "SWITCHBOARD_NODE_ID")]
     pub node_id: Option<String>,
     /// Where other machines reach this node's SIP and media (an address, or a name); the

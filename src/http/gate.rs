@@ -82,11 +82,15 @@ pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -
     };
     let charge = match state
         .limiter
-        .charge_shared(&state.store, bucket, state.store.now())
+        .charge_shared(&state.store, bucket.clone(), state.store.now())
         .await
     {
         Ok(charge) => charge,
-        Err(err) => return AppError::from(err).into_response(),
+        // The request is not refused for its count: this node counts it alone meanwhile.
+        Err(err) => {
+            tracing::warn!(error = %err, "the rate limit could not be counted in the database");
+            state.limiter.charge(bucket, state.store.now())
+        }
     };
     let response = if !charge.allowed {
         ApiError::RateLimited {

@@ -2,7 +2,7 @@
 //! - activate purchased numbers whose regulatory review period has passed;
 //! - run due end-of-call analyses ([`crate::runtime::analysis`]);
 //! - fold the campaigns' count logs into their counts (between the folds admissions start);
-//! - write this node's heartbeat (see `store::nodes`);
+//! - write this node's heartbeat and watch the other nodes' ([`crate::runtime::node_watch`]);
 //! - drop the API's rate windows that have ended (counted in the database on PostgreSQL).
 
 use std::sync::Arc;
@@ -22,7 +22,7 @@ pub async fn run(
 ) {
     let interval = config.job_interval;
     tokio::join!(
-        heartbeat(store.clone(), config.node.clone(), stop.clone()),
+        crate::runtime::node_watch::run(store.clone(), config.node.clone(), stop.clone()),
         activate_numbers(store.clone(), config, stop.clone()),
         fold_counts(store.clone(), interval, stop.clone()),
         prune_rate_windows(store.clone(), interval, stop.clone()),
@@ -43,17 +43,6 @@ async fn activate_numbers(store: Store, config: Arc<Config>, stop: watch::Receiv
 
 async fn fold_counts(store: Store, interval: std::time::Duration, stop: watch::Receiver<bool>) {
     crate::runtime::schedule::every(interval, stop, || store.fold_counts_or_later()).await;
-}
-
-async fn heartbeat(store: Store, node: crate::store::NodeIdentity, stop: watch::Receiver<bool>) {
-    crate::runtime::schedule::every(crate::store::NODE_HEARTBEAT, stop, || async {
-        match store.node_heartbeat(&node).await {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(node = %node.id, "the node's row was gone; registered again"),
-            Err(err) => tracing::warn!(node = %node.id, error = %err, "the node's heartbeat was not written"),
-        }
-    })
-    .await;
 }
 
 async fn prune_rate_windows(

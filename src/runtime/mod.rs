@@ -14,6 +14,7 @@
 //! - [`charges`]: debits of a workspace's balance for calls and purchases.
 //! - [`jobs`]: background work: activating purchased numbers, end-of-call analyses.
 //! - [`analysis`]: the end-of-call analysis of answered calls.
+//! - [`node_watch`]: this node's heartbeat, and the calls of nodes found gone ended.
 //! - [`retry`]: a call's end written however long the database is away.
 //! - [`schedule`]: work run on an interval until shutdown.
 //! - [`simulator`]: the flow simulator: a flow agent on the text line.
@@ -31,6 +32,7 @@ pub mod integrations;
 pub mod jobs;
 pub mod lead_memory;
 pub mod live_turns;
+pub mod node_watch;
 pub mod outbound;
 pub mod retry;
 pub mod schedule;

@@ -1,8 +1,8 @@
 //! A call's end is written however long the database is away: a write that fails because the
-//! database cannot be reached or its disk is full (see [`StoreError::may_pass`]) is tried
-//! again, backing off
-//! to one try every few seconds, for up to [`KEPT_FOR`]. The call itself goes on meanwhile: its
-//! audio, transcript and outcome live in its actor until the write lands.
+//! database cannot be reached, its disk is full or it lost to another write (see
+//! [`StoreError::may_pass`]) is tried again, backing off to one try every few seconds, for up
+//! to [`KEPT_FOR`]. The call itself goes on meanwhile: its audio, transcript and outcome live
+//! in its actor until the write lands.
 
 use std::future::Future;
 use std::time::Duration;

@@ -1,7 +1,8 @@
 //! Campaign leases: a campaign's actor runs on the node that holds its lease.
 //!
 //! **Invariant:** a lease is a row (owner, epoch, expiry) taken by one upsert only when it has
-//! expired or is already the taker's; the epoch goes up at every change of owner, so a write
+//! expired or is already the taker's; the epoch goes up at every change of owner and at every
+//! take of an expired lease, so a write
 //! fenced by [`FENCE_SQL`] with a lease that has passed to another node changes nothing, even
 //! while its old owner still believes it holds it (paused, cut off, its clock wrong).
 
@@ -50,14 +51,17 @@ impl Store {
     }
 
     /// Takes (or renews) the lease of `campaign` for node `me`: `None` while another node
-    /// holds it unexpired. A new owner raises the epoch.
+    /// holds it unexpired. A new owner raises the epoch, and so does taking an expired lease
+    /// back (whoever held it under the old epoch may still be writing).
     pub async fn take_lease(&self, campaign: CampaignId, me: &str) -> StoreResult<Option<Lease>> {
         let now = ts(self.now());
         let row = query(format!(
             "INSERT INTO campaign_leases (campaign_id, owner, epoch, expires_at, taken_at) VALUES (?, ?, 1, ?, ?) \
              ON CONFLICT (campaign_id) DO UPDATE SET \
-               epoch = CASE WHEN campaign_leases.owner = excluded.owner THEN campaign_leases.epoch ELSE campaign_leases.epoch + 1 END, \
-               taken_at = CASE WHEN campaign_leases.owner = excluded.owner THEN campaign_leases.taken_at ELSE excluded.taken_at END, \
+               epoch = CASE WHEN campaign_leases.owner = excluded.owner AND campaign_leases.expires_at >= ? \
+                 THEN campaign_leases.epoch ELSE campaign_leases.epoch + 1 END, \
+               taken_at = CASE WHEN campaign_leases.owner = excluded.owner AND campaign_leases.expires_at >= ? \
+                 THEN campaign_leases.taken_at ELSE excluded.taken_at END, \
                owner = excluded.owner, expires_at = excluded.expires_at \
              WHERE campaign_leases.owner = excluded.owner OR campaign_leases.expires_at < ? \
              RETURNING {LEASE_COLUMNS}"
@@ -65,6 +69,8 @@ impl Store {
         .bind(campaign.as_uuid())
         .bind(me)
         .bind(ts(self.lease_expiry()))
+        .bind(now)
+        .bind(now)
         .bind(now)
         .bind(now)
         .fetch_optional(&mut self.conn().await?)

@@ -164,10 +164,22 @@ impl StoreError {
         }
     }
 
-    /// A failure that passes by itself (the database unreachable, or its disk full): the
-    /// same write tried again later can land.
+    /// A failure that passes by itself (the database unreachable, its disk full, or the write
+    /// lost to another): the same write tried again later can land.
     pub fn may_pass(&self) -> bool {
-        self.is_unavailable() || self.is_full()
+        let closed = matches!(self, Self::Database(sqlx::Error::PoolClosed));
+        (self.is_unavailable() && !closed) || self.is_full() || self.is_contended()
+    }
+
+    /// The write lost to another (SQLite busy or locked; PostgreSQL's serialization failure
+    /// or deadlock): the same write tried again can land.
+    pub fn is_contended(&self) -> bool {
+        match self {
+            Self::Database(sqlx::Error::Database(db)) => db
+                .code()
+                .is_some_and(|c| matches!(&*c, "5" | "6" | "517" | "40001" | "40P01")),
+            _ => false,
+        }
     }
 }
 

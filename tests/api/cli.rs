@@ -346,7 +346,8 @@ fn a_node_id_that_is_not_a_plain_name_is_refused() {
 async fn a_node_id_in_use_by_a_running_node_is_refused() {
     let app = crate::helpers::spawn_app_with(|c| c.node.id = "node-dup".into()).await;
     let db = app.db_url.clone();
-    let (ok, _, text) = tokio::task::spawn_blocking(move || {
+    // A node that wrongly starts would serve on: the wait ends the test then.
+    let started = tokio::task::spawn_blocking(move || {
         switchboard(
             &db,
             &[
@@ -359,9 +360,11 @@ async fn a_node_id_in_use_by_a_running_node_is_refused() {
                 "none",
             ],
         )
-    })
-    .await
-    .unwrap();
+    });
+    let (ok, _, text) = tokio::time::timeout(std::time::Duration::from_secs(30), started)
+        .await
+        .expect("the second node is refused at once")
+        .unwrap();
     assert!(!ok, "{text}");
     assert!(
         text.contains("node id `node-dup` is in use by a running node"),

@@ -104,6 +104,12 @@ async fn a_campaign_lease_is_held_by_one_node_and_passes_on_with_a_higher_epoch(
         .unwrap()
         .expect("released");
     assert_eq!(third.epoch, 3);
+    // Taken back by its own owner once expired, it is a new epoch too: whatever wrote under
+    // the old one is fenced off.
+    clock_a.advance(LEASE_HELD * 3);
+    let fourth = a.take_lease(campaign, "a").await.unwrap().expect("expired");
+    assert_eq!((fourth.owner.as_str(), fourth.epoch), ("a", 4));
+    assert!(!a.lease_holds(&third).await.unwrap());
 
     // Many takers at once for a free lease, on two stores that agree on the time: one wins.
     let other = crate::calls::one_pass_campaign(&app, "Raced", &agent, &number).await;

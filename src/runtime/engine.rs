@@ -66,11 +66,7 @@ impl EnginePort {
         op: &'static str,
         work: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> PortResult<T> {
-        if let Some(faults) = &self.faults
-            && faults(op)
-        {
-            return Err(PortError::Injected { operation: op });
-        }
+        self.injected(op)?;
         self.held(work)
             .await
             .map_err(|err| PortError::failed(op, err))
@@ -83,15 +79,19 @@ impl EnginePort {
     where
         Fut: std::future::Future<Output = Result<T, StoreError>>,
     {
-        if let Some(faults) = &self.faults
-            && faults(op)
-        {
-            return Err(PortError::Injected { operation: op });
-        }
+        self.injected(op)?;
         let mut work = work;
         crate::runtime::retry::until_reachable(op, || self.held(work()))
             .await
             .map_err(|err| PortError::failed(op, err))
+    }
+
+    /// Fails `op` when a fault is injected for it.
+    fn injected(&self, op: &'static str) -> PortResult<()> {
+        match &self.faults {
+            Some(faults) if faults(op) => Err(PortError::Injected { operation: op }),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -30,10 +30,16 @@ impl Watch {
     }
 
     /// Looks at `nodes` at `now`: the ids of the nodes other than `me` found gone since the
-    /// last look (stopped, or silent for [`NODE_GONE_AFTER`] of this node's watching).
+    /// last look (stopped while watched, or silent for [`NODE_GONE_AFTER`] of this node's
+    /// watching).
     pub fn look(&mut self, me: &str, nodes: &[NodeRecord], now: Instant) -> Vec<String> {
         let mut gone = Vec::new();
         for n in nodes.iter().filter(|n| n.id != me) {
+            let first_look = !self.seen.contains_key(&n.id);
+            if first_look && n.stopped_at.is_some() {
+                // Stopped before this watch began: the start's reconciliation took its calls.
+                self.acted.insert((n.id.clone(), n.heartbeat_at));
+            }
             let silent_for = match self.seen.get(&n.id) {
                 Some((beat, since)) if *beat == n.heartbeat_at => now.duration_since(*since),
                 _ => {
@@ -145,9 +151,15 @@ mod tests {
         w.look("a", std::slice::from_ref(&c), t0);
         w.lost();
         assert!(w.look("a", std::slice::from_ref(&c), t2).is_empty());
-        // A stopped node is gone at once.
+        // A node stopped before the watch began was the start's to reconcile; one that stops
+        // while watched is gone at once.
         let mut stopped = node("d", old);
         stopped.stopped_at = Some(old);
-        assert_eq!(w.look("a", &[stopped], t2), ["d"]);
+        assert!(w.look("a", std::slice::from_ref(&stopped), t2).is_empty());
+        let mut e = node("e", old);
+        assert!(w.look("a", std::slice::from_ref(&e), t2).is_empty());
+        e.stopped_at = Some(old);
+        e.heartbeat_at = old + chrono::Duration::seconds(1);
+        assert_eq!(w.look("a", &[stopped, e], t2), ["e"]);
     }
 }

@@ -80,10 +80,7 @@ impl Store {
         ids: &[DispositionId],
     ) -> StoreResult<Vec<Disposition>> {
         let all = self.list_dispositions(ws).await?;
-        Ok(ids
-            .iter()
-            .filter_map(|id| all.iter().find(|d| d.id == *id).cloned())
-            .collect())
+        Ok(pick_dispositions(&all, ids))
     }
 
     /// Creates a disposition; without a position it goes last.
@@ -264,4 +261,11 @@ pub enum DispositionSet {
     Conflict(CallRecord),
     /// The call has not ended answered.
     NotAnswered(CallRecord),
+}
+
+/// Those of `all` that `ids` name, in the order of `ids` (an id of none left out).
+pub fn pick_dispositions(all: &[Disposition], ids: &[DispositionId]) -> Vec<Disposition> {
+    ids.iter()
+        .filter_map(|id| all.iter().find(|d| d.id == *id).cloned())
+        .collect()
 }

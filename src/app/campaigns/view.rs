@@ -161,12 +161,10 @@ pub async fn views(
                 from_phone_number: s
                     .from_phone_number_id
                     .and_then(|id| numbers.get(&id).cloned().flatten()),
-                stop_dispositions: s
-                    .rules
-                    .stop_disposition_ids
-                    .iter()
-                    .filter_map(|id| dispositions.iter().find(|d| d.id == *id).cloned())
-                    .collect(),
+                stop_dispositions: crate::store::pick_dispositions(
+                    &dispositions,
+                    &s.rules.stop_disposition_ids,
+                ),
             };
             let stats = stats.remove(&c.id).unwrap_or_default();
             assemble(ws, c, linked, stats)

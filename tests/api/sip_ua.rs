@@ -7,12 +7,17 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
-/// A UDP and TCP port free on loopback right now, for baresip (a separate process binds it).
+/// A UDP and TCP port, and the TCP port after it, free on loopback right now, for baresip (a
+/// separate process binds them).
 pub fn free_sip_port() -> u16 {
     loop {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
         let port = udp.local_addr().expect("addr").port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        // baresip also listens for TLS on the next port.
+        if port < u16::MAX
+            && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
+        {
             return port;
         }
     }
